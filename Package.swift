@@ -1,0 +1,59 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// A built-in plugin: one dynamic library per directory under Plugins/,
+/// written against VigilKit exactly as a third party would write one.
+func plugin(_ name: String, target: String) -> (Product, Target) {
+    (.library(name: name, type: .dynamic, targets: [target]),
+     .target(name: target, dependencies: ["CVigilPlugin", "VigilKit", "LinuxProbes"], path: "Plugins/\(name)"))
+}
+
+let plugins = [
+    plugin("cpu", target: "CPUPlugin"),
+    plugin("memory", target: "MemoryPlugin"),
+    plugin("load", target: "LoadPlugin"),
+]
+
+let package = Package(
+    name: "Vigil",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "vigil", targets: ["vigil"]),
+        .library(name: "VigilKit", targets: ["VigilKit"]),
+        .library(name: "LinuxProbes", targets: ["LinuxProbes"]),
+    ] + plugins.map(\.0),
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+    ],
+    targets: [
+        // The plugin contract: one C header, nothing else.
+        .target(name: "CVigilPlugin"),
+        // Pure Swift, no I/O: events, manifest model and validation, routing, encoding.
+        .target(name: "VigilCore", dependencies: [.product(name: "Yams", package: "Yams")]),
+        // The runtime: loader, instances, bus, sinks, services.
+        .target(name: "VigilHost", dependencies: [
+            "CVigilPlugin", "VigilCore",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "SystemPackage", package: "swift-system"),
+            .product(name: "DequeModule", package: "swift-collections"),
+        ]),
+        // The Swift SDK for plugin authors.
+        .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
+        // Readers of /proc (and later /sys) through a configurable root.
+        .target(name: "LinuxProbes"),
+        .executableTarget(name: "vigil", dependencies: [
+            "VigilCore", "VigilHost",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilCore", "LinuxProbes", "CVigilPlugin"]),
+    ] + plugins.map(\.1)
+)

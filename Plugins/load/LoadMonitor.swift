@@ -1,0 +1,54 @@
+@preconcurrency import CVigilPlugin
+import LinuxProbes
+import VigilKit
+
+/// The load averages and runnable task count from /proc/loadavg.
+final class LoadMonitor: PolledMonitor {
+    static let spec = PluginSpec(
+        name: "load", version: "1.0.0",
+        summary: "Load averages over 1, 5 and 15 minutes and runnable tasks, from /proc/loadavg",
+        defaultInterval: .seconds(5),
+        options: [
+            OptionDecl("procfs", .string, default: "/proc", doc: "Root of the proc filesystem (a fixture tree in tests)."),
+        ],
+        events: [
+            EventDecl("sample", doc: "The load averages at poll time.", fields: [
+                FieldDecl("load1", .double, doc: "average runnable and uninterruptible tasks, 1 minute"),
+                FieldDecl("load5", .double, doc: "5 minutes"),
+                FieldDecl("load15", .double, doc: "15 minutes"),
+                FieldDecl("runnable", .int, unit: "tasks", doc: "tasks runnable now"),
+                FieldDecl("entities", .int, unit: "tasks", doc: "scheduling entities (tasks) in the system"),
+            ]),
+        ])
+
+    private let context: MonitorContext
+    private let root: FSRoot
+
+    init(options: Options, context: MonitorContext) throws(MonitorError) {
+        self.context = context
+        self.root = FSRoot(options.string("procfs") ?? "/proc")
+    }
+
+    func start() throws(MonitorError) {
+        guard root.exists("loadavg") else { throw .unavailable("\(root.path("loadavg")) does not exist") }
+    }
+
+    func poll() throws(MonitorError) {
+        let load: LoadAvg
+        do {
+            load = try root.loadAvg()
+        } catch {
+            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
+        }
+        context.emit("sample", [
+            "load1": .double(load.load1), "load5": .double(load.load5), "load15": .double(load.load15),
+            "runnable": .int(Int64(load.runnable)), "entities": .int(Int64(load.entities)),
+        ])
+    }
+}
+
+@_cdecl("vigil_plugin_entry")
+public func vigilPluginEntry(_ args: UnsafePointer<vigil_entry_args>?,
+                             _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
+    VigilKit.export(LoadMonitor.self, args, result)
+}

@@ -1,0 +1,144 @@
+/// A validated manifest: what `vigil run` starts. Plugin options are kept as
+/// written until the plugin's self-description is known (see `OptionBinder`).
+public struct Manifest: Sendable {
+    public var file: String
+    /// Overrides the host name written in every event.
+    public var host: String?
+    /// Log level of the host's own messages.
+    public var logLevel: Severity
+    /// Directories searched for plugins, as written (relative to the manifest's directory).
+    public var pluginDirs: [String]
+    public var monitors: [MonitorConfig]
+    public var sinks: [SinkConfig]
+
+    public init(file: String, host: String? = nil, logLevel: Severity = .info, pluginDirs: [String] = [],
+                monitors: [MonitorConfig] = [], sinks: [SinkConfig] = []) {
+        self.file = file
+        self.host = host
+        self.logLevel = logLevel
+        self.pluginDirs = pluginDirs
+        self.monitors = monitors
+        self.sinks = sinks
+    }
+
+    /// The name of the host's own monitor, under which it emits events about itself.
+    public static let hostMonitorName = "vigil"
+}
+
+public struct MonitorConfig: Sendable {
+    public var name: String
+    /// A plugin name (`cpu`) or a path to a shared library (`./plugins/x.so`).
+    public var plugin: String
+    /// Nil: the plugin's default interval.
+    public var interval: Int64?
+    public var enabled: Bool
+    /// The `options:` mapping as written.
+    public var options: [ConfigEntry]
+    public var location: SourceLocation
+    public var pluginLocation: SourceLocation
+    public var optionsLocation: SourceLocation
+
+    public init(name: String, plugin: String, interval: Int64? = nil, enabled: Bool = true,
+                options: [ConfigEntry] = [], location: SourceLocation) {
+        self.name = name
+        self.plugin = plugin
+        self.interval = interval
+        self.enabled = enabled
+        self.options = options
+        self.location = location
+        self.pluginLocation = location
+        self.optionsLocation = location
+    }
+
+    /// True when `plugin` names a file rather than a plugin to look up.
+    public var pluginIsPath: Bool { plugin.contains("/") || plugin.hasSuffix(".so") }
+}
+
+/// What a sink does when its queue is full.
+public enum OverflowPolicy: String, Sendable, CaseIterable {
+    /// Discard the oldest queued event to make room (the default: keep the latest state).
+    case dropOldest = "drop_oldest"
+    /// Discard the event being added.
+    case dropNewest = "drop_newest"
+    /// Make the emitting plugin wait until there is room. Never loses an event;
+    /// a stalled sink stalls every producer that routes to it.
+    case block
+}
+
+public struct SinkConfig: Sendable {
+    public var name: String
+    public var kind: SinkKind
+    /// Globs over `MONITOR/KIND`; a pattern without `/` means `MONITOR/*`; a
+    /// leading `!` excludes.
+    public var match: [String]
+    public var minSeverity: Severity
+    /// Events the sink's queue holds before its overflow policy applies.
+    public var queueCapacity: Int
+    public var overflow: OverflowPolicy
+    public var location: SourceLocation
+
+    public init(name: String, kind: SinkKind, match: [String] = ["*"], minSeverity: Severity = .debug,
+                queueCapacity: Int = SinkConfig.defaultQueueCapacity, overflow: OverflowPolicy = .dropOldest,
+                location: SourceLocation) {
+        self.name = name
+        self.kind = kind
+        self.match = match
+        self.minSeverity = minSeverity
+        self.queueCapacity = queueCapacity
+        self.overflow = overflow
+        self.location = location
+    }
+
+    public static let defaultQueueCapacity = 65_536
+}
+
+public enum SinkKind: Sendable {
+    case log(LogSinkConfig)
+    case file(FileSinkConfig)
+    case socket(SocketSinkConfig)
+    /// Discards every event (for benchmarks and for measuring the router).
+    case null
+
+    public var typeName: String {
+        switch self {
+        case .log: "log"
+        case .file: "file"
+        case .socket: "socket"
+        case .null: "null"
+        }
+    }
+}
+
+public struct LogSinkConfig: Sendable {
+    public enum Stream: String, Sendable, CaseIterable { case stderr, stdout }
+    public enum Format: String, Sendable, CaseIterable { case text, json }
+    public var stream: Stream = .stderr
+    public var format: Format = .text
+    public init() {}
+}
+
+public struct FileSinkConfig: Sendable {
+    public enum Fsync: String, Sendable, CaseIterable { case never, interval, always }
+    public var path: String
+    /// Rotate when the file would grow past this many bytes; nil: never.
+    public var rotateSize: Int64?
+    /// Rotated files kept: `events.jsonl.1` … `events.jsonl.N`.
+    public var rotateKeep: Int = 5
+    public var fsync: Fsync = .interval
+    public var fsyncInterval: Int64 = 1_000_000_000
+    public init(path: String) { self.path = path }
+}
+
+public struct SocketSinkConfig: Sendable {
+    public enum Mode: Sendable, Equatable {
+        case connect(SocketAddress)
+        case listen(SocketAddress)
+    }
+    public var mode: Mode
+    /// First and largest wait between reconnection attempts (connect mode).
+    public var reconnectMin: Int64 = 100_000_000
+    public var reconnectMax: Int64 = 30_000_000_000
+    /// Bytes a listening sink holds for one client before disconnecting it.
+    public var clientBuffer: Int64 = 4 << 20
+    public init(mode: Mode) { self.mode = mode }
+}

@@ -1,0 +1,380 @@
+/// Reads a manifest's text into a `Manifest`, reporting every problem it can
+/// find in one pass, each with its line and column. Reads no files itself.
+public struct ManifestLoader {
+    public var file: String
+    public var environment: [String: String]
+
+    public init(file: String, environment: [String: String] = [:]) {
+        self.file = file
+        self.environment = environment
+    }
+
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks"]
+    static let monitorKeys = ["plugin", "interval", "enabled", "options"]
+    static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
+    static let sinkKeys: [String: [String]] = [
+        "log": ["stream", "format"],
+        "file": ["path", "rotate", "fsync", "fsync_interval"],
+        "socket": ["connect", "listen", "reconnect_min", "reconnect_max", "client_buffer"],
+        "null": [],
+    ]
+
+    /// The manifest, or nil when an error prevents building one; plus every
+    /// diagnostic (errors and warnings). Any error means the manifest is invalid.
+    public func load(_ text: String) -> (Manifest?, [Diagnostic]) {
+        let (root, parseDiagnostics) = ConfigParser(file: file, environment: environment).parse(text)
+        var d = Diags(items: parseDiagnostics)
+        guard let root else { return (nil, d.items) }
+        guard case .mapping(let entries, _) = root else {
+            d.error(root.location, "the manifest must be a mapping with 'monitors:' and 'sinks:', not \(root.kindName)")
+            return (nil, d.items)
+        }
+        var manifest = Manifest(file: file)
+        let top = Keys(entries, context: "the manifest", known: Self.topKeys)
+        top.reportUnknown(into: &d)
+        if let host = top["host"] { manifest.host = d.string(host, what: "'host'") }
+        if let level = top["log_level"] {
+            manifest.logLevel = d.choice(level, what: "'log_level'", from: Severity.names).flatMap(Severity.init(name:)) ?? .info
+        }
+        if let dirs = top["plugin_dirs"] { manifest.pluginDirs = d.stringList(dirs, what: "'plugin_dirs'") }
+        if let monitors = top["monitors"] {
+            manifest.monitors = loadMonitors(monitors, &d)
+        } else {
+            d.error(root.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
+        }
+        if let sinks = top["sinks"] { manifest.sinks = loadSinks(sinks, monitors: manifest.monitors, &d) }
+        return (d.hasErrors ? nil : manifest, d.items)
+    }
+
+    // MARK: monitors
+
+    private func loadMonitors(_ node: ConfigNode, _ d: inout Diags) -> [MonitorConfig] {
+        guard case .mapping(let entries, _) = node else {
+            if node.scalar?.isNull == true { return [] }
+            d.error(node.location, "'monitors' must be a mapping of monitor names to settings, not \(node.kindName)")
+            return []
+        }
+        var result: [MonitorConfig] = []
+        for entry in entries {
+            let name = entry.key.text
+            guard d.checkName(entry.key, what: "monitor") else { continue }
+            if name == Manifest.hostMonitorName {
+                d.error(entry.key.location, "'\(name)' is reserved for the host's own events", hint: "pick another monitor name")
+                continue
+            }
+            guard case .mapping(let fields, _) = entry.value else {
+                d.error(entry.value.location, "monitor '\(name)' must be a mapping with at least 'plugin:', not \(entry.value.kindName)",
+                        hint: "\(name): { plugin: \(name) }")
+                continue
+            }
+            let keys = Keys(fields, context: "monitor '\(name)'", known: Self.monitorKeys)
+            keys.reportUnknown(into: &d)
+            var monitor = MonitorConfig(name: name, plugin: "", location: entry.key.location)
+            if let plugin = keys["plugin"], let text = d.string(plugin, what: "'plugin'") {
+                if text.isEmpty { d.error(plugin.location, "'plugin' is empty") }
+                monitor.plugin = text
+                monitor.pluginLocation = plugin.location
+            } else if keys["plugin"] == nil {
+                d.error(entry.key.location, "monitor '\(name)' has no 'plugin'", hint: "name a plugin (see 'vigil plugins list') or a path to a .so")
+            }
+            if let interval = keys["interval"], let ns = d.duration(interval, what: "'interval'") {
+                if ns < 1_000_000 {
+                    d.error(interval.location, "'interval' must be at least 1ms")
+                } else {
+                    monitor.interval = ns
+                }
+            }
+            if let enabled = keys["enabled"] { monitor.enabled = d.bool(enabled, what: "'enabled'") ?? true }
+            if let options = keys["options"] {
+                monitor.optionsLocation = options.location
+                switch options {
+                case .mapping(let opts, _): monitor.options = opts
+                case .scalar(let s) where s.isNull: break
+                default: d.error(options.location, "'options' must be a mapping, not \(options.kindName)")
+                }
+            }
+            result.append(monitor)
+        }
+        return result
+    }
+
+    // MARK: sinks
+
+    private func loadSinks(_ node: ConfigNode, monitors: [MonitorConfig], _ d: inout Diags) -> [SinkConfig] {
+        guard case .mapping(let entries, _) = node else {
+            if node.scalar?.isNull == true { return [] }
+            d.error(node.location, "'sinks' must be a mapping of sink names to settings, not \(node.kindName)")
+            return []
+        }
+        var result: [SinkConfig] = []
+        let monitorNames = monitors.map(\.name) + [Manifest.hostMonitorName]
+        for entry in entries {
+            let name = entry.key.text
+            guard d.checkName(entry.key, what: "sink") else { continue }
+            guard case .mapping(let fields, _) = entry.value else {
+                d.error(entry.value.location, "sink '\(name)' must be a mapping with at least 'type:', not \(entry.value.kindName)")
+                continue
+            }
+            let typeNode = fields.first(where: { $0.key.text == "type" })?.value
+            guard let typeNode else {
+                d.error(entry.key.location, "sink '\(name)' has no 'type'", hint: "one of: \(Self.sinkKeys.keys.sorted().joined(separator: ", "))")
+                continue
+            }
+            guard let type = d.choice(typeNode, what: "sink type", from: Self.sinkKeys.keys.sorted()) else { continue }
+            let keys = Keys(fields, context: "sink '\(name)' (type \(type))", known: Self.sinkCommonKeys + Self.sinkKeys[type]!)
+            keys.reportUnknown(into: &d)
+            _ = keys["type"]
+            let kind: SinkKind?
+            switch type {
+            case "log": kind = logSink(keys, &d)
+            case "file": kind = fileSink(keys, name: name, at: entry.key.location, &d)
+            case "socket": kind = socketSink(keys, name: name, at: entry.key.location, &d)
+            default: kind = .null
+            }
+            guard let kind else { continue }
+            var sink = SinkConfig(name: name, kind: kind, location: entry.key.location)
+            if let match = keys["match"] {
+                sink.match = d.stringList(match, what: "'match'")
+                for (pattern, at) in d.locatedStrings(match) {
+                    if let problem = RoutePattern.problem(in: pattern) {
+                        d.error(at, "bad pattern '\(pattern)' in 'match': \(problem)")
+                    } else if let literal = RoutePattern.literalMonitor(in: pattern), !monitorNames.contains(literal) {
+                        d.warning(at, "pattern '\(pattern)' matches no monitor of this manifest",
+                                  hint: Suggest.hint(for: literal, in: monitorNames))
+                    }
+                }
+            }
+            if let severity = keys["min_severity"] {
+                sink.minSeverity = d.choice(severity, what: "'min_severity'", from: Severity.names).flatMap(Severity.init(name:)) ?? .debug
+            }
+            if let size = keys["queue_size"], let n = d.int(size, what: "'queue_size'") {
+                if n < 1 || n > 1 << 24 { d.error(size.location, "'queue_size' must be between 1 and 16777216 events") } else { sink.queueCapacity = Int(n) }
+            }
+            if let overflow = keys["overflow"] {
+                sink.overflow = d.choice(overflow, what: "'overflow'", from: OverflowPolicy.allCases.map(\.rawValue))
+                    .flatMap(OverflowPolicy.init(rawValue:)) ?? .dropOldest
+            }
+            result.append(sink)
+        }
+        if result.count > SinkSet.capacity {
+            d.error(node.location, "at most \(SinkSet.capacity) sinks are supported, this manifest has \(result.count)")
+        }
+        return result
+    }
+
+    private func logSink(_ keys: Keys, _ d: inout Diags) -> SinkKind? {
+        var config = LogSinkConfig()
+        if let stream = keys["stream"] {
+            config.stream = d.choice(stream, what: "'stream'", from: LogSinkConfig.Stream.allCases.map(\.rawValue))
+                .flatMap(LogSinkConfig.Stream.init(rawValue:)) ?? .stderr
+        }
+        if let format = keys["format"] {
+            config.format = d.choice(format, what: "'format'", from: LogSinkConfig.Format.allCases.map(\.rawValue))
+                .flatMap(LogSinkConfig.Format.init(rawValue:)) ?? .text
+        }
+        return .log(config)
+    }
+
+    private func fileSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
+        guard let pathNode = keys["path"] else {
+            d.error(at, "file sink '\(name)' has no 'path'", hint: "path: /var/log/vigil/events.jsonl")
+            return nil
+        }
+        guard let path = d.string(pathNode, what: "'path'") else { return nil }
+        guard !path.isEmpty, !path.hasSuffix("/") else {
+            d.error(pathNode.location, "'path' must name a file, got '\(path)'")
+            return nil
+        }
+        var config = FileSinkConfig(path: path)
+        if let rotate = keys["rotate"] {
+            if case .mapping(let entries, _) = rotate {
+                let r = Keys(entries, context: "'rotate' of sink '\(name)'", known: ["size", "keep"])
+                r.reportUnknown(into: &d)
+                if let size = r["size"], let bytes = d.size(size, what: "'rotate.size'") {
+                    if bytes < 4096 { d.error(size.location, "'rotate.size' must be at least 4KiB") } else { config.rotateSize = bytes }
+                } else if r["size"] == nil {
+                    d.error(rotate.location, "'rotate' needs a 'size'", hint: "rotate: { size: 64MiB, keep: 5 }")
+                }
+                if let keep = r["keep"], let n = d.int(keep, what: "'rotate.keep'") {
+                    if n < 1 || n > 1000 { d.error(keep.location, "'rotate.keep' must be between 1 and 1000") } else { config.rotateKeep = Int(n) }
+                }
+            } else {
+                d.error(rotate.location, "'rotate' must be a mapping, not \(rotate.kindName)", hint: "rotate: { size: 64MiB, keep: 5 }")
+            }
+        }
+        if let fsync = keys["fsync"] {
+            config.fsync = d.choice(fsync, what: "'fsync'", from: FileSinkConfig.Fsync.allCases.map(\.rawValue))
+                .flatMap(FileSinkConfig.Fsync.init(rawValue:)) ?? .interval
+        }
+        if let interval = keys["fsync_interval"], let ns = d.duration(interval, what: "'fsync_interval'") {
+            config.fsyncInterval = max(ns, 1_000_000)
+        }
+        return .file(config)
+    }
+
+    private func socketSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
+        let connect = keys["connect"], listen = keys["listen"]
+        let mode: SocketSinkConfig.Mode
+        switch (connect, listen) {
+        case (nil, nil):
+            d.error(at, "socket sink '\(name)' needs 'connect' or 'listen'",
+                    hint: "connect: \"tcp://127.0.0.1:5170\" or listen: \"unix:/run/vigil/events.sock\"")
+            return nil
+        case (.some(let c), .some(let l)):
+            d.error(l.location, "socket sink '\(name)' has both 'connect' (line \(c.location.line)) and 'listen'; use one sink for each")
+            return nil
+        case (.some(let node), nil):
+            guard let address = d.address(node, what: "'connect'") else { return nil }
+            mode = .connect(address)
+        case (nil, .some(let node)):
+            guard let address = d.address(node, what: "'listen'") else { return nil }
+            if case .udp = address {
+                d.error(node.location, "'listen' takes unix:/PATH or tcp://ADDR:PORT; udp is only for 'connect'")
+                return nil
+            }
+            mode = .listen(address)
+        }
+        var config = SocketSinkConfig(mode: mode)
+        if let n = keys["reconnect_min"], let ns = d.duration(n, what: "'reconnect_min'") { config.reconnectMin = max(ns, 1_000_000) }
+        if let n = keys["reconnect_max"], let ns = d.duration(n, what: "'reconnect_max'") { config.reconnectMax = max(ns, config.reconnectMin) }
+        if let n = keys["client_buffer"], let bytes = d.size(n, what: "'client_buffer'") { config.clientBuffer = max(bytes, 4096) }
+        return .socket(config)
+    }
+}
+
+/// The keys of one mapping, with a record of which were read.
+struct Keys {
+    var entries: [ConfigEntry]
+    var context: String
+    var known: [String]
+
+    init(_ entries: [ConfigEntry], context: String, known: [String]) {
+        self.entries = entries
+        self.context = context
+        self.known = known
+    }
+
+    subscript(key: String) -> ConfigNode? {
+        entries.first(where: { $0.key.text == key })?.value
+    }
+
+    func reportUnknown(into d: inout Diags) {
+        for entry in entries where !known.contains(entry.key.text) {
+            d.error(entry.key.location, "unknown key '\(entry.key.text)' in \(context)",
+                    hint: Suggest.hint(for: entry.key.text, in: known) ?? "known keys: \(known.joined(separator: ", "))")
+        }
+    }
+}
+
+/// Collects diagnostics and converts nodes to typed values, reporting type errors.
+struct Diags {
+    var items: [Diagnostic] = []
+    var hasErrors: Bool { items.contains { $0.level == .error } }
+
+    mutating func error(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+        items.append(Diagnostic(.error, at: at, message, hint: hint))
+    }
+
+    mutating func warning(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+        items.append(Diagnostic(.warning, at: at, message, hint: hint))
+    }
+
+    mutating func checkName(_ key: ConfigScalar, what: String) -> Bool {
+        let ok = !key.text.isEmpty && key.text.unicodeScalars.allSatisfy {
+            ($0.properties.isAlphabetic && $0.isASCII) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" || $0 == "."
+        }
+        if !ok {
+            error(key.location, "'\(key.text)' is not a valid \(what) name",
+                  hint: "use letters, digits, '_', '-' and '.'; '/' and glob characters are reserved for routing")
+        }
+        return ok
+    }
+
+    mutating func string(_ node: ConfigNode, what: String) -> String? {
+        guard case .scalar(let s) = node, !s.isNull else {
+            error(node.location, "\(what) must be a string, not \(node.kindName)")
+            return nil
+        }
+        return s.text
+    }
+
+    mutating func bool(_ node: ConfigNode, what: String) -> Bool? {
+        guard case .scalar(let s) = node, let b = s.bool else {
+            error(node.location, "\(what) must be true or false, not \(node.kindName)\(quotedText(node))")
+            return nil
+        }
+        return b
+    }
+
+    mutating func int(_ node: ConfigNode, what: String) -> Int64? {
+        guard case .scalar(let s) = node, let i = s.int else {
+            error(node.location, "\(what) must be a whole number, not \(node.kindName)\(quotedText(node))")
+            return nil
+        }
+        return i
+    }
+
+    mutating func duration(_ node: ConfigNode, what: String) -> Int64? {
+        guard case .scalar(let s) = node, let ns = Units.parseDuration(s.text) else {
+            error(node.location, "\(what) is not a duration: \(node.kindName)\(quotedText(node))",
+                  hint: "write a number and a unit: 250ms, 5s, 1m, 1h30m (units: ns, us, ms, s, m, h, d)")
+            return nil
+        }
+        return ns
+    }
+
+    mutating func size(_ node: ConfigNode, what: String) -> Int64? {
+        guard case .scalar(let s) = node, let bytes = Units.parseSize(s.text) else {
+            error(node.location, "\(what) is not a size: \(node.kindName)\(quotedText(node))",
+                  hint: "write bytes or a number and a unit: 4096, 512KiB, 64MiB, 1GB")
+            return nil
+        }
+        return bytes
+    }
+
+    mutating func address(_ node: ConfigNode, what: String) -> SocketAddress? {
+        guard let text = string(node, what: what) else { return nil }
+        do {
+            return try SocketAddress.parse(text)
+        } catch {
+            self.error(node.location, "\(what) is not a socket address: '\(text)': \(error)")
+            return nil
+        }
+    }
+
+    mutating func choice(_ node: ConfigNode, what: String, from choices: [String]) -> String? {
+        guard case .scalar(let s) = node, choices.contains(s.text) else {
+            let found = node.scalar.map { "'\($0.text)'" } ?? node.kindName
+            error(node.location, "\(what) must be one of \(choices.joined(separator: ", ")), not \(found)",
+                  hint: node.scalar.flatMap { Suggest.hint(for: $0.text, in: choices) })
+            return nil
+        }
+        return s.text
+    }
+
+    /// A list of strings; a single string counts as a list of one.
+    mutating func stringList(_ node: ConfigNode, what: String) -> [String] {
+        locatedStrings(node, what: what).map(\.0)
+    }
+
+    mutating func locatedStrings(_ node: ConfigNode, what: String = "") -> [(String, SourceLocation)] {
+        switch node {
+        case .scalar(let s) where !s.isNull: return [(s.text, s.location)]
+        case .sequence(let items, _):
+            return items.compactMap { item in
+                guard case .scalar(let s) = item, !s.isNull else {
+                    if !what.isEmpty { error(item.location, "\(what) must list strings, not \(item.kindName)") }
+                    return nil
+                }
+                return (s.text, s.location)
+            }
+        default:
+            if !what.isEmpty { error(node.location, "\(what) must be a list of strings, not \(node.kindName)") }
+            return []
+        }
+    }
+
+    private func quotedText(_ node: ConfigNode) -> String {
+        node.scalar.map { " '\($0.text)'" } ?? ""
+    }
+}

@@ -1,0 +1,241 @@
+/// The type of an option or field, as declared by a plugin. Raw values are
+/// those of `vigil_type` in the C header.
+public enum ValueType: UInt32, Sendable, CaseIterable, CustomStringConvertible {
+    case bool = 1, int, double, string, duration, size, json
+
+    public var description: String {
+        switch self {
+        case .bool: "bool"
+        case .int: "int"
+        case .double: "double"
+        case .string: "string"
+        case .duration: "duration"
+        case .size: "size"
+        case .json: "json"
+        }
+    }
+
+    /// Types an event field may have.
+    public var isFieldType: Bool { rawValue <= ValueType.string.rawValue }
+}
+
+public struct OptionSpec: Sendable, Equatable {
+    public var name: String
+    public var type: ValueType
+    /// The default as YAML text; nil when there is none.
+    public var defaultText: String?
+    public var doc: String
+    public var required: Bool
+
+    public init(name: String, type: ValueType, defaultText: String?, doc: String, required: Bool = false) {
+        self.name = name
+        self.type = type
+        self.defaultText = defaultText
+        self.doc = doc
+        self.required = required
+    }
+}
+
+public struct FieldSpec: Sendable, Equatable {
+    public var name: String
+    public var type: ValueType
+    public var unit: String
+    public var doc: String
+
+    public init(name: String, type: ValueType, unit: String = "", doc: String = "") {
+        self.name = name
+        self.type = type
+        self.unit = unit
+        self.doc = doc
+    }
+}
+
+public struct EventSpec: Sendable, Equatable {
+    public var kind: String
+    public var doc: String
+    public var fields: [FieldSpec]
+
+    public init(kind: String, doc: String, fields: [FieldSpec]) {
+        self.kind = kind
+        self.doc = doc
+        self.fields = fields
+    }
+}
+
+/// What a plugin says about itself: enough to validate a manifest and to
+/// document the plugin, without starting anything.
+public struct PluginDescription: Sendable {
+    public var name: String
+    public var version: String
+    public var summary: String
+    public var abiMajor: Int
+    public var abiMinor: Int
+    public var options: [OptionSpec]
+    public var events: [EventSpec]
+    /// Nanoseconds; 0 for push-only plugins.
+    public var defaultInterval: Int64
+    /// Whether the host polls it (it has a `poll` callback).
+    public var polled: Bool
+    public var path: String
+
+    public init(name: String, version: String, summary: String, abiMajor: Int, abiMinor: Int,
+                options: [OptionSpec], events: [EventSpec], defaultInterval: Int64, polled: Bool, path: String) {
+        self.name = name
+        self.version = version
+        self.summary = summary
+        self.abiMajor = abiMajor
+        self.abiMinor = abiMinor
+        self.options = options
+        self.events = events
+        self.defaultInterval = defaultInterval
+        self.polled = polled
+        self.path = path
+    }
+
+    /// Kinds the host emits on behalf of every monitor.
+    public static let hostKinds = [
+        EventSpec(kind: "availability", doc: "The monitor's source appeared or went away (emitted by the host).",
+                  fields: [FieldSpec(name: "available", type: .bool), FieldSpec(name: "reason", type: .string)]),
+    ]
+
+    /// Problems with the description itself (names, types, defaults that do
+    /// not type-check). Empty for a well-formed description.
+    public func problems() -> [String] {
+        var problems: [String] = []
+        if !Self.isIdentifier(name, allowDash: true) { problems.append("plugin name '\(name)' is not [a-z][a-z0-9_-]*") }
+        var seen = Set<String>()
+        for option in options {
+            if !Self.isIdentifier(option.name) { problems.append("option name '\(option.name)' is not [a-z][a-z0-9_]*") }
+            if !seen.insert(option.name).inserted { problems.append("option '\(option.name)' is declared twice") }
+            if let text = option.defaultText {
+                let scalar = ConfigNode.scalar(ConfigScalar(text, at: SourceLocation(file: path, line: 0, column: 0)))
+                if case .failure(let why) = OptionBinder.convert(scalar, to: option.type) {
+                    problems.append("default '\(text)' of option '\(option.name)' is not a \(option.type): \(why)")
+                }
+            }
+        }
+        seen.removeAll()
+        for event in events {
+            if !Self.isIdentifier(event.kind) { problems.append("event kind '\(event.kind)' is not [a-z][a-z0-9_]*") }
+            if !seen.insert(event.kind).inserted { problems.append("event kind '\(event.kind)' is declared twice") }
+            var fieldNames = Set<String>()
+            for field in event.fields {
+                if field.name.isEmpty { problems.append("a field of kind '\(event.kind)' has no name") }
+                if !field.type.isFieldType { problems.append("field '\(field.name)' of kind '\(event.kind)' has type \(field.type); fields are bool, int, double or string") }
+                if !fieldNames.insert(field.name).inserted { problems.append("field '\(field.name)' of kind '\(event.kind)' is declared twice") }
+            }
+        }
+        if defaultInterval < 0 { problems.append("default interval is negative") }
+        return problems
+    }
+
+    static func isIdentifier(_ s: String, allowDash: Bool = false) -> Bool {
+        guard let first = s.unicodeScalars.first, ("a"..."z").contains(first) else { return false }
+        return s.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || (allowDash && $0 == "-")
+        }
+    }
+}
+
+/// An option's value after checking it against the plugin's declaration.
+public enum OptionValue: Sendable, Equatable, CustomStringConvertible {
+    case none
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    /// Nanoseconds.
+    case duration(Int64)
+    /// Bytes.
+    case size(Int64)
+    /// JSON text.
+    case json(String)
+
+    public var description: String {
+        switch self {
+        case .none: "(none)"
+        case .bool(let b): "\(b)"
+        case .int(let i): "\(i)"
+        case .double(let d): "\(d)"
+        case .string(let s): s
+        case .duration(let ns): Units.formatDuration(ns)
+        case .size(let b): Units.formatSize(b)
+        case .json(let j): j
+        }
+    }
+}
+
+public struct BoundOption: Sendable, Equatable {
+    public var name: String
+    public var value: OptionValue
+}
+
+/// Checks a monitor's `options:` against a plugin's declared options and
+/// produces every declared option's value, defaults filled in.
+public enum OptionBinder {
+    public static func bind(_ monitor: MonitorConfig, to plugin: PluginDescription) -> ([BoundOption], [Diagnostic]) {
+        var diagnostics: [Diagnostic] = []
+        let declared = plugin.options.map(\.name)
+        for entry in monitor.options where !declared.contains(entry.key.text) {
+            let hint = Suggest.hint(for: entry.key.text, in: declared)
+                ?? (declared.isEmpty ? "plugin '\(plugin.name)' takes no options"
+                                     : "options of '\(plugin.name)': \(declared.joined(separator: ", "))")
+            diagnostics.append(Diagnostic(at: entry.key.location,
+                                          "unknown option '\(entry.key.text)' for plugin '\(plugin.name)' in monitor '\(monitor.name)'",
+                                          hint: hint))
+        }
+        var bound: [BoundOption] = []
+        for spec in plugin.options {
+            if let entry = monitor.options.first(where: { $0.key.text == spec.name }) {
+                switch convert(entry.value, to: spec.type) {
+                case .success(let value): bound.append(BoundOption(name: spec.name, value: value))
+                case .failure(let why):
+                    diagnostics.append(Diagnostic(at: entry.value.location,
+                                                  "option '\(spec.name)' of plugin '\(plugin.name)' must be a \(spec.type): \(why)",
+                                                  hint: spec.doc.isEmpty ? nil : "\(spec.name): \(spec.doc)"))
+                }
+            } else if let text = spec.defaultText,
+                      case .success(let value) = convert(.scalar(ConfigScalar(text, at: monitor.optionsLocation)), to: spec.type) {
+                bound.append(BoundOption(name: spec.name, value: value))
+            } else if spec.required {
+                diagnostics.append(Diagnostic(at: monitor.optionsLocation,
+                                              "monitor '\(monitor.name)' needs option '\(spec.name)' (\(spec.type)) for plugin '\(plugin.name)'",
+                                              hint: spec.doc.isEmpty ? nil : spec.doc))
+            } else {
+                bound.append(BoundOption(name: spec.name, value: .none))
+            }
+        }
+        return (bound, diagnostics)
+    }
+
+    public static func convert(_ node: ConfigNode, to type: ValueType) -> Result<OptionValue, ConversionError> {
+        if type == .json { return .success(.json(node.json)) }
+        guard case .scalar(let s) = node else { return .failure(ConversionError("found \(node.kindName)")) }
+        switch type {
+        case .bool:
+            if let b = s.bool { return .success(.bool(b)) }
+            return .failure(ConversionError("'\(s.text)' is not true or false"))
+        case .int:
+            if let i = s.int { return .success(.int(i)) }
+            return .failure(ConversionError("'\(s.text)' is not a whole number"))
+        case .double:
+            if let d = s.double { return .success(.double(d)) }
+            return .failure(ConversionError("'\(s.text)' is not a number"))
+        case .string:
+            return .success(.string(s.text))
+        case .duration:
+            if let ns = Units.parseDuration(s.text) { return .success(.duration(ns)) }
+            return .failure(ConversionError("'\(s.text)' is not a duration such as 250ms, 5s or 1m"))
+        case .size:
+            if let b = Units.parseSize(s.text) { return .success(.size(b)) }
+            return .failure(ConversionError("'\(s.text)' is not a size such as 4096, 64KiB or 1GB"))
+        case .json:
+            return .success(.json(node.json))
+        }
+    }
+
+    public struct ConversionError: Error, Sendable, CustomStringConvertible {
+        public var description: String
+        init(_ description: String) { self.description = description }
+    }
+}

@@ -1,0 +1,398 @@
+@preconcurrency import CVigilPlugin
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+import VigilCore
+
+/// One monitor of the manifest: a plugin instance with its options, driven on
+/// its own serial queue (so a slow poll delays no other monitor), with its
+/// events copied, stamped and routed on the caller's thread.
+final class MonitorInstance: @unchecked Sendable {
+    enum State: String { case idle, running, retrying, failed, stopped }
+
+    let name: String
+    let plugin: LoadedPlugin
+    let options: [BoundOption]
+    /// Poll interval in nanoseconds; 0 for push-only plugins.
+    let interval: Int64
+    let logger: Logger
+    let clock: @Sendable () -> Int64
+    private let bus: EventBus
+    private let routes: MonitorRoutes
+    private let hostEvents: HostEvents
+    private let queue: DispatchQueue
+
+    // Kind and field names as the plugin declared them, for copying an event
+    // without allocating a String per name.
+    private let kindNames: [String]
+    private let fieldNames: [[String]]
+    private let availabilityKind: Int
+
+    // Touched only on `queue`.
+    private var handle: UnsafeMutableRawPointer?
+    private var timer: DispatchSourceTimer?
+    private var startRetryDelay: Int64 = 0
+    private var stopping = false
+
+    private let accepting = Atomic<Bool>(false)
+    private let lock = NSLockish()
+    private var _state: State = .idle
+    private var availability: (Bool, String)?
+    private var inFlight: (call: String, since: Int64, warned: Bool)?
+
+    // Self-metrics.
+    let emitted = Atomic<UInt64>(0)
+    let refused = Atomic<UInt64>(0)
+    let polls = Atomic<UInt64>(0)
+    let pollErrors = Atomic<UInt64>(0)
+    let pollNanoseconds = Atomic<UInt64>(0)
+
+    init(config: MonitorConfig, plugin: LoadedPlugin, options: [BoundOption], bus: EventBus,
+         routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
+         clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
+        self.name = config.name
+        self.plugin = plugin
+        self.options = options
+        let description = plugin.description
+        self.interval = description.polled ? (config.interval ?? (description.defaultInterval > 0 ? description.defaultInterval : 10_000_000_000)) : 0
+        var logger = logger
+        logger[metadataKey: "monitor"] = "\(config.name)"
+        self.logger = logger
+        self.clock = clock
+        self.bus = bus
+        self.hostEvents = hostEvents
+        let kinds = description.events.map(\.kind) + PluginDescription.hostKinds.map(\.kind).filter { kind in
+            !description.events.contains { $0.kind == kind }
+        }
+        self.kindNames = kinds
+        self.fieldNames = kinds.map { kind in
+            (description.events.first { $0.kind == kind } ?? PluginDescription.hostKinds.first { $0.kind == kind })!
+                .fields.map(\.name)
+        }
+        self.availabilityKind = kinds.firstIndex(of: "availability")!
+        self.routes = compiler.routes(monitor: config.name, kinds: kinds)
+        self.queue = DispatchQueue(label: "vigil.monitor.\(config.name)")
+    }
+
+    static func from(_ ctx: OpaquePointer) -> MonitorInstance {
+        Unmanaged<MonitorInstance>.fromOpaque(UnsafeRawPointer(ctx)).takeUnretainedValue()
+    }
+
+    /// The opaque handle given to the plugin. The instance is retained for the
+    /// life of the process, as plugin threads may hold the handle.
+    private lazy var context: OpaquePointer = OpaquePointer(Unmanaged.passRetained(self).toOpaque())
+
+    var state: State { lock.withLock { _state } }
+    private func set(_ state: State) { lock.withLock { _state = state } }
+
+    // MARK: - lifecycle (on `queue`)
+
+    /// Creates and starts the instance, then polls it once (the snapshot) and
+    /// every interval after. Returns at once.
+    func launch() {
+        queue.async { [self] in
+            guard !stopping else { return }
+            if handle == nil {
+                let (status, message) = create()
+                guard status == VIGIL_OK else {
+                    fail(call: "create", status: status, message: message)
+                    return
+                }
+            }
+            startInstance()
+        }
+    }
+
+    private func create() -> (vigil_status, String) {
+        var arena = StringArena()
+        var cOptions = options.map { option in
+            vigil_option(name: arena.str(option.name), value: arena.value(option.value))
+        }
+        let instanceName = arena.str(name)
+        defer { arena.free() }
+        var out: UnsafeMutableRawPointer?
+        let result = cOptions.withUnsafeMutableBufferPointer { buffer in
+            var args = vigil_create_args()
+            args.size = UInt32(MemoryLayout<vigil_create_args>.size)
+            args.instance_name = instanceName
+            args.host = context
+            args.api = HostAPI.table
+            args.options = UnsafePointer(buffer.baseAddress)
+            args.option_count = buffer.count
+            args.interval_ns = interval
+            return call("create") { err in plugin.descriptor.create(&args, &out, err) }
+        }
+        if result.0 == VIGIL_OK {
+            guard let out else { return (VIGIL_E_FATAL, "create returned OK but no instance") }
+            handle = out
+        }
+        return result
+    }
+
+    private func startInstance() {
+        guard let handle, !stopping else { return }
+        accepting.store(true, ordering: .releasing)
+        let (status, message) = call("start") { err in plugin.descriptor.start(handle, err) }
+        switch status {
+        case VIGIL_OK:
+            set(.running)
+            startRetryDelay = 0
+            if let availability = lock.withLock({ availability }), !availability.0 {
+                setAvailability(true, reason: "")
+            }
+            if plugin.descriptor.poll != nil {
+                pollOnce()
+                scheduleTimer()
+            }
+        case VIGIL_E_UNAVAILABLE, VIGIL_E_TEMPORARY:
+            accepting.store(false, ordering: .releasing)
+            set(.retrying)
+            if status == VIGIL_E_UNAVAILABLE {
+                setAvailability(false, reason: message.isEmpty ? "unavailable" : message)
+            } else {
+                logger.warning("start failed for now: \(message.isEmpty ? "no reason given" : message)")
+            }
+            startRetryDelay = min(max(startRetryDelay * 2, max(interval, 1_000_000_000)), 60_000_000_000)
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { [self] in startInstance() }
+        default:
+            accepting.store(false, ordering: .releasing)
+            fail(call: "start", status: status, message: message)
+        }
+    }
+
+    private func scheduleTimer() {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let leeway = DispatchTimeInterval.nanoseconds(Int(min(interval / 50, 10_000_000)))
+        timer.schedule(deadline: .now() + .nanoseconds(Int(interval)), repeating: .nanoseconds(Int(interval)), leeway: leeway)
+        timer.setEventHandler { [weak self] in self?.pollOnce() }
+        self.timer = timer
+        timer.resume()
+    }
+
+    /// Polls now, outside the schedule (`vigil ctl poll` later; tests now).
+    func pollNow() {
+        queue.async { [self] in
+            if state == .running { pollOnce() }
+        }
+    }
+
+    private func pollOnce() {
+        guard let handle, let poll = plugin.descriptor.poll, !stopping else { return }
+        let started = monotonicNanoseconds()
+        let (status, message) = call("poll") { err in poll(handle, err) }
+        polls.add(1, ordering: .relaxed)
+        pollNanoseconds.add(UInt64(max(0, monotonicNanoseconds() - started)), ordering: .relaxed)
+        switch status {
+        case VIGIL_OK:
+            break
+        case VIGIL_E_TEMPORARY:
+            let n = pollErrors.add(1, ordering: .relaxed).newValue
+            // The first failures, then one in a hundred: a broken sensor must not flood the log.
+            if n <= 3 || n % 100 == 0 {
+                logger.warning("poll failed (\(n) so far): \(message.isEmpty ? "no reason given" : message)")
+            }
+        case VIGIL_E_UNAVAILABLE:
+            pollErrors.add(1, ordering: .relaxed)
+            setAvailability(false, reason: message.isEmpty ? "unavailable" : message)
+        default:
+            pollErrors.add(1, ordering: .relaxed)
+            timer?.cancel()
+            timer = nil
+            _ = call("stop") { err in plugin.descriptor.stop(handle, err) }
+            accepting.store(false, ordering: .releasing)
+            fail(call: "poll", status: status, message: message)
+        }
+    }
+
+    /// Reports a failed call, destroys the instance and leaves it failed.
+    private func fail(call: String, status: vigil_status, message: String) {
+        let why = message.isEmpty ? "no reason given" : message
+        logger.error("\(call) failed (\(Self.statusName(status))): \(why); the monitor is stopped, the others go on")
+        set(.failed)
+        if let handle {
+            plugin.descriptor.destroy(handle)
+            self.handle = nil
+        }
+        hostEvents.instanceFailed(monitor: name, plugin: plugin.description.name, call: call,
+                                  status: Self.statusName(status), message: why)
+    }
+
+    /// Stops and destroys the instance; `completion` runs on the instance's queue.
+    func shutdown(completion: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            stopping = true
+            timer?.cancel()
+            timer = nil
+            if let handle {
+                if state == .running {
+                    let (status, message) = call("stop") { err in plugin.descriptor.stop(handle, err) }
+                    if status != VIGIL_OK {
+                        logger.warning("stop returned \(Self.statusName(status)): \(message)")
+                    }
+                }
+                accepting.store(false, ordering: .releasing)
+                plugin.descriptor.destroy(handle)
+                self.handle = nil
+            }
+            if state != .failed { set(.stopped) }
+            completion()
+        }
+    }
+
+    /// Runs one call into the plugin with a fresh error buffer, recording it
+    /// for the watchdog.
+    private func call(_ what: String, _ body: (UnsafeMutablePointer<vigil_error>) -> vigil_status) -> (vigil_status, String) {
+        var message = [CChar](repeating: 0, count: 1024)
+        lock.withLock { inFlight = (what, monotonicNanoseconds(), false) }
+        let status = message.withUnsafeMutableBufferPointer { buffer in
+            var error = vigil_error(size: UInt32(MemoryLayout<vigil_error>.size), reserved: 0,
+                                    message: buffer.baseAddress, capacity: buffer.count)
+            return body(&error)
+        }
+        lock.withLock { inFlight = nil }
+        return (status, status == VIGIL_OK ? "" : String(cString: message))
+    }
+
+    /// The call in progress if it has run past `deadline` (and was not reported yet).
+    func overdueCall(deadline: Int64) -> (String, Int64)? {
+        lock.withLock {
+            guard let current = inFlight, !current.warned else { return nil }
+            let elapsed = monotonicNanoseconds() - current.since
+            guard elapsed > deadline else { return nil }
+            inFlight?.warned = true
+            return (current.call, elapsed)
+        }
+    }
+
+    static func statusName(_ status: vigil_status) -> String {
+        switch status {
+        case VIGIL_OK: "ok"
+        case VIGIL_E_TEMPORARY: "temporary failure"
+        case VIGIL_E_FATAL: "fatal"
+        case VIGIL_E_INVALID_CONFIG: "invalid configuration"
+        case VIGIL_E_UNAVAILABLE: "unavailable"
+        case VIGIL_E_NOMEM: "out of memory"
+        case VIGIL_E_UNSUPPORTED: "unsupported"
+        case VIGIL_E_STOPPED: "stopped"
+        case VIGIL_E_INVALID_ARGUMENT: "invalid argument"
+        default: "status \(status.rawValue)"
+        }
+    }
+
+    // MARK: - host functions (any thread)
+
+    /// Copies a plugin's event, stamps it and routes it.
+    func emit(_ event: UnsafePointer<vigil_event>) -> vigil_status {
+        guard accepting.load(ordering: .acquiring) else {
+            refused.add(1, ordering: .relaxed)
+            return VIGIL_E_STOPPED
+        }
+        let size = UnsafeRawPointer(event).load(as: UInt32.self)
+        guard size >= UInt32(MemoryLayout<vigil_event>.size) else { return VIGIL_E_INVALID_ARGUMENT }
+        let e = event.pointee
+        guard e.severity <= UInt32(Severity.critical.rawValue), let severity = Severity(rawValue: UInt8(e.severity)) else {
+            return VIGIL_E_INVALID_ARGUMENT
+        }
+        let kindIndex = index(of: e.kind, in: kindNames)
+        let kind = kindIndex >= 0 ? kindNames[kindIndex] : HostAPI.string(e.kind)
+        guard !kind.isEmpty else { return VIGIL_E_INVALID_ARGUMENT }
+        var fields: [Field] = []
+        if e.field_count > 0 {
+            guard let pointer = e.fields, e.field_count <= 65_536 else { return VIGIL_E_INVALID_ARGUMENT }
+            fields.reserveCapacity(e.field_count)
+            let declared = kindIndex >= 0 ? fieldNames[kindIndex] : []
+            for i in 0..<e.field_count {
+                let f = pointer[i]
+                let nameIndex = index(of: f.name, in: declared)
+                let fieldName = nameIndex >= 0 ? declared[nameIndex] : HostAPI.string(f.name)
+                let value: FieldValue
+                switch f.value.type {
+                case UInt32(VIGIL_TYPE_DOUBLE.rawValue): value = .double(f.value.as.f64)
+                case UInt32(VIGIL_TYPE_INT.rawValue): value = .int(f.value.as.i64)
+                case UInt32(VIGIL_TYPE_BOOL.rawValue): value = .bool(f.value.as.boolean != 0)
+                case UInt32(VIGIL_TYPE_STRING.rawValue):
+                    if f.value.as.str.len > 0 && f.value.as.str.ptr == nil { return VIGIL_E_INVALID_ARGUMENT }
+                    value = .string(HostAPI.string(f.value.as.str))
+                default: return VIGIL_E_INVALID_ARGUMENT
+                }
+                fields.append(Field(fieldName, value))
+            }
+        }
+        var copy = Event(time: e.time_ns != 0 ? e.time_ns : clock(), monitor: name, plugin: plugin.description.name,
+                         kind: kind, severity: severity, fields: fields)
+        let targets = kindIndex >= 0 ? routes.sinks(kindIndex: kindIndex, severity: severity)
+                                     : routes.sinks(kind: kind, severity: severity)
+        bus.publish(&copy, to: targets)
+        emitted.add(1, ordering: .relaxed)
+        return VIGIL_OK
+    }
+
+    /// The index of the name equal to `s`'s bytes, or -1.
+    @inline(__always)
+    private func index(of s: vigil_str, in names: [String]) -> Int {
+        guard let ptr = s.ptr else { return -1 }
+        for (i, candidate) in names.enumerated() where candidate.utf8.count == s.len {
+            let equal = candidate.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, ptr, s.len) == 0 }
+            if equal ?? candidate.utf8.elementsEqual(UnsafeRawBufferPointer(start: ptr, count: s.len)) { return i }
+        }
+        return -1
+    }
+
+    func pluginLog(level: Int, message: String) {
+        let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
+        logger.log(level: severity.logLevel, "\(message)", metadata: ["plugin": "\(plugin.description.name)"])
+    }
+
+    /// Records the source's availability; routes an `availability` event on change.
+    func setAvailability(_ available: Bool, reason: String) {
+        let changed: Bool = lock.withLock {
+            if let current = availability, current.0 == available, current.1 == reason || available { return false }
+            availability = (available, available ? "" : reason)
+            return true
+        }
+        guard changed else { return }
+        if available {
+            logger.notice("source available")
+        } else {
+            logger.notice("source unavailable: \(reason)")
+        }
+        var event = Event(time: clock(), monitor: name, plugin: plugin.description.name, kind: "availability",
+                          severity: available ? .info : .notice,
+                          fields: [Field("available", .bool(available)), Field("reason", .string(available ? "" : reason))])
+        bus.publish(&event, to: routes.sinks(kindIndex: availabilityKind, severity: event.severity))
+    }
+}
+
+/// C copies of strings for the duration of one call into a plugin.
+struct StringArena {
+    private var blocks: [UnsafeMutableRawPointer] = []
+
+    mutating func str(_ s: String) -> vigil_str {
+        let bytes = Array(s.utf8)
+        let block = UnsafeMutableRawPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
+        block.copyMemory(from: bytes, byteCount: bytes.count)
+        block.storeBytes(of: 0, toByteOffset: bytes.count, as: UInt8.self)
+        blocks.append(block)
+        return vigil_str(ptr: block.assumingMemoryBound(to: CChar.self), len: bytes.count)
+    }
+
+    mutating func value(_ v: OptionValue) -> vigil_value {
+        var out = vigil_value()
+        switch v {
+        case .none: out.type = UInt32(VIGIL_TYPE_NONE.rawValue)
+        case .bool(let b): out.type = UInt32(VIGIL_TYPE_BOOL.rawValue); out.as.boolean = b ? 1 : 0
+        case .int(let i): out.type = UInt32(VIGIL_TYPE_INT.rawValue); out.as.i64 = i
+        case .double(let d): out.type = UInt32(VIGIL_TYPE_DOUBLE.rawValue); out.as.f64 = d
+        case .string(let s): out.type = UInt32(VIGIL_TYPE_STRING.rawValue); out.as.str = str(s)
+        case .duration(let ns): out.type = UInt32(VIGIL_TYPE_DURATION.rawValue); out.as.i64 = ns
+        case .size(let b): out.type = UInt32(VIGIL_TYPE_SIZE.rawValue); out.as.i64 = b
+        case .json(let j): out.type = UInt32(VIGIL_TYPE_JSON.rawValue); out.as.str = str(j)
+        }
+        return out
+    }
+
+    func free() {
+        for block in blocks { block.deallocate() }
+    }
+}

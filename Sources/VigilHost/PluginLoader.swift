@@ -1,0 +1,296 @@
+@preconcurrency import CVigilPlugin
+import Glibc
+import VigilCore
+
+/// A plugin module that passed negotiation: resident for the life of the
+/// process (loaded with RTLD_NODELETE; never closed).
+public final class LoadedPlugin: @unchecked Sendable {
+    public let description: PluginDescription
+    /// The plugin's descriptor, copied into a zeroed struct of the host's size.
+    let descriptor: vigil_plugin_descriptor
+
+    init(description: PluginDescription, descriptor: vigil_plugin_descriptor) {
+        self.description = description
+        self.descriptor = descriptor
+    }
+}
+
+/// Why a plugin file was refused. The host logs it and goes on without it.
+public struct PluginRefusal: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+    public var description: String { "plugin \(path) refused: \(reason)" }
+}
+
+/// Finds plugins by name in the plugin directories and loads them, at most
+/// once per file.
+public final class PluginCatalog: @unchecked Sendable {
+    /// Directories searched, in order.
+    public let directories: [String]
+    private var loaded: [String: Result<LoadedPlugin, PluginRefusal>] = [:]
+    private let lock = NSLockish()
+
+    /// The ABI versions this host speaks, best first.
+    public static let offeredVersions = [vigil_abi_version(major: UInt16(VIGIL_ABI_MAJOR), minor: UInt16(VIGIL_ABI_MINOR))]
+    public static let systemDirectory = "/usr/local/lib/vigil/plugins"
+
+    public init(directories: [String]) {
+        var seen = Set<String>()
+        self.directories = directories.filter { seen.insert($0).inserted }
+    }
+
+    /// The standard search path: `extra` (manifest's `plugin_dirs`, `--plugin-dir`),
+    /// then the directory holding the `vigil` executable, then the system directory.
+    public static func standardDirectories(extra: [String]) -> [String] {
+        var dirs = extra
+        if let exe = executableDirectory() { dirs.append(exe) }
+        dirs.append(systemDirectory)
+        return dirs
+    }
+
+    static func executableDirectory() -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        let path = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+    }
+
+    /// The file that provides plugin `name`: `NAME.so` or `libNAME.so` in the
+    /// first directory that has one.
+    public func locate(_ name: String) -> String? {
+        for dir in directories {
+            for file in ["\(name).so", "lib\(name).so"] {
+                let path = dir.hasSuffix("/") ? dir + file : "\(dir)/\(file)"
+                if access(path, R_OK) == 0 { return path }
+            }
+        }
+        return nil
+    }
+
+    /// Loads the plugin a manifest names: a name to look up, or a path.
+    public func load(reference: String) -> Result<LoadedPlugin, PluginRefusal> {
+        let isPath = reference.contains("/") || reference.hasSuffix(".so")
+        if isPath { return load(path: reference) }
+        guard let path = locate(reference) else {
+            return .failure(PluginRefusal(path: reference, reason:
+                "no plugin named '\(reference)' in \(directories.joined(separator: ", "))"))
+        }
+        let result = load(path: path)
+        if case .success(let plugin) = result, plugin.description.name != reference {
+            return .failure(PluginRefusal(path: path, reason:
+                "the file describes itself as plugin '\(plugin.description.name)', not '\(reference)'"))
+        }
+        return result
+    }
+
+    /// Loads, negotiates with and validates the plugin at `path`, once per file.
+    public func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
+        let key = realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? path
+        return lock.withLock {
+            if let cached = loaded[key] { return cached }
+            let result = PluginLoader.load(path: path)
+            loaded[key] = result
+            return result
+        }
+    }
+
+    /// Every `.so` file in the plugin directories (first of each name wins).
+    public func discover() -> [String] {
+        var names = Set<String>()
+        var paths: [String] = []
+        for dir in directories {
+            guard let d = opendir(dir) else { continue }
+            var files: [String] = []
+            while let entry = readdir(d) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+                }
+                if name.hasSuffix(".so") { files.append(name) }
+            }
+            closedir(d)
+            for file in files.sorted() where names.insert(file).inserted {
+                paths.append(dir.hasSuffix("/") ? dir + file : "\(dir)/\(file)")
+            }
+        }
+        return paths
+    }
+
+    /// Whether a file exports the entry symbol, without running any of its code
+    /// beyond what dlopen runs.
+    public static func exportsEntry(path: String) -> Bool {
+        guard let handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE) else { return false }
+        return dlsym(handle, VIGIL_ENTRY_SYMBOL) != nil
+    }
+}
+
+/// dlopen, negotiation and validation of one plugin file.
+enum PluginLoader {
+    static func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
+        func refuse(_ reason: String) -> Result<LoadedPlugin, PluginRefusal> {
+            .failure(PluginRefusal(path: path, reason: reason))
+        }
+        var st = stat()
+        guard stat(path, &st) == 0 else { return refuse("cannot read the file: \(String(cString: strerror(errno)))") }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return refuse("not a regular file") }
+
+        _ = dlerror()
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            let why = dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
+            return refuse("not a loadable shared object (\(why))")
+        }
+        guard let symbol = dlsym(handle, VIGIL_ENTRY_SYMBOL) else {
+            return refuse("it does not export '\(VIGIL_ENTRY_SYMBOL)': not a Vigil plugin, or built without VIGIL_EXPORT")
+        }
+        let entry = unsafeBitCast(symbol, to: vigil_plugin_entry_fn.self)
+
+        // Negotiate: offer what we speak; the plugin picks.
+        var message = [CChar](repeating: 0, count: 512)
+        let versions = PluginCatalog.offeredVersions
+        var result = vigil_entry_result()
+        let status: vigil_status = versions.withUnsafeBufferPointer { offered in
+            message.withUnsafeMutableBufferPointer { buffer in
+                var args = vigil_entry_args()
+                args.size = UInt32(MemoryLayout<vigil_entry_args>.size)
+                args.version_count = UInt32(offered.count)
+                args.versions = offered.baseAddress
+                args.api = HostAPI.table
+                result.size = UInt32(MemoryLayout<vigil_entry_result>.size)
+                result.error.size = UInt32(MemoryLayout<vigil_error>.size)
+                result.error.message = buffer.baseAddress
+                result.error.capacity = buffer.count
+                return entry(&args, &result)
+            }
+        }
+        let pluginMessage = String(cString: message)
+        let host = "\(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)"
+        guard status == VIGIL_OK else {
+            let why = pluginMessage.isEmpty ? "no reason given" : pluginMessage
+            return refuse("its entry point refused the host's ABI \(host) (status \(status.rawValue)): \(why)")
+        }
+        let chosen = "\(result.abi_major).\(result.abi_minor)"
+        guard Int(result.abi_major) == Int(VIGIL_ABI_MAJOR) else {
+            return refuse("it was built for Vigil ABI \(chosen); this host speaks ABI \(host) (major \(VIGIL_ABI_MAJOR) only). Rebuild it against this host's vigil_plugin.h")
+        }
+        guard Int(result.abi_minor) <= Int(VIGIL_ABI_MINOR) else {
+            return refuse("it needs Vigil ABI \(chosen), newer than this host's ABI \(host). Upgrade vigil, or rebuild the plugin against ABI \(host)")
+        }
+        guard let rawDescriptor = result.descriptor else {
+            return refuse("malformed self-description: its entry point returned no descriptor")
+        }
+        // Copy min(their size, our size) into a zeroed descriptor; never read beyond their size.
+        let theirSize = Int(UnsafeRawPointer(rawDescriptor).load(as: UInt32.self))
+        let required = MemoryLayout<vigil_plugin_descriptor>.offset(of: \vigil_plugin_descriptor.destroy)!
+            + MemoryLayout<UnsafeRawPointer>.size
+        guard theirSize >= required else {
+            return refuse("malformed self-description: descriptor size is \(theirSize) bytes, ABI \(chosen) needs at least \(required)")
+        }
+        var descriptor = vigil_plugin_descriptor()
+        withUnsafeMutableBytes(of: &descriptor) { dst in
+            dst.copyMemory(from: UnsafeRawBufferPointer(start: rawDescriptor,
+                                                        count: min(theirSize, MemoryLayout<vigil_plugin_descriptor>.size)))
+        }
+        switch describe(descriptor, path: path, abiMajor: Int(result.abi_major), abiMinor: Int(result.abi_minor)) {
+        case .failure(let problem): return refuse("malformed self-description: \(problem)")
+        case .success(let description):
+            return .success(LoadedPlugin(description: description, descriptor: descriptor))
+        }
+    }
+
+    struct Malformed: Error { var why: String }
+
+    static func describe(_ d: vigil_plugin_descriptor, path: String, abiMajor: Int, abiMinor: Int)
+        -> Result<PluginDescription, Malformed> {
+        do {
+            guard d.kind == UInt32(VIGIL_PLUGIN_MONITOR.rawValue) else {
+                throw Malformed(why: "plugin kind \(d.kind) is not one this host loads (1 = monitor)")
+            }
+            guard d.create != nil, d.start != nil, d.stop != nil, d.destroy != nil else {
+                throw Malformed(why: "create, start, stop and destroy are required (one is NULL)")
+            }
+            let name = try text(d.name, "name")
+            let options = try array(d.options, count: d.option_count, what: "option") { (o: vigil_option_spec) in
+                guard let type = ValueType(rawValue: o.type) else {
+                    throw Malformed(why: "option '\(try text(o.name, "option name"))' has unknown type \(o.type)")
+                }
+                let defaultText = try text(o.default_text, "option default")
+                return OptionSpec(name: try text(o.name, "option name"), type: type,
+                                  defaultText: defaultText.isEmpty ? nil : defaultText,
+                                  doc: try text(o.doc, "option doc"),
+                                  required: o.flags & UInt32(VIGIL_OPTION_REQUIRED) != 0)
+            }
+            let events = try array(d.events, count: d.event_count, what: "event kind") { (e: vigil_event_spec) in
+                let kind = try text(e.kind, "event kind")
+                let fields = try array(e.fields, count: e.field_count, what: "field of '\(kind)'") { (f: vigil_field_spec) in
+                    guard let type = ValueType(rawValue: f.type) else {
+                        throw Malformed(why: "field '\(try text(f.name, "field name"))' of kind '\(kind)' has unknown type \(f.type)")
+                    }
+                    return FieldSpec(name: try text(f.name, "field name"), type: type,
+                                     unit: try text(f.unit, "field unit"), doc: try text(f.doc, "field doc"))
+                }
+                return EventSpec(kind: kind, doc: try text(e.doc, "event doc"), fields: fields)
+            }
+            let description = PluginDescription(
+                name: name, version: try text(d.version, "version"), summary: try text(d.description, "description"),
+                abiMajor: abiMajor, abiMinor: abiMinor, options: options, events: events,
+                defaultInterval: d.default_interval_ns, polled: d.poll != nil, path: path)
+            let problems = description.problems()
+            guard problems.isEmpty else { throw Malformed(why: problems.joined(separator: "; ")) }
+            return .success(description)
+        } catch let error as Malformed {
+            return .failure(error)
+        } catch {
+            return .failure(Malformed(why: "\(error)"))
+        }
+    }
+
+    /// A descriptor string: UTF-8 (repaired), at most 64 KiB, NULL only when empty.
+    static func text(_ s: vigil_str, _ what: String) throws -> String {
+        if s.len == 0 { return "" }
+        guard let ptr = s.ptr else { throw Malformed(why: "\(what) has length \(s.len) but a NULL pointer") }
+        guard s.len <= 65_536 else { throw Malformed(why: "\(what) is \(s.len) bytes long (64 KiB at most)") }
+        return String(decoding: UnsafeRawBufferPointer(start: ptr, count: s.len), as: UTF8.self)
+    }
+
+    /// Reads an array of size-prefixed structs: the element stride is the size
+    /// the plugin wrote in the first element; each element must carry the same
+    /// size and at least the host's; fields beyond the host's size are ignored.
+    static func array<Element, T>(_ base: UnsafePointer<Element>?, count: Int, what: String,
+                                  _ convert: (Element) throws -> T) throws -> [T] {
+        if count == 0 { return [] }
+        guard let base else { throw Malformed(why: "\(count) \(what)s declared but the pointer is NULL") }
+        guard count <= 4096 else { throw Malformed(why: "\(count) \(what)s declared (4096 at most)") }
+        let raw = UnsafeRawPointer(base)
+        let stride = Int(raw.load(as: UInt32.self))
+        let ours = MemoryLayout<Element>.size
+        guard stride >= ours else {
+            throw Malformed(why: "\(what) struct size is \(stride) bytes; ABI 1.0 needs \(ours)")
+        }
+        var out: [T] = []
+        out.reserveCapacity(count)
+        for i in 0..<count {
+            let element = raw + i * stride
+            let size = Int(element.load(as: UInt32.self))
+            guard size == stride else {
+                throw Malformed(why: "\(what) #\(i + 1) has size \(size), the first has \(stride); all must match")
+            }
+            out.append(try convert(element.loadUnaligned(as: Element.self)))
+        }
+        return out
+    }
+}
+
+/// A pthread mutex with `withLock`, for state touched from C callbacks.
+final class NSLockish: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    init() { pthread_mutex_init(&mutex, nil) }
+    deinit { pthread_mutex_destroy(&mutex) }
+    func lock() { pthread_mutex_lock(&mutex) }
+    func unlock() { pthread_mutex_unlock(&mutex) }
+    @inline(__always)
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return try body()
+    }
+}

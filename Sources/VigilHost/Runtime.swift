@@ -1,0 +1,265 @@
+import Dispatch
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import VigilCore
+
+/// The version of the host, reported by `vigil --version` and in `started`.
+public let vigilVersion = "0.1.0"
+
+/// Resolves a manifest's plugins and options. Shared by `vigil validate` and
+/// `vigil run`, so both report the same problems at the same places.
+public struct ManifestResolution: Sendable {
+    public struct Monitor: Sendable {
+        public var config: MonitorConfig
+        public var plugin: LoadedPlugin
+        public var options: [BoundOption]
+    }
+
+    /// Monitors whose plugin loaded and whose options are valid (enabled or not).
+    public var monitors: [Monitor] = []
+    /// Monitors that cannot run, with why.
+    public var refused: [(config: MonitorConfig, reason: String)] = []
+    public var diagnostics: [Diagnostic] = []
+
+    public static func resolve(_ manifest: Manifest, catalog: PluginCatalog) -> ManifestResolution {
+        var result = ManifestResolution()
+        for monitor in manifest.monitors {
+            switch catalog.load(reference: monitor.plugin) {
+            case .failure(let refusal):
+                let names = catalog.discoverNames()
+                let hint = monitor.pluginIsPath ? nil : Suggest.hint(for: monitor.plugin, in: names)
+                    ?? (names.isEmpty ? nil : "plugins found: \(names.joined(separator: ", "))")
+                let message = monitor.pluginIsPath || catalog.locate(monitor.plugin) != nil
+                    ? "monitor '\(monitor.name)': \(refusal)"
+                    : "unknown plugin '\(monitor.plugin)' for monitor '\(monitor.name)' (searched \(catalog.directories.joined(separator: ", ")))"
+                result.diagnostics.append(Diagnostic(at: monitor.pluginLocation, message, hint: hint))
+                result.refused.append((monitor, refusal.description))
+            case .success(let plugin):
+                let (options, problems) = OptionBinder.bind(monitor, to: plugin.description)
+                result.diagnostics += problems
+                if problems.contains(where: { $0.level == .error }) {
+                    result.refused.append((monitor, problems.map(\.message).joined(separator: "; ")))
+                } else {
+                    result.monitors.append(Monitor(config: monitor, plugin: plugin, options: options))
+                }
+            }
+        }
+        return result
+    }
+}
+
+extension PluginCatalog {
+    /// Names of the plugins in the search path (for "did you mean").
+    func discoverNames() -> [String] {
+        discover().compactMap { path -> String? in
+            var file = String(path.split(separator: "/").last ?? "")
+            guard file.hasSuffix(".so") else { return nil }
+            file.removeLast(3)
+            if file.hasPrefix("lib") { file.removeFirst(3) }
+            return file
+        }
+    }
+}
+
+/// Everything `vigil run` needs besides the manifest.
+public struct RunOptions: Sendable {
+    /// Stop by itself after this many nanoseconds.
+    public var runFor: Int64?
+    /// How long sinks may take to drain at shutdown before giving up.
+    public var drainTimeout: Int64 = 5_000_000_000
+    /// How long `stop` of all instances may take.
+    public var stopTimeout: Int64 = 10_000_000_000
+    public var hostName: String?
+
+    public init(runFor: Int64? = nil) {
+        self.runFor = runFor
+    }
+}
+
+/// The running host: sinks, bus, monitors, and the services that drive them.
+public final class VigilRuntime: @unchecked Sendable {
+    let manifest: Manifest
+    let resolution: ManifestResolution
+    let logger: Logger
+    let host: String
+    let sinks: [SinkRunner]
+    let bus: EventBus
+    let instances: [MonitorInstance]
+    let hostEvents: HostEvents
+    private let options: RunOptions
+
+    public init(manifest: Manifest, resolution: ManifestResolution, options: RunOptions, logger: Logger) {
+        self.manifest = manifest
+        self.resolution = resolution
+        self.options = options
+        self.logger = logger
+        let host = options.hostName ?? manifest.host ?? VigilRuntime.hostName()
+        self.host = host
+        let sinks = manifest.sinks.map { config in
+            SinkRunner(config: config, sink: VigilRuntime.makeSink(config, host: host, logger: logger), logger: logger)
+        }
+        self.sinks = sinks
+        let bus = EventBus(sinks: sinks)
+        self.bus = bus
+        let compiler = RouteCompiler(manifest: manifest)
+        let hostEvents = HostEvents(clock: realtimeNanoseconds)
+        hostEvents.connect(bus: bus, compiler: compiler)
+        self.hostEvents = hostEvents
+        self.instances = resolution.monitors.filter(\.config.enabled).map { monitor in
+            MonitorInstance(config: monitor.config, plugin: monitor.plugin, options: monitor.options, bus: bus,
+                            routes: compiler, hostEvents: hostEvents, logger: logger)
+        }
+    }
+
+    static func makeSink(_ config: SinkConfig, host: String, logger: Logger) -> any EventSink {
+        switch config.kind {
+        case .null: return NullSink()
+        case .log(let log): return LogSink(config: log, host: host)
+        case .file(let file): return FileSink(config: file, host: host)
+        case .socket(let socket):
+            switch socket.mode {
+            case .connect(let address): return SocketConnectSink(address: address, config: socket, host: host)
+            case .listen(let address):
+                let sink = SocketListenSink(address: address, config: socket, host: host)
+                var logger = logger
+                logger[metadataKey: "sink"] = "\(config.name)"
+                sink.bind(logger: logger)
+                return sink
+            }
+        }
+    }
+
+    public static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        return String(cString: buffer)
+    }
+
+    /// Runs until SIGINT/SIGTERM or `runFor`: starts sinks, then monitors; on
+    /// the way out stops every monitor, then drains every sink.
+    public func run() async throws {
+        signal(SIGPIPE, SIG_IGN)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = sinks.map {
+            .init(service: SinkService(runner: $0, drainTimeout: options.drainTimeout))
+        }
+        services.append(.init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout)))
+        services.append(.init(service: ReopenService(sinks: sinks, logger: logger)))
+        if let runFor = options.runFor {
+            services.append(.init(service: TimerService(duration: runFor),
+                                  successTerminationBehavior: .gracefullyShutdownGroup))
+        }
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
+                                                      logger: logger))
+        try await group.run()
+        report()
+    }
+
+    /// Logs what every sink delivered and dropped.
+    func report() {
+        var lost = false
+        for stats in sinks.map(\.stats) {
+            let line = "sink \(stats.name) (\(stats.type)): \(stats.written) written, \(stats.dropped) dropped (queue full), \(stats.failed) failed, queue high-water \(stats.highWater)/\(manifest.sinks.first { $0.name == stats.name }!.queueCapacity)"
+            if stats.dropped > 0 || stats.failed > 0 {
+                lost = true
+                logger.warning("\(line)")
+            } else {
+                logger.info("\(line)")
+            }
+        }
+        let refused = instances.reduce(0) { $0 + $1.refused.load(ordering: .relaxed) }
+        if refused > 0 { logger.warning("\(refused) events emitted outside start…stop were refused") }
+        if !lost { logger.info("stopped; \(bus.lastSequence) events, none lost") }
+    }
+
+    /// Stops monitors in parallel, each on its own queue; waits at most `timeout`.
+    func stopInstances(timeout: Int64) async {
+        let group = DispatchGroup()
+        for instance in instances {
+            group.enter()
+            instance.shutdown { group.leave() }
+        }
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<DispatchTimeoutResult, Never>) in
+            DispatchQueue.global().async {
+                continuation.resume(returning: group.wait(timeout: .now() + .nanoseconds(Int(timeout))))
+            }
+        }
+        if result == .timedOut {
+            let stuck = instances.filter { $0.state == .running }.map(\.name)
+            logger.error("monitors \(stuck.joined(separator: ", ")) did not stop within \(Units.formatDuration(timeout)); going on without them")
+        }
+    }
+}
+
+/// Starts every monitor; at shutdown, stops them all.
+struct SupervisorService: Service {
+    let runtime: VigilRuntime
+    let stopTimeout: Int64
+
+    func run() async throws {
+        for (config, reason) in runtime.resolution.refused {
+            runtime.hostEvents.pluginRefused(monitor: config.name, plugin: config.plugin, reason: reason)
+        }
+        for instance in runtime.instances { instance.launch() }
+        runtime.hostEvents.publish("started", .notice, [
+            Field("version", .string(vigilVersion)), Field("monitors", .int(Int64(runtime.instances.count))),
+            Field("sinks", .int(Int64(runtime.sinks.count))), Field("pid", .int(Int64(getpid()))),
+        ])
+        runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
+        let watchdog = Task { await Self.watch(runtime) }
+        try? await gracefulShutdown()
+        watchdog.cancel()
+        runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
+        await runtime.stopInstances(timeout: stopTimeout)
+    }
+
+    /// Reports calls into plugins that run past their deadline (the larger of
+    /// 5 s and the monitor's interval).
+    static func watch(_ runtime: VigilRuntime) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            for instance in runtime.instances {
+                let deadline = max(5_000_000_000, instance.interval)
+                if let (call, elapsed) = instance.overdueCall(deadline: deadline) {
+                    instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (deadline \(Units.formatDuration(deadline))); this monitor's next calls wait, the others go on")
+                }
+            }
+        }
+    }
+}
+
+/// Owns one sink's thread: starts it, and at shutdown drains and joins it.
+struct SinkService: Service {
+    let runner: SinkRunner
+    let drainTimeout: Int64
+
+    func run() async throws {
+        runner.start()
+        try? await gracefulShutdown()
+        await runner.stop(drainTimeout: drainTimeout)
+    }
+}
+
+/// SIGHUP: every sink reopens its files (logrotate's move, then signal).
+struct ReopenService: Service {
+    let sinks: [SinkRunner]
+    let logger: Logger
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            logger.info("SIGHUP: reopening sink files")
+            for runner in sinks { runner.sink.requestReopen() }
+        }
+    }
+}
+
+/// `--for DURATION`: returns after the duration, which shuts the group down.
+struct TimerService: Service {
+    let duration: Int64
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .nanoseconds(duration)) }
+    }
+}

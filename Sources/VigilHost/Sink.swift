@@ -1,0 +1,180 @@
+import Foundation
+import Logging
+import Synchronization
+import VigilCore
+
+/// A destination for events. Every method is called on the sink's own thread,
+/// one at a time, so implementations need no locking of their own (except for
+/// `requestReopen`, which may come from any thread).
+///
+/// Modelled on swift-otel's exporters: a batch in, a flush, a shutdown.
+public protocol EventSink: AnyObject, Sendable {
+    /// Writes a batch, in order. Throwing means the batch is lost; the runner
+    /// counts its events as failed and logs the error (rate-limited). A sink
+    /// that can hold events while its peer is away (socket connect) retries
+    /// inside `write`, checking `context.shouldAbandon`.
+    func write(_ batch: [Event], context: SinkContext) throws
+    /// Periodic housekeeping: fsync interval, accepting clients, reconnects.
+    /// Called at least every `tickInterval` nanoseconds while running.
+    func tick(context: SinkContext)
+    /// How often `tick` wants to run, in nanoseconds.
+    var tickInterval: Int64 { get }
+    /// Flushes and releases everything; called once, after the last write.
+    func shutdown(context: SinkContext)
+    /// Asks the sink to reopen its files (SIGHUP). Any thread.
+    func requestReopen()
+}
+
+extension EventSink {
+    public func tick(context: SinkContext) {}
+    public var tickInterval: Int64 { 1_000_000_000 }
+    public func requestReopen() {}
+}
+
+/// What a sink may know about its runner.
+public final class SinkContext: @unchecked Sendable {
+    public let name: String
+    public let logger: Logger
+    private let closing = Atomic<Bool>(false)
+    private let abandonAt = Atomic<Int64>(.max)
+
+    init(name: String, logger: Logger) {
+        self.name = name
+        self.logger = logger
+    }
+
+    /// True once the host is shutting down.
+    public var isClosing: Bool { closing.load(ordering: .acquiring) }
+
+    /// True when a sink should stop retrying and give up its batch: the host
+    /// is shutting down and the drain deadline has passed.
+    public var shouldAbandon: Bool { monotonicNanoseconds() >= abandonAt.load(ordering: .acquiring) }
+
+    func beginClosing(drainDeadline: Int64) {
+        abandonAt.store(drainDeadline, ordering: .releasing)
+        closing.store(true, ordering: .releasing)
+    }
+}
+
+/// Runs one sink on a dedicated thread behind its bounded queue.
+final class SinkRunner: @unchecked Sendable {
+    let config: SinkConfig
+    let sink: any EventSink
+    let queue: SinkQueue
+    let context: SinkContext
+    private let done = DispatchSemaphore(value: 0)
+    private var thread: Thread?
+
+    // Written by the sink thread only; read after join or approximately.
+    private let written = Atomic<UInt64>(0)
+    private let failed = Atomic<UInt64>(0)
+    private var lastErrorLog: Int64 = 0
+    private var suppressedErrors = 0
+
+    static let batchSize = 4096
+
+    init(config: SinkConfig, sink: any EventSink, logger: Logger) {
+        self.config = config
+        self.sink = sink
+        self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow)
+        var logger = logger
+        logger[metadataKey: "sink"] = "\(config.name)"
+        self.context = SinkContext(name: config.name, logger: logger)
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            run()
+            done.signal()
+        }
+        thread.name = "vigil-sink-\(config.name)"
+        thread.stackSize = 512 << 10
+        self.thread = thread
+        thread.start()
+    }
+
+    private func run() {
+        var batch: [Event] = []
+        batch.reserveCapacity(Self.batchSize)
+        var nextTick = monotonicNanoseconds() + sink.tickInterval
+        while true {
+            let now = monotonicNanoseconds()
+            let more = queue.pop(into: &batch, max: Self.batchSize, timeout: max(1_000_000, nextTick - now))
+            if !batch.isEmpty {
+                do {
+                    try sink.write(batch, context: context)
+                    written.add(UInt64(batch.count), ordering: .relaxed)
+                } catch {
+                    failed.add(UInt64(batch.count), ordering: .relaxed)
+                    reportFailure(error, lost: batch.count)
+                }
+                batch.removeAll(keepingCapacity: true)
+            }
+            if monotonicNanoseconds() >= nextTick {
+                sink.tick(context: context)
+                nextTick = monotonicNanoseconds() + sink.tickInterval
+            }
+            if !more { break }
+        }
+        sink.shutdown(context: context)
+        if suppressedErrors > 0 {
+            context.logger.error("\(suppressedErrors) more write failures were not logged")
+        }
+    }
+
+    private func reportFailure(_ error: any Error, lost: Int) {
+        let now = monotonicNanoseconds()
+        if now - lastErrorLog >= 10_000_000_000 {
+            context.logger.error("write failed, \(lost) events lost: \(error)")
+            lastErrorLog = now
+        } else {
+            suppressedErrors += 1
+        }
+    }
+
+    /// Stops taking events, drains the queue into the sink (giving a sink that
+    /// cannot deliver until `drainTimeout`), and waits for the thread to end.
+    func stop(drainTimeout: Int64) async {
+        context.beginClosing(drainDeadline: monotonicNanoseconds() + drainTimeout)
+        queue.close()
+        guard thread != nil else { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { [done] in
+                done.wait()
+                continuation.resume()
+            }
+        }
+    }
+
+    struct Stats {
+        var name: String
+        var type: String
+        var accepted: UInt64
+        var written: UInt64
+        var dropped: UInt64
+        var failed: UInt64
+        var depth: Int
+        var highWater: Int
+    }
+
+    var stats: Stats {
+        let q = queue.counters
+        return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
+                     written: written.load(ordering: .relaxed), dropped: q.dropped,
+                     failed: failed.load(ordering: .relaxed), depth: q.depth, highWater: q.highWater)
+    }
+}
+
+@inline(__always)
+func monotonicNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+@inline(__always)
+func realtimeNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}

@@ -1,0 +1,181 @@
+import Foundation
+import Logging
+import Synchronization
+import SystemPackage
+import VigilCore
+
+/// Discards every event: measures the host without any output cost.
+final class NullSink: EventSink {
+    func write(_ batch: [Event], context: SinkContext) throws {}
+    func shutdown(context: SinkContext) {}
+}
+
+/// One readable line per event through swift-log (text), or JSON Lines, on
+/// stderr or stdout.
+final class LogSink: EventSink, @unchecked Sendable {
+    private let config: LogSinkConfig
+    private let encoder: JSONLineEncoder
+    private var logger: Logger
+    private var buffer: [UInt8] = []
+
+    init(config: LogSinkConfig, host: String) {
+        self.config = config
+        self.encoder = JSONLineEncoder(host: host)
+        let fd: Int32 = config.stream == .stdout ? 1 : 2
+        var logger = Logger(label: "events") { label in VigilLogHandler(label: label, fileDescriptor: fd, showLabel: false) }
+        logger.logLevel = .trace
+        self.logger = logger
+    }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        switch config.format {
+        case .json:
+            buffer.removeAll(keepingCapacity: true)
+            for event in batch { encoder.encode(event, into: &buffer) }
+            try FileDescriptor(rawValue: config.stream == .stdout ? 1 : 2).writeAll(buffer)
+        case .text:
+            for event in batch {
+                logger.log(level: event.severity.logLevel, "\(LogSink.text(event))")
+            }
+        }
+    }
+
+    /// `cpu/sample usage=0.12 user=0.08 message="two words"`
+    static func text(_ event: Event) -> String {
+        var s = "\(event.monitor)/\(event.kind)"
+        for field in event.fields {
+            s += " \(field.name)="
+            switch field.value {
+            case .double(let d): s += d.isFinite ? "\(d)" : "\(d)"
+            case .int(let i): s += "\(i)"
+            case .bool(let b): s += b ? "true" : "false"
+            case .string(let str):
+                if str.isEmpty || str.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline || $0.asciiValue.map { $0 < 0x20 } == true }) {
+                    var quoted: [UInt8] = []
+                    JSONLineEncoder.appendString(str, to: &quoted)
+                    s += String(decoding: quoted, as: UTF8.self)
+                } else {
+                    s += str
+                }
+            }
+        }
+        return s
+    }
+
+    func shutdown(context: SinkContext) {}
+}
+
+/// JSON Lines appended to a file: created (mode 0640, with parent directories)
+/// on first write, rotated by size keeping N files, reopened on SIGHUP
+/// (logrotate's move-then-signal), fsync'd per policy, flushed on exit.
+final class FileSink: EventSink, @unchecked Sendable {
+    private let config: FileSinkConfig
+    private let encoder: JSONLineEncoder
+    private var fd: FileDescriptor?
+    private var size: Int64 = 0
+    private var buffer: [UInt8] = []
+    private var dirty = false
+    private var lastSync = monotonicNanoseconds()
+    private let reopenRequested = Atomic<Bool>(false)
+
+    init(config: FileSinkConfig, host: String) {
+        self.config = config
+        self.encoder = JSONLineEncoder(host: host)
+        buffer.reserveCapacity(1 << 20)
+    }
+
+    var tickInterval: Int64 { config.fsync == .interval ? config.fsyncInterval : 1_000_000_000 }
+
+    func requestReopen() { reopenRequested.store(true, ordering: .releasing) }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        if reopenRequested.exchange(false, ordering: .acquiring) { closeFile() }
+        let fd = try openIfNeeded()
+        buffer.removeAll(keepingCapacity: true)
+        for event in batch {
+            let before = buffer.count
+            encoder.encode(event, into: &buffer)
+            if let limit = config.rotateSize, size + Int64(buffer.count) > limit, size + Int64(before) > 0 {
+                // This line would carry the file past its size: write what
+                // came before it, rotate, and start the new file with it.
+                let line = Array(buffer[before...])
+                buffer.removeSubrange(before...)
+                try flushBuffer(to: self.fd ?? fd)
+                try rotate()
+                _ = try openIfNeeded()
+                buffer.append(contentsOf: line)
+            }
+        }
+        try flushBuffer(to: self.fd ?? fd)
+        if config.fsync == .always { if let fd = self.fd { _ = fsync(fd.rawValue) }; dirty = false }
+    }
+
+    private func flushBuffer(to fd: FileDescriptor) throws {
+        guard !buffer.isEmpty else { return }
+        try fd.writeAll(buffer)
+        size += Int64(buffer.count)
+        buffer.removeAll(keepingCapacity: true)
+        dirty = true
+    }
+
+    func tick(context: SinkContext) {
+        if reopenRequested.exchange(false, ordering: .acquiring) {
+            closeFile()
+            context.logger.info("reopening \(config.path)")
+        }
+        if config.fsync == .interval, dirty, let fd {
+            _ = fsync(fd.rawValue)
+            dirty = false
+            lastSync = monotonicNanoseconds()
+        }
+    }
+
+    func shutdown(context: SinkContext) {
+        if config.fsync != .never, dirty, let fd { _ = fsync(fd.rawValue) }
+        closeFile()
+    }
+
+    private func openIfNeeded() throws -> FileDescriptor {
+        if let fd { return fd }
+        try FileSink.makeParentDirectories(of: config.path)
+        let fd = try FileDescriptor.open(FilePath(config.path), .writeOnly,
+                                         options: [.append, .create, .closeOnExec],
+                                         permissions: [.ownerReadWrite, .groupRead])
+        var st = stat()
+        size = fstat(fd.rawValue, &st) == 0 ? Int64(st.st_size) : 0
+        self.fd = fd
+        return fd
+    }
+
+    private func closeFile() {
+        if let fd { try? fd.close() }
+        fd = nil
+        dirty = false
+    }
+
+    /// events.jsonl → events.jsonl.1 → … → events.jsonl.N (the oldest is removed).
+    private func rotate() throws {
+        closeFile()
+        let path = config.path
+        unlink("\(path).\(config.rotateKeep)")
+        if config.rotateKeep > 1 {
+            for i in stride(from: config.rotateKeep - 1, through: 1, by: -1) {
+                Glibc.rename("\(path).\(i)", "\(path).\(i + 1)")
+            }
+        }
+        if Glibc.rename(path, "\(path).1") != 0 && errno != ENOENT {
+            throw Errno(rawValue: errno)
+        }
+        size = 0
+    }
+
+    static func makeParentDirectories(of path: String) throws {
+        var parent = FilePath(path)
+        parent.removeLastComponent()
+        guard !parent.isEmpty else { return }
+        var st = stat()
+        if stat(parent.string, &st) == 0 { return }
+        try FileManager.default.createDirectory(atPath: parent.string, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o750])
+    }
+}

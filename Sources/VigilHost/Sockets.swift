@@ -1,0 +1,389 @@
+import Foundation
+import Logging
+import VigilCore
+
+/// A thin layer over the BSD socket calls the sinks and `vigil tail` need.
+public enum Sockets {
+    public struct Failure: Error, CustomStringConvertible {
+        public var what: String
+        public var code: Int32
+        public var description: String { "\(what): \(String(cString: strerror(code)))" }
+    }
+
+    /// A connected socket for `address`: a stream for unix and tcp, a connected
+    /// datagram socket for udp. Blocking, close-on-exec.
+    public static func connect(_ address: SocketAddress, timeoutMs: Int32 = 5000) throws -> Int32 {
+        switch address {
+        case .unix(let path):
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
+            var addr = try unixAddress(path)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            if rc != 0 {
+                let e = errno
+                close(fd)
+                throw Failure(what: "connect to unix:\(path)", code: e)
+            }
+            return fd
+        case .tcp(let host, let port), .udp(let host, let port):
+            let isTCP: Bool = if case .tcp = address { true } else { false }
+            return try withAddresses(host: host, port: port, stream: isTCP) { info in
+                let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), info.pointee.ai_protocol)
+                guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
+                if isTCP {
+                    // Connect with a timeout: non-blocking connect, then poll.
+                    setNonBlocking(fd, true)
+                    var rc = Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen)
+                    if rc != 0 && errno == EINPROGRESS {
+                        var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                        rc = poll(&pfd, 1, timeoutMs) == 1 ? 0 : -1
+                        var err: Int32 = rc == 0 ? 0 : ETIMEDOUT
+                        var len = socklen_t(MemoryLayout<Int32>.size)
+                        if rc == 0 { getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) }
+                        if err != 0 { close(fd); throw Failure(what: "connect to \(address)", code: err) }
+                    } else if rc != 0 {
+                        let e = errno
+                        close(fd)
+                        throw Failure(what: "connect to \(address)", code: e)
+                    }
+                    setNonBlocking(fd, false)
+                    var one: Int32 = 1
+                    setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                } else if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
+                    let e = errno
+                    close(fd)
+                    throw Failure(what: "connect to \(address)", code: e)
+                }
+                return fd
+            }
+        }
+    }
+
+    /// A listening stream socket. A unix socket file is created with mode
+    /// 0600; a stale one (nobody listening) is replaced.
+    public static func listen(_ address: SocketAddress, backlog: Int32 = 64) throws -> Int32 {
+        switch address {
+        case .unix(let path):
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
+            var addr = try unixAddress(path)
+            if access(path, F_OK) == 0 {
+                if let probe = try? connect(.unix(path: path)) {
+                    close(probe)
+                    close(fd)
+                    throw Failure(what: "listen on unix:\(path): another process is listening there", code: EADDRINUSE)
+                }
+                unlink(path)
+            }
+            try? FileSink.makeParentDirectories(of: path)
+            let oldMask = umask(0o177)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            umask(oldMask)
+            guard rc == 0 else { let e = errno; close(fd); throw Failure(what: "bind unix:\(path)", code: e) }
+            chmod(path, 0o600)
+            guard Glibc.listen(fd, backlog) == 0 else { let e = errno; close(fd); throw Failure(what: "listen on unix:\(path)", code: e) }
+            return fd
+        case .tcp(let host, let port):
+            return try withAddresses(host: host, port: port, stream: true, passive: true) { info in
+                let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), info.pointee.ai_protocol)
+                guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
+                var one: Int32 = 1
+                setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+                guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+                    let e = errno; close(fd); throw Failure(what: "bind \(address)", code: e)
+                }
+                guard Glibc.listen(fd, backlog) == 0 else { let e = errno; close(fd); throw Failure(what: "listen on \(address)", code: e) }
+                return fd
+            }
+        case .udp:
+            throw Failure(what: "listen on \(address): udp cannot listen", code: EINVAL)
+        }
+    }
+
+    static func unixAddress(_ path: String) throws -> sockaddr_un {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard bytes.count < capacity else { throw Failure(what: "unix socket path '\(path)' is too long", code: ENAMETOOLONG) }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return addr
+    }
+
+    /// Tries each address `host:port` resolves to until `body` succeeds.
+    static func withAddresses(host: String, port: UInt16, stream: Bool, passive: Bool = false,
+                              _ body: (UnsafeMutablePointer<addrinfo>) throws -> Int32) throws -> Int32 {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = stream ? Int32(SOCK_STREAM.rawValue) : Int32(SOCK_DGRAM.rawValue)
+        hints.ai_flags = passive ? AI_PASSIVE : 0
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host == "*" ? nil : host, String(port), &hints, &list)
+        guard rc == 0, let first = list else {
+            throw Failure(what: "resolve '\(host)': \(String(cString: gai_strerror(rc)))", code: EHOSTUNREACH)
+        }
+        defer { freeaddrinfo(list) }
+        var lastError: (any Error)?
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let info = cursor {
+            do { return try body(info) } catch { lastError = error }
+            cursor = info.pointee.ai_next
+        }
+        throw lastError ?? Failure(what: "no address for '\(host)'", code: EHOSTUNREACH)
+    }
+
+    static func setNonBlocking(_ fd: Int32, _ on: Bool) {
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK)
+    }
+
+    /// Sends all of `bytes` on a blocking socket without raising SIGPIPE.
+    static func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if n > 0 { offset += n; continue }
+            if n < 0 && errno == EINTR { continue }
+            throw Failure(what: "send", code: n == 0 ? EPIPE : errno)
+        }
+    }
+}
+
+/// Streams JSON Lines to a peer it connects to (`unix:`, `tcp://`, `udp://`).
+/// While the peer is away it reconnects with capped exponential backoff; the
+/// events wait in the sink's queue (bounded by `queue_size`, then the
+/// overflow policy) and in the batch being retried.
+final class SocketConnectSink: EventSink, @unchecked Sendable {
+    private let address: SocketAddress
+    private let config: SocketSinkConfig
+    private let encoder: JSONLineEncoder
+    private var fd: Int32 = -1
+    private var backoff: Int64
+    private var nextAttempt: Int64 = 0
+    private var buffer: [UInt8] = []
+    private var loggedDown = false
+    private var isDatagram: Bool { if case .udp = address { true } else { false } }
+
+    init(address: SocketAddress, config: SocketSinkConfig, host: String) {
+        self.address = address
+        self.config = config
+        self.encoder = JSONLineEncoder(host: host)
+        self.backoff = config.reconnectMin
+    }
+
+    var tickInterval: Int64 { 250_000_000 }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        buffer.removeAll(keepingCapacity: true)
+        if isDatagram {
+            try sendDatagrams(batch, context: context)
+            return
+        }
+        for event in batch { encoder.encode(event, into: &buffer) }
+        while true {
+            if fd < 0 { try waitForConnection(context: context) }
+            do {
+                try buffer.withUnsafeBytes { try Sockets.sendAll(fd, $0) }
+                return
+            } catch {
+                context.logger.warning("connection to \(address) lost: \(error); reconnecting")
+                close(fd)
+                fd = -1
+                // The whole batch is sent again on the new connection: a line cut
+                // short on the old one never merges with a line on the new one.
+            }
+        }
+    }
+
+    private func sendDatagrams(_ batch: [Event], context: SinkContext) throws {
+        if fd < 0 { try waitForConnection(context: context) }
+        for event in batch {
+            buffer.removeAll(keepingCapacity: true)
+            encoder.encode(event, into: &buffer)
+            // One event per datagram. UDP has no delivery guarantee; a refused
+            // datagram (no listener yet) is counted by the peer's absence, not retried.
+            _ = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+    }
+
+    /// Blocks until connected, retrying with backoff; throws when the host is
+    /// shutting down and the drain deadline has passed.
+    private func waitForConnection(context: SinkContext) throws {
+        while fd < 0 {
+            let now = monotonicNanoseconds()
+            if now >= nextAttempt {
+                do {
+                    fd = try Sockets.connect(address)
+                    if loggedDown { context.logger.notice("connected to \(address)") }
+                    loggedDown = false
+                    backoff = config.reconnectMin
+                    return
+                } catch {
+                    if !loggedDown {
+                        context.logger.warning("cannot connect to \(address): \(error); retrying with backoff up to \(Units.formatDuration(config.reconnectMax))")
+                        loggedDown = true
+                    }
+                    nextAttempt = now + backoff
+                    backoff = min(backoff * 2, config.reconnectMax)
+                }
+            }
+            if context.shouldAbandon {
+                throw Sockets.Failure(what: "gave up on \(address) at shutdown", code: ECONNREFUSED)
+            }
+            // Sleep in short steps so a shutdown is noticed promptly.
+            let wait = max(1_000_000, min(nextAttempt - monotonicNanoseconds(), 50_000_000))
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(wait))
+            nanosleep(&ts, nil)
+        }
+    }
+
+    func tick(context: SinkContext) {
+        // Detect a peer that went away while idle, so the next batch reconnects
+        // at once instead of failing first.
+        guard fd >= 0, !isDatagram else { return }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        if poll(&pfd, 1, 0) == 1 {
+            var scratch = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &scratch, scratch.count, Int32(MSG_DONTWAIT))
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                close(fd)
+                fd = -1
+            }
+        }
+    }
+
+    func shutdown(context: SinkContext) {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+}
+
+/// Listens on `unix:` or `tcp://` and streams every routed event to each
+/// connected client. A client that falls more than `client_buffer` bytes
+/// behind is disconnected; the sink never waits for one.
+final class SocketListenSink: EventSink, @unchecked Sendable {
+    private struct Client {
+        var fd: Int32
+        var pending: [UInt8] = []
+        var sent = 0
+    }
+
+    private let address: SocketAddress
+    private let config: SocketSinkConfig
+    private let encoder: JSONLineEncoder
+    private var listener: Int32 = -1
+    private var clients: [Client] = []
+    private var buffer: [UInt8] = []
+    private var lastBindAttempt: Int64 = 0
+    private var loggedBindFailure = false
+
+    init(address: SocketAddress, config: SocketSinkConfig, host: String) {
+        self.address = address
+        self.config = config
+        self.encoder = JSONLineEncoder(host: host)
+    }
+
+    var tickInterval: Int64 { 50_000_000 }
+
+    /// Binds now, so a bad address is reported when the host starts.
+    func bind(logger: Logger) {
+        openListener(logger: logger)
+    }
+
+    private func openListener(logger: Logger) {
+        guard listener < 0 else { return }
+        lastBindAttempt = monotonicNanoseconds()
+        do {
+            listener = try Sockets.listen(address)
+            Sockets.setNonBlocking(listener, true)
+            if loggedBindFailure { logger.notice("listening on \(address)") }
+            loggedBindFailure = false
+        } catch {
+            if !loggedBindFailure { logger.error("cannot listen on \(address): \(error); retrying every 5s") }
+            loggedBindFailure = true
+        }
+    }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        acceptClients(context: context)
+        guard !clients.isEmpty else { return }
+        buffer.removeAll(keepingCapacity: true)
+        for event in batch { encoder.encode(event, into: &buffer) }
+        for i in clients.indices {
+            if clients[i].pending.count - clients[i].sent + buffer.count > Int(config.clientBuffer) {
+                context.logger.warning("client fd \(clients[i].fd) fell \(clients[i].pending.count - clients[i].sent) bytes behind; disconnecting it")
+                close(clients[i].fd)
+                clients[i].fd = -1
+                continue
+            }
+            if clients[i].sent == clients[i].pending.count {
+                clients[i].pending.removeAll(keepingCapacity: true)
+                clients[i].sent = 0
+            }
+            clients[i].pending.append(contentsOf: buffer)
+        }
+        flushClients(context: context)
+    }
+
+    func tick(context: SinkContext) {
+        if listener < 0, monotonicNanoseconds() - lastBindAttempt > 5_000_000_000 { openListener(logger: context.logger) }
+        acceptClients(context: context)
+        flushClients(context: context)
+    }
+
+    private func acceptClients(context: SinkContext) {
+        guard listener >= 0 else { return }
+        while true {
+            let fd = accept(listener, nil, nil)
+            if fd < 0 { break }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            Sockets.setNonBlocking(fd, true)
+            clients.append(Client(fd: fd))
+            context.logger.debug("client connected to \(address)")
+        }
+    }
+
+    /// Writes what each client can take now, without blocking; drops clients
+    /// that hung up.
+    private func flushClients(context: SinkContext) {
+        for i in clients.indices where clients[i].fd >= 0 && clients[i].sent < clients[i].pending.count {
+            let fd = clients[i].fd
+            let result: Int = clients[i].pending.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + clients[i].sent, raw.count - clients[i].sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if result > 0 {
+                clients[i].sent += result
+            } else if result < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+                close(fd)
+                clients[i].fd = -1
+            }
+        }
+        clients.removeAll { $0.fd < 0 }
+    }
+
+    func shutdown(context: SinkContext) {
+        // Give connected clients a moment to take what is pending.
+        let deadline = monotonicNanoseconds() + 1_000_000_000
+        while clients.contains(where: { $0.sent < $0.pending.count }), monotonicNanoseconds() < deadline {
+            flushClients(context: context)
+            var ts = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+            nanosleep(&ts, nil)
+        }
+        for client in clients { close(client.fd) }
+        clients.removeAll()
+        if listener >= 0 { close(listener) }
+        listener = -1
+        if case .unix(let path) = address { unlink(path) }
+    }
+}
