@@ -19,8 +19,10 @@ public struct ManifestLoader {
         "null": [],
     ]
 
-    /// The manifest, or nil when an error prevents building one; plus every
-    /// diagnostic (errors and warnings). Any error means the manifest is invalid.
+    /// The manifest as far as it could be read (nil only when the text is not a
+    /// YAML mapping), plus every diagnostic. Any error means the manifest is
+    /// invalid and must not be run; the partial model lets `vigil validate` go on
+    /// to check plugins and options in the same pass.
     public func load(_ text: String) -> (Manifest?, [Diagnostic]) {
         let (root, parseDiagnostics) = ConfigParser(file: file, environment: environment).parse(text)
         var d = Diags(items: parseDiagnostics)
@@ -43,7 +45,7 @@ public struct ManifestLoader {
             d.error(root.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
         }
         if let sinks = top["sinks"] { manifest.sinks = loadSinks(sinks, monitors: manifest.monitors, &d) }
-        return (d.hasErrors ? nil : manifest, d.items)
+        return (manifest, d.items)
     }
 
     // MARK: monitors

@@ -15,6 +15,15 @@ public enum ValueType: UInt32, Sendable, CaseIterable, CustomStringConvertible {
         }
     }
 
+    /// "an int", "a duration": for messages.
+    public var withArticle: String {
+        switch self {
+        case .int: "an int"
+        case .json: "a JSON value"
+        default: "a \(self)"
+        }
+    }
+
     /// Types an event field may have.
     public var isFieldType: Bool { rawValue <= ValueType.string.rawValue }
 }
@@ -110,7 +119,7 @@ public struct PluginDescription: Sendable {
             if let text = option.defaultText {
                 let scalar = ConfigNode.scalar(ConfigScalar(text, at: SourceLocation(file: path, line: 0, column: 0)))
                 if case .failure(let why) = OptionBinder.convert(scalar, to: option.type) {
-                    problems.append("default '\(text)' of option '\(option.name)' is not a \(option.type): \(why)")
+                    problems.append("default '\(text)' of option '\(option.name)' is not \(option.type.withArticle): \(why)")
                 }
             }
         }
@@ -191,7 +200,7 @@ public enum OptionBinder {
                 case .success(let value): bound.append(BoundOption(name: spec.name, value: value))
                 case .failure(let why):
                     diagnostics.append(Diagnostic(at: entry.value.location,
-                                                  "option '\(spec.name)' of plugin '\(plugin.name)' must be a \(spec.type): \(why)",
+                                                  "option '\(spec.name)' of plugin '\(plugin.name)' must be \(spec.type.withArticle): \(why)",
                                                   hint: spec.doc.isEmpty ? nil : "\(spec.name): \(spec.doc)"))
                 }
             } else if let text = spec.defaultText,

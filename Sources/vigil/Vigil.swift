@@ -75,6 +75,8 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Log level of the host's messages: debug, info, notice, warning, error (default: the manifest's log_level, else info).")
     var logLevel: String?
     @Option(help: "Host name written in events (default: the manifest's host, else the system's).") var host: String?
+    @Option(help: ArgumentHelp("At shutdown, how long a sink that cannot deliver (a peer that is down) may hold on to its events before they are counted as lost.", valueName: "DURATION"))
+    var drainTimeout: String = "5s"
     @OptionGroup var plugins: PluginDirOptions
 
     func run() async throws {
@@ -82,7 +84,7 @@ struct Run: AsyncParsableCommand {
         let level = logLevel.flatMap(Severity.init(name:)) ?? loaded?.logLevel ?? .info
         HostLogging.bootstrap(level: level.hostLogLevel)
         let logger = Logger(label: "vigil")
-        guard let manifest = loaded else {
+        guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
             ManifestFile.print(diagnostics)
             FileHandle.standardError.write(Data("vigil: \(self.manifest) is not a valid manifest; nothing was started\n".utf8))
             throw ExitCode(2)
@@ -90,6 +92,7 @@ struct Run: AsyncParsableCommand {
         ManifestFile.print(diagnostics)  // warnings
         var options = RunOptions(runFor: try runFor.map(parseDuration))
         options.hostName = host
+        options.drainTimeout = try parseDuration(drainTimeout)
         let resolution = ManifestResolution.resolve(manifest, catalog: plugins.catalog(manifest: manifest))
         for d in resolution.diagnostics {
             logger.error("\(d.location): \(d.message)\(d.hint.map { " (\($0))" } ?? "")")

@@ -1,0 +1,280 @@
+import Foundation
+import Synchronization
+import Testing
+import VigilCore
+@testable import VigilHost
+
+/// The real `vigil` binary, run as a user would, with real files and sockets.
+@Suite(.serialized) struct IntegrationTests {
+    /// A unix socket server that accepts one connection and collects all it receives.
+    final class Collector: @unchecked Sendable {
+        let path: String
+        private let fd: Int32
+        private let received = Mutex<[UInt8]>([])
+        private let done = DispatchSemaphore(value: 0)
+
+        init(path: String) throws {
+            self.path = path
+            fd = try Sockets.listen(.unix(path: path))
+            let fd = self.fd
+            Thread.detachNewThread { [self] in
+                let client = accept(fd, nil, nil)
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while client >= 0 {
+                    let n = read(client, &buffer, buffer.count)
+                    if n <= 0 { break }
+                    self.received.withLock { $0 += buffer[0..<n] }
+                }
+                if client >= 0 { close(client) }
+                self.done.signal()
+            }
+        }
+
+        func lines(timeout: Double = 10) -> [String] {
+            _ = done.wait(timeout: .now() + timeout)
+            close(fd)
+            return received.withLock { String(decoding: $0, as: UTF8.self) }.split(separator: "\n").map(String.init)
+        }
+    }
+
+    func readLines(_ path: String) throws -> [String] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            .dropLast().map(String.init)
+    }
+
+    /// Every line is valid JSON of the event schema; returns the events.
+    func parse(_ lines: [String]) throws -> [Event] {
+        try lines.map { line in
+            _ = try JSONSerialization.jsonObject(with: Data(line.utf8))
+            return try JSONLineDecoder().decode(line).event
+        }
+    }
+
+    @Test func runDeliversEveryEventToAFileAndASocketWithoutGaps() throws {
+        let dir = try TestEnv.tempDir()
+        let collector = try Collector(path: dir + "/collector.sock")
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        host: test-host
+        monitors:
+          cpu: { plugin: cpu, interval: 100ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
+          memory: { plugin: memory, interval: 200ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
+          load: { plugin: load, interval: 250ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
+          beat: { plugin: heartbeat, interval: 50ms, options: { threads: 2, push_interval: 10ms } }
+        sinks:
+          journal: { type: file, path: \(dir)/out/events.jsonl, fsync: always }
+          collector: { type: socket, connect: "unix:\(collector.path)" }
+        """, to: manifest)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "2s"], timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("none lost"), "\(result.stderr)")
+
+        let fileLines = try readLines(dir + "/out/events.jsonl")
+        let events = try parse(fileLines)
+        #expect(events.count > 100)
+        #expect(events.map(\.seq) == Array(1...UInt64(events.count)), "seq must be 1…N with no gap")
+        #expect(events.allSatisfy { $0.time > 1_700_000_000_000_000_000 })
+        let byMonitor = Dictionary(grouping: events, by: \.monitor)
+        #expect(byMonitor["cpu"]?.count ?? 0 >= 15)
+        #expect(byMonitor["beat"]?.contains { $0.kind == "push" } == true)
+        #expect(byMonitor["vigil"]?.map(\.kind) == ["started", "stopping"])
+        #expect(events.first { $0.monitor == "cpu" }?.plugin == "cpu")
+
+        // The socket got the very same lines, byte for byte, in order.
+        let socketLines = collector.lines()
+        #expect(socketLines == fileLines)
+        #expect(fileLines.first?.contains(#""host":"test-host""#) == true)
+
+        var st = stat()
+        stat(dir + "/out/events.jsonl", &st)
+        #expect(st.st_mode & 0o777 == 0o640)
+    }
+
+    @Test func listenSinkStreamsToClientsAndTailPrintsThem() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        let socket = dir + "/events.sock"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 20ms }
+        sinks:
+          live: { type: socket, listen: "unix:\(socket)" }
+        """, to: manifest)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "3s"])
+        var waited = 0
+        while access(socket, F_OK) != 0 && waited < 500 { usleep(10_000); waited += 1 }
+        var st = stat()
+        #expect(stat(socket, &st) == 0 && st.st_mode & 0o777 == 0o600)
+
+        let tail = try TestEnv.run(TestEnv.vigil, ["tail", "unix:\(socket)", "--count", "5", "--color", "never"], timeout: 10)
+        #expect(tail.status == 0, "\(tail.stderr)")
+        let printed = tail.stdout.split(separator: "\n")
+        #expect(printed.count == 5)
+        #expect(printed.allSatisfy { $0.contains(" info     beat/beat count=") && $0.contains("message=alive") })
+
+        let raw = try TestEnv.run(TestEnv.vigil, ["tail", "unix:\(socket)", "--raw"], timeout: 10)
+        let events = try parse(raw.stdout.split(separator: "\n").map(String.init))
+        #expect(events.count > 10)
+        let seqs = events.map(\.seq)
+        #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $1 == $0 + 1 }, "a client sees consecutive seq once connected")
+        let result = vigil.wait(timeout: 15)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(access(socket, F_OK) != 0, "the socket file is removed at exit")
+    }
+
+    @Test func sigtermStopsMonitorsAndDrainsSinks() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 10ms, options: { threads: 1, push_interval: 1ms } }
+        sinks:
+          journal: { type: file, path: \(dir)/events.jsonl, fsync: never }
+        """, to: manifest)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest])
+        var waited = 0
+        while ((try? readLines(dir + "/events.jsonl"))?.count ?? 0) < 20 && waited < 1000 { usleep(10_000); waited += 1 }
+        vigil.signal(SIGTERM)
+        let result = vigil.wait(timeout: 15)
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = try parse(try readLines(dir + "/events.jsonl"))
+        #expect(events.last?.kind == "stopping")
+        #expect(events.map(\.seq) == Array(1...UInt64(events.count)))
+    }
+
+    @Test func refusedPluginsAndADeadSinkDoNotStopTheRest() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          old: { plugin: \(try TestEnv.cPlugin("abi_major2")) }
+          broken: { plugin: create_fails }
+          beat: { plugin: heartbeat, interval: 50ms }
+        sinks:
+          journal: { type: file, path: \(dir)/events.jsonl }
+          dead: { type: socket, connect: "unix:\(dir)/nobody-listens.sock", queue_size: 10 }
+        """, to: manifest)
+        let started = Date()
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "500ms"], timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(result.stderr.contains("abi_major2.so refused: it was built for Vigil ABI 2.0"))
+        #expect(result.stderr.contains("monitor 'old' will not run; the others go on"))
+        #expect(result.stderr.contains("create refused: the sensor bus is not configured"))
+        #expect(result.stderr.contains("cannot connect to unix:\(dir)/nobody-listens.sock"))
+        #expect(result.stderr.contains("sink dead (socket):"))
+        let events = try parse(try readLines(dir + "/events.jsonl"))
+        #expect(events.contains { $0.kind == "plugin_refused" && $0[field: "monitor"] == .string("old") })
+        #expect(events.contains { $0.kind == "instance_failed" && $0[field: "monitor"] == .string("broken") })
+        #expect(events.filter { $0.kind == "beat" }.count >= 10)
+    }
+
+    @Test func fileSinkRotatesBySizeAndReopensOnSighup() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        let path = dir + "/events.jsonl"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 5ms }
+        sinks:
+          journal: { type: file, path: \(path), rotate: { size: 8KiB, keep: 3 }, fsync: never }
+        """, to: manifest)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest])
+        var waited = 0
+        while access(path + ".3", F_OK) != 0 && waited < 1000 { usleep(10_000); waited += 1 }
+        #expect(access(path + ".3", F_OK) == 0)
+        // logrotate style: move the file away, then SIGHUP.
+        rename(path, dir + "/moved.jsonl")
+        vigil.signal(SIGHUP)
+        waited = 0
+        while access(path, F_OK) != 0 && waited < 500 { usleep(10_000); waited += 1 }
+        #expect(access(path, F_OK) == 0, "SIGHUP reopens the file at its path")
+        vigil.signal(SIGINT)
+        let result = vigil.wait(timeout: 15)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(access(path + ".4", F_OK) != 0, "keep: 3 keeps three rotated files")
+        for rotated in [path + ".1", path + ".2", path + ".3"] {
+            var st = stat()
+            stat(rotated, &st)
+            #expect(st.st_size <= 8192 && st.st_size > 4096, "\(rotated) is \(st.st_size) bytes")
+            #expect(try parse(try readLines(rotated)).count > 10)
+        }
+    }
+
+    @Test func validateReportsEveryProblemWithLineAndColumn() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/bad.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          cpu:
+            plugin: cpu
+            intervall: 1s
+            options: { per_cpus: true }
+          mem: { plugin: memroy }
+          beat: { plugin: heartbeat, options: { threads: many } }
+          old: { plugin: \(try TestEnv.cPlugin("abi_minor_newer")) }
+        sinks:
+          out: { type: file, path: /tmp/x.jsonl, min_severity: warnng }
+        """, to: manifest)
+        let result = try TestEnv.run(TestEnv.vigil, ["validate", manifest], timeout: 30)
+        #expect(result.status == 1)
+        let err = result.stderr
+        #expect(err.contains("\(manifest):5:5: error: unknown key 'intervall' in monitor 'cpu'\n  hint: did you mean 'interval'?"), "\(err)")
+        #expect(err.contains("\(manifest):6:16: error: unknown option 'per_cpus' for plugin 'cpu' in monitor 'cpu'\n  hint: did you mean 'per_cpu'?"))
+        #expect(err.contains("\(manifest):7:18: error: unknown plugin 'memroy' for monitor 'mem'"))
+        #expect(err.contains("hint: did you mean 'memory'?"))
+        #expect(err.contains("\(manifest):8:50: error: option 'threads' of plugin 'heartbeat' must be an int: 'many' is not a whole number"))
+        #expect(err.contains("\(manifest):9:18: error: monitor 'old': plugin \(try TestEnv.cPlugin("abi_minor_newer")) refused: it needs Vigil ABI 1.99"))
+        #expect(err.contains("\(manifest):11:56: error: 'min_severity' must be one of debug, info, notice, warning, error, critical, not 'warnng'\n  hint: did you mean 'warning'?"))
+        #expect(err.contains("6 errors, 0 warnings"))
+    }
+
+    @Test func validateAcceptsTheShippedManifestsAndRunRejectsABadOne() throws {
+        let ok = try TestEnv.run(TestEnv.vigil, ["validate", TestEnv.repoRoot + "/manifests/default.yaml"])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(ok.stdout.contains("valid: 3 monitors"))
+        let dir = try TestEnv.tempDir()
+        try TestEnv.write("monitors: [1, 2\n", to: dir + "/broken.yaml")
+        let run = try TestEnv.run(TestEnv.vigil, ["run", dir + "/broken.yaml", "--for", "1s"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("broken.yaml:2:1: error: invalid YAML"))
+        #expect(run.stderr.contains("nothing was started"))
+        try TestEnv.write("", to: dir + "/empty.yaml")
+        let empty = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/empty.yaml"])
+        #expect(empty.status == 1)
+        #expect(empty.stderr.contains("empty.yaml:1:1: error: the manifest is empty"))
+    }
+
+    @Test func pluginsListAndDescribe() throws {
+        let list = try TestEnv.run(TestEnv.vigil, ["plugins", "list", "--plugin-dir", try TestEnv.cPlugins()])
+        #expect(list.status == 0)
+        let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        for name in ["cpu", "memory", "load", "heartbeat"] {
+            let row = rows.first { $0.first.map(String.init) == name }
+            #expect(row.map { $0.count == 4 && $0[1] == "1.0.0" && $0[2] == "1.0" && $0[3].hasSuffix(".so") } == true,
+                    "\(name) missing or malformed in \(list.stdout)")
+        }
+        #expect(list.stderr.contains("abi_major2.so refused"))
+        let describe = try TestEnv.run(TestEnv.vigil, ["plugins", "describe", "cpu"])
+        #expect(describe.status == 0)
+        #expect(describe.stdout.contains("per_cpu (bool, default false)"))
+        #expect(describe.stdout.contains("usage (double, ratio): busy share, 0…1"))
+        let missing = try TestEnv.run(TestEnv.vigil, ["plugins", "describe", "nosuch"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("no plugin named 'nosuch'"))
+    }
+
+    @Test func everyVerbHasHelp() throws {
+        for verb in [[], ["run"], ["validate"], ["plugins"], ["plugins", "list"], ["plugins", "describe"], ["tail"]] {
+            let result = try TestEnv.run(TestEnv.vigil, verb + ["--help"])
+            #expect(result.status == 0)
+            #expect(result.stdout.contains("USAGE: vigil"), "\(verb)")
+        }
+    }
+}
