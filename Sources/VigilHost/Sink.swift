@@ -112,6 +112,7 @@ final class SinkRunner: @unchecked Sendable {
             }
             if monotonicNanoseconds() >= nextTick {
                 sink.tick(context: context)
+                reportDrops()
                 nextTick = monotonicNanoseconds() + sink.tickInterval
             }
             if !more { break }
@@ -120,6 +121,20 @@ final class SinkRunner: @unchecked Sendable {
         if suppressedErrors > 0 {
             context.logger.error("\(suppressedErrors) more write failures were not logged")
         }
+    }
+
+    private var reportedDrops: UInt64 = 0
+    private var lastDropLog: Int64 = 0
+
+    /// Logs events dropped since the last report, at most every 10 s.
+    private func reportDrops() {
+        let now = monotonicNanoseconds()
+        guard now - lastDropLog >= 10_000_000_000 else { return }
+        let dropped = queue.counters.dropped
+        guard dropped > reportedDrops else { return }
+        context.logger.warning("queue full (\(config.queueCapacity) events): \(dropped - reportedDrops) events dropped (overflow: \(config.overflow.rawValue)), \(dropped) in all")
+        reportedDrops = dropped
+        lastDropLog = now
     }
 
     private func reportFailure(_ error: any Error, lost: Int) {

@@ -321,19 +321,24 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         buffer.removeAll(keepingCapacity: true)
         for event in batch { encoder.encode(event, into: &buffer) }
         for i in clients.indices {
-            if clients[i].pending.count - clients[i].sent + buffer.count > Int(config.clientBuffer) {
-                context.logger.warning("client fd \(clients[i].fd) fell \(clients[i].pending.count - clients[i].sent) bytes behind; disconnecting it")
-                close(clients[i].fd)
-                clients[i].fd = -1
-                continue
-            }
             if clients[i].sent == clients[i].pending.count {
                 clients[i].pending.removeAll(keepingCapacity: true)
+                clients[i].sent = 0
+            } else if clients[i].sent > 1 << 20 {
+                clients[i].pending.removeFirst(clients[i].sent)
                 clients[i].sent = 0
             }
             clients[i].pending.append(contentsOf: buffer)
         }
         flushClients(context: context)
+        // What a client could not take now waits for it, up to client_buffer
+        // bytes; past that it is cut off, never waited for.
+        for i in clients.indices where clients[i].pending.count - clients[i].sent > Int(config.clientBuffer) {
+            context.logger.warning("a client of \(address) fell \(clients[i].pending.count - clients[i].sent) bytes behind (client_buffer \(Units.formatSize(config.clientBuffer))); disconnecting it")
+            close(clients[i].fd)
+            clients[i].fd = -1
+        }
+        clients.removeAll { $0.fd < 0 }
     }
 
     func tick(context: SinkContext) {

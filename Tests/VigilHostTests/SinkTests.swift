@@ -1,0 +1,225 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+import VigilCore
+@testable import VigilHost
+
+/// Sinks and their queues, in-process, over real files and sockets.
+@Suite struct SinkTests {
+    static func event(_ i: Int, monitor: String = "m") -> Event {
+        Event(time: 1_700_000_000_000_000_000 + Int64(i), monitor: monitor, plugin: "p", kind: "sample",
+              seq: UInt64(i), fields: [Field("i", .int(Int64(i)))])
+    }
+
+    static var quietLogger: Logger {
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        return logger
+    }
+
+    @Test func dropOldestKeepsTheNewestEvents() {
+        let q = SinkQueue(capacity: 3, overflow: .dropOldest)
+        for i in 1...5 { q.push(Self.event(i)) }
+        var batch: [Event] = []
+        _ = q.pop(into: &batch, max: 10, timeout: 1_000_000)
+        #expect(batch.map(\.seq) == [3, 4, 5])
+        #expect(q.counters.dropped == 2)
+    }
+
+    @Test func dropNewestKeepsTheOldestEvents() {
+        let q = SinkQueue(capacity: 3, overflow: .dropNewest)
+        for i in 1...5 { q.push(Self.event(i)) }
+        var batch: [Event] = []
+        _ = q.pop(into: &batch, max: 10, timeout: 1_000_000)
+        #expect(batch.map(\.seq) == [1, 2, 3])
+        #expect(q.counters.dropped == 2)
+    }
+
+    @Test func blockMakesTheProducerWaitAndLosesNothing() async {
+        let q = SinkQueue(capacity: 2, overflow: .block)
+        let producer = Thread { for i in 1...1000 { q.push(Self.event(i)) }; q.close() }
+        producer.start()
+        var all: [Event] = []
+        var batch: [Event] = []
+        while q.pop(into: &batch, max: 7, timeout: 100_000_000) {
+            all += batch
+            batch.removeAll()
+        }
+        all += batch
+        #expect(all.map(\.seq) == (1...1000).map(UInt64.init))
+        #expect(q.counters.dropped == 0)
+        #expect(q.counters.highWater <= 2)
+    }
+
+    @Test func closedQueueDrainsThenEnds() {
+        let q = SinkQueue(capacity: 10, overflow: .dropOldest)
+        q.push(Self.event(1))
+        q.close()
+        q.push(Self.event(2))
+        var batch: [Event] = []
+        #expect(q.pop(into: &batch, max: 10, timeout: 1_000_000))
+        #expect(batch.map(\.seq) == [1])
+        batch.removeAll()
+        #expect(!q.pop(into: &batch, max: 10, timeout: 1_000_000))
+        #expect(q.counters.dropped == 1)
+    }
+
+    func runner(_ sink: any EventSink, _ kind: SinkKind, queue: Int = 100_000, overflow: OverflowPolicy = .dropOldest) -> SinkRunner {
+        let config = SinkConfig(name: "s", kind: kind, queueCapacity: queue, overflow: overflow,
+                                location: SourceLocation(file: "t", line: 1, column: 1))
+        return SinkRunner(config: config, sink: sink, logger: Self.quietLogger)
+    }
+
+    func readAll(_ fd: Int32, until count: Int, timeout: Double = 10) -> [String] {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let deadline = Date().addingTimeInterval(timeout)
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var lines = 0
+        while Date() < deadline && lines < count {
+            guard poll(&pfd, 1, 100) == 1 else { continue }
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            data += buffer[0..<n]
+            lines += buffer[0..<n].reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+        }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    @Test func slowListenClientIsDisconnectedAndOthersStillGetEverything() async throws {
+        let dir = try TestEnv.tempDir()
+        let address = SocketAddress.unix(path: dir + "/s.sock")
+        var config = SocketSinkConfig(mode: .listen(address))
+        config.clientBuffer = 1 << 20
+        let sink = SocketListenSink(address: address, config: config, host: "h")
+        sink.bind(logger: Self.quietLogger)
+        let r = runner(sink, .socket(config))
+        r.start()
+        let slow = try Sockets.connect(address)
+        let fast = try Sockets.connect(address)
+        var small: Int32 = 4096
+        setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        try await Task.sleep(for: .milliseconds(120))  // accepted at the next tick
+        let total = 20_000
+        let reader = Task.detached { self.readAll(fast, until: total) }
+        for chunk in 0..<20 {
+            for i in 1...1000 { r.queue.push(Self.event(chunk * 1000 + i)) }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let lines = await reader.value
+        #expect(lines.count == total)
+        #expect(lines.last.flatMap { try? JSONLineDecoder().decode($0).event.seq } == UInt64(total))
+        // The slow client, which never read, was cut off rather than waited for.
+        var scratch = [UInt8](repeating: 0, count: 1 << 20)
+        var got = 0
+        while true {
+            let n = read(slow, &scratch, scratch.count)
+            if n <= 0 { break }
+            got += n
+        }
+        #expect(got < 20_000 * 100)
+        close(slow); close(fast)
+        await r.stop(drainTimeout: 1_000_000_000)
+    }
+
+    @Test func tcpConnectSinkBuffersWhileThePeerIsDownAndReconnects() async throws {
+        // A port that is free now: bind, read it, close.
+        let probe = try Sockets.listen(.tcp(host: "127.0.0.1", port: 0))
+        var addr = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(probe, $0, &len) } }
+        let port = UInt16(bigEndian: addr.sin_port)
+        close(probe)
+
+        var config = SocketSinkConfig(mode: .connect(.tcp(host: "127.0.0.1", port: port)))
+        config.reconnectMin = 10_000_000
+        config.reconnectMax = 50_000_000
+        let sink = SocketConnectSink(address: .tcp(host: "127.0.0.1", port: port), config: config, host: "h")
+        let r = runner(sink, .socket(config))
+        r.start()
+        // Nobody listens yet: these wait in the queue and the batch being retried.
+        for i in 1...100 { r.queue.push(Self.event(i)) }
+        try await Task.sleep(for: .milliseconds(150))
+        let listener = try Sockets.listen(.tcp(host: "127.0.0.1", port: port))
+        let client = accept(listener, nil, nil)
+        let first = readAll(client, until: 100)
+        #expect(first.count == 100)
+        // The peer goes away; the next events reach the next connection.
+        close(client)
+        try await Task.sleep(for: .milliseconds(300))
+        for i in 101...150 { r.queue.push(Self.event(i)) }
+        let again = accept(listener, nil, nil)
+        let second = readAll(again, until: 50)
+        let seqs = second.compactMap { try? JSONLineDecoder().decode($0).event.seq }
+        #expect(seqs.suffix(50) == (101...150).map(UInt64.init))
+        close(again); close(listener)
+        await r.stop(drainTimeout: 500_000_000)
+    }
+
+    @Test func udpConnectSinkSendsOneDatagramPerEvent() async throws {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = bind(fd, $0, len); _ = getsockname(fd, $0, &len) }
+        }
+        let port = UInt16(bigEndian: addr.sin_port)
+        let config = SocketSinkConfig(mode: .connect(.udp(host: "127.0.0.1", port: port)))
+        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        r.start()
+        for i in 1...3 { r.queue.push(Self.event(i)) }
+        var datagrams: [String] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while datagrams.count < 3, poll(&pfd, 1, 5000) == 1 {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            datagrams.append(String(decoding: buffer[0..<n], as: UTF8.self))
+        }
+        #expect(datagrams.count == 3)
+        #expect(datagrams.allSatisfy { $0.hasSuffix("}\n") && $0.filter { $0 == "\n" }.count == 1 })
+        close(fd)
+        await r.stop(drainTimeout: 500_000_000)
+    }
+
+    @Test func fileSinkCreatesParentsAppendsAndFlushesOnStop() async throws {
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/a/b/events.jsonl"
+        try FileManager.default.createDirectory(atPath: dir + "/a", withIntermediateDirectories: true)
+        try TestEnv.write("previous line\n", to: dir + "/a/keep.txt")
+        var config = FileSinkConfig(path: path)
+        config.fsync = .never
+        let r = runner(FileSink(config: config, host: "h"), .file(config))
+        r.start()
+        for i in 1...10 { r.queue.push(Self.event(i)) }
+        await r.stop(drainTimeout: 1_000_000_000)
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 10)
+        // A second run appends.
+        let again = runner(FileSink(config: config, host: "h"), .file(config))
+        again.start()
+        again.queue.push(Self.event(11))
+        await again.stop(drainTimeout: 1_000_000_000)
+        #expect(try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").count == 11)
+        #expect(r.stats.written == 10 && r.stats.failed == 0)
+    }
+
+    @Test func unwritableFileCountsFailuresAndNeverCrashes() async throws {
+        var config = FileSinkConfig(path: "/proc/vigil-cannot-write-here/events.jsonl")
+        config.fsync = .never
+        let r = runner(FileSink(config: config, host: "h"), .file(config))
+        r.start()
+        for i in 1...5 { r.queue.push(Self.event(i)) }
+        await r.stop(drainTimeout: 500_000_000)
+        #expect(r.stats.failed == 5)
+        #expect(r.stats.written == 0)
+    }
+
+    @Test func logSinkLineIsReadable() {
+        let e = Event(time: 0, monitor: "cpu", plugin: "cpu", kind: "sample",
+                      fields: [Field("usage", .double(0.5)), Field("note", .string("two words")), Field("ok", .bool(true)), Field("n", .int(3))])
+        #expect(LogSink.text(e) == #"cpu/sample usage=0.5 note="two words" ok=true n=3"#)
+    }
+}
