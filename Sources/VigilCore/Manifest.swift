@@ -21,6 +21,18 @@ public struct Manifest: Sendable {
         self.sinks = sinks
     }
 
+    /// The directory of the manifest file ("" for a file in the current
+    /// directory): relative paths in the manifest are taken from here.
+    public var directory: String {
+        guard let slash = file.lastIndex(of: "/") else { return "" }
+        return slash == file.startIndex ? "/" : String(file[..<slash])
+    }
+
+    /// Plugin directories with relative ones resolved against `directory`.
+    public var resolvedPluginDirs: [String] {
+        pluginDirs.map { $0.hasPrefix("/") || directory.isEmpty ? $0 : "\(directory)/\($0)" }
+    }
+
     /// The name of the host's own monitor, under which it emits events about itself.
     public static let hostMonitorName = "vigil"
 }

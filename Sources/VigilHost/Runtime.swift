@@ -23,10 +23,15 @@ public struct ManifestResolution: Sendable {
     public var refused: [(config: MonitorConfig, reason: String)] = []
     public var diagnostics: [Diagnostic] = []
 
+    /// Loads each monitor's plugin and binds its options. A relative plugin
+    /// path is taken relative to the manifest's directory, like `plugin_dirs`.
     public static func resolve(_ manifest: Manifest, catalog: PluginCatalog) -> ManifestResolution {
         var result = ManifestResolution()
+        let base = manifest.directory
         for monitor in manifest.monitors {
-            switch catalog.load(reference: monitor.plugin) {
+            let reference = monitor.pluginIsPath && !monitor.plugin.hasPrefix("/") && !base.isEmpty
+                ? "\(base)/\(monitor.plugin)" : monitor.plugin
+            switch catalog.load(reference: reference) {
             case .failure(let refusal):
                 let names = catalog.discoverNames()
                 let hint = monitor.pluginIsPath ? nil : Suggest.hint(for: monitor.plugin, in: names)

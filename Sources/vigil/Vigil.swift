@@ -20,10 +20,7 @@ struct PluginDirOptions: ParsableArguments {
 
     func catalog(manifest: Manifest?) -> PluginCatalog {
         var dirs = pluginDirs
-        if let manifest {
-            let base = (manifest.file as NSString).deletingLastPathComponent
-            dirs += manifest.pluginDirs.map { $0.hasPrefix("/") || base.isEmpty ? $0 : "\(base)/\($0)" }
-        }
+        if let manifest { dirs += manifest.resolvedPluginDirs }
         return PluginCatalog(directories: PluginCatalog.standardDirectories(extra: dirs))
     }
 }

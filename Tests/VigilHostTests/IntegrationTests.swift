@@ -251,6 +251,22 @@ import VigilCore
         #expect(empty.stderr.contains("empty.yaml:1:1: error: the manifest is empty"))
     }
 
+    @Test func relativePluginPathsAreTakenFromTheManifestsDirectory() throws {
+        let dir = try TestEnv.tempDir()
+        try FileManager.default.createDirectory(atPath: dir + "/plugins", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: try TestEnv.cPlugin("heartbeat"), toPath: dir + "/plugins/heartbeat.so")
+        try FileManager.default.copyItem(atPath: try TestEnv.cPlugin("good_minimal"), toPath: dir + "/plugins/good_minimal.so")
+        try TestEnv.write("""
+        plugin_dirs: [plugins]
+        monitors:
+          by_path: { plugin: ./plugins/heartbeat.so }
+          by_name: { plugin: good_minimal }
+        """, to: dir + "/vigil.yaml")
+        let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/vigil.yaml"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("valid: 2 monitors (2 enabled), 0 sinks"))
+    }
+
     @Test func pluginsListAndDescribe() throws {
         let list = try TestEnv.run(TestEnv.vigil, ["plugins", "list", "--plugin-dir", try TestEnv.cPlugins()])
         #expect(list.status == 0)
