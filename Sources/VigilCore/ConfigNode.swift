@@ -39,7 +39,11 @@ public struct ConfigScalar: Sendable, Equatable {
         case ".inf", ".Inf", "+.inf": return .infinity
         case "-.inf", "-.Inf": return -.infinity
         case ".nan", ".NaN": return .nan
-        default: return Double(text.replacingUnderscores())
+        default:
+            // Swift's Double() also reads "nan", "inf", "infinity" and hex floats ("0x1p3"); in YAML
+            // those are strings (NaN and infinity are spelled .nan and .inf, handled above).
+            guard !text.contains(where: { $0.isLetter && $0 != "e" && $0 != "E" }) else { return nil }
+            return Double(text.replacingUnderscores())
         }
     }
 }
@@ -152,7 +156,9 @@ public struct ConfigParser {
                 // first occurrence. Find the repeats ourselves, report them, hide them
                 // behind placeholders of the same length (so every other line and
                 // column stays put) and parse again, to report everything in one run.
-                let found = DuplicateFinder.find(keys: duplicates, firstAt: context.mark, in: text)
+                // Yams's mark is the first occurrence of the first key in `duplicates`; other
+                // repeated keys may have occurred before it, so they wait for the next round.
+                let found = DuplicateFinder.find(keys: Array(duplicates.prefix(1)), firstAt: context.mark, in: text)
                 if found.isEmpty {
                     let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
                     diagnostics.append(Diagnostic(at: loc(context.mark.line, context.mark.column),
@@ -257,6 +263,7 @@ public struct ConfigParser {
                   name.allSatisfy({ $0 == "_" || $0.isLetter || $0.isNumber }) else {
                 diagnostics.append(Diagnostic(at: where_, "'${\(body)}' is not a valid environment variable reference",
                                               hint: "names are letters, digits and '_', as in ${HOME} or ${LOG_DIR:-/var/log}"))
+                out += "${\(body)}"  // kept as written: one error, not a second one for an empty value
                 continue
             }
             if let value = environment[String(name)], !(fallback != nil && value.isEmpty) {
@@ -266,6 +273,7 @@ public struct ConfigParser {
             } else {
                 diagnostics.append(Diagnostic(at: where_, "environment variable '\(name)' is not set",
                                               hint: "set it, or give a default: ${\(name):-VALUE}"))
+                out += "${\(body)}"  // kept as written: one error, not a second one for an empty value
             }
         }
         out += rest
@@ -281,10 +289,11 @@ public struct ConfigParser {
             if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
             return Diagnostic(at: loc(mark.line, mark.column), message)
         case let .reader(problem, offset, _, yaml):
+            // Yams gives the offset in Characters (not bytes); columns count scalars, as libyaml's do.
             var line = 1, column = 1
             if let offset {
-                for byte in yaml.utf8.prefix(offset) {
-                    if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else if byte & 0xC0 != 0x80 { column += 1 }
+                for character in yaml.prefix(offset) {
+                    if character == "\n" || character == "\r\n" { line += 1; column = 1 } else { column += character.unicodeScalars.count }
                 }
             }
             return Diagnostic(at: loc(line, column), "not a YAML text file: \(problem)")
@@ -303,14 +312,15 @@ enum DuplicateFinder {
     }
 
     static func find(keys: [String], firstAt mark: Mark, in text: String) -> [Duplicate] {
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let lines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false)
         guard mark.line >= 1, mark.line <= lines.count else { return [] }
         let indent = mark.column - 1
         var firstSeen: [String: (Int, Int)] = [:]
         var found: [Duplicate] = []
         var lineNumber = mark.line
         while lineNumber <= lines.count {
-            let line = Array(lines[lineNumber - 1].unicodeScalars)
+            var line = Array(lines[lineNumber - 1])
+            if line.last == "\r" { line.removeLast() }
             defer { lineNumber += 1 }
             // The mapping's first line may start with "- " or other text before the key.
             let start: Int
@@ -338,7 +348,7 @@ enum DuplicateFinder {
     }
 
     static func replace(in text: String, line: Int, column: Int, length: Int, with mask: String) -> String {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { Array($0.unicodeScalars) }
+        var lines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map { Array($0) }
         let start = column - 1
         guard line - 1 < lines.count, start + length <= lines[line - 1].count else { return text }
         lines[line - 1].replaceSubrange(start..<start + length, with: Array(mask.unicodeScalars))

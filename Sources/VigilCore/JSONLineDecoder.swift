@@ -84,7 +84,16 @@ public struct JSONLineDecoder: Sendable {
         let doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         let days = era * 146_097 + doe - 719_468
-        return ((days * 86_400 + h * 3600 + mi * 60 + sec) * 1_000_000_000) + nanos
+        // Years outside 1677…2262 do not fit in Int64 nanoseconds: nil, not an overflow trap.
+        // A negative second with a fraction is scaled from one second later so Int64.min itself fits.
+        var seconds = days * 86_400 + h * 3600 + mi * 60 + sec
+        if seconds < 0 && nanos > 0 {
+            seconds += 1
+            nanos -= 1_000_000_000
+        }
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, overflow2) = scaled.addingReportingOverflow(nanos)
+        return overflow || overflow2 ? nil : total
     }
 }
 
@@ -201,9 +210,14 @@ private struct Parser {
             case UInt8(ascii: "u"):
                 var code = try hex4()
                 if code >= 0xD800 && code < 0xDC00, i + 6 <= bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") {
+                    let next = i
                     i += 2
                     let low = try hex4()
-                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    if low >= 0xDC00 && low < 0xE000 {
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    } else {
+                        i = next  // not a low surrogate: the high one stands alone (U+FFFD), read the next escape by itself
+                    }
                 }
                 let scalar = Unicode.Scalar(code) ?? "\u{FFFD}"
                 UTF8.encode(scalar) { out.append($0) }

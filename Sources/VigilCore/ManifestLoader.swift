@@ -36,7 +36,7 @@ public struct ManifestLoader {
         top.reportUnknown(into: &d)
         if let host = top["host"] { manifest.host = d.string(host, what: "'host'") }
         if let level = top["log_level"] {
-            manifest.logLevel = d.choice(level, what: "'log_level'", from: Severity.names).flatMap(Severity.init(name:)) ?? .info
+            manifest.logLevel = d.severity(level, what: "'log_level'") ?? .info
         }
         if let dirs = top["plugin_dirs"] { manifest.pluginDirs = d.stringList(dirs, what: "'plugin_dirs'") }
         if let monitors = top["monitors"] {
@@ -147,7 +147,7 @@ public struct ManifestLoader {
                 }
             }
             if let severity = keys["min_severity"] {
-                sink.minSeverity = d.choice(severity, what: "'min_severity'", from: Severity.names).flatMap(Severity.init(name:)) ?? .debug
+                sink.minSeverity = d.severity(severity, what: "'min_severity'") ?? .debug
             }
             if let size = keys["queue_size"], let n = d.int(size, what: "'queue_size'") {
                 if n < 1 || n > 1 << 24 { d.error(size.location, "'queue_size' must be between 1 and 16777216 events") } else { sink.queueCapacity = Int(n) }
@@ -352,6 +352,13 @@ struct Diags {
             return nil
         }
         return s.text
+    }
+
+    /// A severity by name, also accepting the aliases `Severity(name:)` knows
+    /// ('warn', 'crit'); errors list the canonical names.
+    mutating func severity(_ node: ConfigNode, what: String) -> Severity? {
+        if let text = node.scalar?.text, let severity = Severity(name: text) { return severity }
+        return choice(node, what: what, from: Severity.names).flatMap(Severity.init(name:))
     }
 
     /// A list of strings; a single string counts as a list of one.

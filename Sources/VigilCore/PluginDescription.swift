@@ -204,7 +204,7 @@ public enum OptionBinder {
                                                   hint: spec.doc.isEmpty ? nil : "\(spec.name): \(spec.doc)"))
                 }
             } else if let text = spec.defaultText,
-                      case .success(let value) = convert(.scalar(ConfigScalar(text, at: monitor.optionsLocation)), to: spec.type) {
+                      case .success(let value) = convert(defaultNode(text, type: spec.type, at: monitor.optionsLocation), to: spec.type) {
                 bound.append(BoundOption(name: spec.name, value: value))
             } else if spec.required {
                 diagnostics.append(Diagnostic(at: monitor.optionsLocation,
@@ -215,6 +215,16 @@ public enum OptionBinder {
             }
         }
         return (bound, diagnostics)
+    }
+
+    /// A declared default, which is YAML text: parsed for json options (`[]` is an
+    /// empty list, not the string "[]"), a plain scalar for every other type.
+    static func defaultNode(_ text: String, type: ValueType, at location: SourceLocation) -> ConfigNode {
+        if type == .json, case (let node?, let problems) = ConfigParser(file: location.file, environment: [:]).parse(text),
+           problems.isEmpty {
+            return node
+        }
+        return .scalar(ConfigScalar(text, at: location))
     }
 
     public static func convert(_ node: ConfigNode, to type: ValueType) -> Result<OptionValue, ConversionError> {
