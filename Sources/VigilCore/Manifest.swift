@@ -43,6 +43,9 @@ public struct MonitorConfig: Sendable {
     public var plugin: String
     /// Nil: the plugin's default interval.
     public var interval: Int64?
+    /// Deadline of each call into the plugin; a call past it is reported.
+    /// Nil: the larger of 5 s and the interval.
+    public var timeout: Int64?
     public var enabled: Bool
     /// The `options:` mapping as written.
     public var options: [ConfigEntry]

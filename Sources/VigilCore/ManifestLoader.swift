@@ -10,7 +10,7 @@ public struct ManifestLoader {
     }
 
     static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks"]
-    static let monitorKeys = ["plugin", "interval", "enabled", "options"]
+    static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options"]
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
     static let sinkKeys: [String: [String]] = [
         "log": ["stream", "format"],
@@ -85,6 +85,9 @@ public struct ManifestLoader {
                 } else {
                     monitor.interval = ns
                 }
+            }
+            if let timeout = keys["timeout"], let ns = d.duration(timeout, what: "'timeout'") {
+                if ns < 1_000_000 { d.error(timeout.location, "'timeout' must be at least 1ms") } else { monitor.timeout = ns }
             }
             if let enabled = keys["enabled"] { monitor.enabled = d.bool(enabled, what: "'enabled'") ?? true }
             if let options = keys["options"] {

@@ -16,6 +16,8 @@ final class MonitorInstance: @unchecked Sendable {
     let options: [BoundOption]
     /// Poll interval in nanoseconds; 0 for push-only plugins.
     let interval: Int64
+    /// Deadline of each call into the plugin, for the watchdog.
+    let timeout: Int64
     let logger: Logger
     let clock: @Sendable () -> Int64
     private let bus: EventBus
@@ -56,6 +58,7 @@ final class MonitorInstance: @unchecked Sendable {
         self.options = options
         let description = plugin.description
         self.interval = description.polled ? (config.interval ?? (description.defaultInterval > 0 ? description.defaultInterval : 10_000_000_000)) : 0
+        self.timeout = config.timeout ?? max(5_000_000_000, self.interval)
         var logger = logger
         logger[metadataKey: "monitor"] = "\(config.name)"
         self.logger = logger

@@ -214,20 +214,19 @@ struct SupervisorService: Service {
         runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
         let watchdog = Task { await Self.watch(runtime) }
         try? await gracefulShutdown()
-        watchdog.cancel()
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
         await runtime.stopInstances(timeout: stopTimeout)
+        watchdog.cancel()
     }
 
-    /// Reports calls into plugins that run past their deadline (the larger of
-    /// 5 s and the monitor's interval).
+    /// Reports calls into plugins that run past their deadline (the monitor's
+    /// `timeout`), once per call, checking every 250 ms.
     static func watch(_ runtime: VigilRuntime) async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(1))
+            try? await Task.sleep(for: .milliseconds(250))
             for instance in runtime.instances {
-                let deadline = max(5_000_000_000, instance.interval)
-                if let (call, elapsed) = instance.overdueCall(deadline: deadline) {
-                    instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (deadline \(Units.formatDuration(deadline))); this monitor's next calls wait, the others go on")
+                if let (call, elapsed) = instance.overdueCall(deadline: instance.timeout) {
+                    instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (timeout \(Units.formatDuration(instance.timeout))); this monitor's next calls wait, the others go on")
                 }
             }
         }

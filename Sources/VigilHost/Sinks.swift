@@ -138,9 +138,16 @@ final class FileSink: EventSink, @unchecked Sendable {
     private func openIfNeeded() throws -> FileDescriptor {
         if let fd { return fd }
         try FileSink.makeParentDirectories(of: config.path)
-        let fd = try FileDescriptor.open(FilePath(config.path), .writeOnly,
-                                         options: [.append, .create, .closeOnExec],
-                                         permissions: [.ownerReadWrite, .groupRead])
+        let permissions: FilePermissions = [.ownerReadWrite, .groupRead]
+        let fd: FileDescriptor
+        do {
+            // A file we create gets exactly 0640, whatever the umask.
+            fd = try FileDescriptor.open(FilePath(config.path), .writeOnly,
+                                         options: [.append, .create, .exclusiveCreate, .closeOnExec], permissions: permissions)
+            _ = fchmod(fd.rawValue, permissions.rawValue)
+        } catch Errno.fileExists {
+            fd = try FileDescriptor.open(FilePath(config.path), .writeOnly, options: [.append, .closeOnExec])
+        }
         var st = stat()
         size = fstat(fd.rawValue, &st) == 0 ? Int64(st.st_size) : 0
         self.fd = fd

@@ -80,15 +80,25 @@ public enum Sockets {
                 unlink(path)
             }
             try? FileSink.makeParentDirectories(of: path)
-            let oldMask = umask(0o177)
-            let rc = withUnsafePointer(to: &addr) {
+            // Bind inside a private directory, restrict the socket to 0600, then
+            // move it into place: no moment where others can connect, and no
+            // umask change (umask is process-wide and would race other threads).
+            let parent = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+            var template = Array("\(parent.isEmpty ? "/" : parent)/.vigil-bind-XXXXXX".utf8CString)
+            guard let tmp = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
+                let e = errno; close(fd); throw Failure(what: "bind unix:\(path): cannot make a private directory", code: e)
+            }
+            defer { rmdir(tmp) }
+            var staged = try unixAddress(tmp + "/s")
+            let rc = withUnsafePointer(to: &staged) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
                 }
             }
-            umask(oldMask)
-            guard rc == 0 else { let e = errno; close(fd); throw Failure(what: "bind unix:\(path)", code: e) }
-            chmod(path, 0o600)
+            guard rc == 0, chmod(tmp + "/s", 0o600) == 0, rename(tmp + "/s", path) == 0 else {
+                let e = errno; unlink(tmp + "/s"); close(fd); throw Failure(what: "bind unix:\(path)", code: e)
+            }
+            _ = addr
             guard Glibc.listen(fd, backlog) == 0 else { let e = errno; close(fd); throw Failure(what: "listen on unix:\(path)", code: e) }
             return fd
         case .tcp(let host, let port):

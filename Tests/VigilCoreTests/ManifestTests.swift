@@ -361,7 +361,7 @@ struct UnknownKeyTests {
                                     hint: .equals("did you mean 'interval'?"))
         #expect(diag?.description == "test.yaml:4:5: error: unknown key 'intervall' in monitor 'cpu'\n  hint: did you mean 'interval'?")
         expectDiagnostic(d, at: 7, 5, "unknown key 'colour' in monitor 'memory'",
-                         hint: .equals("known keys: plugin, interval, enabled, options"))
+                         hint: .equals("known keys: plugin, interval, timeout, enabled, options"))
     }
 
     @Test("unknown sink keys, including another sink type's key and a key of 'rotate'")

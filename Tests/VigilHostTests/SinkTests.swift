@@ -6,6 +6,11 @@ import VigilCore
 @testable import VigilHost
 
 /// Sinks and their queues, in-process, over real files and sockets.
+/// How many lines a reader has seen so far.
+final class Progress: Sendable {
+    let lines = Atomic<Int>(0)
+}
+
 @Suite struct SinkTests {
     static func event(_ i: Int, monitor: String = "m") -> Event {
         Event(time: 1_700_000_000_000_000_000 + Int64(i), monitor: monitor, plugin: "p", kind: "sample",
@@ -71,7 +76,7 @@ import VigilCore
         return SinkRunner(config: config, sink: sink, logger: Self.quietLogger)
     }
 
-    func readAll(_ fd: Int32, until count: Int, timeout: Double = 10) -> [String] {
+    func readAll(_ fd: Int32, until count: Int, timeout: Double = 10, progress: Progress? = nil) -> [String] {
         var data: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         let deadline = Date().addingTimeInterval(timeout)
@@ -83,6 +88,7 @@ import VigilCore
             if n <= 0 { break }
             data += buffer[0..<n]
             lines += buffer[0..<n].reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+            progress?.lines.store(lines, ordering: .relaxed)
         }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
     }
@@ -102,12 +108,27 @@ import VigilCore
         setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
         try await Task.sleep(for: .milliseconds(120))  // accepted at the next tick
         let total = 20_000
-        let reader = Task.detached { self.readAll(fast, until: total) }
+        // The fast client reads everything; the producer waits for it after each
+        // chunk, so it keeps up by construction however loaded the machine is.
+        let progress = Progress()
+        // A blocking reader belongs on a thread of its own, not on the (two-thread)
+        // cooperative pool that the other tests share.
+        let result = Mutex<[String]>([])
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let lines = self.readAll(fast, until: total, progress: progress)
+            result.withLock { $0 = lines }
+            finished.signal()
+        }
         for chunk in 0..<20 {
             for i in 1...1000 { r.queue.push(Self.event(chunk * 1000 + i)) }
-            try await Task.sleep(for: .milliseconds(5))
+            let deadline = Date().addingTimeInterval(10)
+            while progress.lines.load(ordering: .relaxed) < (chunk + 1) * 1000 && Date() < deadline {
+                try await Task.sleep(for: .milliseconds(1))
+            }
         }
-        let lines = await reader.value
+        _ = finished.wait(timeout: .now() + 30)
+        let lines = result.withLock { $0 }
         #expect(lines.count == total)
         #expect(lines.last.flatMap { try? JSONLineDecoder().decode($0).event.seq } == UInt64(total))
         // The slow client, which never read, was cut off rather than waited for.
