@@ -1,9 +1,8 @@
 /* hostile.c — ABI test fixture: poll emits one `sample` whose names and values are hostile to encoders (JSON, UTF-8, floats). */
 #include <math.h> /* NAN, INFINITY: constant macros, no libm needed */
 #include <stdint.h>
-#include <stdlib.h>
 
-#include "vigil_plugin.h"
+#include "fixture.h"
 
 /* The `text` value, byte for byte: quote, backslash, newline, tab, controls
  * 0x01 0x1f, DEL, a lone 0xff, 0xc3 followed by 'x' (broken 2-byte sequence),
@@ -20,11 +19,6 @@ static const char text_buffer[] = HOSTILE_TEXT "<READ PAST LEN>";
 #define TEXT_LEN (sizeof(HOSTILE_TEXT) - 1)
 
 #define WEIRD_NAME "we\"ird\nname"
-
-typedef struct instance {
-    vigil_host_ctx *host;
-    const vigil_host_api *api;
-} instance;
 
 static const vigil_field_spec fields[] = {
     { sizeof(vigil_field_spec), VIGIL_TYPE_STRING, VIGIL_STR("text"), VIGIL_STR(""), VIGIL_STR("Hostile bytes.") },
@@ -45,22 +39,6 @@ static const vigil_event_spec events[] = {
       fields, sizeof fields / sizeof fields[0] },
 };
 
-static vigil_status fx_create(const vigil_create_args *args, void **out, vigil_error *err) {
-    instance *in = calloc(1, sizeof *in);
-    if (in == NULL)
-        return vigil_error_set(err, VIGIL_E_NOMEM, "out of memory");
-    in->host = args->host;
-    in->api = args->api;
-    *out = in;
-    return VIGIL_OK;
-}
-
-static vigil_status fx_start(void *self, vigil_error *err) {
-    (void)self;
-    (void)err;
-    return VIGIL_OK;
-}
-
 static vigil_field field(vigil_str name, uint32_t type) {
     vigil_field f;
     memset(&f, 0, sizeof f);
@@ -69,7 +47,7 @@ static vigil_field field(vigil_str name, uint32_t type) {
     return f;
 }
 
-static vigil_status fx_poll(void *self, vigil_error *err) {
+static vigil_status hostile_poll(void *self, vigil_error *err) {
     instance *in = self;
     vigil_field v[11];
     vigil_event event = { sizeof(vigil_event), VIGIL_SEVERITY_INFO, VIGIL_STR("sample"), 0, NULL, 11 };
@@ -103,25 +81,12 @@ static vigil_status fx_poll(void *self, vigil_error *err) {
     return VIGIL_OK;
 }
 
-static vigil_status fx_stop(void *self, vigil_error *err) {
-    (void)self;
-    (void)err;
-    return VIGIL_OK;
-}
-
-static void fx_destroy(void *self) {
-    free(self);
-}
-
 static const vigil_plugin_descriptor descriptor = {
     sizeof(vigil_plugin_descriptor), VIGIL_PLUGIN_MONITOR,
     VIGIL_STR("hostile"), VIGIL_STR("1.0.0"), VIGIL_STR("ABI test fixture."),
     NULL, 0, events, 1,
     1000000000,
-    fx_create, fx_start, fx_poll, fx_stop, fx_destroy,
+    fx_create, fx_start, hostile_poll, fx_stop, fx_destroy,
 };
 
-VIGIL_EXPORT vigil_status vigil_plugin_entry(const vigil_entry_args *args,
-                                             vigil_entry_result *result) {
-    return vigil_negotiate(args, result, &descriptor);
-}
+FX_ENTRY(descriptor)

@@ -2,16 +2,10 @@
  * emitting, to show that a slow monitor delays no other and that the host's
  * watchdog reports calls past their deadline. */
 #define _POSIX_C_SOURCE 200809L
-#include <stdlib.h>
 #include <time.h>
 
-#include "vigil_plugin.h"
-
-typedef struct instance {
-    vigil_host_ctx *host;
-    const vigil_host_api *api;
-    int64_t sleep_ns;
-} instance;
+#define FX_INSTANCE_FIELDS int64_t sleep_ns;
+#include "fixture.h"
 
 static const vigil_option_spec options[] = {
     { sizeof(vigil_option_spec), VIGIL_TYPE_DURATION, VIGIL_STR("sleep"), VIGIL_STR("1s"),
@@ -27,28 +21,21 @@ static const vigil_event_spec events[] = {
     { sizeof(vigil_event_spec), 0, VIGIL_STR("sample"), VIGIL_STR("Emitted after each slow poll."), fields, 1 },
 };
 
-static vigil_status fx_create(const vigil_create_args *args, void **out, vigil_error *err) {
+static vigil_status slow_create(const vigil_create_args *args, void **out, vigil_error *err) {
     size_t i;
-    instance *in = calloc(1, sizeof *in);
-    if (in == NULL)
-        return vigil_error_set(err, VIGIL_E_NOMEM, "out of memory");
-    in->host = args->host;
-    in->api = args->api;
+    instance *in;
+    vigil_status status = fx_create(args, out, err);
+    if (status != VIGIL_OK)
+        return status;
+    in = *out;
     in->sleep_ns = 1000000000;
     for (i = 0; i < args->option_count; i++)
         if (args->options[i].value.type == VIGIL_TYPE_DURATION)
             in->sleep_ns = args->options[i].value.as.i64;
-    *out = in;
     return VIGIL_OK;
 }
 
-static vigil_status fx_start(void *self, vigil_error *err) {
-    (void)self;
-    (void)err;
-    return VIGIL_OK;
-}
-
-static vigil_status fx_poll(void *self, vigil_error *err) {
+static vigil_status slow_poll(void *self, vigil_error *err) {
     instance *in = self;
     struct timespec ts;
     vigil_field field = { VIGIL_STR("slept_ns"), { VIGIL_TYPE_INT, 0, { 0 } } };
@@ -64,25 +51,12 @@ static vigil_status fx_poll(void *self, vigil_error *err) {
     return VIGIL_OK;
 }
 
-static vigil_status fx_stop(void *self, vigil_error *err) {
-    (void)self;
-    (void)err;
-    return VIGIL_OK;
-}
-
-static void fx_destroy(void *self) {
-    free(self);
-}
-
 static const vigil_plugin_descriptor descriptor = {
     sizeof(vigil_plugin_descriptor), VIGIL_PLUGIN_MONITOR,
     VIGIL_STR("slow_poll"), VIGIL_STR("1.0.0"), VIGIL_STR("Test fixture: a poll that takes long."),
     options, 1, events, 1,
     1000000000,
-    fx_create, fx_start, fx_poll, fx_stop, fx_destroy,
+    slow_create, fx_start, slow_poll, fx_stop, fx_destroy,
 };
 
-VIGIL_EXPORT vigil_status vigil_plugin_entry(const vigil_entry_args *args,
-                                             vigil_entry_result *result) {
-    return vigil_negotiate(args, result, &descriptor);
-}
+FX_ENTRY(descriptor)
