@@ -161,6 +161,25 @@ public struct ManifestLoader {
             }
             result.append(sink)
         }
+        // Two sinks on one file would rotate each other's data away; two on one
+        // listen address cannot both bind.
+        var claimed: [String: (String, SourceLocation)] = [:]
+        for sink in result {
+            let resource: String
+            switch sink.kind {
+            case .file(let file): resource = "file \(file.path)"
+            case .socket(let socket):
+                guard case .listen(let address) = socket.mode else { continue }
+                resource = "listen address \(address)"
+            default: continue
+            }
+            if let (other, at) = claimed[resource] {
+                d.error(sink.location, "sinks '\(other)' and '\(sink.name)' both use \(resource)",
+                        hint: "'\(other)' is at \(at); give each sink its own")
+            } else {
+                claimed[resource] = (sink.name, sink.location)
+            }
+        }
         if result.count > SinkSet.capacity {
             d.error(node.location, "at most \(SinkSet.capacity) sinks are supported, this manifest has \(result.count)")
         }

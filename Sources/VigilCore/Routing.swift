@@ -172,9 +172,18 @@ public struct MonitorRoutes: Sendable {
 
     /// Sinks for an event of any kind, declared or not.
     public func sinks(kind: String, severity: Severity) -> SinkSet {
-        if let k = kinds.firstIndex(of: kind) { return sinks(kindIndex: k, severity: severity) }
-        return resolve(kind) & bySeverity[Int(severity.rawValue)]
+        sinks(kind: kind) & bySeverity[Int(severity.rawValue)]
     }
+
+    /// Sinks for a kind at any severity (callers cache this for undeclared kinds).
+    public func sinks(kind: String) -> SinkSet {
+        if let k = kinds.firstIndex(of: kind) { return kindSinks[k] }
+        return resolve(kind)
+    }
+
+    /// Sinks whose `min_severity` lets `severity` through.
+    @inline(__always)
+    public func severityMask(_ severity: Severity) -> SinkSet { bySeverity[Int(severity.rawValue)] }
 
     func resolve(_ kind: String) -> SinkSet {
         var set = everyKind
@@ -209,8 +218,11 @@ public struct RouteCompiler: Sendable {
     public struct SinkRule: Sendable {
         public var patterns: [RoutePattern]
         public var minSeverity: Severity
+        /// A list of exclusions only (`["!beat"]`) means everything but them.
         public init(match: [String], minSeverity: Severity) {
-            self.patterns = match.map(RoutePattern.init)
+            var patterns = match.map(RoutePattern.init)
+            if !patterns.isEmpty && patterns.allSatisfy(\.exclude) { patterns.insert(RoutePattern("*"), at: 0) }
+            self.patterns = patterns
             self.minSeverity = minSeverity
         }
     }

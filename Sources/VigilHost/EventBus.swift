@@ -6,9 +6,13 @@ import VigilCore
 /// Where every event goes after a plugin's `emit` has copied it: a sequence
 /// number is assigned and the event is pushed onto the queue of every sink its
 /// route selects. Producers never wait on a sink unless that sink's overflow
-/// policy is `block`.
+/// policy is `block`, and then they wait only for that sink, outside the bus
+/// lock: a full blocking sink stalls the producers that route to it, never the
+/// others.
 public final class EventBus: @unchecked Sendable {
     let sinks: [SinkRunner]
+    /// Sinks whose overflow policy is `block`.
+    private let blocking: SinkSet
     private let lock = NSLockish()
     private var seq: UInt64 = 0
     /// Events that matched no sink.
@@ -16,12 +20,23 @@ public final class EventBus: @unchecked Sendable {
 
     init(sinks: [SinkRunner]) {
         self.sinks = sinks
+        var blocking = SinkSet()
+        for (i, sink) in sinks.enumerated() where sink.queue.overflow == .block { blocking.insert(i) }
+        self.blocking = blocking
     }
 
     /// Stamps `event` with the next sequence number and queues it for `targets`.
     /// Sequence order is queue order, so every sink sees increasing `seq`.
+    /// With `wait: false` (the host's own events) a full blocking sink takes
+    /// the event over its bound rather than making the host wait.
     @inline(__always)
-    func publish(_ event: inout Event, to targets: SinkSet) {
+    func publish(_ event: inout Event, to targets: SinkSet, wait: Bool = true) {
+        // Room in blocking sinks is reserved first, without the bus lock held.
+        var reserved = SinkSet()
+        let mustWait = targets & blocking
+        if wait && !mustWait.isEmpty {
+            mustWait.forEach { if sinks[$0].queue.reserve() { reserved.insert($0) } }
+        }
         lock.lock()
         seq &+= 1
         event.seq = seq
@@ -30,8 +45,22 @@ public final class EventBus: @unchecked Sendable {
             unrouted.add(1, ordering: .relaxed)
             return
         }
-        targets.forEach { sinks[$0].queue.push(event) }
+        targets.forEach { i in
+            if reserved.contains(i) {
+                sinks[i].queue.pushReserved(event)
+            } else if mustWait.contains(i) && wait {
+                sinks[i].queue.countDropped()  // the wait was given up at shutdown
+            } else {
+                sinks[i].queue.push(event, force: !wait)
+            }
+        }
         lock.unlock()
+    }
+
+    /// From now on, producers waiting for room in a blocking sink give up at
+    /// `deadline` (monotonic ns) and their events are counted as dropped.
+    func beginShutdown(deadline: Int64) {
+        blocking.forEach { sinks[$0].queue.giveUpWaiting(at: deadline) }
     }
 
     var lastSequence: UInt64 { lock.withLock { seq } }
@@ -47,7 +76,10 @@ final class SinkQueue: @unchecked Sendable {
     private var notFull = pthread_cond_t()
     private var consumerWaiting = false
     private var producersWaiting = 0
+    /// Slots promised to producers of a blocking sink (see `reserve`).
+    private var reserved = 0
     private var closed = false
+    private var giveUpAt = Int64.max
 
     // Counters, read by stats; written under the mutex.
     private(set) var accepted: UInt64 = 0
@@ -59,8 +91,13 @@ final class SinkQueue: @unchecked Sendable {
         self.overflow = overflow
         self.buffer = Deque(minimumCapacity: min(capacity, 4096))
         pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&notEmpty, nil)
-        pthread_cond_init(&notFull, nil)
+        // Timed waits measure monotonic time: a wall clock step must not stall a sink.
+        var attr = pthread_condattr_t()
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(&notEmpty, &attr)
+        pthread_cond_init(&notFull, &attr)
+        pthread_condattr_destroy(&attr)
     }
 
     deinit {
@@ -69,29 +106,79 @@ final class SinkQueue: @unchecked Sendable {
         pthread_mutex_destroy(&mutex)
     }
 
-    /// Adds an event, applying the overflow policy when full.
-    func push(_ event: Event) {
+    /// Adds an event without waiting, applying the overflow policy when full
+    /// (`force`: a blocking queue takes it over its bound instead).
+    func push(_ event: Event, force: Bool = false) {
         pthread_mutex_lock(&mutex)
-        if buffer.count >= capacity && !closed {
-            switch overflow {
-            case .dropNewest:
-                dropped &+= 1
-                pthread_mutex_unlock(&mutex)
-                return
-            case .dropOldest:
-                buffer.removeFirst()
-                dropped &+= 1
-            case .block:
-                producersWaiting += 1
-                while buffer.count >= capacity && !closed { pthread_cond_wait(&notFull, &mutex) }
-                producersWaiting -= 1
-            }
-        }
         if closed {
             dropped &+= 1
             pthread_mutex_unlock(&mutex)
             return
         }
+        if buffer.count + reserved >= capacity && !force {
+            switch overflow {
+            case .dropNewest, .block:
+                dropped &+= 1
+                pthread_mutex_unlock(&mutex)
+                return
+            case .dropOldest:
+                if buffer.isEmpty {
+                    dropped &+= 1
+                    pthread_mutex_unlock(&mutex)
+                    return
+                }
+                buffer.removeFirst()
+                dropped &+= 1
+            }
+        }
+        appendLocked(event)
+    }
+
+    /// Waits until the queue has room for one more event and promises it to
+    /// the caller. False when the queue closed or the shutdown deadline passed.
+    func reserve() -> Bool {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        producersWaiting += 1
+        defer { producersWaiting -= 1 }
+        while buffer.count + reserved >= capacity {
+            if closed || monotonicNanoseconds() >= giveUpAt { return false }
+            var deadline = Self.deadline(after: 100_000_000)
+            pthread_cond_timedwait(&notFull, &mutex, &deadline)
+        }
+        if closed { return false }
+        reserved += 1
+        return true
+    }
+
+    /// Adds an event for which `reserve` promised room.
+    func pushReserved(_ event: Event) {
+        pthread_mutex_lock(&mutex)
+        reserved -= 1
+        if closed {
+            dropped &+= 1
+            pthread_mutex_unlock(&mutex)
+            return
+        }
+        appendLocked(event)
+    }
+
+    func countDropped() {
+        pthread_mutex_lock(&mutex)
+        dropped &+= 1
+        pthread_mutex_unlock(&mutex)
+    }
+
+    func giveUpWaiting(at deadline: Int64) {
+        pthread_mutex_lock(&mutex)
+        giveUpAt = deadline
+        pthread_mutex_unlock(&mutex)
+        pthread_cond_broadcast(&notFull)
+    }
+
+    /// Appends and wakes the consumer; releases the mutex.
+    @inline(__always)
+    private func appendLocked(_ event: Event) {
         buffer.append(event)
         accepted &+= 1
         if buffer.count > highWater { highWater = buffer.count }
@@ -100,16 +187,21 @@ final class SinkQueue: @unchecked Sendable {
         if wake { pthread_cond_signal(&notEmpty) }
     }
 
+    static func deadline(after ns: Int64) -> timespec {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        let total = Int64(ts.tv_nsec) + ns
+        ts.tv_sec += Int(total / 1_000_000_000)
+        ts.tv_nsec = Int(total % 1_000_000_000)
+        return ts
+    }
+
     /// Moves up to `max` events into `batch`, waiting up to `timeout` ns for the
     /// first. Returns false once the queue is closed and empty.
     func pop(into batch: inout [Event], max: Int, timeout: Int64) -> Bool {
         pthread_mutex_lock(&mutex)
         if buffer.isEmpty && !closed {
-            var deadline = timespec()
-            clock_gettime(CLOCK_REALTIME, &deadline)
-            let total = Int64(deadline.tv_nsec) + timeout
-            deadline.tv_sec += Int(total / 1_000_000_000)
-            deadline.tv_nsec = Int(total % 1_000_000_000)
+            var deadline = Self.deadline(after: timeout)
             consumerWaiting = true
             while buffer.isEmpty && !closed {
                 if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }

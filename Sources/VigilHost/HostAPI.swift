@@ -31,6 +31,13 @@ enum HostAPI {
         return UnsafePointer(table)
     }()
 
+    /// The message a plugin wrote into an error buffer: up to the first NUL or
+    /// the end of the buffer (a plugin may fill it without a terminator).
+    static func message(_ buffer: [CChar]) -> String {
+        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// A plugin's string, copied; invalid UTF-8 is replaced with U+FFFD.
     @inline(__always)
     static func string(_ s: vigil_str) -> String {

@@ -39,7 +39,7 @@ final class HostEvents: @unchecked Sendable {
         guard let bus, let routes else { return }
         var event = Event(time: clock(), monitor: Manifest.hostMonitorName, plugin: Manifest.hostMonitorName,
                           kind: kind, severity: severity, fields: fields)
-        bus.publish(&event, to: routes.sinks(kind: kind, severity: severity))
+        bus.publish(&event, to: routes.sinks(kind: kind, severity: severity), wait: false)
     }
 
     func instanceFailed(monitor: String, plugin: String, call: String, status: String, message: String) {

@@ -40,8 +40,18 @@ final class MonitorInstance: @unchecked Sendable {
     private let accepting = Atomic<Bool>(false)
     private let lock = NSLockish()
     private var _state: State = .idle
-    private var availability: (Bool, String)?
     private var inFlight: (call: String, since: Int64, warned: Bool)?
+    /// Availability as the plugin declared it (set_availability), as the host
+    /// inferred it from an UNAVAILABLE status (cleared by the next success),
+    /// and as last routed. Guarded by `lock`; events are published under it,
+    /// so they leave in the order the changes happened.
+    private var declared: (Bool, String)?
+    private var inferred: (Bool, String)?
+    private var published: (Bool, String)?
+    /// Queue-confined mirror of `inferred != nil`, so a poll need not lock.
+    private var inferredUnavailable = false
+    /// Routes of kinds the plugin did not declare, computed once each. Guarded by `lock`.
+    private var undeclaredKinds: [String: SinkSet] = [:]
 
     // Self-metrics.
     let emitted = Atomic<UInt64>(0)
@@ -98,13 +108,37 @@ final class MonitorInstance: @unchecked Sendable {
             guard !stopping else { return }
             if handle == nil {
                 let (status, message) = create()
-                guard status == VIGIL_OK else {
+                switch status {
+                case VIGIL_OK:
+                    break
+                case VIGIL_E_UNAVAILABLE, VIGIL_E_TEMPORARY:
+                    notYet(call: "create", status: status, message: message)
+                    retryLater { [self] in launch() }
+                    return
+                default:
                     fail(call: "create", status: status, message: message)
                     return
                 }
             }
             startInstance()
         }
+    }
+
+    /// UNAVAILABLE or TEMPORARY from create or start: reported, retried later.
+    private func notYet(call: String, status: vigil_status, message: String) {
+        set(.retrying)
+        if status == VIGIL_E_UNAVAILABLE {
+            infer(available: false, reason: message.isEmpty ? "unavailable" : message)
+        } else {
+            logger.warning("\(call) failed for now: \(message.isEmpty ? "no reason given" : message); retrying")
+        }
+    }
+
+    /// Runs `body` on the queue after a backoff that doubles from the interval
+    /// (at least 1 s) up to a minute.
+    private func retryLater(_ body: @escaping @Sendable () -> Void) {
+        startRetryDelay = min(max(startRetryDelay * 2, max(interval, 1_000_000_000)), 60_000_000_000)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { body() }
     }
 
     private func create() -> (vigil_status, String) {
@@ -141,23 +175,15 @@ final class MonitorInstance: @unchecked Sendable {
         case VIGIL_OK:
             set(.running)
             startRetryDelay = 0
-            if let availability = lock.withLock({ availability }), !availability.0 {
-                setAvailability(true, reason: "")
-            }
+            if inferredUnavailable { infer(available: true, reason: "") }
             if plugin.descriptor.poll != nil {
                 pollOnce()
                 scheduleTimer()
             }
         case VIGIL_E_UNAVAILABLE, VIGIL_E_TEMPORARY:
             accepting.store(false, ordering: .releasing)
-            set(.retrying)
-            if status == VIGIL_E_UNAVAILABLE {
-                setAvailability(false, reason: message.isEmpty ? "unavailable" : message)
-            } else {
-                logger.warning("start failed for now: \(message.isEmpty ? "no reason given" : message)")
-            }
-            startRetryDelay = min(max(startRetryDelay * 2, max(interval, 1_000_000_000)), 60_000_000_000)
-            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { [self] in startInstance() }
+            notYet(call: "start", status: status, message: message)
+            retryLater { [self] in startInstance() }
         default:
             accepting.store(false, ordering: .releasing)
             fail(call: "start", status: status, message: message)
@@ -188,7 +214,7 @@ final class MonitorInstance: @unchecked Sendable {
         pollNanoseconds.add(UInt64(max(0, monotonicNanoseconds() - started)), ordering: .relaxed)
         switch status {
         case VIGIL_OK:
-            break
+            if inferredUnavailable { infer(available: true, reason: "") }
         case VIGIL_E_TEMPORARY:
             let n = pollErrors.add(1, ordering: .relaxed).newValue
             // The first failures, then one in a hundred: a broken sensor must not flood the log.
@@ -197,7 +223,7 @@ final class MonitorInstance: @unchecked Sendable {
             }
         case VIGIL_E_UNAVAILABLE:
             pollErrors.add(1, ordering: .relaxed)
-            setAvailability(false, reason: message.isEmpty ? "unavailable" : message)
+            infer(available: false, reason: message.isEmpty ? "unavailable" : message)
         default:
             pollErrors.add(1, ordering: .relaxed)
             timer?.cancel()
@@ -254,7 +280,7 @@ final class MonitorInstance: @unchecked Sendable {
             return body(&error)
         }
         lock.withLock { inFlight = nil }
-        return (status, status == VIGIL_OK ? "" : String(cString: message))
+        return (status, status == VIGIL_OK ? "" : HostAPI.message(message))
     }
 
     /// The call in progress if it has run past `deadline` (and was not reported yet).
@@ -291,9 +317,12 @@ final class MonitorInstance: @unchecked Sendable {
             refused.add(1, ordering: .relaxed)
             return VIGIL_E_STOPPED
         }
-        let size = UnsafeRawPointer(event).load(as: UInt32.self)
-        guard size >= UInt32(MemoryLayout<vigil_event>.size) else { return VIGIL_E_INVALID_ARGUMENT }
-        let e = event.pointee
+        let size = Int(UnsafeRawPointer(event).load(as: UInt32.self))
+        guard size >= ABISizes.event else { return VIGIL_E_INVALID_ARGUMENT }
+        // A newer plugin's larger event is read up to our size; an older,
+        // smaller one is copied into a zeroed struct.
+        let e = size >= MemoryLayout<vigil_event>.size ? event.pointee
+                                                       : PluginLoader.copyStruct(vigil_event.self, from: event, size: size)
         guard e.severity <= UInt32(Severity.critical.rawValue), let severity = Severity(rawValue: UInt8(e.severity)) else {
             return VIGIL_E_INVALID_ARGUMENT
         }
@@ -325,7 +354,7 @@ final class MonitorInstance: @unchecked Sendable {
         var copy = Event(time: e.time_ns != 0 ? e.time_ns : clock(), monitor: name, plugin: plugin.description.name,
                          kind: kind, severity: severity, fields: fields)
         let targets = kindIndex >= 0 ? routes.sinks(kindIndex: kindIndex, severity: severity)
-                                     : routes.sinks(kind: kind, severity: severity)
+                                     : undeclaredRoute(kind) & routes.severityMask(severity)
         bus.publish(&copy, to: targets)
         emitted.add(1, ordering: .relaxed)
         return VIGIL_OK
@@ -347,23 +376,52 @@ final class MonitorInstance: @unchecked Sendable {
         logger.log(level: severity.logLevel, "\(message)", metadata: ["plugin": "\(plugin.description.name)"])
     }
 
-    /// Records the source's availability; routes an `availability` event on change.
-    func setAvailability(_ available: Bool, reason: String) {
-        let changed: Bool = lock.withLock {
-            if let current = availability, current.0 == available, current.1 == reason || available { return false }
-            availability = (available, available ? "" : reason)
-            return true
+    /// Sinks for a kind the plugin did not declare, glob-matched once per kind.
+    private func undeclaredRoute(_ kind: String) -> SinkSet {
+        lock.withLock {
+            if let known = undeclaredKinds[kind] { return known }
+            let sinks = routes.sinks(kind: kind)
+            if undeclaredKinds.count < 1024 { undeclaredKinds[kind] = sinks }
+            return sinks
         }
-        guard changed else { return }
-        if available {
+    }
+
+    /// The plugin declares its source present or absent (`set_availability`).
+    func setAvailability(_ available: Bool, reason: String) {
+        lock.withLock {
+            declared = (available, available ? "" : reason)
+            publishAvailabilityLocked()
+        }
+    }
+
+    /// The host infers availability from statuses; `true` clears the inference.
+    /// On the instance's queue.
+    private func infer(available: Bool, reason: String) {
+        inferredUnavailable = !available
+        lock.withLock {
+            inferred = available ? nil : (false, reason)
+            publishAvailabilityLocked()
+        }
+    }
+
+    /// Routes an `availability` event when the effective availability changed.
+    /// A source is taken as available until said otherwise, so nothing is
+    /// routed for a monitor that was always available.
+    private func publishAvailabilityLocked() {
+        let effective = inferred ?? declared ?? (true, "")
+        let previous = published ?? (true, "")
+        guard effective.0 != previous.0 || effective.1 != previous.1 else { return }
+        published = effective
+        if effective.0 {
             logger.notice("source available")
         } else {
-            logger.notice("source unavailable: \(reason)")
+            logger.notice("source unavailable: \(effective.1)")
         }
         var event = Event(time: clock(), monitor: name, plugin: plugin.description.name, kind: "availability",
-                          severity: available ? .info : .notice,
-                          fields: [Field("available", .bool(available)), Field("reason", .string(available ? "" : reason))])
-        bus.publish(&event, to: routes.sinks(kindIndex: availabilityKind, severity: event.severity))
+                          severity: effective.0 ? .info : .notice,
+                          fields: [Field("available", .bool(effective.0)), Field("reason", .string(effective.1))])
+        // Never waits: this runs under the instance lock, maybe on a plugin's thread.
+        bus.publish(&event, to: routes.sinks(kindIndex: availabilityKind, severity: event.severity), wait: false)
     }
 }
 

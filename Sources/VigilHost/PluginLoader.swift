@@ -133,9 +133,14 @@ enum PluginLoader {
         var st = stat()
         guard stat(path, &st) == 0 else { return refuse("cannot read the file: \(String(cString: strerror(errno)))") }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return refuse("not a regular file") }
+        // dlopen searches the library path for a name without a slash; load
+        // exactly the file that was checked.
+        guard let real = realpath(path, nil).map({ p in defer { free(p) }; return String(cString: p) }) else {
+            return refuse("cannot resolve the path: \(String(cString: strerror(errno)))")
+        }
 
         _ = dlerror()
-        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+        guard let handle = dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
             let why = dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
             return refuse("not a loadable shared object (\(why))")
         }
@@ -154,7 +159,6 @@ enum PluginLoader {
                 args.size = UInt32(MemoryLayout<vigil_entry_args>.size)
                 args.version_count = UInt32(offered.count)
                 args.versions = offered.baseAddress
-                args.api = HostAPI.table
                 result.size = UInt32(MemoryLayout<vigil_entry_result>.size)
                 result.error.size = UInt32(MemoryLayout<vigil_error>.size)
                 result.error.message = buffer.baseAddress
@@ -162,7 +166,7 @@ enum PluginLoader {
                 return entry(&args, &result)
             }
         }
-        let pluginMessage = String(cString: message)
+        let pluginMessage = HostAPI.message(message)
         let host = "\(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)"
         guard status == VIGIL_OK else {
             let why = pluginMessage.isEmpty ? "no reason given" : pluginMessage
@@ -179,9 +183,8 @@ enum PluginLoader {
             return refuse("malformed self-description: its entry point returned no descriptor")
         }
         // Copy min(their size, our size) into a zeroed descriptor; never read beyond their size.
-        let theirSize = Int(UnsafeRawPointer(rawDescriptor).load(as: UInt32.self))
-        let required = MemoryLayout<vigil_plugin_descriptor>.offset(of: \vigil_plugin_descriptor.destroy)!
-            + MemoryLayout<UnsafeRawPointer>.size
+        let theirSize = Int(UnsafeRawPointer(rawDescriptor).loadUnaligned(as: UInt32.self))
+        let required = ABISizes.descriptor
         guard theirSize >= required else {
             return refuse("malformed self-description: descriptor size is \(theirSize) bytes, ABI \(chosen) needs at least \(required)")
         }
@@ -209,7 +212,7 @@ enum PluginLoader {
                 throw Malformed(why: "create, start, stop and destroy are required (one is NULL)")
             }
             let name = try text(d.name, "name")
-            let options = try array(d.options, count: d.option_count, what: "option") { (o: vigil_option_spec) in
+            let options = try array(d.options, count: d.option_count, minimum: ABISizes.optionSpec, what: "option") { (o: vigil_option_spec) in
                 guard let type = ValueType(rawValue: o.type) else {
                     throw Malformed(why: "option '\(try text(o.name, "option name"))' has unknown type \(o.type)")
                 }
@@ -219,9 +222,9 @@ enum PluginLoader {
                                   doc: try text(o.doc, "option doc"),
                                   required: o.flags & UInt32(VIGIL_OPTION_REQUIRED) != 0)
             }
-            let events = try array(d.events, count: d.event_count, what: "event kind") { (e: vigil_event_spec) in
+            let events = try array(d.events, count: d.event_count, minimum: ABISizes.eventSpec, what: "event kind") { (e: vigil_event_spec) in
                 let kind = try text(e.kind, "event kind")
-                let fields = try array(e.fields, count: e.field_count, what: "field of '\(kind)'") { (f: vigil_field_spec) in
+                let fields = try array(e.fields, count: e.field_count, minimum: ABISizes.fieldSpec, what: "field of '\(kind)'") { (f: vigil_field_spec) in
                     guard let type = ValueType(rawValue: f.type) else {
                         throw Malformed(why: "field '\(try text(f.name, "field name"))' of kind '\(kind)' has unknown type \(f.type)")
                     }
@@ -254,30 +257,51 @@ enum PluginLoader {
 
     /// Reads an array of size-prefixed structs: the element stride is the size
     /// the plugin wrote in the first element; each element must carry the same
-    /// size and at least the host's; fields beyond the host's size are ignored.
-    static func array<Element, T>(_ base: UnsafePointer<Element>?, count: Int, what: String,
+    /// size, at least the 1.0 size, a multiple of 8 and at most 4096. Each is
+    /// copied as min(its size, ours) into a zeroed struct: fields a newer
+    /// plugin added are ignored, fields an older one lacks read as zero.
+    static func array<Element, T>(_ base: UnsafePointer<Element>?, count: Int, minimum: Int, what: String,
                                   _ convert: (Element) throws -> T) throws -> [T] {
         if count == 0 { return [] }
         guard let base else { throw Malformed(why: "\(count) \(what)s declared but the pointer is NULL") }
         guard count <= 4096 else { throw Malformed(why: "\(count) \(what)s declared (4096 at most)") }
         let raw = UnsafeRawPointer(base)
-        let stride = Int(raw.load(as: UInt32.self))
-        let ours = MemoryLayout<Element>.size
-        guard stride >= ours else {
-            throw Malformed(why: "\(what) struct size is \(stride) bytes; ABI 1.0 needs \(ours)")
+        let stride = Int(raw.loadUnaligned(as: UInt32.self))
+        guard stride >= minimum, stride % 8 == 0, stride <= 4096 else {
+            throw Malformed(why: "\(what) struct size is \(stride) bytes; ABI 1.0 needs at least \(minimum), a multiple of 8, at most 4096")
         }
         var out: [T] = []
         out.reserveCapacity(count)
         for i in 0..<count {
             let element = raw + i * stride
-            let size = Int(element.load(as: UInt32.self))
+            let size = Int(element.loadUnaligned(as: UInt32.self))
             guard size == stride else {
                 throw Malformed(why: "\(what) #\(i + 1) has size \(size), the first has \(stride); all must match")
             }
-            out.append(try convert(element.loadUnaligned(as: Element.self)))
+            out.append(try convert(copyStruct(Element.self, from: element, size: size)))
         }
         return out
     }
+
+    /// min(size, ours) bytes of a plugin's struct, in a zeroed struct of ours.
+    static func copyStruct<T>(_ type: T.Type, from source: UnsafeRawPointer, size: Int) -> T {
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<T>.size, alignment: MemoryLayout<T>.alignment)
+        defer { storage.deallocate() }
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<T>.size)
+        storage.copyMemory(from: source, byteCount: min(size, MemoryLayout<T>.size))
+        return storage.load(as: T.self)
+    }
+}
+
+/// The 1.0 sizes of the structs that may grow (VIGIL_*_SIZE_1_0 in the
+/// header): the least a reader accepts, whatever its own sizeof.
+enum ABISizes {
+    static let event = MemoryLayout<vigil_event>.offset(of: \vigil_event.field_count)! + MemoryLayout<Int>.size
+    static let optionSpec = MemoryLayout<vigil_option_spec>.offset(of: \vigil_option_spec.reserved)! + 4
+    static let fieldSpec = MemoryLayout<vigil_field_spec>.offset(of: \vigil_field_spec.doc)! + MemoryLayout<vigil_str>.size
+    static let eventSpec = MemoryLayout<vigil_event_spec>.offset(of: \vigil_event_spec.field_count)! + MemoryLayout<Int>.size
+    static let descriptor = MemoryLayout<vigil_plugin_descriptor>.offset(of: \vigil_plugin_descriptor.destroy)!
+        + MemoryLayout<UnsafeRawPointer>.size
 }
 
 /// A pthread mutex with `withLock`, for state touched from C callbacks.

@@ -146,10 +146,10 @@ public final class VigilRuntime: @unchecked Sendable {
     /// the way out stops every monitor, then drains every sink.
     public func run() async throws {
         signal(SIGPIPE, SIG_IGN)
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = sinks.map {
-            .init(service: SinkService(runner: $0, drainTimeout: options.drainTimeout))
-        }
-        services.append(.init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout)))
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: SinksService(runners: sinks, drainTimeout: options.drainTimeout, logger: logger)),
+            .init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout, drainTimeout: options.drainTimeout)),
+        ]
         services.append(.init(service: ReopenService(sinks: sinks, logger: logger)))
         if let runFor = options.runFor {
             services.append(.init(service: TimerService(duration: runFor),
@@ -191,7 +191,7 @@ public final class VigilRuntime: @unchecked Sendable {
             }
         }
         if result == .timedOut {
-            let stuck = instances.filter { $0.state == .running }.map(\.name)
+            let stuck = instances.filter { $0.state != .stopped && $0.state != .failed }.map(\.name)
             logger.error("monitors \(stuck.joined(separator: ", ")) did not stop within \(Units.formatDuration(timeout)); going on without them")
         }
     }
@@ -201,6 +201,7 @@ public final class VigilRuntime: @unchecked Sendable {
 struct SupervisorService: Service {
     let runtime: VigilRuntime
     let stopTimeout: Int64
+    let drainTimeout: Int64
 
     func run() async throws {
         for (config, reason) in runtime.resolution.refused {
@@ -215,6 +216,9 @@ struct SupervisorService: Service {
         let watchdog = Task { await Self.watch(runtime) }
         try? await gracefulShutdown()
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
+        // A plugin blocked on a full `block` sink must not hold up its own stop
+        // for ever: such waits give up after the drain timeout.
+        runtime.bus.beginShutdown(deadline: monotonicNanoseconds() + drainTimeout)
         await runtime.stopInstances(timeout: stopTimeout)
         watchdog.cancel()
     }
@@ -233,15 +237,22 @@ struct SupervisorService: Service {
     }
 }
 
-/// Owns one sink's thread: starts it, and at shutdown drains and joins it.
-struct SinkService: Service {
-    let runner: SinkRunner
+/// Owns every sink's thread: starts them; at shutdown (after the supervisor has
+/// stopped the monitors) closes every queue at once, so all sinks drain in
+/// parallel against one deadline, and joins them.
+struct SinksService: Service {
+    let runners: [SinkRunner]
     let drainTimeout: Int64
+    let logger: Logger
 
     func run() async throws {
-        runner.start()
+        for runner in runners { runner.start() }
         try? await gracefulShutdown()
-        await runner.stop(drainTimeout: drainTimeout)
+        let deadline = monotonicNanoseconds() + drainTimeout
+        for runner in runners { runner.beginStop(deadline: deadline) }
+        for runner in runners where await !runner.join(until: deadline + 1_000_000_000) {
+            logger.error("sink \(runner.config.name) did not finish within \(Units.formatDuration(drainTimeout)) of shutdown; exiting without it")
+        }
     }
 }
 

@@ -37,11 +37,20 @@ public final class SinkContext: @unchecked Sendable {
     public let logger: Logger
     private let closing = Atomic<Bool>(false)
     private let abandonAt = Atomic<Int64>(.max)
+    /// Events lost after the runner handed them to the sink (write errors,
+    /// refused datagrams). The runner adds whole failed batches.
+    let failed = Atomic<UInt64>(0)
+    /// Set by the runner: housekeeping a sink calls while it waits a long time
+    /// inside `write` (e.g. reconnecting), such as logging queue drops.
+    var whileWaiting: @Sendable () -> Void = {}
 
     init(name: String, logger: Logger) {
         self.name = name
         self.logger = logger
     }
+
+    /// Counts events the sink could not deliver, without failing the batch.
+    public func countFailed(_ n: Int) { failed.add(UInt64(n), ordering: .relaxed) }
 
     /// True once the host is shutting down.
     public var isClosing: Bool { closing.load(ordering: .acquiring) }
@@ -67,7 +76,6 @@ final class SinkRunner: @unchecked Sendable {
 
     // Written by the sink thread only; read after join or approximately.
     private let written = Atomic<UInt64>(0)
-    private let failed = Atomic<UInt64>(0)
     private var lastErrorLog: Int64 = 0
     private var suppressedErrors = 0
 
@@ -80,6 +88,7 @@ final class SinkRunner: @unchecked Sendable {
         var logger = logger
         logger[metadataKey: "sink"] = "\(config.name)"
         self.context = SinkContext(name: config.name, logger: logger)
+        context.whileWaiting = { [unowned self] in reportDrops() }
     }
 
     func start() {
@@ -105,8 +114,13 @@ final class SinkRunner: @unchecked Sendable {
                     try sink.write(batch, context: context)
                     written.add(UInt64(batch.count), ordering: .relaxed)
                 } catch {
-                    failed.add(UInt64(batch.count), ordering: .relaxed)
+                    context.failed.add(UInt64(batch.count), ordering: .relaxed)
                     reportFailure(error, lost: batch.count)
+                    if context.shouldAbandon {
+                        // Shutting down and past the drain deadline: the rest cannot go out either.
+                        let rest = queue.discardAll()
+                        if rest > 0 { context.logger.error("gave up at shutdown: \(rest) queued events dropped") }
+                    }
                 }
                 batch.removeAll(keepingCapacity: true)
             }
@@ -125,6 +139,8 @@ final class SinkRunner: @unchecked Sendable {
 
     private var reportedDrops: UInt64 = 0
     private var lastDropLog: Int64 = 0
+
+    // reportDrops runs on the sink's thread only (from the loop or whileWaiting).
 
     /// Logs events dropped since the last report, at most every 10 s.
     private func reportDrops() {
@@ -147,18 +163,31 @@ final class SinkRunner: @unchecked Sendable {
         }
     }
 
-    /// Stops taking events, drains the queue into the sink (giving a sink that
-    /// cannot deliver until `drainTimeout`), and waits for the thread to end.
-    func stop(drainTimeout: Int64) async {
-        context.beginClosing(drainDeadline: monotonicNanoseconds() + drainTimeout)
+    /// Stops taking events; the thread drains the queue into the sink, which
+    /// may hold on to undeliverable events until `deadline` (monotonic ns).
+    func beginStop(deadline: Int64) {
+        context.beginClosing(drainDeadline: deadline)
         queue.close()
-        guard thread != nil else { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+    }
+
+    /// Waits for the sink's thread to end, at most until `deadline`
+    /// (monotonic ns). False when it had not ended (a sink stuck in a system
+    /// call); the process then exits without it.
+    func join(until deadline: Int64) async -> Bool {
+        guard thread != nil else { return true }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             DispatchQueue.global().async { [done] in
-                done.wait()
-                continuation.resume()
+                let wait = max(0, deadline - monotonicNanoseconds())
+                continuation.resume(returning: done.wait(timeout: .now() + .nanoseconds(Int(wait))) == .success)
             }
         }
+    }
+
+    /// `beginStop` and `join` for one sink, with one second of grace after the drain deadline.
+    func stop(drainTimeout: Int64) async {
+        let deadline = monotonicNanoseconds() + drainTimeout
+        beginStop(deadline: deadline)
+        _ = await join(until: deadline + 1_000_000_000)
     }
 
     struct Stats {
@@ -176,7 +205,7 @@ final class SinkRunner: @unchecked Sendable {
         let q = queue.counters
         return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
                      written: written.load(ordering: .relaxed), dropped: q.dropped,
-                     failed: failed.load(ordering: .relaxed), depth: q.depth, highWater: q.highWater)
+                     failed: context.failed.load(ordering: .relaxed), depth: q.depth, highWater: q.highWater)
     }
 }
 

@@ -30,9 +30,20 @@ final class LogSink: EventSink, @unchecked Sendable {
     func write(_ batch: [Event], context: SinkContext) throws {
         switch config.format {
         case .json:
+            // The host's own log lines share this stream. Writes of at most
+            // PIPE_BUF bytes, cut at line ends, are atomic on a pipe, so a host
+            // line never lands inside an event line.
+            let fd = FileDescriptor(rawValue: config.stream == .stdout ? 1 : 2)
             buffer.removeAll(keepingCapacity: true)
-            for event in batch { encoder.encode(event, into: &buffer) }
-            try FileDescriptor(rawValue: config.stream == .stdout ? 1 : 2).writeAll(buffer)
+            for event in batch {
+                let before = buffer.count
+                encoder.encode(event, into: &buffer)
+                if buffer.count > Int(PIPE_BUF) && before > 0 {
+                    try fd.writeAll(buffer[..<before])
+                    buffer.removeFirst(before)
+                }
+            }
+            try fd.writeAll(buffer)
         case .text:
             for event in batch {
                 logger.log(level: event.severity.logLevel, "\(LogSink.text(event))")
@@ -75,7 +86,6 @@ final class FileSink: EventSink, @unchecked Sendable {
     private var size: Int64 = 0
     private var buffer: [UInt8] = []
     private var dirty = false
-    private var lastSync = monotonicNanoseconds()
     private let reopenRequested = Atomic<Bool>(false)
 
     init(config: FileSinkConfig, host: String) {
@@ -89,7 +99,7 @@ final class FileSink: EventSink, @unchecked Sendable {
     func requestReopen() { reopenRequested.store(true, ordering: .releasing) }
 
     func write(_ batch: [Event], context: SinkContext) throws {
-        if reopenRequested.exchange(false, ordering: .acquiring) { closeFile() }
+        if reopenRequested.exchange(false, ordering: .acquiring) { closeFile(context: context) }
         let fd = try openIfNeeded()
         buffer.removeAll(keepingCapacity: true)
         for event in batch {
@@ -101,38 +111,52 @@ final class FileSink: EventSink, @unchecked Sendable {
                 let line = Array(buffer[before...])
                 buffer.removeSubrange(before...)
                 try flushBuffer(to: self.fd ?? fd)
-                try rotate()
+                try rotate(context: context)
                 _ = try openIfNeeded()
                 buffer.append(contentsOf: line)
             }
         }
         try flushBuffer(to: self.fd ?? fd)
-        if config.fsync == .always { if let fd = self.fd { _ = fsync(fd.rawValue) }; dirty = false }
+        if config.fsync == .always, let fd = self.fd { sync(fd, context: context) }
     }
 
     private func flushBuffer(to fd: FileDescriptor) throws {
         guard !buffer.isEmpty else { return }
-        try fd.writeAll(buffer)
+        do {
+            try fd.writeAll(buffer)
+        } catch {
+            // A write cut short (disk full, I/O error) would leave half a line
+            // for the next one to be appended to: cut the file back to the last
+            // whole line. We are its only writer.
+            _ = ftruncate(fd.rawValue, off_t(size))
+            buffer.removeAll(keepingCapacity: true)
+            throw error
+        }
         size += Int64(buffer.count)
         buffer.removeAll(keepingCapacity: true)
         dirty = true
     }
 
+    /// fsync, reporting a failure (the data may not be on disk).
+    private func sync(_ fd: FileDescriptor, context: SinkContext?) {
+        if fsync(fd.rawValue) != 0 {
+            context?.logger.error("fsync of \(config.path) failed: \(String(cString: strerror(errno)))")
+        }
+        dirty = false
+    }
+
     func tick(context: SinkContext) {
         if reopenRequested.exchange(false, ordering: .acquiring) {
-            closeFile()
+            closeFile(context: context)
             context.logger.info("reopening \(config.path)")
         }
         if config.fsync == .interval, dirty, let fd {
-            _ = fsync(fd.rawValue)
-            dirty = false
-            lastSync = monotonicNanoseconds()
+            sync(fd, context: context)
         }
     }
 
     func shutdown(context: SinkContext) {
-        if config.fsync != .never, dirty, let fd { _ = fsync(fd.rawValue) }
-        closeFile()
+        closeFile(context: context)
     }
 
     private func openIfNeeded() throws -> FileDescriptor {
@@ -154,15 +178,20 @@ final class FileSink: EventSink, @unchecked Sendable {
         return fd
     }
 
-    private func closeFile() {
-        if let fd { try? fd.close() }
+    /// Closes the file, syncing it first unless the policy is `never` (a
+    /// rotated or reopened file must not lose its last interval).
+    private func closeFile(context: SinkContext?) {
+        if let fd {
+            if dirty && config.fsync != .never { sync(fd, context: context) }
+            try? fd.close()
+        }
         fd = nil
         dirty = false
     }
 
     /// events.jsonl → events.jsonl.1 → … → events.jsonl.N (the oldest is removed).
-    private func rotate() throws {
-        closeFile()
+    private func rotate(context: SinkContext) throws {
+        closeFile(context: context)
         let path = config.path
         unlink("\(path).\(config.rotateKeep)")
         if config.rotateKeep > 1 {

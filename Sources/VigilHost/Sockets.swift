@@ -68,17 +68,21 @@ public enum Sockets {
     public static func listen(_ address: SocketAddress, backlog: Int32 = 64) throws -> Int32 {
         switch address {
         case .unix(let path):
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
-            var addr = try unixAddress(path)
-            if access(path, F_OK) == 0 {
+            _ = try unixAddress(path)  // the path fits
+            var st = stat()
+            if lstat(path, &st) == 0 {
+                // Only a socket nobody listens on is replaced; any other file is left alone.
+                guard st.st_mode & S_IFMT == S_IFSOCK else {
+                    throw Failure(what: "listen on unix:\(path): a file that is not a socket is there; not touching it", code: EEXIST)
+                }
                 if let probe = try? connect(.unix(path: path)) {
                     close(probe)
-                    close(fd)
                     throw Failure(what: "listen on unix:\(path): another process is listening there", code: EADDRINUSE)
                 }
                 unlink(path)
             }
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
             try? FileSink.makeParentDirectories(of: path)
             // Bind inside a private directory, restrict the socket to 0600, then
             // move it into place: no moment where others can connect, and no
@@ -89,16 +93,18 @@ public enum Sockets {
                 let e = errno; close(fd); throw Failure(what: "bind unix:\(path): cannot make a private directory", code: e)
             }
             defer { rmdir(tmp) }
-            var staged = try unixAddress(tmp + "/s")
-            let rc = withUnsafePointer(to: &staged) {
+            // A staged path too long for sockaddr_un: bind in place, then restrict.
+            let staging = (try? unixAddress(tmp + "/s")) != nil
+            var target = try unixAddress(staging ? tmp + "/s" : path)
+            let rc = withUnsafePointer(to: &target) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
                 }
             }
-            guard rc == 0, chmod(tmp + "/s", 0o600) == 0, rename(tmp + "/s", path) == 0 else {
-                let e = errno; unlink(tmp + "/s"); close(fd); throw Failure(what: "bind unix:\(path)", code: e)
+            let bound = staging ? tmp + "/s" : path
+            guard rc == 0, chmod(bound, 0o600) == 0, !staging || rename(bound, path) == 0 else {
+                let e = errno; unlink(bound); close(fd); throw Failure(what: "bind unix:\(path)", code: e)
             }
-            _ = addr
             guard Glibc.listen(fd, backlog) == 0 else { let e = errno; close(fd); throw Failure(what: "listen on unix:\(path)", code: e) }
             return fd
         case .tcp(let host, let port):
@@ -173,7 +179,13 @@ public enum Sockets {
 /// Streams JSON Lines to a peer it connects to (`unix:`, `tcp://`, `udp://`).
 /// While the peer is away it reconnects with capped exponential backoff; the
 /// events wait in the sink's queue (bounded by `queue_size`, then the
-/// overflow policy) and in the batch being retried.
+/// overflow policy) and in the batch being retried. Sends never block without
+/// a deadline: a peer that stops reading is waited for in short steps, and
+/// given up at shutdown after the drain timeout.
+///
+/// Delivery over a stream is at least once: after a broken connection the
+/// batch is sent again from the start of the line that was cut, so a peer may
+/// see a line it already had (the same `seq`), never half a line.
 final class SocketConnectSink: EventSink, @unchecked Sendable {
     private let address: SocketAddress
     private let config: SocketSinkConfig
@@ -201,29 +213,62 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
             return
         }
         for event in batch { encoder.encode(event, into: &buffer) }
-        while true {
+        var offset = 0
+        while offset < buffer.count {
             if fd < 0 { try waitForConnection(context: context) }
             do {
-                try buffer.withUnsafeBytes { try Sockets.sendAll(fd, $0) }
-                return
+                try sendSome(from: &offset, context: context)
+            } catch let error as Sockets.Failure where error.code == ETIMEDOUT {
+                throw error  // given up at shutdown
             } catch {
                 context.logger.warning("connection to \(address) lost: \(error); reconnecting")
                 close(fd)
                 fd = -1
-                // The whole batch is sent again on the new connection: a line cut
-                // short on the old one never merges with a line on the new one.
+                // Start again at the beginning of the line that was cut.
+                offset = (buffer[..<offset].lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 }) ?? 0
+            }
+        }
+    }
+
+    /// Sends from `offset` until the buffer is out, waiting for the socket in
+    /// short steps so a shutdown deadline is noticed.
+    private func sendSome(from offset: inout Int, context: SinkContext) throws {
+        try buffer.withUnsafeBytes { raw in
+            while offset < raw.count {
+                let n = send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                if n > 0 { offset += n; continue }
+                if n < 0 && errno == EINTR { continue }
+                guard n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) else {
+                    throw Sockets.Failure(what: "send", code: n == 0 ? EPIPE : errno)
+                }
+                var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                while poll(&pfd, 1, 100) == 0 {
+                    if context.shouldAbandon {
+                        throw Sockets.Failure(what: "gave up sending to \(address) at shutdown", code: ETIMEDOUT)
+                    }
+                    context.whileWaiting()
+                }
             }
         }
     }
 
     private func sendDatagrams(_ batch: [Event], context: SinkContext) throws {
         if fd < 0 { try waitForConnection(context: context) }
+        var failures = 0
+        var firstError: Int32 = 0
         for event in batch {
             buffer.removeAll(keepingCapacity: true)
             encoder.encode(event, into: &buffer)
-            // One event per datagram. UDP has no delivery guarantee; a refused
-            // datagram (no listener yet) is counted by the peer's absence, not retried.
-            _ = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            // One event per datagram, never retried: UDP has no delivery guarantee.
+            let n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                failures += 1
+                if firstError == 0 { firstError = errno }
+            }
+        }
+        if failures > 0 {
+            context.countFailed(failures)
+            context.logger.debug("\(failures) datagrams to \(address) not sent: \(String(cString: strerror(firstError)))")
         }
     }
 
@@ -231,10 +276,14 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
     /// shutting down and the drain deadline has passed.
     private func waitForConnection(context: SinkContext) throws {
         while fd < 0 {
+            if context.shouldAbandon {
+                throw Sockets.Failure(what: "gave up on \(address) at shutdown", code: ETIMEDOUT)
+            }
             let now = monotonicNanoseconds()
             if now >= nextAttempt {
                 do {
-                    fd = try Sockets.connect(address)
+                    fd = try Sockets.connect(address, timeoutMs: 2000)
+                    Sockets.setNonBlocking(fd, true)
                     if loggedDown { context.logger.notice("connected to \(address)") }
                     loggedDown = false
                     backoff = config.reconnectMin
@@ -244,13 +293,11 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
                         context.logger.warning("cannot connect to \(address): \(error); retrying with backoff up to \(Units.formatDuration(config.reconnectMax))")
                         loggedDown = true
                     }
-                    nextAttempt = now + backoff
+                    nextAttempt = monotonicNanoseconds() + backoff
                     backoff = min(backoff * 2, config.reconnectMax)
                 }
             }
-            if context.shouldAbandon {
-                throw Sockets.Failure(what: "gave up on \(address) at shutdown", code: ECONNREFUSED)
-            }
+            context.whileWaiting()
             // Sleep in short steps so a shutdown is noticed promptly.
             let wait = max(1_000_000, min(nextAttempt - monotonicNanoseconds(), 50_000_000))
             var ts = timespec(tv_sec: 0, tv_nsec: Int(wait))
@@ -293,6 +340,8 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
     private let config: SocketSinkConfig
     private let encoder: JSONLineEncoder
     private var listener: Int32 = -1
+    /// Device and inode of the socket file we bound, to remove only that one.
+    private var boundNode: (dev_t, ino_t)?
     private var clients: [Client] = []
     private var buffer: [UInt8] = []
     private var lastBindAttempt: Int64 = 0
@@ -317,6 +366,10 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         do {
             listener = try Sockets.listen(address)
             Sockets.setNonBlocking(listener, true)
+            if case .unix(let path) = address {
+                var st = stat()
+                if lstat(path, &st) == 0 { boundNode = (st.st_dev, st.st_ino) }
+            }
             if loggedBindFailure { logger.notice("listening on \(address)") }
             loggedBindFailure = false
         } catch {
@@ -399,6 +452,10 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         clients.removeAll()
         if listener >= 0 { close(listener) }
         listener = -1
-        if case .unix(let path) = address { unlink(path) }
+        var st = stat()
+        if case .unix(let path) = address, let node = boundNode, lstat(path, &st) == 0,
+           st.st_dev == node.0, st.st_ino == node.1 {
+            unlink(path)
+        }
     }
 }

@@ -1201,3 +1201,24 @@ struct ConfigNodeTests {
         #expect(throws: Never.self) { try JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) }
     }
 }
+
+@Suite("Manifest: sinks sharing a resource")
+struct SharedResourceTests {
+    @Test func twoSinksOnOneFileOrListenAddressAreAnError() {
+        let (_, d) = ManifestLoader(file: "test.yaml").load("""
+        monitors: {}
+        sinks:
+          a: { type: file, path: /tmp/x.jsonl }
+          b: { type: file, path: /tmp/x.jsonl }
+          c: { type: socket, listen: "unix:/tmp/v.sock" }
+          d: { type: socket, listen: "unix:/tmp/v.sock" }
+          e: { type: socket, connect: "unix:/tmp/v.sock" }
+        """)
+        let errors = d.filter { $0.level == .error }
+        #expect(errors.count == 2)
+        #expect(errors.first?.location == SourceLocation(file: "test.yaml", line: 4, column: 3))
+        #expect(errors.first?.message == "sinks 'a' and 'b' both use file /tmp/x.jsonl")
+        #expect(errors.first?.hint == "'a' is at test.yaml:3:3; give each sink its own")
+        #expect(errors.last?.message == "sinks 'c' and 'd' both use listen address unix:/tmp/v.sock")
+    }
+}

@@ -275,11 +275,12 @@ struct RoutingTests {
         #expect(indices(cpu.sinks(kind: "state", severity: .info)) == [0, 1])
     }
 
-    @Test("an exclusion alone routes nothing")
+    @Test("exclusions alone mean everything but them")
     func excludeOnly() {
-        let c = compiler([(["!cpu"], .debug)])
-        #expect(c.routes(monitor: "cpu", kinds: kinds).kindSinks.map(indices) == [[], [], []])
-        #expect(c.routes(monitor: "memory", kinds: kinds).kindSinks.map(indices) == [[], [], []])
+        let c = compiler([(["!cpu"], .debug), (["!cpu/sample", "!vigil"], .debug)])
+        #expect(c.routes(monitor: "cpu", kinds: kinds).kindSinks.map(indices) == [[], [1], [1]])
+        #expect(c.routes(monitor: "memory", kinds: kinds).kindSinks.map(indices) == [[0, 1], [0, 1], [0, 1]])
+        #expect(c.routes(monitor: "vigil", kinds: kinds).kindSinks.map(indices) == [[0], [0], [0]])
     }
 
     @Test("classes and '?' in the monitor part")

@@ -112,6 +112,14 @@ import VigilCore
         await h.stop()
     }
 
+    @Test func anErrorMessageWithoutNULIsReadWithinItsBuffer() async throws {
+        let h = try Harness(plugin: try TestEnv.cPlugin("unterminated_error"))
+        h.launch()
+        let failed = h.waitFor(1) { $0.kind == "instance_failed" }
+        #expect(failed.first?[field: "message"] == .string(String(repeating: "x", count: 1024)))
+        await h.stop()
+    }
+
     @Test func failingStartIsReportedWithItsMessage() async throws {
         let h = try Harness(plugin: try TestEnv.cPlugin("start_fails"))
         h.launch()

@@ -210,6 +210,31 @@ import VigilCore
         #expect(events.filter { $0.kind == "beat" }.count >= 10)
     }
 
+    @Test func aDeadBlockingSinkStallsOnlyItsOwnProducersAndCannotHangShutdown() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 20ms }
+          cpu: { plugin: cpu, interval: 50ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
+        sinks:
+          journal: { type: file, path: \(dir)/events.jsonl }
+          dead: { type: socket, connect: "unix:\(dir)/nobody.sock", match: [beat], overflow: block, queue_size: 5 }
+        """, to: manifest)
+        let started = Date()
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "2s", "--drain-timeout", "500ms"], timeout: 60)
+        let took = Date().timeIntervalSince(started)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(took < 8, "shutdown took \(took) s")
+        let events = try parse(try readLines(dir + "/events.jsonl"))
+        // 'beat' waits on the dead sink (it routes there); 'cpu' does not and keeps flowing.
+        #expect(events.filter { $0.monitor == "cpu" }.count >= 25)
+        #expect(events.filter { $0.monitor == "beat" }.count <= 10)
+        #expect(events.map(\.seq) == events.map(\.seq).sorted())
+        #expect(result.stderr.contains("sink dead (socket):"))
+    }
+
     @Test func fileSinkRotatesBySizeAndReopensOnSighup() throws {
         let dir = try TestEnv.tempDir()
         let manifest = dir + "/vigil.yaml"

@@ -43,7 +43,10 @@ final class Progress: Sendable {
 
     @Test func blockMakesTheProducerWaitAndLosesNothing() async {
         let q = SinkQueue(capacity: 2, overflow: .block)
-        let producer = Thread { for i in 1...1000 { q.push(Self.event(i)) }; q.close() }
+        let producer = Thread {
+            for i in 1...1000 where q.reserve() { q.pushReserved(Self.event(i)) }
+            q.close()
+        }
         producer.start()
         var all: [Event] = []
         var batch: [Event] = []
@@ -236,6 +239,20 @@ final class Progress: Sendable {
         await r.stop(drainTimeout: 500_000_000)
         #expect(r.stats.failed == 5)
         #expect(r.stats.written == 0)
+    }
+
+    @Test func listenNeverRemovesAFileThatIsNotASocket() throws {
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/events.jsonl"
+        try TestEnv.write("precious\n", to: path)
+        #expect(throws: Sockets.Failure.self) { try Sockets.listen(.unix(path: path)) }
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "precious\n")
+        // A stale socket nobody listens on is replaced; a live one is not.
+        let first = try Sockets.listen(.unix(path: dir + "/s.sock"))
+        #expect(throws: Sockets.Failure.self) { try Sockets.listen(.unix(path: dir + "/s.sock")) }
+        close(first)
+        let second = try Sockets.listen(.unix(path: dir + "/s.sock"))
+        close(second)
     }
 
     @Test func logSinkLineIsReadable() {

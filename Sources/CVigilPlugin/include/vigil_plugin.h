@@ -12,14 +12,27 @@
  *   - A minor version only appends: new fields at the end of a struct that
  *     starts with a `size` field, new function pointers at the end of
  *     `vigil_host_api` or `vigil_plugin_descriptor`, new enum values.
- *   - A major version may change anything; the host refuses a plugin whose
- *     major it does not speak, and one that needs a newer minor than it knows.
+ *   - A major version may change anything else; the host refuses a plugin
+ *     whose major it does not speak, and one that needs a newer minor than it
+ *     knows. What negotiation itself uses is frozen across ALL majors, so any
+ *     host can call any plugin's entry point to refuse it with both versions
+ *     named: the symbol name and vigil_plugin_entry_fn, vigil_entry_args,
+ *     vigil_abi_version, vigil_entry_result, vigil_error, VIGIL_OK and
+ *     VIGIL_E_UNSUPPORTED.
+ *   - Enumerations are 32-bit integers on the wire (each has a 0x7FFFFFFF
+ *     member to force that, as Vulkan does). Bindings in other languages
+ *     should hold them as int32/uint32, never as a closed enum: a later minor
+ *     may add values, and a reader must treat an unknown value as the
+ *     documented fallback, never as undefined.
  *   - Every struct that may grow starts with `uint32_t size`, set by whoever
  *     fills the struct to `sizeof` of the struct as *they* compiled it. The
  *     reader copies min(size, its own sizeof) into a zeroed struct and never
- *     reads a field beyond the size it was given. Structs without a size field
- *     (vigil_str, vigil_value, vigil_field, vigil_option) are frozen for the
- *     life of a major version.
+ *     reads a field beyond the size it was given. The smallest size a reader
+ *     accepts is the struct's 1.0 size (the VIGIL_*_SIZE_1_0 constants below),
+ *     never its own sizeof, so a newer writer and an older reader still meet.
+ *     Structs without a size field (vigil_str, vigil_value, vigil_field,
+ *     vigil_option, vigil_abi_version) and vigil_error are frozen for the life
+ *     of a major version.
  *
  * Memory (who allocates, frees):
  *   - Every pointer passed *into* a function is borrowed for the duration of
@@ -109,13 +122,17 @@ typedef enum vigil_status {
     /** Host: the instance is stopped; the event was not accepted. */
     VIGIL_E_STOPPED = 7,
     /** Host: an argument is malformed (NULL, a size field too small). */
-    VIGIL_E_INVALID_ARGUMENT = 8
+    VIGIL_E_INVALID_ARGUMENT = 8,
+    VIGIL_STATUS_MAX_ENUM_ = 0x7FFFFFFF /* forces 32 bits; never returned */
 } vigil_status;
 
 /**
  * Room for a message explaining a non-zero status. Owned by the host, valid
  * for the duration of the call it is passed to. The plugin writes at most
- * `capacity` bytes including a terminating NUL (use vigil_error_set).
+ * `capacity` bytes including a terminating NUL (use vigil_error_set); the
+ * host reads at most `capacity` bytes whether or not a NUL is there. Frozen
+ * for all majors (it is part of negotiation); `size` only lets a reader check
+ * that it was given one.
  */
 typedef struct vigil_error {
     uint32_t size;     /* sizeof(vigil_error) as the host compiled it */
@@ -174,8 +191,9 @@ typedef enum vigil_type {
     /* Option types only (never in an event): */
     VIGIL_TYPE_DURATION = 5, /* as.i64, nanoseconds; manifest "250ms", "5s" */
     VIGIL_TYPE_SIZE = 6,     /* as.i64, bytes; manifest "64MiB", "1GB", "4096" */
-    VIGIL_TYPE_JSON = 7      /* as.str: any YAML value, handed over as JSON text
+    VIGIL_TYPE_JSON = 7,     /* as.str: any YAML value, handed over as JSON text
                                 (lists, maps); the plugin parses it */
+    VIGIL_TYPE_MAX_ENUM_ = 0x7FFFFFFF
 } vigil_type;
 
 /** A typed value. Frozen for ABI major 1 (24 bytes on LP64). */
@@ -207,7 +225,8 @@ typedef enum vigil_severity {
     VIGIL_SEVERITY_NOTICE = 2,
     VIGIL_SEVERITY_WARNING = 3,
     VIGIL_SEVERITY_ERROR = 4,
-    VIGIL_SEVERITY_CRITICAL = 5
+    VIGIL_SEVERITY_CRITICAL = 5,
+    VIGIL_SEVERITY_MAX_ENUM_ = 0x7FFFFFFF
 } vigil_severity;
 
 /**
@@ -238,7 +257,8 @@ typedef enum vigil_log_level {
     VIGIL_LOG_NOTICE = 2,
     VIGIL_LOG_WARNING = 3,
     VIGIL_LOG_ERROR = 4,
-    VIGIL_LOG_CRITICAL = 5
+    VIGIL_LOG_CRITICAL = 5,
+    VIGIL_LOG_MAX_ENUM_ = 0x7FFFFFFF
 } vigil_log_level;
 
 /**
@@ -250,8 +270,8 @@ typedef enum vigil_log_level {
  */
 typedef struct vigil_host_api {
     uint32_t size;        /* sizeof(vigil_host_api) as the host compiled it */
-    uint16_t abi_major;   /* the version the host negotiated */
-    uint16_t abi_minor;
+    uint16_t abi_major;   /* the version this table implements: the major, */
+    uint16_t abi_minor;   /* and the highest minor of it (members to `size`) */
 
     /** Hands an event to the host, which copies it before returning.
      *  Returns VIGIL_OK, VIGIL_E_STOPPED (instance not running),
@@ -291,8 +311,11 @@ typedef struct vigil_option_spec {
     uint32_t size;          /* sizeof(vigil_option_spec); same for every element */
     uint32_t type;          /* vigil_type: BOOL INT DOUBLE STRING DURATION SIZE JSON */
     vigil_str name;         /* [a-z][a-z0-9_]* */
-    vigil_str default_text; /* the default as it would be written in YAML
-                               ("false", "/proc", "1s"); empty = no default */
+    vigil_str default_text; /* the default, written as a plain (unquoted) YAML
+                               scalar of the option's type: "false", "/proc",
+                               "1s", "64MiB"; for JSON options any YAML ("[]").
+                               Empty: no default (an empty string default
+                               cannot be expressed; treat NONE as empty). */
     vigil_str doc;          /* one sentence for `vigil plugins describe` */
     uint32_t flags;         /* VIGIL_OPTION_* */
     uint32_t reserved;      /* 0 */
@@ -319,7 +342,8 @@ typedef struct vigil_event_spec {
 
 /** What a plugin is. Monitors emit events; sinks (a later minor) take them. */
 typedef enum vigil_plugin_kind {
-    VIGIL_PLUGIN_MONITOR = 1
+    VIGIL_PLUGIN_MONITOR = 1,
+    VIGIL_PLUGIN_KIND_MAX_ENUM_ = 0x7FFFFFFF
 } vigil_plugin_kind;
 
 /** One option value as the host passes it to create. Frozen for major 1. */
@@ -351,8 +375,10 @@ typedef struct vigil_create_args {
  *
  * create:  reads and validates options; allocates the instance; no threads,
  *          no events yet. Sets *instance (plugin-owned, opaque to the host).
- *          May return INVALID_CONFIG, UNAVAILABLE, NOMEM, FATAL; on failure
- *          nothing else is called for this instance.
+ *          May return INVALID_CONFIG, NOMEM or FATAL (the monitor does not
+ *          run), or UNAVAILABLE or TEMPORARY (the host reports it and calls
+ *          create again later, with backoff). On failure nothing else is
+ *          called for this attempt.
  * start:   opens sources, may start threads that emit. Should emit the current
  *          state (a snapshot) unless the plugin is polled: the host calls
  *          poll once right after a successful start for that purpose.
@@ -362,7 +388,11 @@ typedef struct vigil_create_args {
  *          the instance stopped: the host does not call stop for it, and
  *          must undo whatever the failed start began.
  * poll:    reads the source and emits; called every interval, and on demand.
- *          TEMPORARY failures are counted and logged; FATAL stops the instance.
+ *          TEMPORARY failures are counted and logged (rate-limited); polling
+ *          goes on. UNAVAILABLE reports the source gone (the host emits an
+ *          `availability` event) and polling goes on; the next OK poll reports
+ *          it back. Any other status (FATAL, NOMEM, …) stops and destroys the
+ *          instance.
  * stop:    closes sources and joins every thread the instance started; after
  *          it returns the plugin must not emit for this instance. A non-OK
  *          status is logged; the instance counts as stopped all the same.
@@ -380,7 +410,9 @@ typedef struct vigil_plugin_descriptor {
     const vigil_event_spec *events;   /* `event_count` kinds */
     size_t event_count;
 
-    int64_t default_interval_ns;      /* when the manifest gives none; 0 = push only */
+    int64_t default_interval_ns;      /* poll interval when the manifest gives none;
+                                         0: the host's default (10 s). Ignored
+                                         when `poll` is NULL (push only). */
 
     vigil_status (*create)(const vigil_create_args *args, void **instance, vigil_error *err);
     vigil_status (*start)(void *instance, vigil_error *err);
@@ -391,12 +423,20 @@ typedef struct vigil_plugin_descriptor {
     /* Room for later minors, appended here (e.g. sink callbacks). */
 } vigil_plugin_descriptor;
 
-/** The smallest descriptor the host accepts: every 1.0 member up to destroy.
+/** The 1.0 size of every struct that may grow: the least a reader accepts.
  *  Arrays of size-prefixed structs (options, events, fields) are stepped
- *  through by the `size` of their first element, which every element repeats
- *  and which is at least the 1.0 size of the struct. */
-#define VIGIL_DESCRIPTOR_MIN_SIZE \
+ *  through by the `size` of their first element, which every element repeats,
+ *  which is at least the 1.0 size, a multiple of 8, and at most 4096. */
+#define VIGIL_EVENT_SIZE_1_0          (offsetof(vigil_event, field_count) + sizeof(size_t))
+#define VIGIL_HOST_API_SIZE_1_0       (offsetof(vigil_host_api, now_ns) + sizeof(void (*)(void)))
+#define VIGIL_OPTION_SPEC_SIZE_1_0    (offsetof(vigil_option_spec, reserved) + sizeof(uint32_t))
+#define VIGIL_FIELD_SPEC_SIZE_1_0     (offsetof(vigil_field_spec, doc) + sizeof(vigil_str))
+#define VIGIL_EVENT_SPEC_SIZE_1_0     (offsetof(vigil_event_spec, field_count) + sizeof(size_t))
+#define VIGIL_CREATE_ARGS_SIZE_1_0    (offsetof(vigil_create_args, interval_ns) + sizeof(int64_t))
+#define VIGIL_DESCRIPTOR_SIZE_1_0 \
     (offsetof(vigil_plugin_descriptor, destroy) + sizeof(void (*)(void *)))
+/** Kept for readers of the first drafts of this header. */
+#define VIGIL_DESCRIPTOR_MIN_SIZE VIGIL_DESCRIPTOR_SIZE_1_0
 
 /* ------------------------------------------------------------- entry point */
 
@@ -406,16 +446,18 @@ typedef struct vigil_abi_version {
     uint16_t minor;
 } vigil_abi_version;
 
-/** What the host offers. Borrowed for the call, except `api` (host lifetime). */
+/** What the host offers. Borrowed for the call. Frozen for all majors. The
+ *  host's function table is not offered here (its layout depends on the
+ *  version chosen): each instance gets it in vigil_create_args. */
 typedef struct vigil_entry_args {
     uint32_t size;                       /* sizeof(vigil_entry_args) */
     uint32_t version_count;              /* entries in `versions` */
     const vigil_abi_version *versions;   /* the majors the host speaks, each with
                                             its highest minor, best first */
-    const vigil_host_api *api;           /* the host table (same as in create) */
 } vigil_entry_args;
 
-/** What the plugin answers. Host-owned; the plugin fills it in. */
+/** What the plugin answers. Host-owned; the plugin fills it in. Frozen for
+ *  all majors. */
 typedef struct vigil_entry_result {
     uint32_t size;        /* set by the HOST: sizeof as the host compiled it.
                              The plugin writes no field beyond it. */
@@ -426,8 +468,8 @@ typedef struct vigil_entry_result {
 } vigil_entry_result;
 
 /**
- * The one exported symbol. Called on the host's main thread before anything
- * else, possibly more than once, with no side effects expected beyond
+ * The one exported symbol. Called from one thread at a time, before any
+ * instance of the plugin exists, possibly more than once, with no side effects expected beyond
  * building the descriptor (the same one on every call). Returns VIGIL_OK and fills `result`, or VIGIL_E_UNSUPPORTED
  * (no offered version is spoken) with a message in result->error.
  */
@@ -480,6 +522,10 @@ static inline vigil_status vigil_negotiate(const vigil_entry_args *args,
 #define VIGIL_STATIC_ASSERT(c, m) typedef char VIGIL_CAT_(vigil_layout_check_, __LINE__)[(c) ? 1 : -1]
 #endif
 
+VIGIL_STATIC_ASSERT(sizeof(vigil_status) == 4, "enums are 32-bit on the wire");
+VIGIL_STATIC_ASSERT(sizeof(vigil_type) == 4, "enums are 32-bit on the wire");
+VIGIL_STATIC_ASSERT(sizeof(vigil_log_level) == 4, "enums are 32-bit on the wire");
+
 #if UINTPTR_MAX == 0xffffffffffffffffu
 VIGIL_STATIC_ASSERT(sizeof(vigil_str) == 16, "vigil_str is frozen");
 VIGIL_STATIC_ASSERT(sizeof(vigil_value) == 24, "vigil_value is frozen");
@@ -493,7 +539,7 @@ VIGIL_STATIC_ASSERT(sizeof(vigil_field_spec) == 56, "vigil_field_spec 1.0 layout
 VIGIL_STATIC_ASSERT(sizeof(vigil_event_spec) == 56, "vigil_event_spec 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_create_args) == 64, "vigil_create_args 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_plugin_descriptor) == 136, "descriptor 1.0 layout");
-VIGIL_STATIC_ASSERT(sizeof(vigil_entry_args) == 24, "vigil_entry_args 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_entry_args) == 16, "vigil_entry_args 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_entry_result) == 40, "vigil_entry_result 1.0 layout");
 #endif
 
