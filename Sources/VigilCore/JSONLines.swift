@@ -16,6 +16,20 @@
 public struct JSONLineEncoder: Sendable {
     /// `"host":"…",` pre-encoded once per run.
     private let hostMember: [UInt8]
+    /// The timestamp up to the seconds (`2026-11-21T21:50:29.`), for the last
+    /// second seen: consecutive events mostly share it.
+    private var cachedSecond = Int64.min
+    private var cachedPrefix: [UInt8] = []
+
+    private static let timeKey = Array(#"{"time":""#.utf8)
+    private static let monitorKey = Array(#""monitor":"#.utf8)
+    private static let pluginKey = Array(#","plugin":"#.utf8)
+    private static let kindKey = Array(#","kind":"#.utf8)
+    private static let severityKey = Array(#","severity":""#.utf8)
+    private static let seqKey = Array(#"","seq":"#.utf8)
+    private static let fieldsKey = Array(#","fields":{"#.utf8)
+    private static let end = Array("}}\n".utf8)
+    private static let severityNames = Severity.allCases.map { Array($0.name.utf8) }
 
     public init(host: String) {
         var member: [UInt8] = []
@@ -26,22 +40,23 @@ public struct JSONLineEncoder: Sendable {
     }
 
     /// Appends one line (with its trailing `\n`) to `out`.
-    public func encode(_ event: Event, into out: inout [UInt8]) {
-        out.append(contentsOf: #"{"time":""#.utf8)
-        Self.appendTimestamp(event.time, to: &out)
-        out.append(contentsOf: #"","#.utf8)
+    public mutating func encode(_ event: Event, into out: inout [UInt8]) {
+        out.append(contentsOf: Self.timeKey)
+        appendCachedTimestamp(event.time, to: &out)
+        out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ","))
         out.append(contentsOf: hostMember)
-        out.append(contentsOf: #""monitor":"#.utf8)
+        out.append(contentsOf: Self.monitorKey)
         Self.appendString(event.monitor, to: &out)
-        out.append(contentsOf: #","plugin":"#.utf8)
+        out.append(contentsOf: Self.pluginKey)
         Self.appendString(event.plugin, to: &out)
-        out.append(contentsOf: #","kind":"#.utf8)
+        out.append(contentsOf: Self.kindKey)
         Self.appendString(event.kind, to: &out)
-        out.append(contentsOf: #","severity":""#.utf8)
-        out.append(contentsOf: event.severity.name.utf8)
-        out.append(contentsOf: #"","seq":"#.utf8)
+        out.append(contentsOf: Self.severityKey)
+        out.append(contentsOf: Self.severityNames[Int(event.severity.rawValue)])
+        out.append(contentsOf: Self.seqKey)
         Self.appendInteger(event.seq, to: &out)
-        out.append(contentsOf: #","fields":{"#.utf8)
+        out.append(contentsOf: Self.fieldsKey)
         var first = true
         for field in event.fields {
             if !first { out.append(UInt8(ascii: ",")) }
@@ -50,14 +65,41 @@ public struct JSONLineEncoder: Sendable {
             out.append(UInt8(ascii: ":"))
             Self.appendValue(field.value, to: &out)
         }
-        out.append(contentsOf: "}}\n".utf8)
+        out.append(contentsOf: Self.end)
+    }
+
+    /// The timestamp, formatting the date and time of day only when the second changes.
+    private mutating func appendCachedTimestamp(_ ns: Int64, to out: inout [UInt8]) {
+        var second = ns / 1_000_000_000
+        var fraction = ns % 1_000_000_000
+        if fraction < 0 {
+            fraction += 1_000_000_000
+            second -= 1
+        }
+        if second != cachedSecond {
+            cachedPrefix.removeAll(keepingCapacity: true)
+            Self.appendTimestamp(second * 1_000_000_000, to: &cachedPrefix)
+            cachedPrefix.removeLast(10)  // "000000000Z"
+            cachedSecond = second
+        }
+        out.append(contentsOf: cachedPrefix)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 10) { digits in
+            var f = fraction
+            for i in stride(from: 8, through: 0, by: -1) {
+                digits[i] = UInt8(ascii: "0") &+ UInt8(f % 10)
+                f /= 10
+            }
+            digits[9] = UInt8(ascii: "Z")
+            out.append(contentsOf: digits)
+        }
     }
 
     /// One event as a `String` line, without the trailing newline.
     public func line(_ event: Event) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
-        encode(event, into: &bytes)
+        var encoder = self
+        encoder.encode(event, into: &bytes)
         bytes.removeLast()
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -113,33 +155,38 @@ public struct JSONLineEncoder: Sendable {
 
     public static func appendString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        var s = s
-        s.withUTF8 { bytes in
-            var runStart = 0
-            for i in 0..<bytes.count {
-                let b = bytes[i]
-                if b >= 0x20 && b != 0x22 && b != 0x5C && b != 0x7F { continue }
-                if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
-                runStart = i + 1
-                switch b {
-                case 0x22: out.append(contentsOf: #"\""#.utf8)
-                case 0x5C: out.append(contentsOf: #"\\"#.utf8)
-                case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-                case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-                case 0x09: out.append(contentsOf: #"\t"#.utf8)
-                case 0x08: out.append(contentsOf: #"\b"#.utf8)
-                case 0x0C: out.append(contentsOf: #"\f"#.utf8)
-                default:
-                    out.append(contentsOf: #"\u00"#.utf8)
-                    out.append(hex[Int(b >> 4)])
-                    out.append(hex[Int(b & 0xF)])
-                }
-            }
-            if runStart < bytes.count {
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
-            }
+        if s.utf8.withContiguousStorageIfAvailable({ appendEscaped($0, to: &out) }) == nil {
+            let copy = Array(s.utf8)
+            copy.withUnsafeBufferPointer { appendEscaped($0, to: &out) }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends UTF-8 bytes with JSON escapes, copying clean runs whole.
+    @inline(__always)
+    static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        var runStart = 0
+        for i in 0..<bytes.count {
+            let b = bytes[i]
+            if b >= 0x20 && b != 0x22 && b != 0x5C && b != 0x7F { continue }
+            if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
+            runStart = i + 1
+            switch b {
+            case 0x22: out.append(0x5C); out.append(0x22)
+            case 0x5C: out.append(0x5C); out.append(0x5C)
+            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
+            default:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                        hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            }
+        }
+        if runStart < bytes.count {
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+        }
     }
 
     /// `2026-11-21T21:50:29.123456789Z` for nanoseconds since the epoch.

@@ -75,7 +75,13 @@ final class SinkQueue: @unchecked Sendable {
     private var notEmpty = pthread_cond_t()
     private var notFull = pthread_cond_t()
     private var consumerWaiting = false
+    /// The consumer woke to a few events and waits a moment for more, so it
+    /// drains in batches instead of taking turns with the producer per event.
+    private var consumerLingering = false
     private var producersWaiting = 0
+    /// How long the consumer lingers, and the depth that ends the linger early.
+    static let lingerNanoseconds: Int64 = 200_000
+    static let batchThreshold = 512
     /// Slots promised to producers of a blocking sink (see `reserve`).
     private var reserved = 0
     private var closed = false
@@ -182,7 +188,10 @@ final class SinkQueue: @unchecked Sendable {
         buffer.append(event)
         accepted &+= 1
         if buffer.count > highWater { highWater = buffer.count }
-        let wake = consumerWaiting
+        // Wake a consumer waiting on an empty queue at once; one lingering for
+        // a batch only when the batch is there.
+        let wake = consumerWaiting && (!consumerLingering || buffer.count >= Self.batchThreshold)
+        if wake { consumerWaiting = false }
         pthread_mutex_unlock(&mutex)
         if wake { pthread_cond_signal(&notEmpty) }
     }
@@ -206,6 +215,17 @@ final class SinkQueue: @unchecked Sendable {
             while buffer.isEmpty && !closed {
                 if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }
             }
+            consumerWaiting = false
+        }
+        if !buffer.isEmpty && buffer.count < Self.batchThreshold && !closed && producersWaiting == 0 {
+            // A few events: give the producers a moment to make it a batch.
+            var deadline = Self.deadline(after: Self.lingerNanoseconds)
+            consumerWaiting = true
+            consumerLingering = true
+            while buffer.count < Self.batchThreshold && !closed {
+                if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }
+            }
+            consumerLingering = false
             consumerWaiting = false
         }
         let n = Swift.min(max, buffer.count)

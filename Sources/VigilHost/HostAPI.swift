@@ -27,6 +27,10 @@ enum HostAPI {
             guard let ctx else { return realtimeNanoseconds() }
             return MonitorInstance.from(ctx).clock()
         }
+        api.finished = { ctx in
+            guard let ctx else { return }
+            MonitorInstance.from(ctx).markFinished()
+        }
         table.initialize(to: api)
         return UnsafePointer(table)
     }()

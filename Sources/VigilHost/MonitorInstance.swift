@@ -53,6 +53,11 @@ final class MonitorInstance: @unchecked Sendable {
     /// Routes of kinds the plugin did not declare, computed once each. Guarded by `lock`.
     private var undeclaredKinds: [String: SinkSet] = [:]
 
+    /// Set when the plugin said it has nothing more to emit (ABI 1.1 `finished`).
+    let finished = Atomic<Bool>(false)
+    /// Called (once) when the plugin reports `finished`, or the instance fails.
+    var onDone: @Sendable () -> Void = {}
+
     // Self-metrics.
     let emitted = Atomic<UInt64>(0)
     let refused = Atomic<UInt64>(0)
@@ -239,6 +244,7 @@ final class MonitorInstance: @unchecked Sendable {
         let why = message.isEmpty ? "no reason given" : message
         logger.error("\(call) failed (\(Self.statusName(status))): \(why); the monitor is stopped, the others go on")
         set(.failed)
+        defer { onDone() }
         if let handle {
             plugin.descriptor.destroy(handle)
             self.handle = nil
@@ -375,6 +381,15 @@ final class MonitorInstance: @unchecked Sendable {
         let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
         logger.log(level: severity.logLevel, "\(message)", metadata: ["plugin": "\(plugin.description.name)"])
     }
+
+    func markFinished() {
+        guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        logger.info("finished: nothing more to emit")
+        onDone()
+    }
+
+    /// Finished, or failed: nothing more will come from this instance.
+    var isDone: Bool { finished.load(ordering: .acquiring) || state == .failed }
 
     /// Sinks for a kind the plugin did not declare, glob-matched once per kind.
     private func undeclaredRoute(_ kind: String) -> SinkSet {

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 import VigilCore
 
@@ -77,6 +78,8 @@ public struct RunOptions: Sendable {
     /// How long `stop` of all instances may take.
     public var stopTimeout: Int64 = 10_000_000_000
     public var hostName: String?
+    /// Where to write a JSON summary of the run at exit (counters, resources).
+    public var summaryPath: String?
 
     public init(runFor: Int64? = nil) {
         self.runFor = runFor
@@ -157,8 +160,85 @@ public final class VigilRuntime: @unchecked Sendable {
         }
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
                                                       logger: logger))
+        // When every monitor has finished (a bounded workload) or failed, stop by ourselves.
+        for instance in instances {
+            instance.onDone = { [self] in
+                guard instances.allSatisfy(\.isDone), instances.contains(where: { $0.finished.load(ordering: .acquiring) }),
+                      !allFinished.exchange(true, ordering: .acquiringAndReleasing) else { return }
+                logger.notice("every monitor has finished; stopping")
+                Task { await group.triggerGracefulShutdown() }
+            }
+        }
+        started = monotonicNanoseconds()
         try await group.run()
+        stopped = monotonicNanoseconds()
         report()
+        if let path = options.summaryPath { writeSummary(to: path) }
+    }
+
+    private let allFinished = Atomic<Bool>(false)
+    private var started: Int64 = 0
+    private var stopped: Int64 = 0
+
+    /// A JSON summary of the run: per sink and per monitor counters, the time
+    /// each sink spent from its first to its last write, and the process's CPU
+    /// time and memory (for benchmarks and for operators' scripts).
+    func writeSummary(to path: String) {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        var out: [UInt8] = []
+        func key(_ k: String) { JSONLineEncoder.appendString(k, to: &out); out.append(UInt8(ascii: ":")) }
+        func num<T: BinaryInteger>(_ k: String, _ v: T, last: Bool = false) {
+            key(k); JSONLineEncoder.appendInteger(v, to: &out); if !last { out.append(UInt8(ascii: ",")) }
+        }
+        out += Array("{".utf8)
+        num("elapsed_ns", stopped - started)
+        key("cpu_seconds"); JSONLineEncoder.appendDouble(cpu, to: &out); out.append(UInt8(ascii: ","))
+        num("max_rss_kib", usage.ru_maxrss)
+        num("private_dirty_kib", Self.privateDirtyKiB())
+        num("events", bus.lastSequence)
+        key("sinks"); out.append(UInt8(ascii: "["))
+        for (i, runner) in sinks.enumerated() {
+            let s = runner.stats
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "{"))
+            key("name"); JSONLineEncoder.appendString(s.name, to: &out); out.append(UInt8(ascii: ","))
+            key("type"); JSONLineEncoder.appendString(s.type, to: &out); out.append(UInt8(ascii: ","))
+            num("written", s.written); num("dropped", s.dropped); num("failed", s.failed)
+            num("high_water", s.highWater)
+            num("first_write_ns", runner.firstWrite); num("last_write_ns", runner.lastWrite, last: true)
+            out.append(UInt8(ascii: "}"))
+        }
+        out += Array("],".utf8)
+        key("monitors"); out.append(UInt8(ascii: "["))
+        for (i, instance) in instances.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "{"))
+            key("name"); JSONLineEncoder.appendString(instance.name, to: &out); out.append(UInt8(ascii: ","))
+            num("emitted", instance.emitted.load(ordering: .relaxed))
+            num("refused", instance.refused.load(ordering: .relaxed))
+            num("polls", instance.polls.load(ordering: .relaxed))
+            num("poll_errors", instance.pollErrors.load(ordering: .relaxed))
+            num("poll_ns", instance.pollNanoseconds.load(ordering: .relaxed), last: true)
+            out.append(UInt8(ascii: "}"))
+        }
+        out += Array("]}\n".utf8)
+        do {
+            try Data(out).write(to: URL(fileURLWithPath: path))
+        } catch {
+            logger.error("cannot write the summary to \(path): \(error)")
+        }
+    }
+
+    /// Private_Dirty of this process (/proc/self/smaps_rollup), KiB; 0 if unknown.
+    static func privateDirtyKiB() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/smaps_rollup", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("Private_Dirty:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        }
+        return 0
     }
 
     /// Logs what every sink delivered and dropped.

@@ -76,6 +76,9 @@ final class SinkRunner: @unchecked Sendable {
 
     // Written by the sink thread only; read after join or approximately.
     private let written = Atomic<UInt64>(0)
+    /// Monotonic times of the first and last successful write (0: none yet).
+    private(set) var firstWrite: Int64 = 0
+    private(set) var lastWrite: Int64 = 0
     private var lastErrorLog: Int64 = 0
     private var suppressedErrors = 0
 
@@ -113,6 +116,9 @@ final class SinkRunner: @unchecked Sendable {
                 do {
                     try sink.write(batch, context: context)
                     written.add(UInt64(batch.count), ordering: .relaxed)
+                    let now = monotonicNanoseconds()
+                    if firstWrite == 0 { firstWrite = now }
+                    lastWrite = now
                 } catch {
                     context.failed.add(UInt64(batch.count), ordering: .relaxed)
                     reportFailure(error, lost: batch.count)

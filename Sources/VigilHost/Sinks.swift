@@ -14,7 +14,7 @@ final class NullSink: EventSink {
 /// stderr or stdout.
 final class LogSink: EventSink, @unchecked Sendable {
     private let config: LogSinkConfig
-    private let encoder: JSONLineEncoder
+    private var encoder: JSONLineEncoder
     private var logger: Logger
     private var buffer: [UInt8] = []
 
@@ -81,7 +81,7 @@ final class LogSink: EventSink, @unchecked Sendable {
 /// (logrotate's move-then-signal), fsync'd per policy, flushed on exit.
 final class FileSink: EventSink, @unchecked Sendable {
     private let config: FileSinkConfig
-    private let encoder: JSONLineEncoder
+    private var encoder: JSONLineEncoder
     private var fd: FileDescriptor?
     private var size: Int64 = 0
     private var buffer: [UInt8] = []

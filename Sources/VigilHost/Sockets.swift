@@ -189,7 +189,7 @@ public enum Sockets {
 final class SocketConnectSink: EventSink, @unchecked Sendable {
     private let address: SocketAddress
     private let config: SocketSinkConfig
-    private let encoder: JSONLineEncoder
+    private var encoder: JSONLineEncoder
     private var fd: Int32 = -1
     private var backoff: Int64
     private var nextAttempt: Int64 = 0
@@ -338,7 +338,7 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
 
     private let address: SocketAddress
     private let config: SocketSinkConfig
-    private let encoder: JSONLineEncoder
+    private var encoder: JSONLineEncoder
     private var listener: Int32 = -1
     /// Device and inode of the socket file we bound, to remove only that one.
     private var boundNode: (dev_t, ino_t)?

@@ -74,6 +74,8 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Host name written in events (default: the manifest's host, else the system's).") var host: String?
     @Option(help: ArgumentHelp("At shutdown, how long a sink that cannot deliver (a peer that is down) may hold on to its events before they are counted as lost.", valueName: "DURATION"))
     var drainTimeout: String = "5s"
+    @Option(help: ArgumentHelp("At exit, write a JSON summary (per sink and monitor counters, CPU time, memory) to FILE.", valueName: "FILE"))
+    var summary: String?
     @OptionGroup var plugins: PluginDirOptions
 
     func run() async throws {
@@ -90,6 +92,7 @@ struct Run: AsyncParsableCommand {
         var options = RunOptions(runFor: try runFor.map(parseDuration))
         options.hostName = host
         options.drainTimeout = try parseDuration(drainTimeout)
+        options.summaryPath = summary
         let resolution = ManifestResolution.resolve(manifest, catalog: plugins.catalog(manifest: manifest))
         for d in resolution.diagnostics {
             logger.error("\(d.location): \(d.message)\(d.hint.map { " (\($0))" } ?? "")")

@@ -54,7 +54,7 @@ func expectSameEvent(_ a: Event, _ b: Event, sourceLocation: Testing.SourceLocat
 @discardableResult
 func checkEncoding(_ event: Event, host: String = "web-1", is expected: String,
                    sourceLocation: Testing.SourceLocation = #_sourceLocation) throws -> [String: Any] {
-    let encoder = JSONLineEncoder(host: host)
+    var encoder = JSONLineEncoder(host: host)
     var bytes: [UInt8] = []
     encoder.encode(event, into: &bytes)
     #expect(String(decoding: bytes, as: UTF8.self) == expected, sourceLocation: sourceLocation)
@@ -266,7 +266,7 @@ struct JSONLineEncoderTests {
 
     @Test("encode appends to what is already in the buffer")
     func appends() {
-        let encoder = JSONLineEncoder(host: "web-1")
+        var encoder = JSONLineEncoder(host: "web-1")
         var out: [UInt8] = Array("prefix\n".utf8)
         let a = sampleEvent(fields: [Field("usage", .double(0.12))])
         encoder.encode(a, into: &out)
@@ -468,6 +468,24 @@ struct JSONLineDecoderTests {
         } catch {
             #expect(error.reason.contains(reason), "\(error)")
             #expect(error.description.hasPrefix("invalid event JSON at byte \(error.offset): "))
+        }
+    }
+}
+
+@Suite("JSON Lines: the timestamp cache")
+struct TimestampCacheTests {
+    @Test("one encoder across seconds, days and back gives the same bytes as a fresh one each time")
+    func cacheMatchesFreshEncoding() {
+        var cached = JSONLineEncoder(host: "h")
+        let times: [Int64] = [1_795_297_829_123_456_789, 1_795_297_829_999_999_999, 1_795_297_830_000_000_000,
+                              1_795_297_830_000_000_001, 1_795_297_829_000_000_000, 0, -1, -1_000_000_001,
+                              951_782_399_999_999_999, 951_782_400_000_000_000]
+        for t in times {
+            let e = Event(time: t, monitor: "m", plugin: "p", kind: "k")
+            var viaCache: [UInt8] = []
+            cached.encode(e, into: &viaCache)
+            #expect(String(decoding: viaCache, as: UTF8.self) == JSONLineEncoder(host: "h").line(e) + "\n")
+            #expect((try? JSONLineDecoder().decode(viaCache.dropLast().map { $0 }).event.time) == t)
         }
     }
 }

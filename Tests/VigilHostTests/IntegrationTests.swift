@@ -160,6 +160,47 @@ import VigilCore
         #expect(result.stderr.contains("cpu/sample usage="), "the log sink prints readable lines")
     }
 
+    @Test func floodFinishesAndVigilExitsByItselfWithEveryEventDelivered() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, options: { count: 50000, fields: 4, threads: 3 } }
+        sinks:
+          null: { type: null, overflow: block, queue_size: 1000 }
+          journal: { type: file, path: \(dir)/events.jsonl, overflow: block, queue_size: 1000, fsync: never }
+        """, to: manifest)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--summary", dir + "/summary.json"], timeout: 120)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("every monitor has finished; stopping"))
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json"))) as? [String: Any]
+        let sinks = summary?["sinks"] as? [[String: Any]] ?? []
+        // 50 000 flood events plus the host's 'started' and 'stopping', none dropped.
+        #expect(sinks.map { $0["written"] as? Int } == [50_002, 50_002])
+        #expect(sinks.allSatisfy { ($0["dropped"] as? Int) == 0 })
+        let events = try parse(try readLines(dir + "/events.jsonl")).filter { $0.kind == "flood" }
+        #expect(events.count == 50_000)
+        #expect(events.allSatisfy { $0.fields.map(\.name) == ["v0", "v1", "v2", "v3"] })
+    }
+
+    @Test func aPluginBuiltAgainstTheFrozen10HeaderRunsInThisHost() throws {
+        let dir = try TestEnv.tempDir()
+        try FileManager.default.copyItem(atPath: TestEnv.repoRoot + "/Tests/Compat/vigil_plugin-1.0.h", toPath: dir + "/vigil_plugin.h")
+        // The same compiler choice as scripts/build-c-plugins: $CC, cc, gcc, clang.
+        let build = try TestEnv.run("/bin/sh", ["-c", """
+            cc="${CC:-$(command -v cc || command -v gcc || command -v clang)}"
+            "$cc" -std=c99 -Wall -Werror -shared -fPIC -I "$1" "$2" -o "$1/good_minimal.so"
+            """, "sh", dir, TestEnv.fixture("plugins/good_minimal.c")])
+        #expect(build.status == 0, "\(build.stderr)")
+        let plugin = try PluginCatalog(directories: []).load(path: dir + "/good_minimal.so").get()
+        #expect(plugin.description.abiMajor == 1 && plugin.description.abiMinor == 0)
+        let h = try Harness(plugin: dir + "/good_minimal.so")
+        h.launch()
+        #expect(h.waitFor(1).first?[field: "value"] == .double(1.0))
+        h.instance.shutdown {}
+    }
+
     @Test func sigtermStopsMonitorsAndDrainsSinks() throws {
         let dir = try TestEnv.tempDir()
         let manifest = dir + "/vigil.yaml"
@@ -335,7 +376,7 @@ import VigilCore
         let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
         for name in ["cpu", "memory", "load", "heartbeat"] {
             let row = rows.first { $0.first.map(String.init) == name }
-            #expect(row.map { $0.count == 4 && $0[1] == "1.0.0" && $0[2] == "1.0" && $0[3].hasSuffix(".so") } == true,
+            #expect(row.map { $0.count == 4 && $0[1] == "1.0.0" && $0[2] == "1.1" && $0[3].hasSuffix(".so") } == true,
                     "\(name) missing or malformed in \(list.stdout)")
         }
         #expect(list.stderr.contains("abi_major2.so refused"))

@@ -84,7 +84,7 @@ extern "C" {
 
 /** The ABI version this header describes. */
 #define VIGIL_ABI_MAJOR 1
-#define VIGIL_ABI_MINOR 0
+#define VIGIL_ABI_MINOR 1
 
 /** Name of the one symbol every plugin exports. */
 #define VIGIL_ENTRY_SYMBOL "vigil_plugin_entry"
@@ -291,6 +291,14 @@ typedef struct vigil_host_api {
     /** CLOCK_REALTIME in nanoseconds, as the host sees it (tests inject a
      *  clock through this). */
     int64_t (*now_ns)(vigil_host_ctx *host);
+
+    /* ---- ABI 1.1 (check VIGIL_HOST_HAS(api, finished) before calling) ---- */
+
+    /** The instance has nothing more to emit: a bounded workload (a
+     *  benchmark's flood, a one-shot import) is done. When every monitor of
+     *  the run has finished or failed, `vigil run` stops them, drains its
+     *  sinks and exits. Any thread, after the instance's last emit. */
+    void (*finished)(vigil_host_ctx *host);
 
     /* Room for later minors, appended here: timers, fd watches, allocation. */
 } vigil_host_api;
@@ -533,7 +541,8 @@ VIGIL_STATIC_ASSERT(sizeof(vigil_field) == 40, "vigil_field is frozen");
 VIGIL_STATIC_ASSERT(sizeof(vigil_option) == 40, "vigil_option is frozen");
 VIGIL_STATIC_ASSERT(sizeof(vigil_event) == 48, "vigil_event 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_error) == 24, "vigil_error 1.0 layout");
-VIGIL_STATIC_ASSERT(sizeof(vigil_host_api) == 40, "vigil_host_api 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_host_api) == 48, "vigil_host_api 1.1 layout");
+VIGIL_STATIC_ASSERT(VIGIL_HOST_API_SIZE_1_0 == 40, "vigil_host_api 1.0 size");
 VIGIL_STATIC_ASSERT(sizeof(vigil_option_spec) == 64, "vigil_option_spec 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_field_spec) == 56, "vigil_field_spec 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_event_spec) == 56, "vigil_event_spec 1.0 layout");
