@@ -5,7 +5,8 @@ import PackageDescription
 /// written against VigilKit exactly as a third party would write one.
 func plugin(_ name: String, target: String) -> (Product, Target) {
     (.library(name: name, type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["CVigilPlugin", "VigilKit", "LinuxProbes"], path: "Plugins/\(name)"))
+     .target(name: target, dependencies: ["CVigilPlugin", "VigilKit", "LinuxProbes"], path: "Plugins/\(name)",
+             linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Plugins/exports.map"])]))
 }
 
 let plugins = [

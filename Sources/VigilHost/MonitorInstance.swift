@@ -253,6 +253,22 @@ final class MonitorInstance: @unchecked Sendable {
                                   status: Self.statusName(status), message: why)
     }
 
+    /// Creates the instance and destroys it again, on its queue; returns the
+    /// nanoseconds create took, or the failure (for `plugins describe --timing`).
+    func timeCreate() -> Result<Int64, PluginRefusal> {
+        queue.sync {
+            let started = monotonicNanoseconds()
+            let (status, message) = create()
+            let took = monotonicNanoseconds() - started
+            guard status == VIGIL_OK, let handle else {
+                return .failure(PluginRefusal(path: plugin.description.path, reason: "create: \(message)"))
+            }
+            plugin.descriptor.destroy(handle)
+            self.handle = nil
+            return .success(took)
+        }
+    }
+
     /// Stops and destroys the instance; `completion` runs on the instance's queue.
     func shutdown(completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in

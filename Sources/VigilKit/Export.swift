@@ -11,10 +11,27 @@ import Synchronization
 ///     }
 ///
 /// One plugin image exports one monitor type.
+///
+/// Whether the monitor is polled is decided at compile time (the overload for
+/// `PolledMonitor` is the more specific): a dynamic protocol cast here would
+/// make the Swift runtime scan every loaded image's conformances, tens of
+/// milliseconds in a host that has Foundation loaded.
 public enum VigilKit {
     public static func export<M: Monitor>(_ type: M.Type, _ args: UnsafePointer<vigil_entry_args>?,
                                           _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
-        let descriptor = Registry.descriptor(for: type)
+        let descriptor = Registry.descriptor(for: type, polled: false) { options, context throws(MonitorError) in
+            let monitor = try M(options: options, context: context)
+            return InstanceBox(context: context, start: monitor.start, poll: nil, stop: monitor.stop)
+        }
+        return vigil_negotiate(args, result, descriptor)
+    }
+
+    public static func export<M: PolledMonitor>(_ type: M.Type, _ args: UnsafePointer<vigil_entry_args>?,
+                                                _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
+        let descriptor = Registry.descriptor(for: type, polled: true) { options, context throws(MonitorError) in
+            let monitor = try M(options: options, context: context)
+            return InstanceBox(context: context, start: monitor.start, poll: monitor.poll, stop: monitor.stop)
+        }
         return vigil_negotiate(args, result, descriptor)
     }
 }
@@ -22,18 +39,20 @@ public enum VigilKit {
 /// The descriptor and factory of the image's monitor type, built once and
 /// kept for the life of the process (the host never unloads plugins).
 enum Registry {
+    typealias Factory = (Options, MonitorContext) throws(MonitorError) -> InstanceBox
+
     struct Entry: @unchecked Sendable {
         var descriptor: UnsafePointer<vigil_plugin_descriptor>
-        var make: (Options, MonitorContext) throws(MonitorError) -> any Monitor
+        var make: Factory
     }
 
     static let current = Mutex<Entry?>(nil)
 
-    static func descriptor<M: Monitor>(for type: M.Type) -> UnsafePointer<vigil_plugin_descriptor> {
+    static func descriptor<M: Monitor>(for type: M.Type, polled: Bool,
+                                       make: @escaping Factory) -> UnsafePointer<vigil_plugin_descriptor> {
         current.withLock { entry in
             if let entry { return entry.descriptor }
-            let built = Entry(descriptor: build(M.spec, polled: M.self is any PolledMonitor.Type),
-                              make: { (options, context) throws(MonitorError) in try M(options: options, context: context) })
+            let built = Entry(descriptor: build(M.spec, polled: polled), make: make)
             entry = built
             return built.descriptor
         }
@@ -93,15 +112,20 @@ enum Registry {
     }
 }
 
-/// One instance as the host holds it.
+/// One instance as the host holds it: the monitor's calls, bound to it.
 final class InstanceBox {
-    let monitor: any Monitor
     let context: MonitorContext
+    let start: () throws(MonitorError) -> Void
+    let poll: (() throws(MonitorError) -> Void)?
+    let stop: () -> Void
     var started = false
 
-    init(monitor: any Monitor, context: MonitorContext) {
-        self.monitor = monitor
+    init(context: MonitorContext, start: @escaping () throws(MonitorError) -> Void,
+         poll: (() throws(MonitorError) -> Void)?, stop: @escaping () -> Void) {
         self.context = context
+        self.start = start
+        self.poll = poll
+        self.stop = stop
     }
 }
 
@@ -153,8 +177,8 @@ enum Callbacks {
         }
         let context = MonitorContext(instanceName: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
         do {
-            let monitor = try entry.make(Options(values), context)
-            out.pointee = Unmanaged.passRetained(InstanceBox(monitor: monitor, context: context)).toOpaque()
+            let box = try entry.make(Options(values), context)
+            out.pointee = Unmanaged.passRetained(box).toOpaque()
             return VIGIL_OK
         } catch {
             return fail(error, err)
@@ -165,7 +189,7 @@ enum Callbacks {
         guard let box = box(instance) else { return VIGIL_E_INVALID_ARGUMENT }
         if box.started { return VIGIL_OK }  // idempotent
         do {
-            try box.monitor.start()
+            try box.start()
             box.started = true
             return VIGIL_OK
         } catch {
@@ -174,9 +198,9 @@ enum Callbacks {
     }
 
     static func poll(_ instance: UnsafeMutableRawPointer?, _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
-        guard let box = box(instance), let polled = box.monitor as? any PolledMonitor else { return VIGIL_E_INVALID_ARGUMENT }
+        guard let box = box(instance), let poll = box.poll else { return VIGIL_E_INVALID_ARGUMENT }
         do {
-            try polled.poll()
+            try poll()
             return VIGIL_OK
         } catch {
             return fail(error, err)
@@ -186,7 +210,7 @@ enum Callbacks {
     static func stop(_ instance: UnsafeMutableRawPointer?, _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
         guard let box = box(instance) else { return VIGIL_E_INVALID_ARGUMENT }
         if box.started {
-            box.monitor.stop()
+            box.stop()
             box.started = false
         }
         return VIGIL_OK
@@ -195,7 +219,7 @@ enum Callbacks {
     static func destroy(_ instance: UnsafeMutableRawPointer?) {
         guard let instance else { return }
         let box = Unmanaged<InstanceBox>.fromOpaque(instance).takeRetainedValue()
-        if box.started { box.monitor.stop() }
+        if box.started { box.stop() }
     }
 
     static func string(_ s: vigil_str) -> String {

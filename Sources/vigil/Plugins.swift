@@ -14,6 +14,8 @@ struct Plugins: AsyncParsableCommand {
             discussion: "Searches --plugin-dir, the manifest's plugin_dirs (with --manifest), the directory of the vigil executable, then /usr/local/lib/vigil/plugins. Shared objects that are not Vigil plugins are skipped; refused plugins are listed with the reason.")
 
         @Option(help: "Also search the plugin_dirs of this manifest.") var manifest: String?
+        @Flag(help: "Also time each plugin: load (dlopen, negotiation, self-description) and create of one instance with default options, in this process, in order (the first also pays the host's one-time start-up).")
+        var timing = false
         @OptionGroup var plugins: PluginDirOptions
 
         func run() async throws {
@@ -21,11 +23,17 @@ struct Plugins: AsyncParsableCommand {
             let catalog = plugins.catalog(manifest: manifest)
             var rows: [[String]] = []
             var refused: [String] = []
-            for path in catalog.discover() where PluginCatalog.exportsEntry(path: path) {
+            // With --timing nothing is opened before it is timed (a file that is
+            // not a plugin is then listed as refused).
+            for path in catalog.discover() where timing || PluginCatalog.exportsEntry(path: path) {
+                var time = ""
+                if timing, case .success(let t) = PluginTiming.measure(reference: path, catalog: catalog) {
+                    time = String(format: "%.3f", Double(t.load + (t.create ?? 0)) / 1e6)
+                }
                 switch catalog.load(path: path) {
                 case .success(let plugin):
                     let d = plugin.description
-                    rows.append([d.name, d.version, "\(d.abiMajor).\(d.abiMinor)", path])
+                    rows.append([d.name, d.version, "\(d.abiMajor).\(d.abiMinor)"] + (timing ? [time] : []) + [path])
                 case .failure(let refusal):
                     refused.append(refusal.description)
                 }
@@ -33,7 +41,7 @@ struct Plugins: AsyncParsableCommand {
             if rows.isEmpty {
                 print("no plugins found in \(catalog.directories.joined(separator: ", "))")
             } else {
-                printTable(header: ["NAME", "VERSION", "ABI", "PATH"], rows: rows)
+                printTable(header: ["NAME", "VERSION", "ABI"] + (timing ? ["LOAD+CREATE MS"] : []) + ["PATH"], rows: rows)
             }
             for line in refused { FileHandle.standardError.write(Data("\(line)\n".utf8)) }
         }
@@ -44,16 +52,30 @@ struct Plugins: AsyncParsableCommand {
             abstract: "Show a plugin's self-description: options with types, defaults and docs; event kinds and fields.")
 
         @Argument(help: "A plugin name, or a path to a .so file.") var plugin: String
+        @Flag(help: "Also time loading (dlopen, negotiation, self-description) and creating one instance with default options.")
+        var timing = false
         @OptionGroup var plugins: PluginDirOptions
 
         func run() async throws {
             let catalog = plugins.catalog(manifest: nil)
+            var timingLine: String?
+            if timing {
+                switch PluginTiming.measure(reference: plugin, catalog: catalog) {
+                case .success(let t):
+                    let create = t.create.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "n/a (required options)"
+                    timingLine = String(format: "timing: load %.3f ms, create ", Double(t.load) / 1e6) + create
+                case .failure(let refusal):
+                    FileHandle.standardError.write(Data("vigil: \(refusal)\n".utf8))
+                    throw ExitCode(1)
+                }
+            }
             switch catalog.load(reference: plugin) {
             case .failure(let refusal):
                 FileHandle.standardError.write(Data("vigil: \(refusal)\n".utf8))
                 throw ExitCode(1)
             case .success(let loaded):
                 print(Self.render(loaded.description))
+                if let timingLine { print(timingLine) }
             }
         }
 

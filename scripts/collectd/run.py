@@ -660,6 +660,8 @@ def run_flood(args, workload):
                 if first and last and last > first else None),
             "refused_value_lists": (done or {}).get("refused"),
             "cpu_seconds": round(cpu_total, 4) if cpu_total is not None else None,
+            "cpu_user_seconds": round(ru.ru_utime, 4) if ru else None,
+            "cpu_system_seconds": round(ru.ru_stime, 4) if ru else None,
             "cpu_seconds_at_delivery": cpu_at_delivery,
             "cpu_seconds_per_million_values": (
                 round(cpu_total / final_values * 1e6, 4)
