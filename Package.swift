@@ -29,7 +29,6 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
-        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         // The plugin contract: one C header, nothing else.
@@ -45,7 +44,6 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             .product(name: "SystemPackage", package: "swift-system"),
-            .product(name: "DequeModule", package: "swift-collections"),
         ], swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),

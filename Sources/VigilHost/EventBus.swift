@@ -1,4 +1,3 @@
-import DequeModule
 import Foundation
 import Synchronization
 import VigilCore
@@ -67,10 +66,18 @@ public final class EventBus: @unchecked Sendable {
 }
 
 /// A sink's bounded queue: many producers, one consumer (the sink's thread).
+///
+/// Producers append to an array; the consumer swaps the whole array out in
+/// O(1), so events move from producer to sink without being copied or
+/// retained again. `drop_oldest` skips a prefix (`head`) rather than removing
+/// it, compacting once that prefix reaches the capacity.
 final class SinkQueue: @unchecked Sendable {
     let capacity: Int
     let overflow: OverflowPolicy
-    private var buffer: Deque<Event>
+    private var pending: [Event] = []
+    /// Events at the front of `pending` dropped by `drop_oldest`.
+    private var head = 0
+    private var count: Int { pending.count - head }
     private var mutex = pthread_mutex_t()
     private var notEmpty = pthread_cond_t()
     private var notFull = pthread_cond_t()
@@ -82,6 +89,14 @@ final class SinkQueue: @unchecked Sendable {
     /// How long the consumer lingers, and the depth that ends the linger early.
     static let lingerNanoseconds: Int64 = 200_000
     static let batchThreshold = 512
+    /// Lingering pays only when events come fast: below this rate (events/s)
+    /// each event is taken at once, so low rates see no added latency.
+    static let lingerAboveRate = 100_000
+    /// Events popped in the current measuring window, and when it began: the
+    /// consumer's estimate of the arrival rate. Consumer-side only.
+    private var windowEvents = 0
+    private var windowStart = monotonicNanoseconds()
+    private var fastArrivals = false
     /// Slots promised to producers of a blocking sink (see `reserve`).
     private var reserved = 0
     private var closed = false
@@ -95,7 +110,7 @@ final class SinkQueue: @unchecked Sendable {
     init(capacity: Int, overflow: OverflowPolicy) {
         self.capacity = capacity
         self.overflow = overflow
-        self.buffer = Deque(minimumCapacity: min(capacity, 4096))
+        pending.reserveCapacity(min(capacity, 4096))
         pthread_mutex_init(&mutex, nil)
         // Timed waits measure monotonic time: a wall clock step must not stall a sink.
         var attr = pthread_condattr_t()
@@ -121,20 +136,25 @@ final class SinkQueue: @unchecked Sendable {
             pthread_mutex_unlock(&mutex)
             return
         }
-        if buffer.count + reserved >= capacity && !force {
+        if count + reserved >= capacity && !force {
             switch overflow {
             case .dropNewest, .block:
                 dropped &+= 1
                 pthread_mutex_unlock(&mutex)
                 return
             case .dropOldest:
-                if buffer.isEmpty {
+                if count == 0 {
                     dropped &+= 1
                     pthread_mutex_unlock(&mutex)
                     return
                 }
-                buffer.removeFirst()
+                head += 1
                 dropped &+= 1
+                if head >= capacity {
+                    // Amortised: one O(capacity) compaction per `capacity` drops.
+                    pending.removeFirst(head)
+                    head = 0
+                }
             }
         }
         appendLocked(event)
@@ -147,7 +167,7 @@ final class SinkQueue: @unchecked Sendable {
         defer { pthread_mutex_unlock(&mutex) }
         producersWaiting += 1
         defer { producersWaiting -= 1 }
-        while buffer.count + reserved >= capacity {
+        while count + reserved >= capacity {
             if closed || monotonicNanoseconds() >= giveUpAt { return false }
             var deadline = Self.deadline(after: 100_000_000)
             pthread_cond_timedwait(&notFull, &mutex, &deadline)
@@ -185,12 +205,13 @@ final class SinkQueue: @unchecked Sendable {
     /// Appends and wakes the consumer; releases the mutex.
     @inline(__always)
     private func appendLocked(_ event: Event) {
-        buffer.append(event)
+        pending.append(event)
         accepted &+= 1
-        if buffer.count > highWater { highWater = buffer.count }
+        let depth = count
+        if depth > highWater { highWater = depth }
         // Wake a consumer waiting on an empty queue at once; one lingering for
         // a batch only when the batch is there.
-        let wake = consumerWaiting && (!consumerLingering || buffer.count >= Self.batchThreshold)
+        let wake = consumerWaiting && (!consumerLingering || depth >= Self.batchThreshold)
         if wake { consumerWaiting = false }
         pthread_mutex_unlock(&mutex)
         if wake { pthread_cond_signal(&notEmpty) }
@@ -205,37 +226,49 @@ final class SinkQueue: @unchecked Sendable {
         return ts
     }
 
-    /// Moves up to `max` events into `batch`, waiting up to `timeout` ns for the
-    /// first. Returns false once the queue is closed and empty.
-    func pop(into batch: inout [Event], max: Int, timeout: Int64) -> Bool {
+    /// Moves every queued event into `batch` (which must be empty; its
+    /// storage is handed back to the producers), waiting up to `timeout` ns
+    /// for the first. Returns false once the queue is closed and empty.
+    func pop(into batch: inout [Event], timeout: Int64) -> Bool {
+        precondition(batch.isEmpty)
         pthread_mutex_lock(&mutex)
-        if buffer.isEmpty && !closed {
+        if count == 0 && !closed {
             var deadline = Self.deadline(after: timeout)
             consumerWaiting = true
-            while buffer.isEmpty && !closed {
+            while count == 0 && !closed {
                 if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }
             }
             consumerWaiting = false
         }
-        if !buffer.isEmpty && buffer.count < Self.batchThreshold && !closed && producersWaiting == 0 {
+        if fastArrivals && count > 0 && count < Self.batchThreshold && !closed && producersWaiting == 0 {
             // A few events: give the producers a moment to make it a batch.
             var deadline = Self.deadline(after: Self.lingerNanoseconds)
             consumerWaiting = true
             consumerLingering = true
-            while buffer.count < Self.batchThreshold && !closed {
+            while count < Self.batchThreshold && !closed {
                 if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }
             }
             consumerLingering = false
             consumerWaiting = false
         }
-        let n = Swift.min(max, buffer.count)
-        if n > 0 {
-            batch.append(contentsOf: buffer.prefix(n))
-            buffer.removeFirst(n)
+        let n = count
+        let skip = head
+        if n > 0 || skip > 0 {
+            swap(&batch, &pending)
+            head = 0
         }
-        let more = !(closed && buffer.isEmpty)
+        // Re-estimate the arrival rate every 10 ms of popping.
+        windowEvents += n
+        let now = monotonicNanoseconds()
+        if now - windowStart >= 10_000_000 {
+            fastArrivals = windowEvents * 1_000_000_000 / Int(now - windowStart) >= Self.lingerAboveRate
+            windowEvents = 0
+            windowStart = now
+        }
+        let more = !(closed && count == 0)
         let wakeProducers = producersWaiting > 0 && n > 0
         pthread_mutex_unlock(&mutex)
+        if skip > 0 { batch.removeFirst(skip) }
         if wakeProducers { pthread_cond_broadcast(&notFull) }
         return more || n > 0
     }
@@ -252,8 +285,9 @@ final class SinkQueue: @unchecked Sendable {
     /// Discards everything still queued (a sink that gave up); returns how many.
     func discardAll() -> Int {
         pthread_mutex_lock(&mutex)
-        let n = buffer.count
-        buffer.removeAll()
+        let n = count
+        pending.removeAll()
+        head = 0
         dropped &+= UInt64(n)
         pthread_mutex_unlock(&mutex)
         pthread_cond_broadcast(&notFull)
@@ -263,13 +297,13 @@ final class SinkQueue: @unchecked Sendable {
     var depth: Int {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
-        return buffer.count
+        return count
     }
 
     struct Counters { var accepted: UInt64; var dropped: UInt64; var depth: Int; var highWater: Int }
     var counters: Counters {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
-        return Counters(accepted: accepted, dropped: dropped, depth: buffer.count, highWater: highWater)
+        return Counters(accepted: accepted, dropped: dropped, depth: count, highWater: highWater)
     }
 }

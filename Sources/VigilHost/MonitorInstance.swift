@@ -358,7 +358,8 @@ final class MonitorInstance: @unchecked Sendable {
             let declared = kindIndex >= 0 ? fieldNames[kindIndex] : []
             for i in 0..<e.field_count {
                 let f = pointer[i]
-                let nameIndex = index(of: f.name, in: declared)
+                // Plugins emit fields in declared order: try that position first.
+                let nameIndex = i < declared.count && matches(f.name, declared[i]) ? i : index(of: f.name, in: declared)
                 let fieldName = nameIndex >= 0 ? declared[nameIndex] : HostAPI.string(f.name)
                 let value: FieldValue
                 switch f.value.type {
@@ -385,12 +386,16 @@ final class MonitorInstance: @unchecked Sendable {
     /// The index of the name equal to `s`'s bytes, or -1.
     @inline(__always)
     private func index(of s: vigil_str, in names: [String]) -> Int {
-        guard let ptr = s.ptr else { return -1 }
-        for (i, candidate) in names.enumerated() where candidate.utf8.count == s.len {
-            let equal = candidate.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, ptr, s.len) == 0 }
-            if equal ?? candidate.utf8.elementsEqual(UnsafeRawBufferPointer(start: ptr, count: s.len)) { return i }
-        }
+        for i in names.indices where matches(s, names[i]) { return i }
         return -1
+    }
+
+    /// Whether a plugin's string has exactly the bytes of `name`.
+    @inline(__always)
+    private func matches(_ s: vigil_str, _ name: String) -> Bool {
+        guard let ptr = s.ptr, name.utf8.count == s.len else { return false }
+        let equal = name.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, ptr, s.len) == 0 }
+        return equal ?? name.utf8.elementsEqual(UnsafeRawBufferPointer(start: ptr, count: s.len))
     }
 
     func pluginLog(level: Int, message: String) {

@@ -82,8 +82,6 @@ final class SinkRunner: @unchecked Sendable {
     private var lastErrorLog: Int64 = 0
     private var suppressedErrors = 0
 
-    static let batchSize = 4096
-
     init(config: SinkConfig, sink: any EventSink, logger: Logger) {
         self.config = config
         self.sink = sink
@@ -107,11 +105,10 @@ final class SinkRunner: @unchecked Sendable {
 
     private func run() {
         var batch: [Event] = []
-        batch.reserveCapacity(Self.batchSize)
         var nextTick = monotonicNanoseconds() + sink.tickInterval
         while true {
             let now = monotonicNanoseconds()
-            let more = queue.pop(into: &batch, max: Self.batchSize, timeout: max(1_000_000, nextTick - now))
+            let more = queue.pop(into: &batch, timeout: max(1_000_000, nextTick - now))
             if !batch.isEmpty {
                 do {
                     try sink.write(batch, context: context)

@@ -27,16 +27,28 @@ final class Progress: Sendable {
         let q = SinkQueue(capacity: 3, overflow: .dropOldest)
         for i in 1...5 { q.push(Self.event(i)) }
         var batch: [Event] = []
-        _ = q.pop(into: &batch, max: 10, timeout: 1_000_000)
+        _ = q.pop(into: &batch, timeout: 1_000_000)
         #expect(batch.map(\.seq) == [3, 4, 5])
         #expect(q.counters.dropped == 2)
+    }
+
+    @Test func dropOldestStaysBoundedWhenNothingDrains() {
+        // A dead sink with drop_oldest: the queue keeps the newest `capacity`
+        // events and its storage does not grow without bound.
+        let q = SinkQueue(capacity: 100, overflow: .dropOldest)
+        for i in 1...10_000 { q.push(Self.event(i)) }
+        #expect(q.counters.depth == 100)
+        var batch: [Event] = []
+        _ = q.pop(into: &batch, timeout: 1_000_000)
+        #expect(batch.map(\.seq) == (9_901...10_000).map(UInt64.init))
+        #expect(batch.capacity < 1_000)
     }
 
     @Test func dropNewestKeepsTheOldestEvents() {
         let q = SinkQueue(capacity: 3, overflow: .dropNewest)
         for i in 1...5 { q.push(Self.event(i)) }
         var batch: [Event] = []
-        _ = q.pop(into: &batch, max: 10, timeout: 1_000_000)
+        _ = q.pop(into: &batch, timeout: 1_000_000)
         #expect(batch.map(\.seq) == [1, 2, 3])
         #expect(q.counters.dropped == 2)
     }
@@ -50,7 +62,7 @@ final class Progress: Sendable {
         producer.start()
         var all: [Event] = []
         var batch: [Event] = []
-        while q.pop(into: &batch, max: 7, timeout: 100_000_000) {
+        while q.pop(into: &batch, timeout: 100_000_000) {
             all += batch
             batch.removeAll()
         }
@@ -66,10 +78,10 @@ final class Progress: Sendable {
         q.close()
         q.push(Self.event(2))
         var batch: [Event] = []
-        #expect(q.pop(into: &batch, max: 10, timeout: 1_000_000))
+        #expect(q.pop(into: &batch, timeout: 1_000_000))
         #expect(batch.map(\.seq) == [1])
         batch.removeAll()
-        #expect(!q.pop(into: &batch, max: 10, timeout: 1_000_000))
+        #expect(!q.pop(into: &batch, timeout: 1_000_000))
         #expect(q.counters.dropped == 1)
     }
 
