@@ -100,6 +100,7 @@ final class SinkQueue: @unchecked Sendable {
     /// Slots promised to producers of a blocking sink (see `reserve`).
     private var reserved = 0
     private var closed = false
+    private var wakeRequested = false
     private var giveUpAt = Int64.max
 
     // Counters, read by stats; written under the mutex.
@@ -235,7 +236,7 @@ final class SinkQueue: @unchecked Sendable {
         if count == 0 && !closed {
             var deadline = Self.deadline(after: timeout)
             consumerWaiting = true
-            while count == 0 && !closed {
+            while count == 0 && !closed && !wakeRequested {
                 if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }
             }
             consumerWaiting = false
@@ -271,6 +272,30 @@ final class SinkQueue: @unchecked Sendable {
         if skip > 0 { batch.removeFirst(skip) }
         if wakeProducers { pthread_cond_broadcast(&notFull) }
         return more || n > 0
+    }
+
+    /// Wakes the consumer without an event (a sink has other work to do).
+    func wake() {
+        pthread_mutex_lock(&mutex)
+        wakeRequested = true
+        pthread_mutex_unlock(&mutex)
+        pthread_cond_signal(&notEmpty)
+    }
+
+    /// Whether `wake` was called since the last time this was asked.
+    func takeWakeRequest() -> Bool {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        let requested = wakeRequested
+        wakeRequested = false
+        return requested
+    }
+
+    /// Whether more than `count` events were dropped in all (cheap to ask).
+    func hasDrops(since count: UInt64) -> Bool {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return dropped > count
     }
 
     /// Stops accepting events; the consumer drains what is queued.

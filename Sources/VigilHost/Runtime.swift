@@ -376,7 +376,7 @@ struct ReopenService: Service {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
             logger.info("SIGHUP: reopening sink files")
-            for runner in sinks { runner.sink.requestReopen() }
+            for runner in sinks { runner.requestReopen() }
         }
     }
 }

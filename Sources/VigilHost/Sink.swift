@@ -14,21 +14,32 @@ public protocol EventSink: AnyObject, Sendable {
     /// that can hold events while its peer is away (socket connect) retries
     /// inside `write`, checking `context.shouldAbandon`.
     func write(_ batch: [Event], context: SinkContext) throws
-    /// Periodic housekeeping: fsync interval, accepting clients, reconnects.
+    /// Periodic housekeeping: fsync interval, flushing slow clients.
     /// Called at least every `tickInterval` nanoseconds while running.
     func tick(context: SinkContext)
-    /// How often `tick` wants to run, in nanoseconds.
+    /// How often `tick` wants to run now, in nanoseconds (read again after
+    /// each call); `SinkTicks.never` when there is nothing to do, so an idle
+    /// sink does not wake at all.
     var tickInterval: Int64 { get }
+    /// Called once before the sink runs, with a function that wakes its
+    /// thread (for work that arrives other than as events: a new client).
+    func attach(wake: @escaping @Sendable () -> Void)
     /// Flushes and releases everything; called once, after the last write.
     func shutdown(context: SinkContext)
     /// Asks the sink to reopen its files (SIGHUP). Any thread.
     func requestReopen()
 }
 
+public enum SinkTicks {
+    /// No periodic work: the sink's thread sleeps until events arrive.
+    public static let never: Int64 = 1 << 60
+}
+
 extension EventSink {
     public func tick(context: SinkContext) {}
-    public var tickInterval: Int64 { 1_000_000_000 }
+    public var tickInterval: Int64 { SinkTicks.never }
     public func requestReopen() {}
+    public func attach(wake: @escaping @Sendable () -> Void) {}
 }
 
 /// What a sink may know about its runner.
@@ -90,6 +101,13 @@ final class SinkRunner: @unchecked Sendable {
         logger[metadataKey: "sink"] = "\(config.name)"
         self.context = SinkContext(name: config.name, logger: logger)
         context.whileWaiting = { [unowned self] in reportDrops() }
+        sink.attach { [queue] in queue.wake() }
+    }
+
+    /// Asks the sink to reopen its files, and wakes its thread to do it now.
+    func requestReopen() {
+        sink.requestReopen()
+        queue.wake()
     }
 
     func start() {
@@ -105,10 +123,13 @@ final class SinkRunner: @unchecked Sendable {
 
     private func run() {
         var batch: [Event] = []
-        var nextTick = monotonicNanoseconds() + sink.tickInterval
+        // The interval a sink wants can change (a file became dirty, a client
+        // fell behind), so the next tick is worked out afresh on every turn.
+        var lastTick = monotonicNanoseconds()
         while true {
             let now = monotonicNanoseconds()
-            let more = queue.pop(into: &batch, timeout: max(1_000_000, nextTick - now))
+            let more = queue.pop(into: &batch, timeout: max(1_000_000, lastTick + sink.tickInterval - now))
+            let woke = queue.takeWakeRequest()
             if !batch.isEmpty {
                 do {
                     try sink.write(batch, context: context)
@@ -127,11 +148,11 @@ final class SinkRunner: @unchecked Sendable {
                 }
                 batch.removeAll(keepingCapacity: true)
             }
-            if monotonicNanoseconds() >= nextTick {
+            if monotonicNanoseconds() >= lastTick + sink.tickInterval || woke {
                 sink.tick(context: context)
-                reportDrops()
-                nextTick = monotonicNanoseconds() + sink.tickInterval
+                lastTick = monotonicNanoseconds()
             }
+            reportDrops()
             if !more { break }
         }
         sink.shutdown(context: context)
@@ -148,7 +169,7 @@ final class SinkRunner: @unchecked Sendable {
     /// Logs events dropped since the last report, at most every 10 s.
     private func reportDrops() {
         let now = monotonicNanoseconds()
-        guard now - lastDropLog >= 10_000_000_000 else { return }
+        guard now - lastDropLog >= 10_000_000_000, queue.hasDrops(since: reportedDrops) else { return }
         let dropped = queue.counters.dropped
         guard dropped > reportedDrops else { return }
         context.logger.warning("queue full (\(config.queueCapacity) events): \(dropped - reportedDrops) events dropped (overflow: \(config.overflow.rawValue)), \(dropped) in all")

@@ -94,7 +94,8 @@ final class FileSink: EventSink, @unchecked Sendable {
         buffer.reserveCapacity(1 << 20)
     }
 
-    var tickInterval: Int64 { config.fsync == .interval ? config.fsyncInterval : 1_000_000_000 }
+    /// Only an unsynced file under `fsync: interval` needs a tick; SIGHUP wakes the thread.
+    var tickInterval: Int64 { config.fsync == .interval && dirty ? config.fsyncInterval : SinkTicks.never }
 
     func requestReopen() { reopenRequested.store(true, ordering: .releasing) }
 

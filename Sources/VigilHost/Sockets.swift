@@ -204,7 +204,8 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
         self.backoff = config.reconnectMin
     }
 
-    var tickInterval: Int64 { 250_000_000 }
+    /// While connected, notice a peer that went away (once a second).
+    var tickInterval: Int64 { fd >= 0 && !isDatagram ? 1_000_000_000 : SinkTicks.never }
 
     func write(_ batch: [Event], context: SinkContext) throws {
         buffer.removeAll(keepingCapacity: true)
@@ -213,6 +214,9 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
             return
         }
         for event in batch { encoder.encode(event, into: &buffer) }
+        // A peer that closed while we were idle would swallow the first send
+        // (the kernel takes it, then the connection resets): check first.
+        dropIfPeerClosed()
         var offset = 0
         while offset < buffer.count {
             if fd < 0 { try waitForConnection(context: context) }
@@ -306,8 +310,12 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
     }
 
     func tick(context: SinkContext) {
-        // Detect a peer that went away while idle, so the next batch reconnects
-        // at once instead of failing first.
+        dropIfPeerClosed()
+    }
+
+    /// Closes the connection if the peer has closed its end (EOF or an error
+    /// pending), so the next send goes to a new connection.
+    private func dropIfPeerClosed() {
         guard fd >= 0, !isDatagram else { return }
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         if poll(&pfd, 1, 0) == 1 {
@@ -347,13 +355,30 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
     private var lastBindAttempt: Int64 = 0
     private var loggedBindFailure = false
 
+    /// Clients accepted by the accept thread, not yet taken by the sink's
+    /// thread; and the function that wakes the sink's thread. Guarded by `lock`.
+    private let lock = NSLockish()
+    private var accepted: [Int32] = []
+    private var wake: @Sendable () -> Void = {}
+    private var acceptThread: Thread?
+    private let acceptDone = DispatchSemaphore(value: 0)
+
     init(address: SocketAddress, config: SocketSinkConfig, host: String) {
         self.address = address
         self.config = config
         self.encoder = JSONLineEncoder(host: host)
     }
 
-    var tickInterval: Int64 { 50_000_000 }
+    /// Ticks only to retry a failed bind or to flush clients with data pending:
+    /// an idle listening sink does not wake at all.
+    var tickInterval: Int64 {
+        if listener < 0 { return 5_000_000_000 }
+        return clients.contains { $0.sent < $0.pending.count } ? 50_000_000 : SinkTicks.never
+    }
+
+    func attach(wake: @escaping @Sendable () -> Void) {
+        lock.withLock { self.wake = wake }
+    }
 
     /// Binds now, so a bad address is reported when the host starts.
     func bind(logger: Logger) {
@@ -365,11 +390,11 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         lastBindAttempt = monotonicNanoseconds()
         do {
             listener = try Sockets.listen(address)
-            Sockets.setNonBlocking(listener, true)
             if case .unix(let path) = address {
                 var st = stat()
                 if lstat(path, &st) == 0 { boundNode = (st.st_dev, st.st_ino) }
             }
+            startAccepting(listener)
             if loggedBindFailure { logger.notice("listening on \(address)") }
             loggedBindFailure = false
         } catch {
@@ -405,18 +430,37 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
     }
 
     func tick(context: SinkContext) {
-        if listener < 0, monotonicNanoseconds() - lastBindAttempt > 5_000_000_000 { openListener(logger: context.logger) }
+        if listener < 0, monotonicNanoseconds() - lastBindAttempt >= 5_000_000_000 { openListener(logger: context.logger) }
         acceptClients(context: context)
         flushClients(context: context)
     }
 
+    /// A thread blocked in accept(2): new clients wait for the sink's thread,
+    /// which is woken to take them.
+    private func startAccepting(_ fd: Int32) {
+        let thread = Thread { [self] in
+            while true {
+                let client = accept(fd, nil, nil)
+                if client < 0 {
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    break  // the listener was shut down
+                }
+                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                Sockets.setNonBlocking(client, true)
+                let wake = lock.withLock { accepted.append(client); return self.wake }
+                wake()
+            }
+            acceptDone.signal()
+        }
+        thread.name = "vigil-accept"
+        thread.stackSize = 128 << 10
+        acceptThread = thread
+        thread.start()
+    }
+
     private func acceptClients(context: SinkContext) {
-        guard listener >= 0 else { return }
-        while true {
-            let fd = accept(listener, nil, nil)
-            if fd < 0 { break }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            Sockets.setNonBlocking(fd, true)
+        let new = lock.withLock { () -> [Int32] in defer { accepted.removeAll() }; return accepted }
+        for fd in new {
             clients.append(Client(fd: fd))
             context.logger.debug("client connected to \(address)")
         }
@@ -450,7 +494,13 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         }
         for client in clients { close(client.fd) }
         clients.removeAll()
-        if listener >= 0 { close(listener) }
+        if listener >= 0 {
+            // Unblocks the accept thread (accept fails once the socket is shut down).
+            Glibc.shutdown(listener, Int32(SHUT_RDWR))
+            if acceptThread != nil { _ = acceptDone.wait(timeout: .now() + 1) }
+            close(listener)
+            for fd in lock.withLock({ accepted }) { close(fd) }
+        }
         listener = -1
         var st = stat()
         if case .unix(let path) = address, let node = boundNode, lstat(path, &st) == 0,
