@@ -288,6 +288,10 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
                 do {
                     fd = try Sockets.connect(address, timeoutMs: 2000)
                     Sockets.setNonBlocking(fd, true)
+                    // Room for whole batches in the kernel: fewer stalls and
+                    // wake-ups of the peer per batch (the kernel caps the size).
+                    var size: Int32 = 4 << 20
+                    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
                     if loggedDown { context.logger.notice("connected to \(address)") }
                     loggedDown = false
                     backoff = config.reconnectMin
