@@ -70,12 +70,7 @@ public struct JSONLineEncoder: Sendable {
 
     /// The timestamp, formatting the date and time of day only when the second changes.
     private mutating func appendCachedTimestamp(_ ns: Int64, to out: inout [UInt8]) {
-        var second = ns / 1_000_000_000
-        var fraction = ns % 1_000_000_000
-        if fraction < 0 {
-            fraction += 1_000_000_000
-            second -= 1
-        }
+        let (second, fraction) = Self.split(ns)
         if second != cachedSecond {
             cachedPrefix.removeAll(keepingCapacity: true)
             Self.appendTimestamp(second * 1_000_000_000, to: &cachedPrefix)
@@ -191,12 +186,7 @@ public struct JSONLineEncoder: Sendable {
 
     /// `2026-11-21T21:50:29.123456789Z` for nanoseconds since the epoch.
     public static func appendTimestamp(_ ns: Int64, to out: inout [UInt8]) {
-        var seconds = ns / 1_000_000_000
-        var fraction = ns % 1_000_000_000
-        if fraction < 0 {
-            fraction += 1_000_000_000
-            seconds -= 1
-        }
+        let (seconds, fraction) = split(ns)
         var days = seconds / 86_400
         var secondOfDay = seconds % 86_400
         if secondOfDay < 0 {
@@ -222,6 +212,13 @@ public struct JSONLineEncoder: Sendable {
             divisor /= 10
         }
         out.append(UInt8(ascii: "Z"))
+    }
+
+    /// Whole seconds (rounded down, also before 1970) and the nanoseconds past them.
+    @inline(__always)
+    static func split(_ ns: Int64) -> (seconds: Int64, fraction: Int64) {
+        let fraction = ns % 1_000_000_000
+        return fraction < 0 ? (ns / 1_000_000_000 - 1, fraction + 1_000_000_000) : (ns / 1_000_000_000, fraction)
     }
 
     /// Proleptic Gregorian date of a day count since 1970-01-01
