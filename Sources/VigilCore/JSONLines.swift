@@ -21,15 +21,9 @@ public struct JSONLineEncoder: Sendable {
     private var cachedSecond = Int64.min
     private var cachedPrefix: [UInt8] = []
 
-    private static let timeKey = Array(#"{"time":""#.utf8)
-    private static let monitorKey = Array(#""monitor":"#.utf8)
-    private static let pluginKey = Array(#","plugin":"#.utf8)
-    private static let kindKey = Array(#","kind":"#.utf8)
-    private static let severityKey = Array(#","severity":""#.utf8)
-    private static let seqKey = Array(#"","seq":"#.utf8)
-    private static let fieldsKey = Array(#","fields":{"#.utf8)
-    private static let end = Array("}}\n".utf8)
-    private static let severityNames = Severity.allCases.map { Array($0.name.utf8) }
+    // Constant parts as StaticStrings: appended from their fixed address, with
+    // no lazy initialisation check and no reference counting per event.
+    private static let severityNames: [StaticString] = ["debug", "info", "notice", "warning", "error", "critical"]
 
     public init(host: String) {
         var member: [UInt8] = []
@@ -41,22 +35,21 @@ public struct JSONLineEncoder: Sendable {
 
     /// Appends one line (with its trailing `\n`) to `out`.
     public mutating func encode(_ event: Event, into out: inout [UInt8]) {
-        out.append(contentsOf: Self.timeKey)
+        Self.append(#"{"time":""#, to: &out)
         appendCachedTimestamp(event.time, to: &out)
-        out.append(UInt8(ascii: "\""))
-        out.append(UInt8(ascii: ","))
+        Self.append(#"","#, to: &out)
         out.append(contentsOf: hostMember)
-        out.append(contentsOf: Self.monitorKey)
+        Self.append(#""monitor":"#, to: &out)
         Self.appendString(event.monitor, to: &out)
-        out.append(contentsOf: Self.pluginKey)
+        Self.append(#","plugin":"#, to: &out)
         Self.appendString(event.plugin, to: &out)
-        out.append(contentsOf: Self.kindKey)
+        Self.append(#","kind":"#, to: &out)
         Self.appendString(event.kind, to: &out)
-        out.append(contentsOf: Self.severityKey)
-        out.append(contentsOf: Self.severityNames[Int(event.severity.rawValue)])
-        out.append(contentsOf: Self.seqKey)
+        Self.append(#","severity":""#, to: &out)
+        Self.append(Self.severityNames[Int(event.severity.rawValue)], to: &out)
+        Self.append(#"","seq":"#, to: &out)
         Self.appendInteger(event.seq, to: &out)
-        out.append(contentsOf: Self.fieldsKey)
+        Self.append(#","fields":{"#, to: &out)
         var first = true
         for field in event.fields {
             if !first { out.append(UInt8(ascii: ",")) }
@@ -65,7 +58,12 @@ public struct JSONLineEncoder: Sendable {
             out.append(UInt8(ascii: ":"))
             Self.appendValue(field.value, to: &out)
         }
-        out.append(contentsOf: Self.end)
+        Self.append("}}\n", to: &out)
+    }
+
+    @inline(__always)
+    static func append(_ s: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
     /// The timestamp, formatting the date and time of day only when the second changes.
