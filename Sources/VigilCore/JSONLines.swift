@@ -34,56 +34,70 @@ public struct JSONLineEncoder: Sendable {
     }
 
     /// Appends one line (with its trailing `\n`) to `out`.
+    ///
+    /// The line is written with raw pointer stores into scratch memory sized
+    /// for the worst case (every string byte escaped to six), then appended
+    /// to `out` at once: one capacity check per event instead of one per piece.
     public mutating func encode(_ event: Event, into out: inout [UInt8]) {
-        Self.append(#"{"time":""#, to: &out)
-        appendCachedTimestamp(event.time, to: &out)
-        Self.append(#"","#, to: &out)
-        out.append(contentsOf: hostMember)
-        Self.append(#""monitor":"#, to: &out)
-        Self.appendString(event.monitor, to: &out)
-        Self.append(#","plugin":"#, to: &out)
-        Self.appendString(event.plugin, to: &out)
-        Self.append(#","kind":"#, to: &out)
-        Self.appendString(event.kind, to: &out)
-        Self.append(#","severity":""#, to: &out)
-        Self.append(Self.severityNames[Int(event.severity.rawValue)], to: &out)
-        Self.append(#"","seq":"#, to: &out)
-        Self.appendInteger(event.seq, to: &out)
-        Self.append(#","fields":{"#, to: &out)
-        var first = true
-        for field in event.fields {
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            Self.appendString(field.name, to: &out)
-            out.append(UInt8(ascii: ":"))
-            Self.appendValue(field.value, to: &out)
-        }
-        Self.append("}}\n", to: &out)
-    }
-
-    @inline(__always)
-    static func append(_ s: StaticString, to out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
-    }
-
-    /// The timestamp, formatting the date and time of day only when the second changes.
-    private mutating func appendCachedTimestamp(_ ns: Int64, to out: inout [UInt8]) {
-        let (second, fraction) = Self.split(ns)
+        var capacity = 160 + hostMember.count + Self.bound(event.monitor) + Self.bound(event.plugin) + Self.bound(event.kind)
+        for field in event.fields { capacity += Self.bound(field.name) + Self.bound(field.value) + 2 }
+        let (second, fraction) = Self.split(event.time)
         if second != cachedSecond {
+            // The date and time of day are formatted only when the second changes.
             cachedPrefix.removeAll(keepingCapacity: true)
             Self.appendTimestamp(second * 1_000_000_000, to: &cachedPrefix)
             cachedPrefix.removeLast(10)  // "000000000Z"
             cachedSecond = second
         }
-        out.append(contentsOf: cachedPrefix)
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 10) { digits in
-            var f = fraction
-            for i in stride(from: 8, through: 0, by: -1) {
-                digits[i] = UInt8(ascii: "0") &+ UInt8(f % 10)
-                f /= 10
+        let prefix = cachedPrefix, host = hostMember
+        Self.write(capacity: capacity, to: &out) { w in
+            w.bytes(#"{"time":""#)
+            w.bytes(prefix)
+            w.nineDigits(fraction)
+            w.bytes(#"Z","#)
+            w.bytes(host)
+            w.bytes(#""monitor":"#)
+            w.string(event.monitor)
+            w.bytes(#","plugin":"#)
+            w.string(event.plugin)
+            w.bytes(#","kind":"#)
+            w.string(event.kind)
+            w.bytes(#","severity":""#)
+            w.bytes(Self.severityNames[Int(event.severity.rawValue)])
+            w.bytes(#"","seq":"#)
+            w.integer(event.seq)
+            w.bytes(#","fields":{"#)
+            var first = true
+            for field in event.fields {
+                if !first { w.byte(UInt8(ascii: ",")) }
+                first = false
+                w.string(field.name)
+                w.byte(UInt8(ascii: ":"))
+                w.value(field.value)
             }
-            digits[9] = UInt8(ascii: "Z")
-            out.append(contentsOf: digits)
+            w.bytes("}}\n")
+        }
+    }
+
+    /// Bytes a string may need: quoted, every byte escaped as `\u00XX`.
+    @inline(__always)
+    static func bound(_ s: String) -> Int { s.utf8.count * 6 + 2 }
+
+    @inline(__always)
+    static func bound(_ v: FieldValue) -> Int {
+        if case .string(let s) = v { return bound(s) }
+        return 32  // the longest double, integer or boolean
+    }
+
+    /// Runs `body` with a writer over `capacity` bytes of scratch memory and
+    /// appends what it wrote to `out`.
+    @inline(__always)
+    static func write(capacity: Int, to out: inout [UInt8], _ body: (inout RawWriter) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
+            var writer = RawWriter(scratch.baseAddress!)
+            body(&writer)
+            precondition(writer.count <= capacity, "JSON line bound exceeded")
+            out.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: writer.count))
         }
     }
 
@@ -100,86 +114,19 @@ public struct JSONLineEncoder: Sendable {
     // MARK: - pieces
 
     public static func appendValue(_ value: FieldValue, to out: inout [UInt8]) {
-        switch value {
-        case .double(let d): appendDouble(d, to: &out)
-        case .int(let i): appendInteger(i, to: &out)
-        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .string(let s): appendString(s, to: &out)
-        }
+        write(capacity: bound(value), to: &out) { $0.value(value) }
     }
 
     public static func appendDouble(_ d: Double, to out: inout [UInt8]) {
-        guard d.isFinite else {
-            out.append(contentsOf: "null".utf8)
-            return
-        }
-        // Swift's description is the shortest round-tripping form and is valid
-        // JSON for every finite value ("1.0", "1e-05", "-0.0", "5e+20").
-        out.append(contentsOf: d.description.utf8)
+        write(capacity: 32, to: &out) { $0.double(d) }
     }
 
     public static func appendInteger<T: BinaryInteger>(_ value: T, to out: inout [UInt8]) {
-        if value == 0 {
-            out.append(UInt8(ascii: "0"))
-            return
-        }
-        var digits: (UInt64, Bool)
-        if value < 0 {
-            // Magnitude of Int64.min does not fit Int64; go through UInt64.
-            digits = (UInt64(value.magnitude), true)
-        } else {
-            digits = (UInt64(value), false)
-        }
-        if digits.1 { out.append(UInt8(ascii: "-")) }
-        var buffer: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch
-        withUnsafeMutableBytes(of: &buffer) { scratch in
-            var n = digits.0
-            var i = scratch.count
-            while n > 0 {
-                i -= 1
-                scratch[i] = UInt8(ascii: "0") &+ UInt8(n % 10)
-                n /= 10
-            }
-            out.append(contentsOf: scratch[i...])
-        }
+        write(capacity: 32, to: &out) { $0.integer(value) }
     }
-
-    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
     public static func appendString(_ s: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        if s.utf8.withContiguousStorageIfAvailable({ appendEscaped($0, to: &out) }) == nil {
-            let copy = Array(s.utf8)
-            copy.withUnsafeBufferPointer { appendEscaped($0, to: &out) }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
-
-    /// Appends UTF-8 bytes with JSON escapes, copying clean runs whole.
-    @inline(__always)
-    static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-        var runStart = 0
-        for i in 0..<bytes.count {
-            let b = bytes[i]
-            if b >= 0x20 && b != 0x22 && b != 0x5C && b != 0x7F { continue }
-            if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
-            runStart = i + 1
-            switch b {
-            case 0x22: out.append(0x5C); out.append(0x22)
-            case 0x5C: out.append(0x5C); out.append(0x5C)
-            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
-            case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
-            case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
-            default:
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                        hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            }
-        }
-        if runStart < bytes.count {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
-        }
+        write(capacity: bound(s), to: &out) { $0.string(s) }
     }
 
     /// `2026-11-21T21:50:29.123456789Z` for nanoseconds since the epoch.
@@ -231,5 +178,135 @@ public struct JSONLineEncoder: Sendable {
         let d = doy - (153 * mp + 2) / 5 + 1
         let m = mp < 10 ? mp + 3 : mp - 9
         return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+}
+
+/// Writes JSON through a raw pointer into memory sized beforehand for the
+/// worst case (see `JSONLineEncoder.write`): no capacity checks per byte.
+struct RawWriter {
+    private let start: UnsafeMutablePointer<UInt8>
+    private var p: UnsafeMutablePointer<UInt8>
+
+    init(_ base: UnsafeMutablePointer<UInt8>) {
+        start = base
+        p = base
+    }
+
+    var count: Int { p - start }
+
+    @inline(__always)
+    mutating func byte(_ b: UInt8) {
+        p.initialize(to: b)
+        p += 1
+    }
+
+    @inline(__always)
+    mutating func bytes(_ s: StaticString) {
+        p.initialize(from: s.utf8Start, count: s.utf8CodeUnitCount)
+        p += s.utf8CodeUnitCount
+    }
+
+    @inline(__always)
+    mutating func bytes(_ buffer: UnsafeBufferPointer<UInt8>) {
+        guard let base = buffer.baseAddress else { return }
+        p.initialize(from: base, count: buffer.count)
+        p += buffer.count
+    }
+
+    @inline(__always)
+    mutating func bytes(_ array: [UInt8]) {
+        array.withUnsafeBufferPointer { bytes($0) }
+    }
+
+    /// A quoted, escaped JSON string.
+    mutating func string(_ s: String) {
+        byte(UInt8(ascii: "\""))
+        if s.utf8.withContiguousStorageIfAvailable({ escaped($0) }) == nil {
+            let copy = Array(s.utf8)
+            copy.withUnsafeBufferPointer { escaped($0) }
+        }
+        byte(UInt8(ascii: "\""))
+    }
+
+    private static let hex: StaticString = "0123456789abcdef"
+
+    /// UTF-8 bytes with JSON escapes (RFC 8259, and U+007F), clean runs copied whole.
+    mutating func escaped(_ bytes: UnsafeBufferPointer<UInt8>) {
+        var runStart = 0
+        for i in 0..<bytes.count {
+            let b = bytes[i]
+            if b >= 0x20 && b != 0x22 && b != 0x5C && b != 0x7F { continue }
+            if runStart < i { self.bytes(UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
+            runStart = i + 1
+            byte(0x5C)
+            switch b {
+            case 0x22: byte(0x22)
+            case 0x5C: byte(0x5C)
+            case 0x0A: byte(UInt8(ascii: "n"))
+            case 0x0D: byte(UInt8(ascii: "r"))
+            case 0x09: byte(UInt8(ascii: "t"))
+            case 0x08: byte(UInt8(ascii: "b"))
+            case 0x0C: byte(UInt8(ascii: "f"))
+            default:
+                self.bytes("u00")
+                byte(Self.hex.utf8Start[Int(b >> 4)])
+                byte(Self.hex.utf8Start[Int(b & 0xF)])
+            }
+        }
+        if runStart < bytes.count { self.bytes(UnsafeBufferPointer(rebasing: bytes[runStart...])) }
+    }
+
+    mutating func value(_ value: FieldValue) {
+        switch value {
+        case .double(let d): double(d)
+        case .int(let i): integer(i)
+        case .bool(let b): if b { bytes("true") } else { bytes("false") }
+        case .string(let s): string(s)
+        }
+    }
+
+    /// NaN and infinities as `null`; otherwise the shortest form that reads
+    /// back to the same value, which Swift's `description` gives and which is
+    /// valid JSON for every finite double ("1.0", "1e-05", "5e+20").
+    mutating func double(_ d: Double) {
+        guard d.isFinite else {
+            bytes("null")
+            return
+        }
+        var text = d.description
+        text.withUTF8 { bytes($0) }
+    }
+
+    mutating func integer<T: BinaryInteger>(_ value: T) {
+        if value == 0 {
+            byte(UInt8(ascii: "0"))
+            return
+        }
+        if value < 0 { byte(UInt8(ascii: "-")) }
+        // Magnitude of Int64.min does not fit Int64; go through UInt64.
+        var n = UInt64(value.magnitude)
+        var digits = 0
+        var probe = n
+        while probe > 0 {
+            digits += 1
+            probe /= 10
+        }
+        var i = digits
+        while n > 0 {
+            i -= 1
+            (p + i).initialize(to: UInt8(ascii: "0") &+ UInt8(n % 10))
+            n /= 10
+        }
+        p += digits
+    }
+
+    /// Nine digits of a fraction of a second, zero-padded.
+    mutating func nineDigits(_ fraction: Int64) {
+        var f = fraction
+        for i in stride(from: 8, through: 0, by: -1) {
+            (p + i).initialize(to: UInt8(ascii: "0") &+ UInt8(f % 10))
+            f /= 10
+        }
+        p += 9
     }
 }
