@@ -230,6 +230,7 @@ public final class VigilRuntime: @unchecked Sendable {
         num("max_rss_kib", usage.ru_maxrss)
         num("private_dirty_kib", Self.privateDirtyKiB())
         num("events", bus.lastSequence)
+        num("unrouted", bus.unrouted.load(ordering: .relaxed))
         key("sinks"); out.append(UInt8(ascii: "["))
         for (i, runner) in sinks.enumerated() {
             let s = runner.stats

@@ -57,7 +57,7 @@ final class LogSink: EventSink, @unchecked Sendable {
         for field in event.fields {
             s += " \(field.name)="
             switch field.value {
-            case .double(let d): s += d.isFinite ? "\(d)" : "\(d)"
+            case .double(let d): s += "\(d)"  // nan and inf read as such in a log line
             case .int(let i): s += "\(i)"
             case .bool(let b): s += b ? "true" : "false"
             case .string(let str):
