@@ -133,17 +133,28 @@ public struct Options: Sendable {
         case none, bool(Bool), int(Int64), double(Double), string(String), duration(Int64), size(Int64), json(String)
     }
 
-    public private(set) var values: [String: Raw]
+    /// In the order the host gave them. An array, not a dictionary: a plugin's
+    /// first `[String: Raw]` makes the Swift runtime instantiate generic
+    /// metadata whose `Hashable` requirement is checked by scanning every
+    /// loaded image's conformance table — tenths of a millisecond per plugin
+    /// load, for a handful of options that a linear search finds faster.
+    public private(set) var entries: [(name: String, value: Raw)]
 
-    public init(_ values: [String: Raw]) { self.values = values }
+    public init(_ entries: [(name: String, value: Raw)]) { self.entries = entries }
 
-    public func bool(_ name: String) -> Bool? { if case .bool(let v) = values[name] { v } else { nil } }
-    public func int(_ name: String) -> Int64? { if case .int(let v) = values[name] { v } else { nil } }
-    public func double(_ name: String) -> Double? { if case .double(let v) = values[name] { v } else { nil } }
-    public func string(_ name: String) -> String? { if case .string(let v) = values[name] { v } else { nil } }
+    /// The value named `name`, or `.none`.
+    public subscript(name: String) -> Raw {
+        for entry in entries where entry.name == name { return entry.value }
+        return .none
+    }
+
+    public func bool(_ name: String) -> Bool? { if case .bool(let v) = self[name] { v } else { nil } }
+    public func int(_ name: String) -> Int64? { if case .int(let v) = self[name] { v } else { nil } }
+    public func double(_ name: String) -> Double? { if case .double(let v) = self[name] { v } else { nil } }
+    public func string(_ name: String) -> String? { if case .string(let v) = self[name] { v } else { nil } }
     /// Nanoseconds.
-    public func duration(_ name: String) -> Int64? { if case .duration(let v) = values[name] { v } else { nil } }
+    public func duration(_ name: String) -> Int64? { if case .duration(let v) = self[name] { v } else { nil } }
     /// Bytes.
-    public func size(_ name: String) -> Int64? { if case .size(let v) = values[name] { v } else { nil } }
-    public func json(_ name: String) -> String? { if case .json(let v) = values[name] { v } else { nil } }
+    public func size(_ name: String) -> Int64? { if case .size(let v) = self[name] { v } else { nil } }
+    public func json(_ name: String) -> String? { if case .json(let v) = self[name] { v } else { nil } }
 }

@@ -159,20 +159,21 @@ enum Callbacks {
             dst.copyMemory(from: UnsafeRawBufferPointer(start: args, count: min(theirs, MemoryLayout<vigil_create_args>.size)))
         }
         guard let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
-        var values: [String: Options.Raw] = [:]
+        var values: [(name: String, value: Options.Raw)] = []
+        values.reserveCapacity(a.option_count)
         for i in 0..<a.option_count {
             guard let option = a.options?[i] else { break }
             let name = string(option.name)
             let v = option.value
             switch v.type {
-            case UInt32(VIGIL_TYPE_BOOL.rawValue): values[name] = .bool(v.as.boolean != 0)
-            case UInt32(VIGIL_TYPE_INT.rawValue): values[name] = .int(v.as.i64)
-            case UInt32(VIGIL_TYPE_DOUBLE.rawValue): values[name] = .double(v.as.f64)
-            case UInt32(VIGIL_TYPE_STRING.rawValue): values[name] = .string(string(v.as.str))
-            case UInt32(VIGIL_TYPE_DURATION.rawValue): values[name] = .duration(v.as.i64)
-            case UInt32(VIGIL_TYPE_SIZE.rawValue): values[name] = .size(v.as.i64)
-            case UInt32(VIGIL_TYPE_JSON.rawValue): values[name] = .json(string(v.as.str))
-            default: values[name] = Options.Raw.none
+            case UInt32(VIGIL_TYPE_BOOL.rawValue): values.append((name, .bool(v.as.boolean != 0)))
+            case UInt32(VIGIL_TYPE_INT.rawValue): values.append((name, .int(v.as.i64)))
+            case UInt32(VIGIL_TYPE_DOUBLE.rawValue): values.append((name, .double(v.as.f64)))
+            case UInt32(VIGIL_TYPE_STRING.rawValue): values.append((name, .string(string(v.as.str))))
+            case UInt32(VIGIL_TYPE_DURATION.rawValue): values.append((name, .duration(v.as.i64)))
+            case UInt32(VIGIL_TYPE_SIZE.rawValue): values.append((name, .size(v.as.i64)))
+            case UInt32(VIGIL_TYPE_JSON.rawValue): values.append((name, .json(string(v.as.str))))
+            default: values.append((name, Options.Raw.none))
             }
         }
         let context = MonitorContext(instanceName: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
