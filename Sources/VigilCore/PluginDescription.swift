@@ -63,11 +63,15 @@ public struct EventSpec: Sendable, Equatable {
     public var kind: String
     public var doc: String
     public var fields: [FieldSpec]
+    /// Fields beyond `fields` are named by the instance's options (ABI 1.2
+    /// `VIGIL_EVENT_DYNAMIC_FIELDS`): `fields` lists only those always present.
+    public var dynamicFields: Bool
 
-    public init(kind: String, doc: String, fields: [FieldSpec]) {
+    public init(kind: String, doc: String, fields: [FieldSpec], dynamicFields: Bool = false) {
         self.kind = kind
         self.doc = doc
         self.fields = fields
+        self.dynamicFields = dynamicFields
     }
 }
 

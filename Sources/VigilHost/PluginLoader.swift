@@ -231,7 +231,10 @@ enum PluginLoader {
                     return FieldSpec(name: try text(f.name, "field name"), type: type,
                                      unit: try text(f.unit, "field unit"), doc: try text(f.doc, "field doc"))
                 }
-                return EventSpec(kind: kind, doc: try text(e.doc, "event doc"), fields: fields)
+                // `flags` was `reserved` (0) before 1.2: read it only from 1.2 plugins.
+                let flags = abiMinor >= 2 ? e.flags : 0
+                return EventSpec(kind: kind, doc: try text(e.doc, "event doc"), fields: fields,
+                                 dynamicFields: flags & UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) != 0)
             }
             let description = PluginDescription(
                 name: name, version: try text(d.version, "version"), summary: try text(d.description, "description"),

@@ -47,11 +47,14 @@ public struct EventDecl: Sendable {
     public var kind: String
     public var doc: String
     public var fields: [FieldDecl]
+    /// Fields beyond `fields` are named by the instance's options.
+    public var dynamicFields: Bool
 
-    public init(_ kind: String, doc: String, fields: [FieldDecl]) {
+    public init(_ kind: String, doc: String, fields: [FieldDecl], dynamicFields: Bool = false) {
         self.kind = kind
         self.doc = doc
         self.fields = fields
+        self.dynamicFields = dynamicFields
     }
 }
 

@@ -87,7 +87,7 @@ enum Registry {
                 vigil_field_spec(size: UInt32(MemoryLayout<vigil_field_spec>.size), type: f.type.rawValue,
                                  name: str(f.name), unit: str(f.unit), doc: str(f.doc))
             }
-            return vigil_event_spec(size: UInt32(MemoryLayout<vigil_event_spec>.size), reserved: 0, kind: str(e.kind),
+            return vigil_event_spec(size: UInt32(MemoryLayout<vigil_event_spec>.size), flags: e.dynamicFields ? UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) : 0, kind: str(e.kind),
                                     doc: str(e.doc), fields: array(fields), field_count: fields.count)
         }
         var d = vigil_plugin_descriptor()

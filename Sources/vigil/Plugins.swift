@@ -96,6 +96,7 @@ struct Plugins: AsyncParsableCommand {
                     let unit = f.unit.isEmpty ? "" : ", \(f.unit)"
                     out += "      \(f.name) (\(f.type)\(unit))\(f.doc.isEmpty ? "" : ": \(f.doc)")\n"
                 }
+                if e.dynamicFields { out += "      … and fields named by the instance's options\n" }
             }
             return out
         }

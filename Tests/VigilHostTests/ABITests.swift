@@ -1,4 +1,5 @@
 import Foundation
+@preconcurrency import CVigilPlugin
 import Testing
 import VigilCore
 @testable import VigilHost
@@ -23,7 +24,7 @@ import VigilCore
         let d = plugin.description
         #expect(d.name == "heartbeat")
         #expect(d.version == "1.0.0")
-        #expect(d.abiMajor == 1 && d.abiMinor == 1)
+        #expect(d.abiMajor == 1 && d.abiMinor == Int(VIGIL_ABI_MINOR))
         #expect(d.polled)
         #expect(d.defaultInterval == 1_000_000_000)
         #expect(d.options.map(\.name) == ["threads", "push_interval", "message"])
@@ -55,13 +56,13 @@ import VigilCore
     @Test func otherMajorIsRefusedNamingBothVersions() throws {
         let r = try refusal("abi_major2")
         #expect(r.reason.contains("built for Vigil ABI 2.0"))
-        #expect(r.reason.contains("this host speaks ABI 1.1"))
+        #expect(r.reason.contains("this host speaks ABI 1.\(VIGIL_ABI_MINOR)"))
     }
 
     @Test func newerMinorIsRefusedNamingBothVersions() throws {
         let r = try refusal("abi_minor_newer")
         #expect(r.reason.contains("needs Vigil ABI 1.99"))
-        #expect(r.reason.contains("newer than this host's ABI 1.1"))
+        #expect(r.reason.contains("newer than this host's ABI 1.\(VIGIL_ABI_MINOR)"))
     }
 
     @Test func missingEntrySymbolIsRefused() throws {

@@ -84,7 +84,7 @@ extern "C" {
 
 /** The ABI version this header describes. */
 #define VIGIL_ABI_MAJOR 1
-#define VIGIL_ABI_MINOR 1
+#define VIGIL_ABI_MINOR 2
 
 /** Name of the one symbol every plugin exports. */
 #define VIGIL_ENTRY_SYMBOL "vigil_plugin_entry"
@@ -107,7 +107,10 @@ typedef enum vigil_status {
     VIGIL_E_TEMPORARY = 1,
     /** Failed for good; the host stops and destroys the instance. */
     VIGIL_E_FATAL = 2,
-    /** An option value is unusable (create only). */
+    /** An option value is unusable (create only). The message may start
+     *  with the option's path and ": " so that the host reports it at that
+     *  place in the manifest: "options.NAME: ...", "options.NAME[2]: ..." or
+     *  "options.NAME[2].KEY: ..." (indexes from 0, into JSON options). */
     VIGIL_E_INVALID_CONFIG = 3,
     /** The source does not exist on this machine. Not an error: the host
      *  reports the instance unavailable (with the message as the reason) and
@@ -338,10 +341,18 @@ typedef struct vigil_field_spec {
     vigil_str doc;
 } vigil_field_spec;
 
+/** Flags of an event kind (ABI 1.2; a 1.0 or 1.1 plugin leaves them 0). */
+enum {
+    /** The kind's fields are named by the instance's options (e.g. the ffi
+     *  plugin's `fields:`), so `fields` lists only those always present and
+     *  checkers accept others. */
+    VIGIL_EVENT_DYNAMIC_FIELDS = 1u << 0
+};
+
 /** One kind of event a plugin emits, with its fields. */
 typedef struct vigil_event_spec {
     uint32_t size;                  /* sizeof(vigil_event_spec); same for all */
-    uint32_t reserved;              /* 0 */
+    uint32_t flags;                 /* VIGIL_EVENT_* (1.2; `reserved`, 0, before) */
     vigil_str kind;                 /* [a-z][a-z0-9_]* e.g. "sample" */
     vigil_str doc;
     const vigil_field_spec *fields; /* `field_count` fields */
