@@ -1,4 +1,3 @@
-@preconcurrency import CVigilPlugin
 import LinuxProbes
 import VigilKit
 
@@ -9,16 +8,21 @@ final class CPUMonitor: PolledMonitor {
         name: "cpu", version: "1.0.0",
         summary: "CPU usage from /proc/stat deltas, for the whole machine and optionally per CPU",
         defaultInterval: .seconds(1),
-        options: [
-            OptionDecl("per_cpu", .bool, default: "false", doc: "Also emit one `core` event per CPU each poll."),
-            OptionDecl("procfs", .string, default: "/proc", doc: "Root of the proc filesystem (a fixture tree in tests)."),
-        ],
         events: [
             EventDecl("sample", doc: "Machine-wide CPU time shares since the previous poll (since boot on the first).",
-                      fields: CPUMonitor.usageFields),
+                      fields: CPUMonitor.usageFields, policy: .samples),
             EventDecl("core", doc: "The same shares for one CPU (with per_cpu: true).",
-                      fields: [FieldDecl("cpu", .int, doc: "CPU number as in /proc/stat")] + CPUMonitor.usageFields),
+                      fields: [FieldDecl("cpu", .int, doc: "CPU number as in /proc/stat")] + CPUMonitor.usageFields,
+                      policy: .samples, key: ["cpu"]),
         ])
+
+    struct Options: DeclaredOptions {
+        var perCPU = false
+        var procfs = "/proc"
+        static let schema = OptionSchema<Options>(
+            .option("per_cpu", \.perCPU, doc: "Also emit one `core` event per CPU each poll."),
+            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
+    }
 
     static let usageFields = [
         FieldDecl("usage", .double, unit: "ratio", doc: "busy share, 0…1"),
@@ -36,8 +40,8 @@ final class CPUMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.string("procfs") ?? "/proc")
-        self.perCPU = options.bool("per_cpu") ?? false
+        self.root = FSRoot(options.procfs)
+        self.perCPU = options.perCPU
     }
 
     func start() throws(MonitorError) {
@@ -68,8 +72,4 @@ final class CPUMonitor: PolledMonitor {
     }
 }
 
-@_cdecl("vigil_plugin_entry")
-public func vigilPluginEntry(_ args: UnsafePointer<vigil_entry_args>?,
-                             _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
-    VigilKit.export(CPUMonitor.self, args, result)
-}
+@_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(CPUMonitor.self, a, r) }

@@ -1,4 +1,3 @@
-@preconcurrency import CVigilPlugin
 import LinuxProbes
 import VigilKit
 
@@ -8,9 +7,6 @@ final class LoadMonitor: PolledMonitor {
         name: "load", version: "1.0.0",
         summary: "Load averages over 1, 5 and 15 minutes and runnable tasks, from /proc/loadavg",
         defaultInterval: .seconds(5),
-        options: [
-            OptionDecl("procfs", .string, default: "/proc", doc: "Root of the proc filesystem (a fixture tree in tests)."),
-        ],
         events: [
             EventDecl("sample", doc: "The load averages at poll time.", fields: [
                 FieldDecl("load1", .double, doc: "average runnable and uninterruptible tasks, 1 minute"),
@@ -18,15 +14,21 @@ final class LoadMonitor: PolledMonitor {
                 FieldDecl("load15", .double, doc: "15 minutes"),
                 FieldDecl("runnable", .int, unit: "tasks", doc: "tasks runnable now"),
                 FieldDecl("entities", .int, unit: "tasks", doc: "scheduling entities (tasks) in the system"),
-            ]),
+            ], policy: .samples),
         ])
+
+    struct Options: DeclaredOptions {
+        var procfs = "/proc"
+        static let schema = OptionSchema<Options>(
+            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
+    }
 
     private let context: MonitorContext
     private let root: FSRoot
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.string("procfs") ?? "/proc")
+        self.root = FSRoot(options.procfs)
     }
 
     func start() throws(MonitorError) {
@@ -47,8 +49,4 @@ final class LoadMonitor: PolledMonitor {
     }
 }
 
-@_cdecl("vigil_plugin_entry")
-public func vigilPluginEntry(_ args: UnsafePointer<vigil_entry_args>?,
-                             _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
-    VigilKit.export(LoadMonitor.self, args, result)
-}
+@_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(LoadMonitor.self, a, r) }

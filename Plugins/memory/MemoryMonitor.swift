@@ -1,4 +1,3 @@
-@preconcurrency import CVigilPlugin
 import LinuxProbes
 import VigilKit
 
@@ -9,25 +8,31 @@ final class MemoryMonitor: PolledMonitor {
         name: "memory", version: "1.0.0",
         summary: "Memory and swap use from /proc/meminfo; pressure stall figures from /proc/pressure/memory",
         defaultInterval: .seconds(5),
-        options: [
-            OptionDecl("procfs", .string, default: "/proc", doc: "Root of the proc filesystem (a fixture tree in tests)."),
-        ],
         events: [
-            EventDecl("sample", doc: "Memory figures at poll time. Pressure fields appear only where /proc/pressure exists.", fields: [
-                FieldDecl("total", .int, unit: "bytes", doc: "MemTotal"),
-                FieldDecl("available", .int, unit: "bytes", doc: "MemAvailable (estimated on kernels without it)"),
-                FieldDecl("free", .int, unit: "bytes", doc: "MemFree"),
-                FieldDecl("buffers", .int, unit: "bytes"),
-                FieldDecl("cached", .int, unit: "bytes"),
-                FieldDecl("used_ratio", .double, unit: "ratio", doc: "(total - available) / total"),
-                FieldDecl("swap_total", .int, unit: "bytes"),
-                FieldDecl("swap_free", .int, unit: "bytes"),
-                FieldDecl("swap_used_ratio", .double, unit: "ratio", doc: "absent without swap"),
-                FieldDecl("pressure_some_avg10", .double, unit: "percent", doc: "share of time some tasks stalled on memory, last 10 s"),
-                FieldDecl("pressure_full_avg10", .double, unit: "percent", doc: "share of time all tasks stalled on memory, last 10 s"),
-                FieldDecl("pressure_some_total", .int, unit: "microseconds", doc: "total stall time of some tasks"),
+            EventDecl("sample", doc: "Memory figures: a snapshot on start, then when one changed by at least its minimum change (1 MiB, 0.001, 0.1 %). Pressure fields appear only where /proc/pressure exists.", fields: [
+                FieldDecl("total", .int, unit: "bytes", minChange: MemoryMonitor.mib, doc: "MemTotal"),
+                FieldDecl("available", .int, unit: "bytes", minChange: MemoryMonitor.mib, doc: "MemAvailable (estimated on kernels without it)"),
+                FieldDecl("free", .int, unit: "bytes", minChange: MemoryMonitor.mib, doc: "MemFree"),
+                FieldDecl("buffers", .int, unit: "bytes", minChange: MemoryMonitor.mib),
+                FieldDecl("cached", .int, unit: "bytes", minChange: MemoryMonitor.mib),
+                FieldDecl("used_ratio", .double, unit: "ratio", minChange: 0.001, doc: "(total - available) / total"),
+                FieldDecl("swap_total", .int, unit: "bytes", minChange: MemoryMonitor.mib),
+                FieldDecl("swap_free", .int, unit: "bytes", minChange: MemoryMonitor.mib),
+                FieldDecl("swap_used_ratio", .double, unit: "ratio", minChange: 0.001, doc: "absent without swap"),
+                FieldDecl("pressure_some_avg10", .double, unit: "percent", minChange: 0.1, doc: "share of time some tasks stalled on memory, last 10 s"),
+                FieldDecl("pressure_full_avg10", .double, unit: "percent", minChange: 0.1, doc: "share of time all tasks stalled on memory, last 10 s"),
+                FieldDecl("pressure_some_total", .int, unit: "microseconds", minChange: 100_000, doc: "total stall time of some tasks"),
             ]),
         ])
+
+    struct Options: DeclaredOptions {
+        var procfs = "/proc"
+        static let schema = OptionSchema<Options>(
+            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
+    }
+
+    /// Byte counts within a MiB of the last event are not a change.
+    static let mib = 1_048_576.0
 
     private let context: MonitorContext
     private let root: FSRoot
@@ -35,7 +40,7 @@ final class MemoryMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.string("procfs") ?? "/proc")
+        self.root = FSRoot(options.procfs)
     }
 
     func start() throws(MonitorError) {
@@ -79,8 +84,4 @@ final class MemoryMonitor: PolledMonitor {
     }
 }
 
-@_cdecl("vigil_plugin_entry")
-public func vigilPluginEntry(_ args: UnsafePointer<vigil_entry_args>?,
-                             _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
-    VigilKit.export(MemoryMonitor.self, args, result)
-}
+@_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(MemoryMonitor.self, a, r) }

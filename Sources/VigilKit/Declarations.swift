@@ -34,27 +34,52 @@ public struct FieldDecl: Sendable {
     public var type: FieldType
     public var unit: String
     public var doc: String
+    /// For numbers in a kind emitted on change: the least change (absolute)
+    /// that counts as one. 0: any change.
+    public var minChange: Double
 
-    public init(_ name: String, _ type: FieldType, unit: String = "", doc: String = "") {
+    public init(_ name: String, _ type: FieldType, unit: String = "", minChange: Double = 0, doc: String = "") {
         self.name = name
         self.type = type
         self.unit = unit
+        self.minChange = minChange
         self.doc = doc
     }
+}
+
+/// When the SDK passes an event of a kind on to the host.
+public enum EmitPolicy: Sendable {
+    /// A snapshot on start, then only when a field changed (by at least its
+    /// `minChange`), per entity (see `EventDecl.key`). The default.
+    case changes
+    /// Every event: values sampled each interval (rates, usage shares).
+    case samples
 }
 
 public struct EventDecl: Sendable {
     public var kind: String
     public var doc: String
     public var fields: [FieldDecl]
+    public var policy: EmitPolicy
+    /// The fields that name the entity an event is about (a CPU, a mount, a
+    /// device), so changes are tracked per entity. Empty: one entity.
+    public var key: [String]
     /// Fields beyond `fields` are named by the instance's options.
     public var dynamicFields: Bool
 
-    public init(_ kind: String, doc: String, fields: [FieldDecl], dynamicFields: Bool = false) {
+    public init(_ kind: String, doc: String, fields: [FieldDecl], policy: EmitPolicy = .changes, key: [String] = [],
+                dynamicFields: Bool = false) {
         self.kind = kind
         self.doc = doc
         self.fields = fields
+        self.policy = policy
+        self.key = key
         self.dynamicFields = dynamicFields
+    }
+
+    /// An event of occurrences (a device added, a clock step): every one is passed on.
+    public static func occurrence(_ kind: String, doc: String, fields: [FieldDecl]) -> EventDecl {
+        EventDecl(kind, doc: doc, fields: fields, policy: .samples)
     }
 }
 
@@ -65,6 +90,8 @@ public struct PluginSpec: Sendable {
     public var summary: String
     /// Nanoseconds between polls when the manifest gives no interval.
     public var defaultInterval: Int64
+    /// Options declared by hand (monitors taking `RawOptions`); typed options
+    /// (`DeclaredOptions`) declare themselves and come first.
     public var options: [OptionDecl]
     public var events: [EventDecl]
 
@@ -118,46 +145,38 @@ public struct MonitorError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// A value of an event field.
-public enum Value: Sendable, Equatable {
+/// A value of an event field. Literals work: `["count": 3, "ratio": 0.5, "up": true, "name": "eth0"]`.
+public enum Value: Sendable, Equatable, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+                   ExpressibleByBooleanLiteral, ExpressibleByStringLiteral {
     case double(Double)
     case int(Int64)
     case bool(Bool)
     case string(String)
+
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+
+    /// A count or size that may exceed Int64 (clamped).
+    public static func int<T: BinaryInteger>(clamping value: T) -> Value { .int(Int64(clamping: value)) }
+    /// A duration, in seconds.
+    public static func seconds(_ value: Duration) -> Value {
+        let (s, atto) = value.components
+        return .double(Double(s) + Double(atto) / 1e18)
+    }
+
+    var type: FieldType {
+        switch self {
+        case .double: .double
+        case .int: .int
+        case .bool: .bool
+        case .string: .string
+        }
+    }
 }
 
 public enum Severity: UInt32, Sendable {
     case debug = 0, info, notice, warning, error, critical
 }
 
-/// The options the host passed to create, by name, defaults filled in.
-public struct Options: Sendable {
-    public enum Raw: Sendable, Equatable {
-        case none, bool(Bool), int(Int64), double(Double), string(String), duration(Int64), size(Int64), json(String)
-    }
-
-    /// In the order the host gave them. An array, not a dictionary: a plugin's
-    /// first `[String: Raw]` makes the Swift runtime instantiate generic
-    /// metadata whose `Hashable` requirement is checked by scanning every
-    /// loaded image's conformance table — tenths of a millisecond per plugin
-    /// load, for a handful of options that a linear search finds faster.
-    public private(set) var entries: [(name: String, value: Raw)]
-
-    public init(_ entries: [(name: String, value: Raw)]) { self.entries = entries }
-
-    /// The value named `name`, or `.none`.
-    public subscript(name: String) -> Raw {
-        for entry in entries where entry.name == name { return entry.value }
-        return .none
-    }
-
-    public func bool(_ name: String) -> Bool? { if case .bool(let v) = self[name] { v } else { nil } }
-    public func int(_ name: String) -> Int64? { if case .int(let v) = self[name] { v } else { nil } }
-    public func double(_ name: String) -> Double? { if case .double(let v) = self[name] { v } else { nil } }
-    public func string(_ name: String) -> String? { if case .string(let v) = self[name] { v } else { nil } }
-    /// Nanoseconds.
-    public func duration(_ name: String) -> Int64? { if case .duration(let v) = self[name] { v } else { nil } }
-    /// Bytes.
-    public func size(_ name: String) -> Int64? { if case .size(let v) = self[name] { v } else { nil } }
-    public func json(_ name: String) -> String? { if case .json(let v) = self[name] { v } else { nil } }
-}

@@ -1,15 +1,13 @@
-@preconcurrency import CVigilPlugin
+@_exported @preconcurrency import CVigilPlugin
 import Synchronization
 
+/// The entry point's parameters, so that a plugin's export is one line:
+///
+///     @_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(CPUMonitor.self, a, r) }
+public typealias VigilEntryArgs = UnsafePointer<vigil_entry_args>?
+public typealias VigilEntryResult = UnsafeMutablePointer<vigil_entry_result>?
+
 /// Turns a `Monitor` type into the plugin's answer to `vigil_plugin_entry`.
-/// A plugin's whole entry point:
-///
-///     @_cdecl("vigil_plugin_entry")
-///     public func vigilPluginEntry(_ args: UnsafePointer<vigil_entry_args>?,
-///                                  _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
-///         VigilKit.export(CPUMonitor.self, args, result)
-///     }
-///
 /// One plugin image exports one monitor type.
 ///
 /// Whether the monitor is polled is decided at compile time (the overload for
@@ -17,56 +15,78 @@ import Synchronization
 /// make the Swift runtime scan every loaded image's conformances, tens of
 /// milliseconds in a host that has Foundation loaded.
 public enum VigilKit {
-    public static func export<M: Monitor>(_ type: M.Type, _ args: UnsafePointer<vigil_entry_args>?,
-                                          _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
-        let descriptor = Registry.descriptor(for: type, polled: false) { options, context throws(MonitorError) in
-            let monitor = try M(options: options, context: context)
-            return InstanceBox(context: context, start: monitor.start, poll: nil, stop: monitor.stop)
-        }
-        return vigil_negotiate(args, result, descriptor)
+    public static func export<M: Monitor>(_ type: M.Type, _ args: VigilEntryArgs, _ result: VigilEntryResult) -> vigil_status {
+        vigil_negotiate(args, result, Registry.entry(for: type, poll: nil).descriptor)
     }
 
-    public static func export<M: PolledMonitor>(_ type: M.Type, _ args: UnsafePointer<vigil_entry_args>?,
-                                                _ result: UnsafeMutablePointer<vigil_entry_result>?) -> vigil_status {
-        let descriptor = Registry.descriptor(for: type, polled: true) { options, context throws(MonitorError) in
-            let monitor = try M(options: options, context: context)
-            return InstanceBox(context: context, start: monitor.start, poll: monitor.poll, stop: monitor.stop)
-        }
-        return vigil_negotiate(args, result, descriptor)
+    public static func export<M: PolledMonitor>(_ type: M.Type, _ args: VigilEntryArgs, _ result: VigilEntryResult) -> vigil_status {
+        vigil_negotiate(args, result, Registry.entry(for: type, poll: { monitor in monitor.poll }).descriptor)
     }
 }
 
-/// The descriptor and factory of the image's monitor type, built once and
-/// kept for the life of the process (the host never unloads plugins).
+/// The descriptors and factories of the monitor types exported from this
+/// image, built once and kept for the life of the process (the host never
+/// unloads plugins). A plugin image exports one; a test process may hold
+/// several, and `VigilKitTesting` says which one a `create` is for.
 enum Registry {
-    typealias Factory = (Options, MonitorContext) throws(MonitorError) -> InstanceBox
+    typealias Factory = (RawOptions, MonitorContext.Parts) throws(MonitorError) -> InstanceBox
 
     struct Entry: @unchecked Sendable {
+        var type: ObjectIdentifier
         var descriptor: UnsafePointer<vigil_plugin_descriptor>
         var make: Factory
     }
 
-    static let current = Mutex<Entry?>(nil)
+    struct State {
+        /// An array, not a dictionary keyed by type: see `RawOptions.entries`.
+        var entries: [Entry] = []
+        /// The entry `create` is for while a test host creates an instance.
+        var creating: Entry?
+    }
 
-    static func descriptor<M: Monitor>(for type: M.Type, polled: Bool,
-                                       make: @escaping Factory) -> UnsafePointer<vigil_plugin_descriptor> {
-        current.withLock { entry in
-            if let entry { return entry.descriptor }
-            let built = Entry(descriptor: build(M.spec, polled: polled), make: make)
-            entry = built
-            return built.descriptor
+    static let state = Mutex(State())
+
+    /// `poll` binds an instance's poll method; nil for push monitors.
+    static func entry<M: Monitor>(for type: M.Type, poll: ((M) -> () throws(MonitorError) -> Void)?) -> Entry {
+        let id = ObjectIdentifier(type)
+        return state.withLock { state in
+            for entry in state.entries where entry.type == id { return entry }
+            let spec = M.spec
+            let kinds = spec.events
+            let entry = Entry(type: id, descriptor: build(spec, options: M.Options.declarations + spec.options, polled: poll != nil),
+                              make: { raw, parts throws(MonitorError) in
+                let context = MonitorContext(instanceName: parts.name, interval: parts.interval, host: parts.host,
+                                             api: parts.api, kinds: kinds)
+                let options = try M.Options(decoding: raw)
+                let monitor = try M(options: options, context: context)
+                return InstanceBox(context: context, start: monitor.start, poll: poll.map { $0(monitor) }, stop: monitor.stop)
+            })
+            state.entries.append(entry)
+            return entry
         }
     }
 
-    static var factory: Entry? { current.withLock { $0 } }
+    /// The factory `create` uses: the test host's choice, else the image's only type.
+    static var factory: Entry? { state.withLock { $0.creating ?? $0.entries.first } }
+
+    /// Runs `body` (a call of the descriptor's `create`) for `entry`'s type.
+    static func creating<R>(_ entry: Entry, _ body: () -> R) -> R {
+        creatingLock.withLock { _ in
+            state.withLock { $0.creating = entry }
+            defer { state.withLock { $0.creating = nil } }
+            return body()
+        }
+    }
+
+    private static let creatingLock = Mutex(())
 
     /// Permanent C copies of the spec's strings and arrays.
-    static func build(_ spec: PluginSpec, polled: Bool) -> UnsafePointer<vigil_plugin_descriptor> {
+    static func build(_ spec: PluginSpec, options: [OptionDecl], polled: Bool) -> UnsafePointer<vigil_plugin_descriptor> {
         func str(_ s: String) -> vigil_str {
             let bytes = Array(s.utf8)
             let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
             bytes.withUnsafeBufferPointer { b in
-                UnsafeMutableRawPointer(p).copyMemory(from: b.baseAddress!, byteCount: b.count)
+                if let base = b.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: b.count) }
             }
             p[bytes.count] = 0
             return vigil_str(ptr: p, len: bytes.count)
@@ -77,7 +97,7 @@ enum Registry {
             p.initialize(from: items, count: items.count)
             return UnsafePointer(p)
         }
-        let options = spec.options.map { o in
+        let options = options.map { o in
             vigil_option_spec(size: UInt32(MemoryLayout<vigil_option_spec>.size), type: o.type.rawValue, name: str(o.name),
                               default_text: str(o.defaultValue ?? ""), doc: str(o.doc),
                               flags: o.required ? UInt32(VIGIL_OPTION_REQUIRED) : 0, reserved: 0)
@@ -87,7 +107,8 @@ enum Registry {
                 vigil_field_spec(size: UInt32(MemoryLayout<vigil_field_spec>.size), type: f.type.rawValue,
                                  name: str(f.name), unit: str(f.unit), doc: str(f.doc))
             }
-            return vigil_event_spec(size: UInt32(MemoryLayout<vigil_event_spec>.size), flags: e.dynamicFields ? UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) : 0, kind: str(e.kind),
+            return vigil_event_spec(size: UInt32(MemoryLayout<vigil_event_spec>.size),
+                                    flags: e.dynamicFields ? UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) : 0, kind: str(e.kind),
                                     doc: str(e.doc), fields: array(fields), field_count: fields.count)
         }
         var d = vigil_plugin_descriptor()
@@ -112,7 +133,18 @@ enum Registry {
     }
 }
 
-/// One instance as the host holds it: the monitor's calls, bound to it.
+extension MonitorContext {
+    /// What create knows before the monitor exists.
+    struct Parts {
+        var name: String
+        var interval: Int64
+        var host: OpaquePointer
+        var api: UnsafePointer<vigil_host_api>
+    }
+}
+
+/// One instance as the host holds it: the monitor's calls, bound to it, and
+/// whether it runs (so start and stop are idempotent).
 final class InstanceBox {
     let context: MonitorContext
     let start: () throws(MonitorError) -> Void
@@ -126,6 +158,25 @@ final class InstanceBox {
         self.start = start
         self.poll = poll
         self.stop = stop
+    }
+
+    func startIfStopped() throws(MonitorError) {
+        guard !started else { return }
+        context.willStart()
+        do {
+            try start()
+        } catch {
+            context.didStop()  // join whatever it spawned before failing
+            throw error
+        }
+        started = true
+    }
+
+    func stopIfStarted() {
+        guard started else { return }
+        stop()
+        context.didStop()
+        started = false
     }
 }
 
@@ -159,7 +210,7 @@ enum Callbacks {
             dst.copyMemory(from: UnsafeRawBufferPointer(start: args, count: min(theirs, MemoryLayout<vigil_create_args>.size)))
         }
         guard let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
-        var values: [(name: String, value: Options.Raw)] = []
+        var values: [(name: String, value: RawOptions.Raw)] = []
         values.reserveCapacity(a.option_count)
         for i in 0..<a.option_count {
             guard let option = a.options?[i] else { break }
@@ -173,12 +224,12 @@ enum Callbacks {
             case UInt32(VIGIL_TYPE_DURATION.rawValue): values.append((name, .duration(v.as.i64)))
             case UInt32(VIGIL_TYPE_SIZE.rawValue): values.append((name, .size(v.as.i64)))
             case UInt32(VIGIL_TYPE_JSON.rawValue): values.append((name, .json(string(v.as.str))))
-            default: values.append((name, Options.Raw.none))
+            default: values.append((name, RawOptions.Raw.none))
             }
         }
-        let context = MonitorContext(instanceName: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
+        let parts = MonitorContext.Parts(name: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
         do {
-            let box = try entry.make(Options(values), context)
+            let box = try entry.make(RawOptions(values), parts)
             out.pointee = Unmanaged.passRetained(box).toOpaque()
             return VIGIL_OK
         } catch {
@@ -188,10 +239,8 @@ enum Callbacks {
 
     static func start(_ instance: UnsafeMutableRawPointer?, _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
         guard let box = box(instance) else { return VIGIL_E_INVALID_ARGUMENT }
-        if box.started { return VIGIL_OK }  // idempotent
         do {
-            try box.start()
-            box.started = true
+            try box.startIfStopped()
             return VIGIL_OK
         } catch {
             return fail(error, err)
@@ -210,17 +259,14 @@ enum Callbacks {
 
     static func stop(_ instance: UnsafeMutableRawPointer?, _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
         guard let box = box(instance) else { return VIGIL_E_INVALID_ARGUMENT }
-        if box.started {
-            box.stop()
-            box.started = false
-        }
+        box.stopIfStarted()
         return VIGIL_OK
     }
 
     static func destroy(_ instance: UnsafeMutableRawPointer?) {
         guard let instance else { return }
         let box = Unmanaged<InstanceBox>.fromOpaque(instance).takeRetainedValue()
-        if box.started { box.stop() }
+        box.stopIfStarted()
     }
 
     static func string(_ s: vigil_str) -> String {
