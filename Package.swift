@@ -3,9 +3,9 @@ import PackageDescription
 
 /// A built-in plugin: one dynamic library per directory under Plugins/,
 /// written against VigilKit exactly as a third party would write one.
-func plugin(_ name: String, target: String) -> (Product, Target) {
+func plugin(_ name: String, target: String, dependencies extra: [Target.Dependency] = []) -> (Product, Target) {
     (.library(name: name, type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["CVigilPlugin", "VigilKit", "LinuxProbes"], path: "Plugins/\(name)",
+     .target(name: target, dependencies: ["CVigilPlugin", "VigilKit", "LinuxProbes"] + extra, path: "Plugins/\(name)",
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Plugins/exports.map"])]))
 }
 
@@ -21,6 +21,7 @@ let package = Package(
     products: [
         .executable(name: "vigil", targets: ["vigil"]),
         .library(name: "VigilKit", targets: ["VigilKit"]),
+        .library(name: "VigilKitTesting", targets: ["VigilKitTesting"]),
         .library(name: "LinuxProbes", targets: ["LinuxProbes"]),
     ] + plugins.map(\.0),
     dependencies: [
@@ -47,6 +48,9 @@ let package = Package(
         ], swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
+        // A test host for plugin authors: runs a monitor type or a built .so
+        // with options, an injected clock, and collected events.
+        .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilHost", "VigilCore", "CVigilPlugin"]),
         // Readers of /proc (and later /sys) through a configurable root.
         .target(name: "LinuxProbes"),
         .executableTarget(name: "vigil", dependencies: [
@@ -55,6 +59,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore"]),
+        .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore"]),
         .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilCore", "LinuxProbes", "CVigilPlugin"]),
     ] + plugins.map(\.1)
 )

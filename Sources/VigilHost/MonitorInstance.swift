@@ -462,10 +462,12 @@ final class MonitorInstance: @unchecked Sendable {
 }
 
 /// C copies of strings for the duration of one call into a plugin.
-struct StringArena {
+package struct StringArena {
     private var blocks: [UnsafeMutableRawPointer] = []
 
-    mutating func str(_ s: String) -> vigil_str {
+    package init() {}
+
+    package mutating func str(_ s: String) -> vigil_str {
         let bytes = Array(s.utf8)
         let block = UnsafeMutableRawPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
         block.copyMemory(from: bytes, byteCount: bytes.count)
@@ -474,7 +476,7 @@ struct StringArena {
         return vigil_str(ptr: block.assumingMemoryBound(to: CChar.self), len: bytes.count)
     }
 
-    mutating func value(_ v: OptionValue) -> vigil_value {
+    package mutating func value(_ v: OptionValue) -> vigil_value {
         var out = vigil_value()
         switch v {
         case .none: out.type = UInt32(VIGIL_TYPE_NONE.rawValue)
@@ -489,7 +491,7 @@ struct StringArena {
         return out
     }
 
-    func free() {
+    package func free() {
         for block in blocks { block.deallocate() }
     }
 }

@@ -7,7 +7,7 @@ import VigilCore
 public final class LoadedPlugin: @unchecked Sendable {
     public let description: PluginDescription
     /// The plugin's descriptor, copied into a zeroed struct of the host's size.
-    let descriptor: vigil_plugin_descriptor
+    package let descriptor: vigil_plugin_descriptor
 
     init(description: PluginDescription, descriptor: vigil_plugin_descriptor) {
         self.description = description
@@ -125,7 +125,7 @@ public final class PluginCatalog: @unchecked Sendable {
 }
 
 /// dlopen, negotiation and validation of one plugin file.
-enum PluginLoader {
+package enum PluginLoader {
     static func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
         func refuse(_ reason: String) -> Result<LoadedPlugin, PluginRefusal> {
             .failure(PluginRefusal(path: path, reason: reason))
@@ -148,7 +148,18 @@ enum PluginLoader {
             return refuse("it does not export '\(VIGIL_ENTRY_SYMBOL)': not a Vigil plugin, or built without VIGIL_EXPORT")
         }
         let entry = unsafeBitCast(symbol, to: vigil_plugin_entry_fn.self)
+        return negotiate(path: path) { args, result in entry(args, result) }
+    }
 
+    /// Negotiation and validation through an entry function: the one a file
+    /// exports, or a Swift type's in a test process (VigilKitTesting).
+    package static func negotiate(
+        path: String,
+        entry: (UnsafePointer<vigil_entry_args>, UnsafeMutablePointer<vigil_entry_result>) -> vigil_status
+    ) -> Result<LoadedPlugin, PluginRefusal> {
+        func refuse(_ reason: String) -> Result<LoadedPlugin, PluginRefusal> {
+            .failure(PluginRefusal(path: path, reason: reason))
+        }
         // Negotiate: offer what we speak; the plugin picks.
         var message = [CChar](repeating: 0, count: 512)
         let versions = PluginCatalog.offeredVersions

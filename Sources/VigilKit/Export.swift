@@ -66,6 +66,10 @@ enum Registry {
         }
     }
 
+    static func existing(_ id: ObjectIdentifier) -> Entry? {
+        state.withLock { state in state.entries.first { $0.type == id } }
+    }
+
     /// The factory `create` uses: the test host's choice, else the image's only type.
     static var factory: Entry? { state.withLock { $0.creating ?? $0.entries.first } }
 
@@ -130,6 +134,16 @@ enum Registry {
         let p = UnsafeMutablePointer<vigil_plugin_descriptor>.allocate(capacity: 1)
         p.initialize(to: d)
         return UnsafePointer(p)
+    }
+}
+
+/// For VigilKitTesting, which runs several monitor types in one process.
+package enum VigilKitTestSupport {
+    /// Runs `body`, a call of the descriptor's `create`, so that it creates `type`
+    /// (exported through `VigilKit.export` before).
+    package static func creating<M: Monitor>(_ type: M.Type, _ body: () -> vigil_status) -> vigil_status {
+        guard let entry = Registry.existing(ObjectIdentifier(type)) else { return body() }
+        return Registry.creating(entry, body)
     }
 }
 

@@ -1,0 +1,135 @@
+import Synchronization
+import VigilCore
+import VigilHost
+import VigilKit
+
+/// A host for plugin tests, without the daemon: it negotiates with a plugin
+/// (a Swift monitor type in this process, or a built `.so`) exactly as
+/// `vigil` does, binds options as a manifest would, and runs instances whose
+/// polls are driven by the test through an injected clock.
+///
+///     let host = try PluginTestHost(CPUMonitor.self)
+///     let cpu = try host.instance(options: "{ procfs: \(fixture) }", interval: .seconds(1))
+///     try cpu.start()                       // start, then the snapshot poll
+///     try cpu.advance(by: .seconds(3))      // three more polls, clock +3 s
+///     #expect(cpu.events(kind: "sample").count == 4)
+///     #expect(cpu.violations.isEmpty)       // every event matched the declared kinds
+public final class PluginTestHost: @unchecked Sendable {
+    /// The plugin's self-description, as `vigil plugins describe` reads it.
+    public let description: PluginDescription
+    /// The clock every instance of this host reads (`context.now()`) and
+    /// stamps events with. Starts at 2026-01-01T00:00:00Z.
+    public let clock: ManualClock
+    let plugin: LoadedPlugin
+    /// For in-process types: makes `create` build this type.
+    let creating: ((() -> vigil_status) -> vigil_status)?
+
+    /// A Swift monitor type compiled into the test.
+    public convenience init<M: PolledMonitor>(_ type: M.Type, clock: ManualClock = ManualClock()) throws(PluginTestError) {
+        try self.init(name: "\(M.self)", clock: clock, entry: { a, r in VigilKit.export(M.self, a, r) },
+                      creating: { body in VigilKitTestSupport.creating(M.self, body) })
+    }
+
+    /// A Swift monitor type that pushes (not polled).
+    public convenience init<M: Monitor>(_ type: M.Type, clock: ManualClock = ManualClock()) throws(PluginTestError) {
+        try self.init(name: "\(M.self)", clock: clock, entry: { a, r in VigilKit.export(M.self, a, r) },
+                      creating: { body in VigilKitTestSupport.creating(M.self, body) })
+    }
+
+    private init(name: String, clock: ManualClock,
+                 entry: (UnsafePointer<vigil_entry_args>, UnsafeMutablePointer<vigil_entry_result>) -> vigil_status,
+                 creating: @escaping (() -> vigil_status) -> vigil_status) throws(PluginTestError) {
+        switch PluginLoader.negotiate(path: "in-process \(name)", entry: entry) {
+        case .failure(let refusal): throw PluginTestError(refusal.description)
+        case .success(let loaded):
+            plugin = loaded
+            description = loaded.description
+        }
+        self.clock = clock
+        self.creating = creating
+    }
+
+    /// A plugin file, loaded as the host loads it (dlopen, negotiation, validation).
+    public init(path: String, clock: ManualClock = ManualClock()) throws(PluginTestError) {
+        switch PluginCatalog(directories: []).load(path: path) {
+        case .failure(let refusal): throw PluginTestError(refusal.description)
+        case .success(let loaded):
+            plugin = loaded
+            description = loaded.description
+        }
+        self.clock = clock
+        self.creating = nil
+    }
+
+    /// Creates an instance. `options` is a YAML flow mapping, as in a
+    /// manifest's `options:` (`"{ procfs: /tmp/fixture, per_cpu: true }"`);
+    /// it is checked against the self-description first, and every problem
+    /// is reported as the manifest would report it.
+    public func instance(_ name: String = "test", options: String = "{}",
+                         interval: Duration? = nil) throws(PluginTestError) -> TestInstance {
+        let intervalText = interval.map { "\($0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000)ns" }
+        let text = """
+        monitors:
+          \(name):
+            plugin: \(description.name)
+        \(intervalText.map { "    interval: \($0)\n" } ?? "")    options: \(options)
+        sinks:
+          none: { type: null }
+        """
+        let (manifest, diagnostics) = ManifestLoader(file: "options").load(text)
+        guard let manifest, let config = manifest.monitors.first else {
+            throw PluginTestError("options: " + diagnostics.map(\.description).joined(separator: "; "))
+        }
+        let (bound, problems) = OptionBinder.bind(config, to: description)
+        guard problems.isEmpty else {
+            throw PluginTestError("options: " + problems.map(\.description).joined(separator: "; "))
+        }
+        let ns = config.interval ?? description.defaultInterval
+        return try TestInstance(host: self, name: name, options: bound, interval: description.polled ? ns : 0)
+    }
+}
+
+/// Why a test host could not do what it was asked.
+public struct PluginTestError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    /// The plugin's status name when a call failed ("invalid config", "unavailable"…).
+    public var status: String?
+    public init(_ description: String, status: String? = nil) {
+        self.description = description
+        self.status = status
+    }
+}
+
+/// A clock the test moves by hand; nanoseconds since the epoch.
+public final class ManualClock: Sendable {
+    private let value: Atomic<Int64>
+
+    /// 2026-01-01T00:00:00Z unless told otherwise.
+    public init(nanoseconds: Int64 = 1_767_225_600_000_000_000) { value = Atomic(nanoseconds) }
+
+    public var now: Int64 { value.load(ordering: .acquiring) }
+
+    public func advance(by duration: Duration) {
+        let (s, atto) = duration.components
+        value.add(s * 1_000_000_000 + atto / 1_000_000_000, ordering: .acquiringAndReleasing)
+    }
+}
+
+/// One event as the plugin emitted it.
+public struct TestEvent: Sendable, CustomStringConvertible {
+    public var kind: String
+    public var severity: VigilCore.Severity
+    /// Nanoseconds since the epoch: the plugin's time, or the clock's when it gave none.
+    public var time: Int64
+    public var fields: [Field]
+
+    public subscript(field name: String) -> FieldValue? { fields.first { $0.name == name }?.value }
+    public func double(_ name: String) -> Double? { if case .double(let v)? = self[field: name] { v } else { nil } }
+    public func int(_ name: String) -> Int64? { if case .int(let v)? = self[field: name] { v } else { nil } }
+    public func bool(_ name: String) -> Bool? { if case .bool(let v)? = self[field: name] { v } else { nil } }
+    public func string(_ name: String) -> String? { if case .string(let v)? = self[field: name] { v } else { nil } }
+
+    public var description: String {
+        "\(kind)[\(severity)] " + fields.map { "\($0.name)=\($0.value)" }.joined(separator: " ")
+    }
+}
