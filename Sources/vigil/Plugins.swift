@@ -6,7 +6,7 @@ import VigilHost
 struct Plugins: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List and describe the plugins this host can load.",
-        subcommands: [List.self, Describe.self])
+        subcommands: [List.self, Describe.self, Check.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
