@@ -2,10 +2,13 @@
 import PackageDescription
 
 /// A built-in plugin: one dynamic library per directory under Plugins/,
-/// written against VigilKit exactly as a third party would write one.
-func plugin(_ name: String, target: String, dependencies extra: [Target.Dependency] = []) -> (Product, Target) {
-    (.library(name: name, type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["CVigilPlugin", "VigilKit", "LinuxProbes"] + extra, path: "Plugins/\(name)",
+/// written against VigilKit exactly as a third party would write one. The
+/// library is lib<name>.so, or lib<product>.so where that would shadow a
+/// system library the plugin links (the host also finds libvigil-<name>.so).
+func plugin(_ name: String, target: String, product: String? = nil, dependencies extra: [Target.Dependency] = [],
+            exclude: [String] = []) -> (Product, Target) {
+    (.library(name: product ?? name, type: .dynamic, targets: [target]),
+     .target(name: target, dependencies: ["CVigilPlugin", "VigilKit", "LinuxProbes"] + extra, path: "Plugins/\(name)", exclude: exclude,
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Plugins/exports.map"])]))
 }
 
@@ -13,6 +16,8 @@ let plugins = [
     plugin("cpu", target: "CPUPlugin"),
     plugin("memory", target: "MemoryPlugin"),
     plugin("load", target: "LoadPlugin"),
+    // libffi.so would shadow the system's libffi in the products directory.
+    plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
 ]
 
 let package = Package(
@@ -53,6 +58,8 @@ let package = Package(
         .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilHost", "VigilCore", "CVigilPlugin"]),
         // Readers of /proc (and later /sys) through a configurable root.
         .target(name: "LinuxProbes"),
+        // libffi, for the ffi plugin.
+        .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
             "VigilCore", "VigilHost",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -60,6 +67,6 @@ let package = Package(
         ]),
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore"]),
-        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilCore", "LinuxProbes", "CVigilPlugin"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit"]),
     ] + plugins.map(\.1)
 )

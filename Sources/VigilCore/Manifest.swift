@@ -157,3 +157,49 @@ public struct SocketSinkConfig: Sendable {
     public var clientBuffer: Int64 = 4 << 20
     public init(mode: Mode) { self.mode = mode }
 }
+
+extension MonitorConfig {
+    /// Where a plugin's complaint about an option points in the manifest. A
+    /// plugin's INVALID_CONFIG message may start with `options.NAME`, then
+    /// `[INDEX]` or `.KEY` steps into list and map values, then `: `
+    /// (`options.args[1].int32: out of range`). Returns the location of the
+    /// deepest node the path reaches (the `options:` key when the option was
+    /// not written, a default being at fault) and the message without the path.
+    public func locate(pluginMessage message: String) -> (location: SourceLocation, message: String) {
+        guard message.hasPrefix("options."), let colon = message.range(of: ": ") else { return (location, message) }
+        let path = message[message.index(message.startIndex, offsetBy: 8)..<colon.lowerBound]
+        let rest = String(message[colon.upperBound...])
+        var steps: [PathStep] = []
+        var name = ""
+        var i = path.startIndex
+        while i < path.endIndex, path[i] != "[", path[i] != "." { name.append(path[i]); i = path.index(after: i) }
+        while i < path.endIndex {
+            if path[i] == "[" {
+                guard let close = path[i...].firstIndex(of: "]"), let n = Int(path[path.index(after: i)..<close]) else { break }
+                steps.append(.index(n))
+                i = path.index(after: close)
+            } else {
+                var key = ""
+                i = path.index(after: i)
+                while i < path.endIndex, path[i] != "[", path[i] != "." { key.append(path[i]); i = path.index(after: i) }
+                steps.append(.key(key))
+            }
+        }
+        guard let entry = options.first(where: { $0.key.text == name }) else {
+            return (optionsLocation, "options.\(path): \(rest)")
+        }
+        var node = entry.value
+        for step in steps {
+            switch (step, node) {
+            case (.index(let n), .sequence(let items, _)) where n >= 0 && n < items.count: node = items[n]
+            case (.key(let k), .mapping(let entries, _)):
+                guard let next = entries.first(where: { $0.key.text == k }) else { break }
+                node = next.value
+            default: break
+            }
+        }
+        return (node.location, "options.\(path): \(rest)")
+    }
+
+    private enum PathStep { case index(Int), key(String) }
+}

@@ -65,10 +65,14 @@ final class MonitorInstance: @unchecked Sendable {
     let pollErrors = Atomic<UInt64>(0)
     let pollNanoseconds = Atomic<UInt64>(0)
 
+    /// The manifest's entry, for locating a plugin's complaints about options.
+    let config: MonitorConfig
+
     init(config: MonitorConfig, plugin: LoadedPlugin, options: [BoundOption], bus: EventBus,
          routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
          clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
         self.name = config.name
+        self.config = config
         self.plugin = plugin
         self.options = options
         let description = plugin.description
@@ -242,7 +246,8 @@ final class MonitorInstance: @unchecked Sendable {
     /// Reports a failed call, destroys the instance and leaves it failed.
     private func fail(call: String, status: vigil_status, message: String) {
         let why = message.isEmpty ? "no reason given" : message
-        logger.error("\(call) failed (\(Self.statusName(status))): \(why); the monitor is stopped, the others go on")
+        let at = status == VIGIL_E_INVALID_CONFIG ? " at \(config.locate(pluginMessage: why).location)" : ""
+        logger.error("\(call) failed (\(Self.statusName(status)))\(at): \(why); the monitor is stopped, the others go on")
         set(.failed)
         defer { onDone() }
         if let handle {

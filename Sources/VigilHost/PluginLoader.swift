@@ -60,7 +60,7 @@ public final class PluginCatalog: @unchecked Sendable {
     /// first directory that has one.
     public func locate(_ name: String) -> String? {
         for dir in directories {
-            for file in ["\(name).so", "lib\(name).so"] {
+            for file in ["\(name).so", "lib\(name).so", "libvigil-\(name).so"] {
                 let path = dir.hasSuffix("/") ? dir + file : "\(dir)/\(file)"
                 if access(path, R_OK) == 0 { return path }
             }

@@ -1,3 +1,4 @@
+@preconcurrency import CVigilPlugin
 import Dispatch
 import Foundation
 import Logging
@@ -54,6 +55,77 @@ public struct ManifestResolution: Sendable {
         }
         return result
     }
+
+    /// Creates each monitor's instance with its options and destroys it at
+    /// once, none started, so that what only the plugin can check (a library
+    /// that is not there, a signature that does not parse) is reported before
+    /// anything runs, at the place in the manifest the plugin's message names.
+    public func validateInstances() -> [Diagnostic] {
+        var diagnostics: [Diagnostic] = []
+        for monitor in monitors {
+            var arena = StringArena()
+            defer { arena.free() }
+            var cOptions = monitor.options.map { vigil_option(name: arena.str($0.name), value: arena.value($0.value)) }
+            let instanceName = arena.str(monitor.config.name)
+            var buffer = [CChar](repeating: 0, count: 1024)
+            var handle: UnsafeMutableRawPointer?
+            let descriptor = monitor.plugin.descriptor
+            let status = cOptions.withUnsafeMutableBufferPointer { options in
+                buffer.withUnsafeMutableBufferPointer { message in
+                    var args = vigil_create_args()
+                    args.size = UInt32(MemoryLayout<vigil_create_args>.size)
+                    args.instance_name = instanceName
+                    args.host = ValidationHost.context
+                    args.api = ValidationHost.table
+                    args.options = UnsafePointer(options.baseAddress)
+                    args.option_count = options.count
+                    args.interval_ns = monitor.config.interval ?? monitor.plugin.description.defaultInterval
+                    var err = vigil_error()
+                    err.size = UInt32(MemoryLayout<vigil_error>.size)
+                    err.message = message.baseAddress
+                    err.capacity = message.count
+                    return descriptor.create(&args, &handle, &err)
+                }
+            }
+            if status == VIGIL_OK {
+                if let handle { descriptor.destroy(handle) }
+                continue
+            }
+            let text = HostAPI.message(buffer)
+            let (location, message) = monitor.config.locate(pluginMessage: text.isEmpty ? "no reason given" : text)
+            let name = monitor.config.name
+            switch status {
+            case VIGIL_E_UNAVAILABLE:
+                diagnostics.append(Diagnostic(.warning, at: monitor.config.location,
+                                              "monitor '\(name)' is unavailable on this machine: \(message)"))
+            case VIGIL_E_INVALID_CONFIG:
+                diagnostics.append(Diagnostic(at: location, "monitor '\(name)': \(message)"))
+            default:
+                diagnostics.append(Diagnostic(at: location, "monitor '\(name)': create failed (\(MonitorInstance.statusName(status))): \(message)"))
+            }
+        }
+        return diagnostics
+    }
+}
+
+/// The host table given to instances created only to be validated: they
+/// are never started, so nothing they call does anything.
+enum ValidationHost {
+    nonisolated(unsafe) static let context = OpaquePointer(bitPattern: 0x1)!
+    nonisolated(unsafe) static let table: UnsafePointer<vigil_host_api> = {
+        var api = vigil_host_api()
+        api.size = UInt32(MemoryLayout<vigil_host_api>.size)
+        api.abi_major = UInt16(VIGIL_ABI_MAJOR)
+        api.abi_minor = UInt16(VIGIL_ABI_MINOR)
+        api.emit = { _, _ in VIGIL_E_STOPPED }
+        api.log = { _, _, _ in }
+        api.set_availability = { _, _, _ in }
+        api.now_ns = { _ in realtimeNanoseconds() }
+        api.finished = { _ in }
+        let table = UnsafeMutablePointer<vigil_host_api>.allocate(capacity: 1)
+        table.initialize(to: api)
+        return UnsafePointer(table)
+    }()
 }
 
 extension PluginCatalog {
@@ -63,7 +135,7 @@ extension PluginCatalog {
             var file = String(path.split(separator: "/").last ?? "")
             guard file.hasSuffix(".so") else { return nil }
             file.removeLast(3)
-            if file.hasPrefix("lib") { file.removeFirst(3) }
+            if file.hasPrefix("libvigil-") { file.removeFirst(9) } else if file.hasPrefix("lib") { file.removeFirst(3) }
             return file
         }
     }

@@ -124,7 +124,9 @@ struct Validate: AsyncParsableCommand {
         discussion: """
         Reports every problem as FILE:LINE:COLUMN: error: … with a hint: unknown keys, duplicate names, wrong \
         types, bad durations, sizes and addresses, unknown plugins, and options that the plugin's \
-        self-description does not accept. Each plugin is loaded and asked to describe itself; none is started. \
+        self-description does not accept. Each plugin is loaded and asked to describe itself, and each monitor's \
+        instance is created with its options and destroyed at once, so that the plugin can refuse values only \
+        it can check (reported at the option's place when the plugin names it); none is started. \
         Exits 0 only when the manifest is valid.
         """)
 
@@ -135,7 +137,8 @@ struct Validate: AsyncParsableCommand {
         let (loaded, diagnostics) = ManifestFile.load(manifest)
         var all = diagnostics
         if let loaded {
-            all += ManifestResolution.resolve(loaded, catalog: plugins.catalog(manifest: loaded)).diagnostics
+            let resolution = ManifestResolution.resolve(loaded, catalog: plugins.catalog(manifest: loaded))
+            all += resolution.diagnostics + resolution.validateInstances()
         }
         ManifestFile.print(all)
         let errors = all.filter { $0.level == .error }.count
