@@ -1,5 +1,6 @@
 @preconcurrency import CVigilPlugin
 import Foundation
+import VigilCore
 
 /// The const table of host functions every plugin receives. Allocated once,
 /// never freed. Each function recovers its `MonitorInstance` from the opaque
@@ -47,5 +48,54 @@ enum HostAPI {
     static func string(_ s: vigil_str) -> String {
         guard s.len > 0, let ptr = s.ptr else { return "" }
         return String(decoding: UnsafeRawBufferPointer(start: ptr, count: s.len), as: UTF8.self)
+    }
+}
+
+/// Calls `body` with a fresh 1 KiB error buffer; returns its status and, when
+/// not OK, the message the plugin wrote.
+package func withPluginError(_ body: (UnsafeMutablePointer<vigil_error>) -> vigil_status) -> (vigil_status, String) {
+    var message = [CChar](repeating: 0, count: 1024)
+    let status = message.withUnsafeMutableBufferPointer { buffer in
+        var error = vigil_error(size: UInt32(MemoryLayout<vigil_error>.size), reserved: 0,
+                                message: buffer.baseAddress, capacity: buffer.count)
+        return body(&error)
+    }
+    return (status, status == VIGIL_OK ? "" : HostAPI.message(message))
+}
+
+/// `create`'s arguments for one instance: C copies of the name and the bound
+/// options, valid while `body` runs.
+package func withCreateArgs<R>(name: String, options: [BoundOption], interval: Int64, host: OpaquePointer,
+                               api: UnsafePointer<vigil_host_api>, _ body: (inout vigil_create_args) -> R) -> R {
+    var arena = StringArena()
+    defer { arena.free() }
+    var cOptions = options.map { vigil_option(name: arena.str($0.name), value: arena.value($0.value)) }
+    let instanceName = arena.str(name)
+    return cOptions.withUnsafeMutableBufferPointer { buffer in
+        var args = vigil_create_args()
+        args.size = UInt32(MemoryLayout<vigil_create_args>.size)
+        args.instance_name = instanceName
+        args.host = host
+        args.api = api
+        args.options = UnsafePointer(buffer.baseAddress)
+        args.option_count = buffer.count
+        args.interval_ns = interval
+        return body(&args)
+    }
+}
+
+/// A status as people read it in logs and reports.
+package func statusName(_ status: vigil_status) -> String {
+    switch status {
+    case VIGIL_OK: "ok"
+    case VIGIL_E_TEMPORARY: "temporary failure"
+    case VIGIL_E_FATAL: "fatal"
+    case VIGIL_E_INVALID_CONFIG: "invalid configuration"
+    case VIGIL_E_UNAVAILABLE: "unavailable"
+    case VIGIL_E_NOMEM: "out of memory"
+    case VIGIL_E_UNSUPPORTED: "unsupported"
+    case VIGIL_E_STOPPED: "stopped"
+    case VIGIL_E_INVALID_ARGUMENT: "invalid argument"
+    default: "status \(status.rawValue)"
     }
 }

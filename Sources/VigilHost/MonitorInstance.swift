@@ -151,23 +151,9 @@ final class MonitorInstance: @unchecked Sendable {
     }
 
     private func create() -> (vigil_status, String) {
-        var arena = StringArena()
-        var cOptions = options.map { option in
-            vigil_option(name: arena.str(option.name), value: arena.value(option.value))
-        }
-        let instanceName = arena.str(name)
-        defer { arena.free() }
         var out: UnsafeMutableRawPointer?
-        let result = cOptions.withUnsafeMutableBufferPointer { buffer in
-            var args = vigil_create_args()
-            args.size = UInt32(MemoryLayout<vigil_create_args>.size)
-            args.instance_name = instanceName
-            args.host = context
-            args.api = HostAPI.table
-            args.options = UnsafePointer(buffer.baseAddress)
-            args.option_count = buffer.count
-            args.interval_ns = interval
-            return call("create") { err in plugin.descriptor.create(&args, &out, err) }
+        let result = withCreateArgs(name: name, options: options, interval: interval, host: context, api: HostAPI.table) { args in
+            call("create") { err in plugin.descriptor.create(&args, &out, err) }
         }
         if result.0 == VIGIL_OK {
             guard let out else { return (VIGIL_E_FATAL, "create returned OK but no instance") }
@@ -299,15 +285,9 @@ final class MonitorInstance: @unchecked Sendable {
     /// Runs one call into the plugin with a fresh error buffer, recording it
     /// for the watchdog.
     private func call(_ what: String, _ body: (UnsafeMutablePointer<vigil_error>) -> vigil_status) -> (vigil_status, String) {
-        var message = [CChar](repeating: 0, count: 1024)
         lock.withLock { inFlight = (what, monotonicNanoseconds(), false) }
-        let status = message.withUnsafeMutableBufferPointer { buffer in
-            var error = vigil_error(size: UInt32(MemoryLayout<vigil_error>.size), reserved: 0,
-                                    message: buffer.baseAddress, capacity: buffer.count)
-            return body(&error)
-        }
-        lock.withLock { inFlight = nil }
-        return (status, status == VIGIL_OK ? "" : HostAPI.message(message))
+        defer { lock.withLock { inFlight = nil } }
+        return withPluginError(body)
     }
 
     /// The call in progress if it has run past `deadline` (and was not reported yet).
@@ -321,20 +301,7 @@ final class MonitorInstance: @unchecked Sendable {
         }
     }
 
-    static func statusName(_ status: vigil_status) -> String {
-        switch status {
-        case VIGIL_OK: "ok"
-        case VIGIL_E_TEMPORARY: "temporary failure"
-        case VIGIL_E_FATAL: "fatal"
-        case VIGIL_E_INVALID_CONFIG: "invalid configuration"
-        case VIGIL_E_UNAVAILABLE: "unavailable"
-        case VIGIL_E_NOMEM: "out of memory"
-        case VIGIL_E_UNSUPPORTED: "unsupported"
-        case VIGIL_E_STOPPED: "stopped"
-        case VIGIL_E_INVALID_ARGUMENT: "invalid argument"
-        default: "status \(status.rawValue)"
-        }
-    }
+    static func statusName(_ status: vigil_status) -> String { VigilHost.statusName(status) }
 
     // MARK: - host functions (any thread)
 

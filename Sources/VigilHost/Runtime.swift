@@ -63,35 +63,17 @@ public struct ManifestResolution: Sendable {
     public func validateInstances() -> [Diagnostic] {
         var diagnostics: [Diagnostic] = []
         for monitor in monitors {
-            var arena = StringArena()
-            defer { arena.free() }
-            var cOptions = monitor.options.map { vigil_option(name: arena.str($0.name), value: arena.value($0.value)) }
-            let instanceName = arena.str(monitor.config.name)
-            var buffer = [CChar](repeating: 0, count: 1024)
             var handle: UnsafeMutableRawPointer?
             let descriptor = monitor.plugin.descriptor
-            let status = cOptions.withUnsafeMutableBufferPointer { options in
-                buffer.withUnsafeMutableBufferPointer { message in
-                    var args = vigil_create_args()
-                    args.size = UInt32(MemoryLayout<vigil_create_args>.size)
-                    args.instance_name = instanceName
-                    args.host = ValidationHost.context
-                    args.api = ValidationHost.table
-                    args.options = UnsafePointer(options.baseAddress)
-                    args.option_count = options.count
-                    args.interval_ns = monitor.config.interval ?? monitor.plugin.description.defaultInterval
-                    var err = vigil_error()
-                    err.size = UInt32(MemoryLayout<vigil_error>.size)
-                    err.message = message.baseAddress
-                    err.capacity = message.count
-                    return descriptor.create(&args, &handle, &err)
-                }
+            let interval = monitor.config.interval ?? monitor.plugin.description.defaultInterval
+            let (status, text) = withCreateArgs(name: monitor.config.name, options: monitor.options, interval: interval,
+                                                host: ValidationHost.context, api: ValidationHost.table) { args in
+                withPluginError { err in descriptor.create(&args, &handle, err) }
             }
             if status == VIGIL_OK {
                 if let handle { descriptor.destroy(handle) }
                 continue
             }
-            let text = HostAPI.message(buffer)
             let (location, message) = monitor.config.locate(pluginMessage: text.isEmpty ? "no reason given" : text)
             let name = monitor.config.name
             switch status {
@@ -101,7 +83,7 @@ public struct ManifestResolution: Sendable {
             case VIGIL_E_INVALID_CONFIG:
                 diagnostics.append(Diagnostic(at: location, "monitor '\(name)': \(message)"))
             default:
-                diagnostics.append(Diagnostic(at: location, "monitor '\(name)': create failed (\(MonitorInstance.statusName(status))): \(message)"))
+                diagnostics.append(Diagnostic(at: location, "monitor '\(name)': create failed (\(statusName(status))): \(message)"))
             }
         }
         return diagnostics

@@ -31,25 +31,15 @@ public final class TestInstance: @unchecked Sendable {
         self.host = host
         self.name = name
         self.interval = interval
-        var arena = StringArena()
-        defer { arena.free() }
-        var cOptions = options.map { vigil_option(name: arena.str($0.name), value: arena.value($0.value)) }
-        let instanceName = arena.str(name)
         let context = OpaquePointer(Unmanaged.passUnretained(self).toOpaque())
         var out: UnsafeMutableRawPointer?
         let descriptor = host.plugin.descriptor
-        let (status, message) = cOptions.withUnsafeMutableBufferPointer { buffer in
-            var args = vigil_create_args()
-            args.size = UInt32(MemoryLayout<vigil_create_args>.size)
-            args.instance_name = instanceName
-            args.host = context
-            args.api = TestHostAPI.table
-            args.options = UnsafePointer(buffer.baseAddress)
-            args.option_count = buffer.count
-            args.interval_ns = interval
-            return Self.call { err in
-                let create = { descriptor.create(&args, &out, err) }
-                return host.creating.map { $0(create) } ?? create()
+        let (status, message) = withCreateArgs(name: name, options: options, interval: interval, host: context,
+                                               api: TestHostAPI.table) { args in
+            withPluginError { err in
+                withoutActuallyEscaping({ descriptor.create(&args, &out, err) }) { create in
+                    host.creating.map { $0(create) } ?? create()
+                }
             }
         }
         guard status == VIGIL_OK else { throw Self.failure("create", status, message) }
@@ -221,37 +211,14 @@ public final class TestInstance: @unchecked Sendable {
     // MARK: helpers
 
     static func call(_ body: (UnsafeMutablePointer<vigil_error>) -> vigil_status) -> (vigil_status, String) {
-        var buffer = [CChar](repeating: 0, count: 1024)
-        let status = buffer.withUnsafeMutableBufferPointer { b in
-            var err = vigil_error()
-            err.size = UInt32(MemoryLayout<vigil_error>.size)
-            err.message = b.baseAddress
-            err.capacity = b.count
-            return body(&err)
-        }
-        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-        return (status, String(decoding: bytes, as: UTF8.self))
+        withPluginError(body)
     }
 
     static func failure(_ call: String, _ status: vigil_status, _ message: String) -> PluginTestError {
-        let name = statusName(status)
+        let name = VigilHost.statusName(status)
         return PluginTestError("\(call) failed (\(name)): \(message.isEmpty ? "no reason given" : message)", status: name)
     }
 
-    static func statusName(_ status: vigil_status) -> String {
-        switch status {
-        case VIGIL_OK: "ok"
-        case VIGIL_E_TEMPORARY: "temporary"
-        case VIGIL_E_FATAL: "fatal"
-        case VIGIL_E_INVALID_CONFIG: "invalid config"
-        case VIGIL_E_UNAVAILABLE: "unavailable"
-        case VIGIL_E_NOMEM: "out of memory"
-        case VIGIL_E_UNSUPPORTED: "unsupported"
-        case VIGIL_E_STOPPED: "stopped"
-        case VIGIL_E_INVALID_ARGUMENT: "invalid argument"
-        default: "status \(status.rawValue)"
-        }
-    }
 }
 
 extension FieldValue {

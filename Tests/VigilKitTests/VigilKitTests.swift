@@ -163,7 +163,7 @@ final class AbsentMonitor: PolledMonitor {
             _ = try host.instance(options: "{ scale: -1 }")
             Issue.record("a negative scale was accepted")
         } catch {
-            #expect(error.status == "invalid config")
+            #expect(error.status == "invalid configuration")
             #expect(error.description.contains("options.scale: must be positive"))
         }
     }
