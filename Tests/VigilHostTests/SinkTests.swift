@@ -94,13 +94,17 @@ final class Progress: Sendable {
     func readAll(_ fd: Int32, until count: Int, timeout: Double = 10, progress: Progress? = nil) -> [String] {
         var data: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
-        let deadline = Date().addingTimeInterval(timeout)
+        // `timeout` is how long the stream may be silent, not how long it may
+        // take: producers in these tests run on the cooperative pool, which
+        // other suites' blocking tests can starve for seconds.
+        var deadline = Date().addingTimeInterval(timeout)
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         var lines = 0
         while Date() < deadline && lines < count {
             guard poll(&pfd, 1, 100) == 1 else { continue }
             let n = read(fd, &buffer, buffer.count)
             if n <= 0 { break }
+            deadline = Date().addingTimeInterval(timeout)
             data += buffer[0..<n]
             lines += buffer[0..<n].reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
             progress?.lines.store(lines, ordering: .relaxed)

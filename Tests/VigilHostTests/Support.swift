@@ -84,47 +84,87 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// A child process whose output is collected in the background.
+///
+/// Spawned with posix_spawn on pipes this class owns and closes exactly once:
+/// Foundation's Process and Pipe on Linux could close a descriptor number
+/// twice, and under parallel tests the second close hit a socket another
+/// test was reading (a listen-sink test lost its client mid-stream).
 final class RunningProcess: @unchecked Sendable {
-    let process = Process()
-    private let out = Pipe(), err = Pipe()
+    let pid: pid_t
     private let collected = Mutex<(Data, Data)>((Data(), Data()))
     private let readers = DispatchGroup()
+    private let exit = Mutex<Int32?>(nil)
 
     init(_ program: String, _ arguments: [String], environment: [String: String]?) throws {
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        if let environment {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        var out: [Int32] = [-1, -1], err: [Int32] = [-1, -1]
+        guard pipe(&out) == 0 else { throw TestFailure("pipe: \(errno)") }
+        guard pipe(&err) == 0 else { close(out[0]); close(out[1]); throw TestFailure("pipe: \(errno)") }
+        for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, out[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, err[1], 2)
+        var env = ProcessInfo.processInfo.environment
+        if let environment { env.merge(environment) { _, new in new } }
+        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in argv + envp { free(p) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, program, &actions, nil, argv, envp)
+        close(out[1])
+        close(err[1])
+        guard rc == 0 else {
+            close(out[0]); close(err[0])
+            throw TestFailure("posix_spawn \(program): \(String(cString: strerror(rc)))")
         }
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        for (handle, isOut) in [(out.fileHandleForReading, true), (err.fileHandleForReading, false)] {
+        pid = child
+        for (fd, isOut) in [(out[0], true), (err[0], false)] {
             readers.enter()
-            DispatchQueue.global().async { [self] in
-                let data = handle.readDataToEndOfFile()
-                self.collected.withLock { if isOut { $0.0 = data } else { $0.1 = data } }
-                self.readers.leave()
+            let thread = Thread { [self] in
+                var data = Data()
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while true {
+                    let n = read(fd, &buffer, buffer.count)
+                    if n > 0 { data.append(contentsOf: buffer[0..<n]); continue }
+                    if n < 0 && errno == EINTR { continue }
+                    break
+                }
+                close(fd)
+                collected.withLock { if isOut { $0.0 = data } else { $0.1 = data } }
+                readers.leave()
             }
+            thread.start()
         }
     }
 
-    var pid: Int32 { process.processIdentifier }
+    func signal(_ sig: Int32) { kill(pid, sig) }
 
-    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+    /// The exit status (128 + signal for a signal), once the process has exited.
+    private func reap(block: Bool) -> Int32? {
+        exit.withLock { status in
+            if let status { return status }
+            var raw: Int32 = 0
+            let r = waitpid(pid, &raw, block ? 0 : WNOHANG)
+            guard r == pid else { return nil }
+            let signalled = raw & 0x7f
+            status = signalled == 0 ? (raw >> 8) & 0xff : 128 + signalled
+            return status
+        }
+    }
+
+    var isRunning: Bool { reap(block: false) == nil }
 
     /// Waits for exit; kills the process after `timeout` seconds.
     func wait(timeout: TimeInterval = 60) -> TestEnv.Output {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
+        while isRunning && Date() < deadline { usleep(10_000) }
+        if isRunning { kill(pid, SIGKILL) }
+        let status = reap(block: true) ?? -1
         readers.wait()
         let (o, e) = collected.withLock { $0 }
-        return TestEnv.Output(status: process.terminationStatus,
-                              stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+        return TestEnv.Output(status: status, stdout: String(decoding: o, as: UTF8.self),
+                              stderr: String(decoding: e, as: UTF8.self))
     }
 }
