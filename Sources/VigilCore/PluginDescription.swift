@@ -75,6 +75,15 @@ public struct EventSpec: Sendable, Equatable {
     }
 }
 
+extension PluginDescription {
+    /// The poll interval an instance gets: the manifest's, else the plugin's
+    /// default, else 10 s; 0 for push-only plugins.
+    public func effectiveInterval(_ configured: Int64?) -> Int64 {
+        guard polled else { return 0 }
+        return configured ?? (defaultInterval > 0 ? defaultInterval : 10_000_000_000)
+    }
+}
+
 /// What a plugin says about itself: enough to validate a manifest and to
 /// document the plugin, without starting anything.
 public struct PluginDescription: Sendable {

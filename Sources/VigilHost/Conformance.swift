@@ -55,7 +55,7 @@ public enum Conformance {
         static let createDefaults = "create with default options"
         static let createGiven = "create with the given options"
         static let lifecycle = "start/poll/stop twice"
-        static let stopStopped = "stop when stopped, destroy"
+        static let stopStopped = "start and stop again, destroy"
         static let twoInstances = "two instances at once"
         static let pluginThreads = "emits from plugin threads"
         static let noLateEmit = "no emit after stop"
@@ -798,10 +798,20 @@ final class ConformanceSession {
     private func checkStopWhenStopped(_ a: ProbeInstance) {
         out.send("step", Name.stopStopped)
         var outcome = CheckOutcome()
-        let result = stop(a)
-        if !result.ok { outcome.fail("stop of a stopped instance returned \(result.said)") }
+        let stopped = stop(a)
+        if !stopped.ok { outcome.fail("stop of a stopped instance returned \(stopped.said)") }
+        // Start is idempotent too: a second start of a started instance does nothing.
+        let first = start(a)
+        if first.ok {
+            let second = start(a)
+            if !second.ok { outcome.fail("start of a started instance returned \(second.said)") }
+            let stop = stop(a)
+            if !stop.ok { outcome.fail("stop after a second start returned \(stop.said)") }
+        } else {
+            outcome.fail("start after stop returned \(first.said)")
+        }
         _ = destroy(a)
-        report(Name.stopStopped, outcome, pass: "stop of a stopped instance returned VIGIL_OK")
+        report(Name.stopStopped, outcome, pass: "stop of a stopped and start of a started instance returned VIGIL_OK")
     }
 
     /// Two instances created and started together, both stopped, both destroyed.

@@ -76,7 +76,7 @@ final class MonitorInstance: @unchecked Sendable {
         self.plugin = plugin
         self.options = options
         let description = plugin.description
-        self.interval = description.polled ? (config.interval ?? (description.defaultInterval > 0 ? description.defaultInterval : 10_000_000_000)) : 0
+        self.interval = description.effectiveInterval(config.interval)
         self.timeout = config.timeout ?? max(5_000_000_000, self.interval)
         var logger = logger
         logger[metadataKey: "monitor"] = "\(config.name)"
@@ -341,7 +341,8 @@ final class MonitorInstance: @unchecked Sendable {
                 case UInt32(VIGIL_TYPE_STRING.rawValue):
                     if f.value.as.str.len > 0 && f.value.as.str.ptr == nil { return VIGIL_E_INVALID_ARGUMENT }
                     value = .string(HostAPI.string(f.value.as.str))
-                default: return VIGIL_E_INVALID_ARGUMENT
+                default:  // option-only types are a mistake; types past JSON are from a newer ABI
+                    return f.value.type > UInt32(VIGIL_TYPE_JSON.rawValue) ? VIGIL_E_UNSUPPORTED : VIGIL_E_INVALID_ARGUMENT
                 }
                 fields.append(Field(fieldName, value))
             }

@@ -60,6 +60,7 @@ public final class PluginCatalog: @unchecked Sendable {
     /// first directory that has one.
     public func locate(_ name: String) -> String? {
         for dir in directories {
+            // libvigil-NAME.so: a plugin whose libNAME.so would shadow a system library.
             for file in ["\(name).so", "lib\(name).so", "libvigil-\(name).so"] {
                 let path = dir.hasSuffix("/") ? dir + file : "\(dir)/\(file)"
                 if access(path, R_OK) == 0 { return path }
@@ -211,7 +212,10 @@ package enum PluginLoader {
         }
     }
 
-    struct Malformed: Error { var why: String }
+    struct Malformed: Error, CustomStringConvertible {
+        var why: String
+        var description: String { why }
+    }
 
     static func describe(_ d: vigil_plugin_descriptor, path: String, abiMajor: Int, abiMinor: Int)
         -> Result<PluginDescription, Malformed> {

@@ -65,7 +65,7 @@ public struct ManifestResolution: Sendable {
         for monitor in monitors {
             var handle: UnsafeMutableRawPointer?
             let descriptor = monitor.plugin.descriptor
-            let interval = monitor.config.interval ?? monitor.plugin.description.defaultInterval
+            let interval = monitor.plugin.description.effectiveInterval(monitor.config.interval)
             let (status, text) = withCreateArgs(name: monitor.config.name, options: monitor.options, interval: interval,
                                                 host: ValidationHost.context, api: ValidationHost.table) { args in
                 withPluginError { err in descriptor.create(&args, &handle, err) }
@@ -80,6 +80,9 @@ public struct ManifestResolution: Sendable {
             case VIGIL_E_UNAVAILABLE:
                 diagnostics.append(Diagnostic(.warning, at: monitor.config.location,
                                               "monitor '\(name)' is unavailable on this machine: \(message)"))
+            case VIGIL_E_TEMPORARY:  // vigil run retries it
+                diagnostics.append(Diagnostic(.warning, at: monitor.config.location,
+                                              "monitor '\(name)': create failed for now (run retries it): \(message)"))
             case VIGIL_E_INVALID_CONFIG:
                 diagnostics.append(Diagnostic(at: location, "monitor '\(name)': \(message)"))
             default:

@@ -84,8 +84,8 @@ public final class PluginTestHost: @unchecked Sendable {
         guard problems.isEmpty else {
             throw PluginTestError("options: " + problems.map(\.description).joined(separator: "; "))
         }
-        let ns = config.interval ?? description.defaultInterval
-        return try TestInstance(host: self, name: name, options: bound, interval: description.polled ? ns : 0)
+        return try TestInstance(host: self, name: name, options: bound,
+                                interval: description.effectiveInterval(config.interval))
     }
 }
 

@@ -19,7 +19,7 @@ import Testing
         let result = try check(["heartbeat"])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         for name in ["negotiation", "self-description", "create with default options", "start/poll/stop twice",
-                     "stop when stopped, destroy", "two instances at once", "no emit after stop", "events match declarations"] {
+                     "start and stop again, destroy", "two instances at once", "no emit after stop", "events match declarations"] {
             #expect(line(name, in: result)?.hasPrefix("  PASS  ") == true, "\(name): \(result.stdout)")
         }
         #expect(line("emits from plugin threads", in: result)?.hasPrefix("  INFO  ") == true, "\(result.stdout)")
@@ -31,7 +31,7 @@ import Testing
         let a = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("  instance a ") })
         let calls = a.dropFirst("  instance a ".count).split(separator: ",")
             .map { $0.split(separator: " ").first.map(String.init) ?? "" }
-        #expect(calls == ["create", "start", "poll", "stop", "start", "poll", "stop", "stop", "destroy"], "\(a)")
+        #expect(calls == ["create", "start", "poll", "stop", "start", "poll", "stop", "stop", "start", "start", "stop", "destroy"], "\(a)")
         #expect(result.stdout.contains("  host        load "), "\(result.stdout)")
         #expect(result.stdout.contains("  instance b "))
         #expect(result.stdout.contains("  instance c "))

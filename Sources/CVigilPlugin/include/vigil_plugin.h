@@ -278,7 +278,9 @@ typedef struct vigil_host_api {
 
     /** Hands an event to the host, which copies it before returning.
      *  Returns VIGIL_OK, VIGIL_E_STOPPED (instance not running),
-     *  VIGIL_E_INVALID_ARGUMENT (NULL, size too small, bad field type). Never
+     *  VIGIL_E_INVALID_ARGUMENT (NULL, size too small, an option-only type
+     *  such as DURATION in a field), VIGIL_E_UNSUPPORTED (a value type newer
+     *  than this host). Never
      *  blocks on a sink unless a sink is configured with `overflow: block`. */
     vigil_status (*emit)(vigil_host_ctx *host, const vigil_event *event);
 
