@@ -58,7 +58,15 @@ public final class MonitorContext: @unchecked Sendable {
         var running = false
         var workers: [Worker] = []
         /// Last values passed on, per kind and entity, for `.changes` kinds.
-        var sent: [String: [Value]] = [:]
+        /// Pairs searched in order, not a dictionary: the first `[String: X]`
+        /// of a plugin type makes the runtime scan every image's conformance
+        /// table (see `RawOptions.entries`), and an instance tracks few entities.
+        var sent: [(entity: String, values: [Value])] = []
+
+        func index(of entity: String) -> Int? {
+            for i in sent.indices where sent[i].entity == entity { return i }
+            return nil
+        }
     }
 
     init(instanceName: String, interval: Int64, host: OpaquePointer, api: UnsafePointer<vigil_host_api>,
@@ -95,7 +103,10 @@ public final class MonitorContext: @unchecked Sendable {
     /// Forgets one entity (a device that went away), so that if it comes back
     /// its first event is passed on.
     public func forget(_ kind: String, key: [Value]) {
-        state.withLock { _ = $0.sent.removeValue(forKey: Self.entity(kind, key)) }
+        let id = Self.entity(kind, key)
+        state.withLock { state in
+            if let i = state.index(of: id) { state.sent.remove(at: i) }
+        }
     }
 
     private func declaration(of kind: String) -> EventDecl? {
@@ -127,8 +138,13 @@ public final class MonitorContext: @unchecked Sendable {
         let id = Self.entity(decl.kind, key)
         let values = fields.map(\.1)
         return state.withLock { state in
-            guard let previous = state.sent[id], previous.count == values.count else {
-                state.sent[id] = values
+            guard let slot = state.index(of: id) else {
+                state.sent.append((id, values))
+                return true
+            }
+            let previous = state.sent[slot].values
+            guard previous.count == values.count else {
+                state.sent[slot].values = values
                 return true
             }
             for (i, (name, value)) in fields.enumerated() where value != previous[i] {
@@ -138,7 +154,7 @@ public final class MonitorContext: @unchecked Sendable {
                 case (.double(let a), .double(let b)) where threshold > 0 && abs(a - b) < threshold: continue
                 case (.int(let a), .int(let b)) where threshold > 0 && abs(Double(a) - Double(b)) < threshold: continue
                 default:
-                    state.sent[id] = values
+                    state.sent[slot].values = values
                     return true
                 }
             }
