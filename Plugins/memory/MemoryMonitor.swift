@@ -22,14 +22,36 @@ final class MemoryMonitor: PolledMonitor {
                 FieldDecl("pressure_some_avg10", .double, unit: "percent", minChange: 0.1, doc: "share of time some tasks stalled on memory, last 10 s"),
                 FieldDecl("pressure_full_avg10", .double, unit: "percent", minChange: 0.1, doc: "share of time all tasks stalled on memory, last 10 s"),
                 FieldDecl("pressure_some_total", .int, unit: "microseconds", minChange: 100_000, doc: "total stall time of some tasks"),
+                FieldDecl("oom_kills", .int, unit: "processes", doc: "processes killed by the OOM killer since boot (/proc/vmstat oom_kill)"),
+            ]),
+            .occurrence("warning", doc: """
+                Memory is short (iOS's memory warning): available memory fell to `available_warning` percent of \
+                the total, or some tasks stalled on memory at least `pressure_warning` percent of the last 10 s. \
+                Emitted when the condition begins (active, severity warning) and when it ends (inactive, notice): \
+                it ends once available memory is 5 points above its level and pressure 2 points below its level.
+                """, fields: [
+                FieldDecl("active", .bool, doc: "true when the condition began, false when it ended"),
+                FieldDecl("reason", .string, doc: "low_available, pressure, or both joined by +"),
+                FieldDecl("available_percent", .double, unit: "percent", doc: "available / total × 100"),
+                FieldDecl("pressure_some_avg10", .double, unit: "percent", doc: "where /proc/pressure exists"),
             ]),
         ])
 
     struct Options: DeclaredOptions {
         var procfs = "/proc"
+        var availableWarning = 10.0
+        var pressureWarning = 10.0
         static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
+            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."),
+            .option("available_warning", \.availableWarning,
+                    doc: "Percent of memory available at or below which a `warning` begins (0 turns it off)."),
+            .option("pressure_warning", \.pressureWarning,
+                    doc: "Percent of the last 10 s some tasks stalled on memory at or above which a `warning` begins (0 turns it off)."))
     }
+
+    /// The warning's hysteresis: how far past its level a value must come back.
+    static let availableClearance = 5.0
+    static let pressureClearance = 2.0
 
     /// Byte counts within a MiB of the last event are not a change.
     static let mib = 1_048_576.0
@@ -37,15 +59,26 @@ final class MemoryMonitor: PolledMonitor {
     private let context: MonitorContext
     private let root: FSRoot
     private var hasPressure = true
+    private let options: Options
+    /// Why memory is short now; empty when it is not.
+    private var warning: [String] = []
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
+        guard (0...100).contains(options.availableWarning) else {
+            throw .invalidOption("available_warning", "must be a percent from 0 to 100, not \(options.availableWarning)")
+        }
+        guard (0...100).contains(options.pressureWarning) else {
+            throw .invalidOption("pressure_warning", "must be a percent from 0 to 100, not \(options.pressureWarning)")
+        }
         self.context = context
+        self.options = options
         self.root = FSRoot(options.procfs)
     }
 
     func start() throws(MonitorError) {
         guard root.exists("meminfo") else { throw .unavailable("\(root.path("meminfo")) does not exist") }
         hasPressure = root.exists("pressure/memory")
+        warning = []
     }
 
     func poll() throws(MonitorError) {
@@ -68,9 +101,11 @@ final class MemoryMonitor: PolledMonitor {
         add("swap_total", info.swapTotal)
         add("swap_free", info.swapFree)
         if let ratio = info.swapUsedRatio { fields.append(("swap_used_ratio", .double(ratio))) }
+        var someAvg10: Double?
         if hasPressure {
             do {
                 let pressure = try root.pressure("memory")
+                someAvg10 = pressure.some.avg10
                 fields.append(("pressure_some_avg10", .double(pressure.some.avg10)))
                 if let full = pressure.full { fields.append(("pressure_full_avg10", .double(full.avg10))) }
                 fields.append(("pressure_some_total", .int(Int64(clamping: pressure.some.total))))
@@ -80,7 +115,43 @@ final class MemoryMonitor: PolledMonitor {
                 context.log(.info, "memory pressure not available: \(error)")
             }
         }
+        if let kills = oomKills() { fields.append(("oom_kills", .int(kills))) }
         context.emit("sample", fields: fields)
+        let available = info.total.flatMap { total in
+            info.available.map { total > 0 ? Double($0) / Double(total) * 100 : 100 }
+        }
+        updateWarning(availablePercent: available, pressure: someAvg10)
+    }
+
+    /// Emits `warning` when memory becomes short, and again when it is not.
+    private func updateWarning(availablePercent: Double?, pressure: Double?) {
+        var reasons: [String] = []
+        let wasLow = warning.contains("low_available"), wasPressed = warning.contains("pressure")
+        if let available = availablePercent, options.availableWarning > 0,
+           available <= options.availableWarning + (wasLow ? Self.availableClearance : 0) {
+            reasons.append("low_available")
+        }
+        if let pressure, options.pressureWarning > 0,
+           pressure >= options.pressureWarning - (wasPressed ? Self.pressureClearance : 0) {
+            reasons.append("pressure")
+        }
+        guard reasons.isEmpty != warning.isEmpty else { warning = reasons; return }
+        let active = !reasons.isEmpty
+        var fields: [(String, Value)] = [("active", .bool(active)),
+                                         ("reason", .string((active ? reasons : warning).joined(separator: "+")))]
+        if let availablePercent { fields.append(("available_percent", .double(availablePercent))) }
+        if let pressure { fields.append(("pressure_some_avg10", .double(pressure))) }
+        warning = reasons
+        context.emit("warning", severity: active ? .warning : .notice, fields: fields)
+    }
+
+    /// The OOM killer's count from /proc/vmstat (kernels since 4.13), if there.
+    private func oomKills() -> Int64? {
+        guard let text = try? root.readText("vmstat") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("oom_kill ") {
+            return Int64(line.dropFirst(9).filter { $0 != " " })
+        }
+        return nil
     }
 }
 
