@@ -807,9 +807,9 @@ final class ConformanceSession {
             if !second.ok { outcome.fail("start of a started instance returned \(second.said)") }
             let stop = stop(a)
             if !stop.ok { outcome.fail("stop after a second start returned \(stop.said)") }
-        } else {
+        } else if first.status != VIGIL_E_UNAVAILABLE && first.status != VIGIL_E_TEMPORARY {
             outcome.fail("start after stop returned \(first.said)")
-        }
+        }  // unavailable here (no source on this machine) is not a failure, as in the first round
         _ = destroy(a)
         report(Name.stopStopped, outcome, pass: "stop of a stopped and start of a started instance returned VIGIL_OK")
     }
