@@ -16,6 +16,10 @@ let plugins = [
     plugin("cpu", target: "CPUPlugin"),
     plugin("memory", target: "MemoryPlugin"),
     plugin("load", target: "LoadPlugin"),
+    plugin("files", target: "FilesPlugin"),
+    plugin("power", target: "PowerPlugin"),
+    plugin("thermal", target: "ThermalPlugin"),
+    plugin("storage", target: "StoragePlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
 ]

@@ -113,8 +113,13 @@ public final class Worker: @unchecked Sendable {
     }
 }
 
-func monotonicNow() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+extension Worker {
+    /// CLOCK_MONOTONIC in nanoseconds, for deadlines in a worker's loop.
+    public static func monotonicNow() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
 }
+
+func monotonicNow() -> Int64 { Worker.monotonicNow() }

@@ -13,6 +13,17 @@ import Testing
         #expect(result.stdout.contains(" 0 failed"))
     }
 
+    @Test("a catalogue plugin passes vigil plugins check on a fixture tree", arguments: [
+        ("power", "{ sysfs: \(TestEnv.fixture("sys/power/laptop")) }"),
+        ("thermal", "{ sysfs: \(TestEnv.fixture("sys/thermal/laptop")) }"),
+        ("storage", "{}"),
+        ("files", "{ paths: [\(NSTemporaryDirectory())] }"),
+    ])
+    func cataloguePluginPassesTheCheck(name: String, options: String) throws {
+        let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", name, "--options", options], timeout: 120)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+    }
+
     @Test func theRustExamplePassesTheCheck() throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", try RustExamplePlugin.path(),
                                                      "--option", "procfs=\(ExampleRustPluginTests.server)"], timeout: 120)

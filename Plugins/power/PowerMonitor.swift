@@ -1,0 +1,352 @@
+import Glibc
+import LinuxProbes
+import VigilKit
+
+/// Batteries, external power and the platform power profile, from
+/// `<sysfs>/class/power_supply/*` and `<sysfs>/firmware/acpi/platform_profile`.
+///
+/// Polled: power_supply devices also send uevents (KOBJ_CHANGE) on a netlink
+/// socket, but battery figures move slowly and a poll of a few small files is
+/// cheap, so this monitor keeps to polling.
+///
+/// Each supply directory is listed once per poll; an attribute file that is
+/// listed but cannot be read (the battery was removed between the listing and
+/// the read, or the driver answered EIO, EAGAIN, ENODEV…) makes the monitor
+/// skip that supply for this poll and keep its last reported state. A supply
+/// that is no longer listed is reported gone (`present: false` for a battery,
+/// `online: false` for a power source) once.
+final class PowerMonitor: PolledMonitor {
+    static let spec = PluginSpec(
+        name: "power", version: "1.0.0",
+        summary: "Battery level, state and time estimates, external power, and the platform power profile, from sysfs (polled)",
+        defaultInterval: .seconds(10),
+        events: [
+            EventDecl("battery", doc: """
+                One battery (power_supply type Battery or UPS; peripherals' batteries only with peripherals: true): \
+                a snapshot on start, then when a field changed (level by at least 1 %, time estimates by at least \
+                10 minutes, the rest on any change). A battery that is absent or went away has only name and present. \
+                Severity warning while low and not charging.
+                """, fields: [
+                FieldDecl("name", .string, doc: "the supply's directory name in class/power_supply (BAT0)"),
+                FieldDecl("present", .bool, doc: "the `present` attribute (true when the driver has none); false also when the battery went away"),
+                FieldDecl("level", .double, unit: "percent", minChange: 1,
+                          doc: "charge: `capacity`, else 100 × energy_now / energy_full, else 100 × charge_now / charge_full; 0…100"),
+                FieldDecl("state", .string,
+                          doc: "from `status`: charging, discharging, full, not charging or unknown"),
+                FieldDecl("low", .bool, doc: "level at or below the low_level option"),
+                FieldDecl("time_to_empty", .int, unit: "seconds", minChange: 600,
+                          doc: "while discharging: 3600 × energy_now / power_now, or 3600 × charge_now / current_now; absent when not derivable"),
+                FieldDecl("time_to_full", .int, unit: "seconds", minChange: 600,
+                          doc: "while charging: 3600 × (energy_full − energy_now) / power_now, or the same with charge and current; absent when not derivable"),
+            ], key: ["name"]),
+            EventDecl("supply", doc: """
+                One external power source (power_supply types other than Battery and UPS: Mains, USB, Wireless…) \
+                with an `online` attribute: a snapshot on start, then when it changed.
+                """, fields: [
+                FieldDecl("name", .string, doc: "the supply's directory name in class/power_supply (AC, ADP1, ucsi-source-psy-USBC000:001)"),
+                FieldDecl("type", .string, doc: "the kernel's `type`: Mains, USB, Wireless…"),
+                FieldDecl("online", .bool, doc: "the `online` attribute is not 0 (power is connected); false also when the supply went away"),
+            ], key: ["name"]),
+            EventDecl("profile", doc: """
+                The ACPI platform profile (firmware/acpi/platform_profile), where the firmware has one: a snapshot \
+                on start, then when it changed.
+                """, fields: [
+                FieldDecl("profile", .string, doc: "as the kernel writes it: low-power, cool, quiet, balanced, balanced-performance, performance, custom…"),
+                FieldDecl("low_power", .bool, doc: "true for low-power and quiet only; every other profile (cool included) is false"),
+            ]),
+        ])
+
+    struct Options: DeclaredOptions {
+        var sysfs = "/sys"
+        var lowLevel = 10
+        var peripherals = false
+        static let schema = OptionSchema<Options>(
+            .option("sysfs", \.sysfs, doc: "Root of the sys filesystem (a fixture tree in tests)."),
+            .option("low_level", \.lowLevel, doc: "A battery at or below this level (percent, 0 to 100) is low."),
+            .option("peripherals", \.peripherals,
+                    doc: "Also report batteries of peripherals (scope Device: mice, keyboards, headsets)."))
+    }
+
+    static let classDir = "class/power_supply"
+    static let profileFile = "firmware/acpi/platform_profile"
+
+    private let context: MonitorContext
+    private let root: FSRoot
+    private let lowLevel: Double
+    private let peripherals: Bool
+    /// Supplies reported since start, and whether each is a battery: those
+    /// that disappear from the listing are reported gone once.
+    private var known: [(name: String, battery: Bool)] = []
+    private var hadProfile = false
+
+    init(options: Options, context: MonitorContext) throws(MonitorError) {
+        guard !options.sysfs.isEmpty else { throw .invalidOption("sysfs", "must not be empty") }
+        guard (0...100).contains(options.lowLevel) else {
+            throw .invalidOption("low_level", "must be a percentage from 0 to 100, got \(options.lowLevel)")
+        }
+        self.context = context
+        self.root = FSRoot(options.sysfs)
+        self.lowLevel = Double(options.lowLevel)
+        self.peripherals = options.peripherals
+    }
+
+    func start() throws(MonitorError) {
+        known = []
+        hadProfile = false
+        guard supplyNames().contains(where: { reportable($0) }) else { throw noSupply }
+    }
+
+    func stop() {
+        known = []
+    }
+
+    private var noSupply: MonitorError { .unavailable("no power supply in \(root.path(Self.classDir))") }
+
+    func poll() throws(MonitorError) {
+        let names = supplyNames()
+        var listed: [String] = []
+        for name in names {
+            switch read(name) {
+            case .battery(let fields, let severity):
+                listed.append(name)
+                remember(name, battery: true)
+                context.emit("battery", severity: severity, fields: fields)
+            case .supply(let fields):
+                listed.append(name)
+                remember(name, battery: false)
+                context.emit("supply", fields: fields)
+            case .skipped(let why):
+                listed.append(name)  // still there: keep its last state
+                context.log(.debug, "skipping \(name) this poll: \(why)")
+            case .ignored:
+                break
+            }
+        }
+        // Supplies gone from the listing since the last poll.
+        for gone in known where !listed.contains(gone.name) {
+            if gone.battery {
+                context.emit("battery", fields: [("name", .string(gone.name)), ("present", .bool(false))])
+                context.forget("battery", key: [.string(gone.name)])
+            } else {
+                context.emit("supply", fields: [("name", .string(gone.name)), ("online", .bool(false))])
+                context.forget("supply", key: [.string(gone.name)])
+            }
+        }
+        known.removeAll { !listed.contains($0.name) }
+        pollProfile()
+        if listed.isEmpty { throw noSupply }
+    }
+
+    private func remember(_ name: String, battery: Bool) {
+        if !known.contains(where: { $0.name == name }) { known.append((name, battery)) }
+    }
+
+    // MARK: the platform profile
+
+    private func pollProfile() {
+        switch attribute(Self.profileFile) {
+        case .text(let text):
+            hadProfile = true
+            context.emit("profile", ["profile": .string(text), "low_power": .bool(Self.isLowPower(text))])
+        case .absent:
+            if hadProfile { context.forget("profile", key: []) }
+            hadProfile = false
+        case .failed(let error):
+            context.log(.debug, "platform profile unreadable this poll: \(error)")
+        }
+    }
+
+    /// The profiles that mean "save power": `low-power` and `quiet` (which
+    /// firmwares implement by lowering the power limits). `cool` trades
+    /// performance for temperature, not battery life, and is not counted.
+    static func isLowPower(_ profile: String) -> Bool {
+        profile == "low-power" || profile == "quiet"
+    }
+
+    // MARK: supplies
+
+    enum Reading {
+        case battery([(String, Value)], Severity)
+        case supply([(String, Value)])
+        /// Present but unreadable this poll.
+        case skipped(String)
+        /// Not something this monitor reports (a peripheral's battery, a supply without `online`).
+        case ignored
+    }
+
+    /// Whether a supply would be reported (for availability): a battery, or a source with `online`.
+    private func reportable(_ name: String) -> Bool {
+        let dir = Self.classDir + "/" + name
+        guard case .text(let type) = attribute(dir + "/type") else { return false }
+        if Self.isBattery(type) {
+            if peripherals { return true }
+            if case .text(let scope) = attribute(dir + "/scope"), scope == "Device" { return false }
+            return true
+        }
+        return root.exists(dir + "/online")
+    }
+
+    static func isBattery(_ type: String) -> Bool { type == "Battery" || type == "UPS" }
+
+    private func read(_ name: String) -> Reading {
+        let dir = Self.classDir + "/" + name
+        let files = Self.list(root.path(dir))
+        guard files.contains("type") else { return .ignored }
+        let supply = Supply(root: root, dir: dir, files: files)
+        do {
+            guard let type = try supply.text("type") else { return .ignored }
+            if !Self.isBattery(type) {
+                guard let online = try supply.int("online") else { return .ignored }
+                return .supply([("name", .string(name)), ("type", .string(type)), ("online", .bool(online != 0))])
+            }
+            if !peripherals, try supply.optionalText("scope") == "Device" { return .ignored }
+            return try battery(name, supply)
+        } catch {
+            return .skipped(error.description)
+        }
+    }
+
+    private func battery(_ name: String, _ s: Supply) throws(ProbeError) -> Reading {
+        var fields: [(String, Value)] = [("name", .string(name))]
+        let present = try s.int("present").map { $0 != 0 } ?? true
+        fields.append(("present", .bool(present)))
+        guard present else { return .battery(fields, .info) }
+
+        // Level: capacity, else the energy or the charge ratio.
+        let energyNow = try s.int("energy_now"), energyFull = try s.int("energy_full")
+        let chargeNow = try s.int("charge_now"), chargeFull = try s.int("charge_full")
+        var level: Double?
+        if let capacity = try s.int("capacity") {
+            level = Double(capacity)
+        } else if let now = energyNow, let full = energyFull, full > 0 {
+            level = 100 * Double(now) / Double(full)
+        } else if let now = chargeNow, let full = chargeFull, full > 0 {
+            level = 100 * Double(now) / Double(full)
+        }
+        level = level.map { min(max($0, 0), 100) }
+        if let level { fields.append(("level", .double(level))) }
+
+        let state = Self.state(try s.text("status"))
+        fields.append(("state", .string(state)))
+        let low = level.map { $0 <= lowLevel } ?? false
+        if level != nil { fields.append(("low", .bool(low))) }
+
+        // Time estimates: what is left (or missing) over the present rate.
+        // Some drivers give power_now and current_now a sign; the magnitude counts.
+        let power = try s.optionalInt("power_now").map(abs), current = try s.optionalInt("current_now").map(abs)
+        func seconds(_ amount: Int64, _ rate: Int64?) -> Value? {
+            guard let rate, rate > 0, amount >= 0 else { return nil }
+            return .int(Int64((3600 * Double(amount) / Double(rate)).rounded()))
+        }
+        if state == "discharging" {
+            let t = energyNow.flatMap { seconds($0, power) } ?? chargeNow.flatMap { seconds($0, current) }
+            if let t { fields.append(("time_to_empty", t)) }
+        } else if state == "charging" {
+            var t: Value?
+            if let now = energyNow, let full = energyFull { t = seconds(full - now, power) }
+            if t == nil, let now = chargeNow, let full = chargeFull { t = seconds(full - now, current) }
+            if let t { fields.append(("time_to_full", t)) }
+        }
+        let severity: Severity = low && state != "charging" && state != "full" ? .warning : .info
+        return .battery(fields, severity)
+    }
+
+    /// The kernel's `status` texts, as this monitor names them.
+    static func state(_ status: String?) -> String {
+        switch status {
+        case "Charging": "charging"
+        case "Discharging": "discharging"
+        case "Full": "full"
+        case "Not charging": "not charging"
+        default: "unknown"
+        }
+    }
+
+    // MARK: files
+
+    /// The entries of `<sysfs>/class/power_supply`, sorted; none when it does not exist.
+    private func supplyNames() -> [String] {
+        Self.list(root.path(Self.classDir)).filter { !$0.hasPrefix(".") }
+    }
+
+    /// The names in a directory (following a symlink to it), sorted; empty when it cannot be opened.
+    static func list(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) { p in
+                String(cString: UnsafeRawPointer(p).assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    enum Attribute {
+        case text(String)
+        case absent
+        case failed(ProbeError)
+    }
+
+    /// One sysfs attribute, trimmed; absent when the file does not exist.
+    private func attribute(_ relative: String) -> Attribute {
+        do {
+            return .text(Self.trim(try root.readText(relative)))
+        } catch {
+            if case .unreadable(_, let code) = error, code == ENOENT || code == ENOTDIR { return .absent }
+            return .failed(error)
+        }
+    }
+
+    static func trim(_ text: String) -> String {
+        var s = Substring(text)
+        while let c = s.last, c.isWhitespace { s = s.dropLast() }
+        while let c = s.first, c.isWhitespace { s = s.dropFirst() }
+        return String(s)
+    }
+}
+
+/// One supply directory as listed at the start of a poll. An attribute not
+/// listed is absent (nil); one listed but unreadable throws, so that the
+/// supply is skipped this poll, except for the optional rate attributes
+/// (power_now, current_now), which some drivers refuse (ENODATA, EINVAL) in
+/// some states: those count as absent unless the file has gone.
+struct Supply {
+    let root: FSRoot
+    let dir: String
+    let files: [String]
+
+    func text(_ name: String) throws(ProbeError) -> String? {
+        guard files.contains(name) else { return nil }
+        return PowerMonitor.trim(try root.readText(dir + "/" + name))
+    }
+
+    func int(_ name: String) throws(ProbeError) -> Int64? {
+        guard let text = try text(name) else { return nil }
+        guard let value = Int64(text) else {
+            throw .malformed(path: root.path(dir + "/" + name), line: 0, reason: "expected an integer, found '\(text)'")
+        }
+        return value
+    }
+
+    func optionalText(_ name: String) throws(ProbeError) -> String? {
+        do {
+            return try text(name)
+        } catch {
+            if case .unreadable(_, let code) = error, code == ENOENT || code == ENODEV { throw error }
+            return nil
+        }
+    }
+
+    func optionalInt(_ name: String) throws(ProbeError) -> Int64? {
+        do {
+            return try int(name)
+        } catch {
+            if case .unreadable(_, let code) = error, code == ENOENT || code == ENODEV { throw error }
+            return nil
+        }
+    }
+}
+
+@_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(PowerMonitor.self, a, r) }
