@@ -81,6 +81,10 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
     }
 
     func start() throws(MonitorError) {
+        // A restart: the previous worker was joined after stop, so its
+        // descriptor and watches can go now.
+        if fd >= 0 { close(fd) }
+        state.withLock { $0 = State() }
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { throw .temporary("inotify_init1: \(String(cString: strerror(errno)))") }
         var watched = 0
