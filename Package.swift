@@ -20,6 +20,9 @@ let plugins = [
     plugin("power", target: "PowerPlugin"),
     plugin("thermal", target: "ThermalPlugin"),
     plugin("storage", target: "StoragePlugin"),
+    plugin("display", target: "DisplayPlugin"),
+    plugin("wifi", target: "WifiPlugin"),
+    plugin("process", target: "ProcessPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
 ]

@@ -18,6 +18,9 @@ import Testing
         ("thermal", "{ sysfs: \(TestEnv.fixture("sys/thermal/laptop")) }"),
         ("storage", "{}"),
         ("files", "{ paths: [\(NSTemporaryDirectory())] }"),
+        ("display", "{ sysfs: \(TestEnv.fixture("sys/display/laptop")) }"),
+        ("wifi", "{ procfs: \(TestEnv.fixture("proc/wifi/laptop")), sysfs: \(TestEnv.fixture("sys/wifi/laptop")) }"),
+        ("process", "{ procfs: \(TestEnv.fixture("proc/process/running")), name: nginx }"),
     ])
     func cataloguePluginPassesTheCheck(name: String, options: String) throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", name, "--options", options], timeout: 120)
