@@ -23,6 +23,9 @@ let plugins = [
     plugin("display", target: "DisplayPlugin"),
     plugin("wifi", target: "WifiPlugin"),
     plugin("process", target: "ProcessPlugin"),
+    plugin("sensors", target: "SensorsPlugin"),
+    plugin("devices", target: "DevicesPlugin"),
+    plugin("network", target: "NetworkPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
 ]

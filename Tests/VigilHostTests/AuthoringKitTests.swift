@@ -21,6 +21,9 @@ import Testing
         ("display", "{ sysfs: \(TestEnv.fixture("sys/display/laptop")) }"),
         ("wifi", "{ procfs: \(TestEnv.fixture("proc/wifi/laptop")), sysfs: \(TestEnv.fixture("sys/wifi/laptop")) }"),
         ("process", "{ procfs: \(TestEnv.fixture("proc/process/running")), name: nginx }"),
+        ("sensors", "{ sysfs: \(TestEnv.fixture("sys/sensors/tablet")) }"),
+        ("devices", "{ sysfs: \(TestEnv.fixture("sys/devices/desktop")) }"),
+        ("network", "{ sysfs: \(TestEnv.fixture("sys/network/laptop")), procfs: \(TestEnv.fixture("proc/network/laptop")) }"),
     ])
     func cataloguePluginPassesTheCheck(name: String, options: String) throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", name, "--options", options], timeout: 120)

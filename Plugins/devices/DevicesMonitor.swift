@@ -1,0 +1,417 @@
+import Glibc
+import Synchronization
+import VigilKit
+
+/// Devices added, removed and changed: XestiMonitors' accessory and camera
+/// monitors, on Linux. The USB devices present are read from
+/// `<sysfs>/bus/usb/devices/*` on start (entries with an `idVendor`: real
+/// devices, not interfaces). Then:
+///
+/// - on the real `/sys`, the kernel's uevents (a NETLINK_KOBJECT_UEVENT socket
+///   bound to group 1) are read by a worker, as they come;
+/// - with `uevent_socket`, uevent-format datagrams sent to that unix socket
+///   are read instead (for tests, and for feeding events from elsewhere);
+/// - for a fixture root, or when the netlink socket cannot be opened (EPERM
+///   in some containers; the reason is logged), the USB tree is polled every
+///   interval and diffed.
+///
+/// Polled, so that the host's interval drives the fallback; with a uevent
+/// source a poll does nothing.
+final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared state is behind `state`
+    static let identity: [FieldDecl] = [
+        FieldDecl("vendor", .string, doc: "vendor id, four hex digits (idVendor, or PRODUCT's first part)"),
+        FieldDecl("product", .string, doc: "product id, four hex digits (idProduct, or PRODUCT's second part)"),
+        FieldDecl("manufacturer", .string, doc: "the device's manufacturer string, where it has one"),
+        FieldDecl("product_name", .string, doc: "the device's product string, where it has one"),
+        FieldDecl("serial", .string, doc: "the device's serial number string, where it has one"),
+        FieldDecl("busnum", .int, doc: "USB bus number"),
+        FieldDecl("devnum", .int, doc: "device number on its bus"),
+        FieldDecl("speed", .double, unit: "Mbit/s", doc: "negotiated speed (1.5, 12, 480, 5000…)"),
+    ]
+
+    static let occurrenceFields: [FieldDecl] = [
+        FieldDecl("action", .string, doc: "the kernel's ACTION: add, remove, change, bind, unbind, move, online, offline"),
+        FieldDecl("devpath", .string, doc: "the device's path under sysfs (/devices/pci0000:00/…/usb1/1-3)"),
+        FieldDecl("subsystem", .string, doc: "the kernel subsystem (usb, power_supply, block, input…)"),
+        FieldDecl("devtype", .string, doc: "the kernel DEVTYPE (usb_device, usb_interface, disk…), where it has one"),
+    ] + identity
+
+    static let spec = PluginSpec(
+        name: "devices", version: "1.0.0",
+        summary: "Devices added, removed and changed (USB snapshot from sysfs, then kernel uevents, or a polled sysfs diff)",
+        defaultInterval: .seconds(2),
+        events: [
+            EventDecl("device", doc: "On start, one event per USB device present (bus/usb/devices entries with an idVendor).",
+                      fields: [FieldDecl("devpath", .string, doc: "the device's path under sysfs"),
+                               FieldDecl("subsystem", .string, doc: "usb"),
+                               FieldDecl("devtype", .string, doc: "usb_device")] + identity,
+                      key: ["devpath"]),
+            .occurrence("added", doc: "A device appeared (ACTION=add; a new entry in a polled tree).", fields: occurrenceFields),
+            .occurrence("removed", doc: "A device went away (ACTION=remove; an entry gone from a polled tree); ids from the uevent's PRODUCT or from what was known of it.",
+                        fields: occurrenceFields),
+            .occurrence("changed", doc: "A device changed (ACTION=change, bind, unbind, move, online, offline; other attributes in a polled tree).",
+                        fields: occurrenceFields),
+        ])
+
+    struct Options: DeclaredOptions {
+        var sysfs = "/sys"
+        var subsystems: [String] = ["usb"]
+        var devtypes: [String]? = nil
+        var ueventSocket: String? = nil
+        static let schema = OptionSchema<Options>(
+            .option("sysfs", \.sysfs, doc: "Root of the sys filesystem; uevents are read only for the real /sys (a fixture tree is polled)."),
+            .option("subsystems", \.subsystems, doc: "Subsystems to report (usb, power_supply, block…); \"*\" for all."),
+            .optional("devtypes", \.devtypes, doc: "Only these DEVTYPEs (usb_device skips usb_interface events); events without a DEVTYPE pass."),
+            .optional("uevent_socket", \.ueventSocket,
+                      doc: "Read uevent-format datagrams from a unix datagram socket bound at this path instead of netlink (for tests, or to feed events from elsewhere)."))
+    }
+
+    /// What sysfs says of one USB device.
+    struct USBDevice: Equatable {
+        var devpath: String
+        var vendor: String
+        var product: String
+        var manufacturer: String?
+        var productName: String?
+        var serial: String?
+        var busnum: Int64?
+        var devnum: Int64?
+        var speed: Double?
+
+        var fields: [(String, Value)] {
+            var f: [(String, Value)] = [("vendor", .string(vendor)), ("product", .string(product))]
+            if let manufacturer { f.append(("manufacturer", .string(manufacturer))) }
+            if let productName { f.append(("product_name", .string(productName))) }
+            if let serial { f.append(("serial", .string(serial))) }
+            if let busnum { f.append(("busnum", .int(busnum))) }
+            if let devnum { f.append(("devnum", .int(devnum))) }
+            if let speed { f.append(("speed", .double(speed))) }
+            return f
+        }
+    }
+
+    enum Source: Equatable { case netlink, socket, polling }
+
+    static let usbDir = "/bus/usb/devices"
+
+    private let context: MonitorContext
+    private let options: Options
+    private let root: String
+    private var fd: Int32 = -1
+    private var source = Source.polling
+    /// Devices known by devpath: from the snapshot, adds and the polled diff.
+    private let state = Mutex<[(devpath: String, device: USBDevice)]>([])
+
+    init(options: Options, context: MonitorContext) throws(MonitorError) {
+        guard !options.sysfs.isEmpty else { throw .invalidOption("sysfs", "must not be empty") }
+        for (i, s) in options.subsystems.enumerated() where s.isEmpty {
+            throw .invalidOption("subsystems[\(i)]", "must not be empty")
+        }
+        if let path = options.ueventSocket {
+            guard !path.isEmpty else { throw .invalidOption("uevent_socket", "must not be empty") }
+            guard path.utf8.count < 108 else { throw .invalidOption("uevent_socket", "longer than a unix socket path may be (107 bytes)") }
+        }
+        var root = options.sysfs
+        while root.count > 1, root.hasSuffix("/") { root.removeLast() }
+        self.root = root == "/" ? "" : root
+        self.options = options
+        self.context = context
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    func start() throws(MonitorError) {
+        // A restart: the previous worker was joined after stop.
+        if fd >= 0 { close(fd); fd = -1 }
+        state.withLock { $0 = [] }
+        source = .polling
+        var why = "sysfs is \(options.sysfs), not /sys, so its tree is polled"
+        if let path = options.ueventSocket {
+            fd = try Self.openUnixSocket(path)
+            source = .socket
+        } else if root.isEmpty || root == "/sys" {
+            switch Self.openNetlink() {
+            case .success(let s): fd = s; source = .netlink
+            case .failure(let failure):
+                let message = failure.message
+                why = message
+                context.log(.warning, "\(message): polling \(root)\(Self.usbDir) every interval instead")
+            }
+        }
+        let hasBus = Self.isDirectory(root + Self.usbDir)
+        guard hasBus || source != .polling else {
+            throw .unavailable("no \(root)\(Self.usbDir) and no uevent source (\(why))")
+        }
+        let devices = scan()
+        state.withLock { $0 = devices.map { ($0.devpath, $0) } }
+        if wanted(subsystem: "usb", devtype: "usb_device") {
+            for d in devices {
+                context.emit("device", fields: [("devpath", .string(d.devpath)), ("subsystem", "usb"), ("devtype", "usb_device")] + d.fields)
+            }
+        }
+        guard fd >= 0 else { return }
+        let fd = self.fd, source = self.source
+        context.spawn(source == .netlink ? "uevent" : "uevent-socket") { [self] token in
+            while !token.isCancelled {
+                switch token.waitFor(fd: fd, events: Int16(POLLIN), timeout: nil) {
+                case .cancelled: return
+                case .timedOut: continue
+                case .ready(let revents):
+                    drain(fd, netlink: source == .netlink)
+                    if revents & Int16(POLLNVAL) != 0 { return }
+                }
+            }
+        }
+    }
+
+    func stop() {
+        // The SDK joins the worker after this returns; the socket is closed
+        // at the next start or in deinit, once nothing reads it.
+        if let path = options.ueventSocket, source == .socket { unlink(path) }
+    }
+
+    func poll() throws(MonitorError) {
+        guard source == .polling else { return }
+        guard Self.isDirectory(root + Self.usbDir) else { throw .unavailable("\(root)\(Self.usbDir) does not exist") }
+        diff()
+    }
+
+    // MARK: the polled tree
+
+    /// Compares the tree with what is known and reports the difference.
+    private func diff() {
+        let now = scan()
+        let before = state.withLock { known -> [(devpath: String, device: USBDevice)] in
+            defer { known = now.map { ($0.devpath, $0) } }
+            return known
+        }
+        guard wanted(subsystem: "usb", devtype: "usb_device") else { return }
+        for (devpath, old) in before where !now.contains(where: { $0.devpath == devpath }) {
+            report("removed", action: "remove", devpath: devpath, subsystem: "usb", devtype: "usb_device", device: old)
+        }
+        for d in now {
+            if let old = before.first(where: { $0.devpath == d.devpath })?.device {
+                if old != d { report("changed", action: "change", devpath: d.devpath, subsystem: "usb", devtype: "usb_device", device: d) }
+            } else {
+                report("added", action: "add", devpath: d.devpath, subsystem: "usb", devtype: "usb_device", device: d)
+            }
+        }
+    }
+
+    /// The USB devices in `<sysfs>/bus/usb/devices`, sorted by name; entries
+    /// without an idVendor (interfaces) or whose attributes vanished are skipped.
+    private func scan() -> [USBDevice] {
+        let dir = root + Self.usbDir
+        let rootReal = Self.realPath(root.isEmpty ? "/" : root) ?? root
+        var devices: [USBDevice] = []
+        for name in Self.list(dir) where !name.hasPrefix(".") {
+            let full = dir + "/" + name
+            var devpath = Self.usbDir + "/" + name
+            if let real = Self.realPath(full) {
+                let prefix = rootReal == "/" ? "" : rootReal
+                if real.hasPrefix(prefix + "/") { devpath = String(real.dropFirst(prefix.count)) }
+            }
+            if let d = read(full, devpath: devpath) { devices.append(d) }
+        }
+        return devices
+    }
+
+    /// The device at `path` (a sysfs directory), or nil when it has no readable idVendor/idProduct.
+    private func read(_ path: String, devpath: String) -> USBDevice? {
+        guard let vendor = Self.attribute(path, "idVendor"), let product = Self.attribute(path, "idProduct") else { return nil }
+        return USBDevice(devpath: devpath, vendor: vendor, product: product,
+                         manufacturer: Self.attribute(path, "manufacturer"), productName: Self.attribute(path, "product"),
+                         serial: Self.attribute(path, "serial"),
+                         busnum: Self.attribute(path, "busnum").flatMap { Int64($0) },
+                         devnum: Self.attribute(path, "devnum").flatMap { Int64($0) },
+                         speed: Self.attribute(path, "speed").flatMap { Double($0) })
+    }
+
+    // MARK: uevents
+
+    /// Reads every queued datagram.
+    private func drain(_ fd: Int32, netlink: Bool) {
+        var buffer = [UInt8](repeating: 0, count: UeventParser.maxMessage + 1)
+        while true {
+            var sender = NetlinkAddress()
+            var length = socklen_t(MemoryLayout<NetlinkAddress>.size)
+            let n = buffer.withUnsafeMutableBytes { raw in
+                withUnsafeMutablePointer(to: &sender) { p in
+                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                        withUnsafeMutablePointer(to: &length) { lp in
+                            recvfrom(fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT), netlink ? sa : nil, netlink ? lp : nil)
+                        }
+                    }
+                }
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == ENOBUFS {
+                    context.log(.warning, "the uevent queue overflowed: some events were lost; resynchronizing from \(root)\(Self.usbDir)")
+                    diff()
+                    continue
+                }
+                return  // EAGAIN: drained
+            }
+            if netlink && sender.pid != 0 { continue }  // not from the kernel
+            switch UeventParser.parse(buffer[0..<n]) {
+            case .success(let event): handle(event)
+            case .failure(.libudev): continue
+            case .failure(let why): context.log(.debug, "skipping a uevent datagram of \(n) bytes: \(why)")
+            }
+        }
+    }
+
+    private func handle(_ event: Uevent) {
+        let known = state.withLock { known in known.first { $0.devpath == event.devpath }?.device }
+        var device: USBDevice?
+        switch event.action {
+        case "remove":
+            device = known
+            state.withLock { known in known.removeAll { $0.devpath == event.devpath } }
+        default:
+            // Read sysfs after the add; the attributes may already be gone.
+            device = read(root + event.devpath, devpath: event.devpath)
+            if let device, event.subsystem == "usb", event.devtype == "usb_device" || event.devtype == nil {
+                state.withLock { known in
+                    if let i = known.firstIndex(where: { $0.devpath == event.devpath }) { known[i].device = device }
+                    else { known.append((event.devpath, device)) }
+                }
+            }
+        }
+        if device == nil, let ids = event.usbIDs {
+            device = USBDevice(devpath: event.devpath, vendor: ids.vendor, product: ids.product)
+            if let bus = event["BUSNUM"].flatMap({ Int64($0) }) { device?.busnum = bus }
+            if let dev = event["DEVNUM"].flatMap({ Int64($0) }) { device?.devnum = dev }
+        }
+        guard wanted(subsystem: event.subsystem, devtype: event.devtype) else { return }
+        let kind = switch event.action {
+        case "add": "added"
+        case "remove": "removed"
+        default: "changed"
+        }
+        report(kind, action: event.action, devpath: event.devpath, subsystem: event.subsystem, devtype: event.devtype, device: device)
+    }
+
+    private func report(_ kind: String, action: String, devpath: String, subsystem: String, devtype: String?, device: USBDevice?) {
+        var fields: [(String, Value)] = [("action", .string(action)), ("devpath", .string(devpath)), ("subsystem", .string(subsystem))]
+        if let devtype { fields.append(("devtype", .string(devtype))) }
+        if let device { fields += device.fields }
+        context.emit(kind, fields: fields)
+    }
+
+    private func wanted(subsystem: String, devtype: String?) -> Bool {
+        guard options.subsystems.contains("*") || options.subsystems.contains(subsystem) else { return false }
+        if let devtypes = options.devtypes, let devtype { return devtypes.contains(devtype) }
+        return true
+    }
+
+    // MARK: sockets
+
+    /// struct sockaddr_nl.
+    struct NetlinkAddress {
+        var family = UInt16(16)  // AF_NETLINK
+        var pad = UInt16(0)
+        var pid = UInt32(0)
+        var groups = UInt32(0)
+    }
+
+    struct OpenFailure: Error { var message: String }
+
+    static func openNetlink() -> Result<Int32, OpenFailure> {
+        let s = socket(16 /* AF_NETLINK */, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
+                       15 /* NETLINK_KOBJECT_UEVENT */)
+        guard s >= 0 else { return .failure(OpenFailure(message: "cannot open a NETLINK_KOBJECT_UEVENT socket: \(errorText())")) }
+        var size: Int32 = 1 << 20
+        _ = setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = NetlinkAddress(groups: 1)
+        let ok = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<NetlinkAddress>.size)) }
+        }
+        guard ok == 0 else {
+            let text = errorText()
+            close(s)
+            return .failure(OpenFailure(message: "cannot bind the NETLINK_KOBJECT_UEVENT socket to the kernel's group: \(text)"))
+        }
+        return .success(s)
+    }
+
+    static func openUnixSocket(_ path: String) throws(MonitorError) -> Int32 {
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFSOCK else {
+                throw .invalidOption("uevent_socket", "\(path) exists and is not a socket")
+            }
+            unlink(path)  // a stale socket of an earlier run
+        }
+        let s = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard s >= 0 else { throw .temporary("socket(AF_UNIX): \(errorText())") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in path.utf8.enumerated() { raw[i] = b }
+        }
+        let ok = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard ok == 0 else {
+            let text = errorText()
+            close(s)
+            throw .unavailable("cannot bind a unix datagram socket at \(path): \(text)")
+        }
+        return s
+    }
+
+    // MARK: files
+
+    static func errorText() -> String { String(cString: strerror(errno)) }
+
+    /// An attribute's text, trimmed; nil when it cannot be read or is empty.
+    static func attribute(_ dir: String, _ name: String) -> String? {
+        let fd = open(dir + "/" + name, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var total = 0
+        while total < buffer.count {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + total, $0.count - total) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                if n < 0 { return nil }
+                break
+            }
+            total += n
+        }
+        var text = Substring(String(decoding: buffer[0..<total], as: UTF8.self))
+        while let c = text.last, c.isWhitespace { text = text.dropLast() }
+        while let c = text.first, c.isWhitespace { text = text.dropFirst() }
+        return text.isEmpty ? nil : String(text)
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
+    }
+
+    static func realPath(_ path: String) -> String? {
+        guard let p = realpath(path, nil) else { return nil }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// The names in a directory, sorted; empty when it cannot be opened.
+    static func list(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+}
+
+@_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(DevicesMonitor.self, a, r) }

@@ -1,0 +1,336 @@
+import Glibc
+import Testing
+import VigilCore
+import VigilKitTesting
+
+/// The `devices` plugin, built as libdevices.so: the USB snapshot and the
+/// polled diff against the sysfs fixtures in Tests/Fixtures/sys/devices, and
+/// the uevent path through its `uevent_socket` option, fed with the
+/// datagrams the kernel sends for a USB stick and a battery.
+@Suite(.serialized) struct DevicesPluginTests {
+    static let fixtures = repoRoot + "/Tests/Fixtures/sys/devices"
+    static let usb1 = "/devices/pci0000:00/0000:00:14.0/usb1"
+
+    func host() throws -> PluginTestHost { try PluginTestHost(path: productsDir + "/libdevices.so") }
+
+    @Test func describesItself() throws {
+        let d = try host().description
+        #expect(d.name == "devices" && d.polled && d.defaultInterval == 2_000_000_000)
+        #expect(d.options.map { "\($0.name):\($0.type):\($0.defaultText ?? "-")" }
+                == ["sysfs:string:/sys", "subsystems:json:[\"usb\"]", "devtypes:json:-", "uevent_socket:string:-"])
+        #expect(d.events.map(\.kind) == ["device", "added", "removed", "changed"])
+        #expect(d.events[1].fields.map(\.name).prefix(6) == ["action", "devpath", "subsystem", "devtype", "vendor", "product"])
+        #expect(d.events.allSatisfy { !$0.doc.isEmpty && $0.fields.allSatisfy { !$0.doc.isEmpty } })
+    }
+
+    @Test func desktopSnapshot() throws {
+        let instance = try host().instance(options: "{ sysfs: \(Self.fixtures)/desktop }")
+        try instance.start()
+        let devices = instance.events(kind: "device")
+        // Interfaces (1-0:1.0, 1-2:1.0) have no idVendor: not devices.
+        #expect(devices.map { $0.string("devpath")! } == [Self.usb1 + "/1-2", Self.usb1])
+        let keyboard = devices[0], hub = devices[1]
+        #expect(keyboard.string("subsystem") == "usb" && keyboard.string("devtype") == "usb_device")
+        #expect(keyboard.string("vendor") == "046d" && keyboard.string("product") == "c31c")
+        #expect(keyboard.string("manufacturer") == "Logitech" && keyboard.string("product_name") == "USB Keyboard")
+        #expect(keyboard.string("serial") == nil)
+        #expect(keyboard.int("busnum") == 1 && keyboard.int("devnum") == 3 && keyboard.double("speed") == 1.5)
+        #expect(hub.string("vendor") == "1d6b" && hub.string("product") == "0002")
+        #expect(hub.string("product_name") == "xHCI Host Controller" && hub.string("serial") == "0000:00:14.0")
+        #expect(hub.double("speed") == 480)
+        try instance.advance(by: .seconds(10))  // polled, nothing changed
+        #expect(instance.events.count == 2)
+        try instance.stop()
+        #expect(instance.violations.isEmpty)
+    }
+
+    @Test func stickPluggedChangedAndUnplugged() throws {
+        let tree = try DevicesTempTree(copying: Self.fixtures + "/desktop")
+        let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(2))
+        try instance.start()
+        #expect(instance.events(kind: "device").count == 2)
+        try instance.advance(by: .seconds(4))
+        #expect(instance.events.count == 2)
+
+        try DevicesTempTree.copy(Self.fixtures + "/stick", to: tree.path)
+        try instance.advance(by: .seconds(2))
+        let added = try #require(instance.events(kind: "added").first)
+        #expect(instance.events(kind: "added").count == 1)  // not its interface
+        #expect(added.string("action") == "add" && added.string("devpath") == Self.usb1 + "/1-3")
+        #expect(added.string("subsystem") == "usb" && added.string("devtype") == "usb_device")
+        #expect(added.string("vendor") == "0781" && added.string("product") == "5567")
+        #expect(added.string("manufacturer") == "SanDisk" && added.string("product_name") == "Cruzer Blade")
+        #expect(added.string("serial") == "4C530001230614116172" && added.int("devnum") == 4)
+
+        // The keyboard re-enumerated at another address.
+        try tree.write(tree.path + Self.usb1 + "/1-2/devnum", "5")
+        try instance.advance(by: .seconds(2))
+        let changed = try #require(instance.events(kind: "changed").first)
+        #expect(changed.string("devpath") == Self.usb1 + "/1-2" && changed.int("devnum") == 5)
+
+        // Unplugged: the link and the device go; what was known of it is reported.
+        try tree.remove(tree.path + "/bus/usb/devices/1-3")
+        try tree.remove(tree.path + "/bus/usb/devices/1-3:1.0")
+        try tree.remove(tree.path + Self.usb1 + "/1-3")
+        try instance.advance(by: .seconds(2))
+        let removed = try #require(instance.events(kind: "removed").first)
+        #expect(removed.string("action") == "remove" && removed.string("devpath") == Self.usb1 + "/1-3")
+        #expect(removed.string("vendor") == "0781" && removed.string("serial") == "4C530001230614116172")
+        #expect(instance.events.count == 5)
+
+        // A vanished attribute: the entry is skipped, nothing fails.
+        try tree.remove(tree.path + Self.usb1 + "/1-2/idProduct")
+        try instance.advance(by: .seconds(2))
+        #expect(instance.events(kind: "removed").last?.string("devpath") == Self.usb1 + "/1-2")
+        try instance.stop()
+        #expect(instance.violations.isEmpty)
+    }
+
+    @Test func subsystemFilter() throws {
+        let instance = try host().instance(options: "{ sysfs: \(Self.fixtures)/desktop, subsystems: [power_supply] }")
+        try instance.start()
+        #expect(instance.events.isEmpty)
+        try instance.stop()
+    }
+
+    @Test func unavailableWithoutUSBTree() throws {
+        let tree = try DevicesTempTree(copying: Self.fixtures + "/stick/devices")
+        let instance = try host().instance(options: "{ sysfs: \(tree.path) }")
+        do {
+            try instance.start()
+            Issue.record("start should fail")
+        } catch {
+            #expect(error.status == "unavailable")
+            #expect(error.description.contains("bus/usb/devices"))
+        }
+    }
+
+    @Test func badOptions() throws {
+        #expect(throws: PluginTestError.self) { try host().instance(options: "{ sysfs: \"\" }") }
+        let long = "/tmp/" + String(repeating: "x", count: 120)
+        #expect(throws: PluginTestError.self) { try host().instance(options: "{ uevent_socket: \(long) }") }
+    }
+
+    // MARK: uevents
+
+    static func message(_ header: String, _ properties: [String]) -> [UInt8] {
+        var bytes = Array(header.utf8) + [0]
+        for p in properties { bytes += Array(p.utf8) + [0] }
+        return bytes
+    }
+
+    static let stick = usb1 + "/1-3"
+    static let stickInterface = stick + "/1-3:1.0"
+    static let battery = "/devices/LNXSYSTM:00/LNXSYBUS:00/PNP0C0A:00/power_supply/BAT0"
+
+    static func usbMessage(_ action: String, _ devpath: String, interface: Bool, seq: Int) -> [UInt8] {
+        var p = ["ACTION=\(action)", "DEVPATH=\(devpath)", "SUBSYSTEM=usb"]
+        if interface {
+            p += ["DEVTYPE=usb_interface", "PRODUCT=781/5567/100", "TYPE=0/0/0", "INTERFACE=8/6/80",
+                  "MODALIAS=usb:v0781p5567d0100dc00dsc00dp00ic08isc06ip50in00"]
+            if action == "bind" { p.append("DRIVER=usb-storage") }
+        } else {
+            p += ["MAJOR=189", "MINOR=3", "DEVNAME=bus/usb/001/004", "DEVTYPE=usb_device", "PRODUCT=781/5567/100",
+                  "TYPE=0/0/0", "BUSNUM=001", "DEVNUM=004"]
+        }
+        p.append("SEQNUM=\(seq)")
+        return message("\(action)@\(devpath)", p)
+    }
+
+    @Test func ueventsFromASocket() throws {
+        let tree = try DevicesTempTree(copying: Self.fixtures + "/desktop")
+        let socketPath = tree.path + "/uevents.sock"
+        let instance = try host().instance(
+            options: "{ sysfs: \(tree.path), uevent_socket: \(socketPath), subsystems: [usb, power_supply] }")
+        try instance.start()
+        #expect(instance.events(kind: "device").count == 2)
+        let sender = try UeventSender(path: socketPath)
+
+        // Plugged in: sysfs has it by the time the add is read.
+        try DevicesTempTree.copy(Self.fixtures + "/stick", to: tree.path)
+        try sender.send(Self.usbMessage("add", Self.stick, interface: false, seq: 4521))
+        try sender.send(Self.usbMessage("add", Self.stickInterface, interface: true, seq: 4522))
+        try sender.send(Self.usbMessage("bind", Self.stickInterface, interface: true, seq: 4523))
+        // Not the kernel's, or not uevents: skipped.
+        try sender.send(Array("libudev".utf8) + [0, 0xfe, 0xed, 0xca, 0xfe] + Array(repeating: 1, count: 30))
+        try sender.send(Self.message("add@/devices/x", ["ACTION=remove", "DEVPATH=/devices/x", "SUBSYSTEM=usb"]))
+        try sender.send(Array("garbage without a header".utf8))
+        try sender.send(Self.message("change@\(Self.battery)", [
+            "ACTION=change", "DEVPATH=\(Self.battery)", "SUBSYSTEM=power_supply", "POWER_SUPPLY_NAME=BAT0",
+            "POWER_SUPPLY_TYPE=Battery", "POWER_SUPPLY_STATUS=Charging", "POWER_SUPPLY_CAPACITY=81", "SEQNUM=4524"]))
+        instance.waitForEvents(2, kind: "changed")
+
+        let added = instance.events(kind: "added")
+        #expect(added.map { $0.string("devtype") } == ["usb_device", "usb_interface"])
+        #expect(added[0].string("manufacturer") == "SanDisk" && added[0].string("serial") == "4C530001230614116172")
+        #expect(added[0].string("vendor") == "0781" && added[0].string("product") == "5567")
+        // The interface has no idVendor in sysfs: the ids come from PRODUCT.
+        #expect(added[1].string("vendor") == "0781" && added[1].string("product") == "5567")
+        #expect(added[1].string("manufacturer") == nil)
+        let changed = instance.events(kind: "changed")
+        #expect(changed.map { $0.string("action") } == ["bind", "change"])
+        #expect(changed[1].string("subsystem") == "power_supply" && changed[1].string("devpath") == Self.battery)
+        #expect(changed[1].string("devtype") == nil && changed[1].string("vendor") == nil)
+
+        // Unplugged: sysfs is gone first; ids from PRODUCT, names from what was known.
+        try tree.remove(tree.path + Self.stick)
+        try sender.send(Self.usbMessage("remove", Self.stickInterface, interface: true, seq: 4530))
+        try sender.send(Self.usbMessage("remove", Self.stick, interface: false, seq: 4531))
+        let removed = instance.waitForEvents(2, kind: "removed")
+        #expect(removed.map { $0.string("devpath") } == [Self.stickInterface, Self.stick])
+        #expect(removed.allSatisfy { $0.string("vendor") == "0781" && $0.string("product") == "5567" })
+        #expect(removed[1].string("product_name") == "Cruzer Blade" && removed[1].int("devnum") == 4)
+        #expect(instance.events.count == 2 + 2 + 2 + 2)
+        try instance.stop()
+        #expect(access(socketPath, F_OK) != 0)  // unlinked on stop
+        #expect(instance.violations.isEmpty)
+    }
+
+    @Test func devtypeFilterOnUevents() throws {
+        let tree = try DevicesTempTree(copying: Self.fixtures + "/desktop")
+        let socketPath = tree.path + "/uevents.sock"
+        let instance = try host().instance(
+            options: "{ sysfs: \(tree.path), uevent_socket: \(socketPath), devtypes: [usb_device] }")
+        try instance.start()
+        let sender = try UeventSender(path: socketPath)
+        try sender.send(Self.usbMessage("add", Self.stickInterface, interface: true, seq: 1))
+        try sender.send(Self.usbMessage("add", Self.stick, interface: false, seq: 2))
+        instance.waitForEvents(1, kind: "added")
+        usleep(100_000)
+        #expect(instance.events(kind: "added").map { $0.string("devpath") } == [Self.stick])
+        try instance.stop()
+        #expect(instance.violations.isEmpty)
+    }
+
+    /// The real /sys: netlink where allowed, else (EPERM in a container) a
+    /// logged fallback to polling, else unavailable. Never a failure.
+    @Test func realSys() throws {
+        let instance = try host().instance()
+        do {
+            try instance.start()
+            try instance.stop()
+        } catch {
+            #expect(error.status == "unavailable")
+        }
+        #expect(instance.violations.isEmpty)
+    }
+}
+
+/// Sends datagrams to a unix socket.
+private final class UeventSender {
+    let fd: Int32
+    let path: String
+
+    init(path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DevicesTempTree.Failure(description: "socket failed") }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) throws {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in path.utf8.enumerated() { raw[i] = b }
+        }
+        let n = bytes.withUnsafeBytes { raw in
+            withUnsafePointer(to: &address) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+        }
+        guard n == bytes.count else { throw DevicesTempTree.Failure(description: "sendto \(path): \(String(cString: strerror(errno)))") }
+    }
+}
+
+/// A temporary copy of a fixture tree, symlinks kept as symlinks.
+private final class DevicesTempTree {
+    let path: String
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    init(copying source: String) throws {
+        var template = Array("/tmp/vigil-devices-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
+        path = String(cString: made)
+        try Self.copy(source, to: path)
+    }
+
+    deinit { try? remove(path) }
+
+    /// Copies directories, small files and symlinks over `target`, merging directories.
+    static func copy(_ source: String, to target: String) throws {
+        if access(target, F_OK) != 0, mkdir(target, 0o755) != 0 { throw Failure(description: "mkdir \(target) failed") }
+        for name in entries(source) {
+            let from = source + "/" + name, to = target + "/" + name
+            var info = stat()
+            guard lstat(from, &info) == 0 else { throw Failure(description: "lstat \(from) failed") }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR: try copy(from, to: to)
+            case S_IFLNK:
+                var buffer = [CChar](repeating: 0, count: 4096)
+                let n = readlink(from, &buffer, buffer.count - 1)
+                guard n > 0 else { throw Failure(description: "readlink \(from) failed") }
+                let link = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                guard symlink(link, to) == 0 else { throw Failure(description: "symlink \(to) failed") }
+            default: try write(to, bytes: read(from))
+            }
+        }
+    }
+
+    /// Writes `text` and a newline, as sysfs shows attributes.
+    func write(_ file: String, _ text: String) throws {
+        try Self.write(file, bytes: Array((text + "\n").utf8))
+    }
+
+    /// Removes a file, a link or a whole directory.
+    func remove(_ target: String) throws {
+        var info = stat()
+        guard lstat(target, &info) == 0 else { return }
+        if info.st_mode & S_IFMT == S_IFDIR {
+            for name in Self.entries(target) { try remove(target + "/" + name) }
+            guard rmdir(target) == 0 else { throw Failure(description: "rmdir \(target) failed") }
+        } else {
+            guard unlink(target) == 0 else { throw Failure(description: "unlink \(target) failed") }
+        }
+    }
+
+    static func entries(_ directory: String) -> [String] {
+        guard let dir = opendir(directory) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func read(_ file: String) throws -> [UInt8] {
+        let fd = open(file, O_RDONLY)
+        guard fd >= 0 else { throw Failure(description: "open \(file) failed") }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = Glibc.read(fd, &buffer, buffer.count)
+            guard n > 0 else { break }
+            bytes += buffer[0..<n]
+        }
+        return bytes
+    }
+
+    static func write(_ file: String, bytes: [UInt8]) throws {
+        let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw Failure(description: "open \(file) for writing failed") }
+        defer { close(fd) }
+        guard Glibc.write(fd, bytes, bytes.count) == bytes.count else { throw Failure(description: "write \(file) failed") }
+    }
+}
