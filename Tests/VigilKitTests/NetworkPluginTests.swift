@@ -217,93 +217,17 @@ private final class LoopbackSocket {
 }
 
 /// Copies of the `laptop` fixtures in a fresh temporary directory, removed at the end.
-private final class NetworkTempTree {
-    let path: String
-    var proc: String { path + "/proc" }
-    var sys: String { path + "/sys" }
-
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    init() throws {
-        var template = Array("/tmp/vigil-network-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
-        path = String(cString: made)
+private final class NetworkTempTree: TempTree {
+    /// The laptop fixtures, procfs and sysfs side by side.
+    override init() throws {
+        try super.init()
         try Self.copy(NetworkPluginTests.procFixtures + "/laptop", to: proc)
         try Self.copy(NetworkPluginTests.sysFixtures + "/laptop", to: sys)
     }
-
-    deinit { try? remove(path) }
 
     /// Rewrites net/route with its header and these lines.
     func routes(_ lines: [String]) throws {
         let header = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
         try Self.write(proc + "/net/route", bytes: Array((header + lines.map { $0 + "\n" }.joined()).utf8))
-    }
-
-    /// Writes `text` and a newline, as sysfs shows attributes.
-    func write(_ file: String, _ text: String) throws {
-        try Self.write(file, bytes: Array((text + "\n").utf8))
-    }
-
-    func remove(_ target: String) throws {
-        var info = stat()
-        guard lstat(target, &info) == 0 else { return }
-        if info.st_mode & S_IFMT == S_IFDIR {
-            for name in Self.entries(target) { try remove(target + "/" + name) }
-            guard rmdir(target) == 0 else { throw Failure(description: "rmdir \(target) failed") }
-        } else {
-            guard unlink(target) == 0 else { throw Failure(description: "unlink \(target) failed") }
-        }
-    }
-
-    static func copy(_ source: String, to target: String) throws {
-        if access(target, F_OK) != 0, mkdir(target, 0o755) != 0 { throw Failure(description: "mkdir \(target) failed") }
-        for name in entries(source) {
-            var info = stat()
-            guard stat(source + "/" + name, &info) == 0 else { throw Failure(description: "stat \(source)/\(name) failed") }
-            if info.st_mode & S_IFMT == S_IFDIR {
-                try copy(source + "/" + name, to: target + "/" + name)
-            } else {
-                try write(target + "/" + name, bytes: read(source + "/" + name))
-            }
-        }
-    }
-
-    static func entries(_ dir: String) -> [String] {
-        guard let d = opendir(dir) else { return [] }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let entry = readdir(d) {
-            let name = withUnsafePointer(to: &entry.pointee.d_name) {
-                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
-
-    static func read(_ file: String) throws -> [UInt8] {
-        let fd = open(file, O_RDONLY)
-        guard fd >= 0 else { throw Failure(description: "open \(file) failed") }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = Glibc.read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            bytes += chunk[..<n]
-        }
-        return bytes
-    }
-
-    static func write(_ file: String, bytes: [UInt8]) throws {
-        let temp = file + ".new"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw Failure(description: "open \(temp) failed") }
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        guard written == bytes.count, rename(temp, file) == 0 else { throw Failure(description: "write \(file) failed") }
     }
 }

@@ -239,98 +239,21 @@ import VigilKitTesting
 }
 
 /// Copies of a procfs and a sysfs fixture tree in a fresh temporary directory, removed at the end.
-private final class WifiTempTree {
-    let path: String
-    var proc: String { path + "/proc" }
-    var sys: String { path + "/sys" }
-
+private final class WifiTempTree: TempTree {
     static let header = """
         Inter-| sta-|   Quality        |   Discarded packets               | Missed | WE
          face | tus | link level noise |  nwid  crypt   frag  retry   misc | beacon | 22
 
         """
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
     init(copying procSource: String, _ sysSource: String) throws {
-        var template = Array("/tmp/vigil-wifi-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
-        path = String(cString: made)
+        try super.init()
         try Self.copy(procSource, to: proc)
         try Self.copy(sysSource, to: sys)
     }
 
-    deinit { try? remove(path) }
-
     /// Rewrites net/wireless with the two header lines and `line` (none: header only).
     func wireless(_ line: String?) throws {
         try Self.write(proc + "/net/wireless", bytes: Array((Self.header + (line.map { $0 + "\n" } ?? "")).utf8))
-    }
-
-    static func copy(_ source: String, to target: String) throws {
-        if access(target, F_OK) != 0, mkdir(target, 0o755) != 0 { throw Failure(description: "mkdir \(target) failed") }
-        for name in entries(source) {
-            var info = stat()
-            guard stat(source + "/" + name, &info) == 0 else { throw Failure(description: "stat \(source)/\(name) failed") }
-            if info.st_mode & S_IFMT == S_IFDIR {
-                try copy(source + "/" + name, to: target + "/" + name)
-            } else {
-                try write(target + "/" + name, bytes: read(source + "/" + name))
-            }
-        }
-    }
-
-    /// Writes `text` and a newline, as sysfs shows attributes.
-    func write(_ file: String, _ text: String) throws {
-        try Self.write(file, bytes: Array((text + "\n").utf8))
-    }
-
-    func remove(_ target: String) throws {
-        var info = stat()
-        guard lstat(target, &info) == 0 else { return }
-        if info.st_mode & S_IFMT == S_IFDIR {
-            for name in Self.entries(target) { try remove(target + "/" + name) }
-            guard rmdir(target) == 0 else { throw Failure(description: "rmdir \(target) failed") }
-        } else {
-            guard unlink(target) == 0 else { throw Failure(description: "unlink \(target) failed") }
-        }
-    }
-
-    static func entries(_ dir: String) -> [String] {
-        guard let d = opendir(dir) else { return [] }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let entry = readdir(d) {
-            let name = withUnsafePointer(to: &entry.pointee.d_name) {
-                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
-
-    static func read(_ file: String) throws -> [UInt8] {
-        let fd = open(file, O_RDONLY)
-        guard fd >= 0 else { throw Failure(description: "open \(file) failed") }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = Glibc.read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            bytes += chunk[..<n]
-        }
-        return bytes
-    }
-
-    static func write(_ file: String, bytes: [UInt8]) throws {
-        let temp = file + ".new"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw Failure(description: "open \(temp) failed") }
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        guard written == bytes.count, rename(temp, file) == 0 else { throw Failure(description: "write \(file) failed") }
     }
 }
