@@ -216,25 +216,9 @@ final class DisplayMonitor: PolledMonitor {
     }
 
     /// The names in a directory (following a symlink to it), sorted; empty when it cannot be opened.
-    static func list(_ path: String) -> [String] {
-        guard let dir = opendir(path) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: &entry.pointee.d_name) { p in
-                String(cString: UnsafeRawPointer(p).assumingMemoryBound(to: CChar.self))
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
+    static func list(_ path: String) -> [String] { FSRoot.listDirectory(path) ?? [] }
 
-    static func trim(_ text: String) -> String {
-        var s = Substring(text)
-        while let c = s.last, c.isWhitespace { s = s.dropLast() }
-        while let c = s.first, c.isWhitespace { s = s.dropFirst() }
-        return String(s)
-    }
+    static func trim(_ text: String) -> String { FSRoot.trimmed(text) }
 }
 
 /// One device directory as listed when it is read. An attribute not listed is

@@ -463,18 +463,7 @@ final class NetworkMonitor: PolledMonitor, @unchecked Sendable {  // mutable sta
     // MARK: files
 
     /// The names in a directory, sorted; nil when it cannot be opened.
-    static func list(_ path: String) -> [String]? {
-        guard let dir = opendir(path) else { return nil }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: &entry.pointee.d_name) { p in
-                String(cString: UnsafeRawPointer(p).assumingMemoryBound(to: CChar.self))
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
+    static func list(_ path: String) -> [String]? { FSRoot.listDirectory(path) }
 
     enum Attribute {
         case text(String)
@@ -492,12 +481,7 @@ final class NetworkMonitor: PolledMonitor, @unchecked Sendable {  // mutable sta
         }
     }
 
-    static func trim(_ text: String) -> String {
-        var s = Substring(text)
-        while let c = s.last, c.isWhitespace { s = s.dropLast() }
-        while let c = s.first, c.isWhitespace { s = s.dropFirst() }
-        return String(s)
-    }
+    static func trim(_ text: String) -> String { FSRoot.trimmed(text) }
 }
 
 @_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(NetworkMonitor.self, a, r) }

@@ -534,12 +534,7 @@ final class ProcessMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
-    static func trimmed(_ text: String) -> String {
-        var s = Substring(text)
-        while let c = s.last, c.isWhitespace { s = s.dropLast() }
-        while let c = s.first, c.isWhitespace { s = s.dropFirst() }
-        return String(s)
-    }
+    static func trimmed(_ text: String) -> String { FSRoot.trimmed(text) }
 
     static func basename(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return path }

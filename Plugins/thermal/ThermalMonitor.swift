@@ -318,12 +318,7 @@ final class ThermalMonitor: PolledMonitor {
         (try? root.readText(relative)).flatMap { Int64(Self.trimmed($0)) }
     }
 
-    static func trimmed(_ text: String) -> String {
-        var s = Substring(text)
-        while let c = s.last, c == "\n" || c == " " || c == "\t" || c == "\r" { s = s.dropLast() }
-        while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }
-        return String(s)
-    }
+    static func trimmed(_ text: String) -> String { FSRoot.trimmed(text) }
 
     /// Names `prefix` followed by a number, sorted by the number.
     static func numbered(_ names: [String]?, prefix: String) -> [(Int, String)] {
@@ -334,18 +329,7 @@ final class ThermalMonitor: PolledMonitor {
     }
 
     /// The entries of a directory, or nil when it cannot be opened.
-    static func list(_ path: String) -> [String]? {
-        guard let dir = opendir(path) else { return nil }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
+    static func list(_ path: String) -> [String]? { FSRoot.listDirectory(path) }
 }
 
 @_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(ThermalMonitor.self, a, r) }

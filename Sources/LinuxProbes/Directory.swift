@@ -1,0 +1,33 @@
+import Glibc
+
+extension FSRoot {
+    /// The names in the directory `relative` under the root, sorted, without
+    /// `.` and `..`; nil when it cannot be opened (absent, not a directory).
+    public func list(_ relative: String) -> [String]? {
+        FSRoot.listDirectory(path(relative))
+    }
+
+    /// The names in the directory at `absolutePath` (following a symlink to
+    /// it), sorted, without `.` and `..`; nil when it cannot be opened.
+    public static func listDirectory(_ absolutePath: String) -> [String]? {
+        guard let dir = opendir(absolutePath) else { return nil }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// A sysfs attribute's text without the surrounding whitespace (the
+    /// kernel ends each with a newline).
+    public static func trimmed(_ text: String) -> String {
+        var s = Substring(text)
+        while let c = s.last, c.isWhitespace { s = s.dropLast() }
+        while let c = s.first, c.isWhitespace { s = s.dropFirst() }
+        return String(s)
+    }
+}
