@@ -26,6 +26,7 @@ let plugins = [
     plugin("sensors", target: "SensorsPlugin"),
     plugin("devices", target: "DevicesPlugin"),
     plugin("network", target: "NetworkPlugin"),
+    plugin("clock", target: "ClockPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
 ]

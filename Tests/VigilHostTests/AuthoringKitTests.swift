@@ -24,6 +24,7 @@ import Testing
         ("sensors", "{ sysfs: \(TestEnv.fixture("sys/sensors/tablet")) }"),
         ("devices", "{ sysfs: \(TestEnv.fixture("sys/devices/desktop")) }"),
         ("network", "{ sysfs: \(TestEnv.fixture("sys/network/laptop")), procfs: \(TestEnv.fixture("proc/network/laptop")) }"),
+        ("clock", "{ rootfs: \(TestEnv.fixture("rootfs/clock")) }"),
     ])
     func cataloguePluginPassesTheCheck(name: String, options: String) throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", name, "--options", options], timeout: 120)
