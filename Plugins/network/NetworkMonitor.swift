@@ -465,21 +465,8 @@ final class NetworkMonitor: PolledMonitor, @unchecked Sendable {  // mutable sta
     /// The names in a directory, sorted; nil when it cannot be opened.
     static func list(_ path: String) -> [String]? { FSRoot.listDirectory(path) }
 
-    enum Attribute {
-        case text(String)
-        case absent
-        case failed(ProbeError)
-    }
-
     /// One sysfs attribute, trimmed; absent when the file does not exist.
-    private func attribute(_ relative: String) -> Attribute {
-        do {
-            return .text(Self.trim(try sysfs.readText(relative)))
-        } catch {
-            if case .unreadable(_, let code) = error, code == ENOENT || code == ENOTDIR { return .absent }
-            return .failed(error)
-        }
-    }
+    private func attribute(_ relative: String) -> Attribute { sysfs.attribute(relative) }
 
     static func trim(_ text: String) -> String { FSRoot.trimmed(text) }
 }

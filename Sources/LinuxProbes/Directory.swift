@@ -31,3 +31,24 @@ extension FSRoot {
         return String(s)
     }
 }
+
+/// One sysfs attribute as a monitor sees it: its text, not there, or there
+/// but unreadable (a driver answering EIO, a device going away mid-read).
+public enum Attribute: Sendable {
+    case text(String)
+    case absent
+    case failed(ProbeError)
+}
+
+extension FSRoot {
+    /// The attribute `relative`, trimmed; `.absent` when the file (or a
+    /// directory on its path) does not exist.
+    public func attribute(_ relative: String) -> Attribute {
+        do {
+            return .text(FSRoot.trimmed(try readText(relative)))
+        } catch {
+            if case .unreadable(_, let code) = error, code == ENOENT || code == ENOTDIR { return .absent }
+            return .failed(error)
+        }
+    }
+}
