@@ -221,36 +221,6 @@ final class DisplayMonitor: PolledMonitor {
     static func trim(_ text: String) -> String { FSRoot.trimmed(text) }
 }
 
-/// One device directory as listed when it is read. An attribute not listed is
-/// absent (nil); one listed but unreadable, or not parsing, throws, so that
-/// the device is skipped this poll.
-struct DeviceDir {
-    let root: FSRoot
-    let dir: String
-    let files: [String]
-
-    init(root: FSRoot, dir: String) {
-        self.root = root
-        self.dir = dir
-        self.files = DisplayMonitor.list(root.path(dir))
-    }
-
-    func text(_ name: String) throws(ProbeError) -> String? {
-        guard files.contains(name) else { return nil }
-        return DisplayMonitor.trim(try root.readText(dir + "/" + name))
-    }
-
-    func int(_ name: String) throws(ProbeError) -> Int64? {
-        guard let text = try text(name) else { return nil }
-        guard let value = Int64(text) else { throw malformed(name, "expected an integer, found '\(text)'") }
-        return value
-    }
-
-    func missing(_ name: String) -> ProbeError { .unreadable(path: root.path(dir + "/" + name), errno: ENOENT) }
-
-    func malformed(_ name: String, _ reason: String) -> ProbeError {
-        .malformed(path: root.path(dir + "/" + name), line: 0, reason: reason)
-    }
-}
+typealias DeviceDir = AttributeDirectory
 
 @_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(DisplayMonitor.self, a, r) }

@@ -275,44 +275,16 @@ final class SensorsMonitor: PolledMonitor {
 
     /// The `iio:deviceN` entries with at least one channel this monitor reads, sorted.
     private func deviceNames() -> [String] {
-        IIODir.list(root.path(Self.devicesDir)).filter { device in
+        (root.list(Self.devicesDir) ?? []).filter { device in
             device.hasPrefix("iio:device")
                 && Self.channels.contains { root.exists(Self.devicesDir + "/" + device + "/" + $0) }
         }
     }
 }
 
-/// One IIO device directory as listed when it is read. A channel not listed is
-/// absent (nil); one listed but unreadable, or not parsing, throws, so that
-/// the device is skipped this poll.
-struct IIODir {
-    let root: FSRoot
-    let dir: String
-    let files: [String]
+typealias IIODir = AttributeDirectory
 
-    init(root: FSRoot, dir: String) {
-        self.root = root
-        self.dir = dir
-        self.files = Self.list(root.path(dir))
-    }
-
-    func text(_ name: String) throws(ProbeError) -> String? {
-        guard files.contains(name) else { return nil }
-        return Self.trim(try root.readText(dir + "/" + name))
-    }
-
-    func int(_ name: String) throws(ProbeError) -> Int64? {
-        guard let text = try text(name) else { return nil }
-        guard let value = Int64(text) else { throw malformed(name, "expected an integer, found '\(text)'") }
-        return value
-    }
-
-    func double(_ name: String) throws(ProbeError) -> Double? {
-        guard let text = try text(name) else { return nil }
-        guard let value = Double(text), value.isFinite else { throw malformed(name, "expected a number, found '\(text)'") }
-        return value
-    }
-
+extension AttributeDirectory {
     /// One channel: `in_<channel>_input` as is, else (`_raw` + offset) × scale,
     /// the offset and scale from `in_<channel>_…` or else `in_<type>_…`.
     func channel(_ channel: String, type: String) throws(ProbeError) -> Double? {
@@ -341,16 +313,6 @@ struct IIODir {
         return (x, y, z)
     }
 
-    func missing(_ name: String) -> ProbeError { .unreadable(path: root.path(dir + "/" + name), errno: ENOENT) }
-
-    func malformed(_ name: String, _ reason: String) -> ProbeError {
-        .malformed(path: root.path(dir + "/" + name), line: 0, reason: reason)
-    }
-
-    /// The names in a directory (following a symlink to it), sorted; empty when it cannot be opened.
-    static func list(_ path: String) -> [String] { FSRoot.listDirectory(path) ?? [] }
-
-    static func trim(_ text: String) -> String { FSRoot.trimmed(text) }
 }
 
 @_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(SensorsMonitor.self, a, r) }

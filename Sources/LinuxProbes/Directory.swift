@@ -52,3 +52,41 @@ extension FSRoot {
         }
     }
 }
+
+/// A sysfs device directory listed once, read attribute by attribute: one
+/// that is not listed is absent (nil); one listed but unreadable, or not
+/// parsing, throws, so that a monitor skips the device this poll.
+public struct AttributeDirectory: Sendable {
+    public let root: FSRoot
+    public let dir: String
+    public let files: [String]
+
+    public init(root: FSRoot, dir: String) {
+        self.root = root
+        self.dir = dir
+        self.files = FSRoot.listDirectory(root.path(dir)) ?? []
+    }
+
+    public func text(_ name: String) throws(ProbeError) -> String? {
+        guard files.contains(name) else { return nil }
+        return FSRoot.trimmed(try root.readText(dir + "/" + name))
+    }
+
+    public func int(_ name: String) throws(ProbeError) -> Int64? {
+        guard let text = try text(name) else { return nil }
+        guard let value = Int64(text) else { throw malformed(name, "expected an integer, found '\(text)'") }
+        return value
+    }
+
+    public func double(_ name: String) throws(ProbeError) -> Double? {
+        guard let text = try text(name) else { return nil }
+        guard let value = Double(text), value.isFinite else { throw malformed(name, "expected a number, found '\(text)'") }
+        return value
+    }
+
+    public func missing(_ name: String) -> ProbeError { .unreadable(path: root.path(dir + "/" + name), errno: ENOENT) }
+
+    public func malformed(_ name: String, _ reason: String) -> ProbeError {
+        .malformed(path: root.path(dir + "/" + name), line: 0, reason: reason)
+    }
+}
