@@ -20,11 +20,11 @@ import Testing
         ("files", "{ paths: [\(NSTemporaryDirectory())] }"),
         ("display", "{ sysfs: \(TestEnv.fixture("sys/display/laptop")) }"),
         ("wifi", "{ procfs: \(TestEnv.fixture("proc/wifi/laptop")), sysfs: \(TestEnv.fixture("sys/wifi/laptop")) }"),
-        ("process", "{ procfs: \(TestEnv.fixture("proc/process/running")), name: nginx }"),
+        ("process", "{ procfs: \(TestEnv.fixture("machines/laptop/proc")), name: nginx }"),
         ("sensors", "{ sysfs: \(TestEnv.fixture("sys/sensors/tablet")) }"),
         ("devices", "{ sysfs: \(TestEnv.fixture("sys/devices/desktop")) }"),
         ("network", "{ sysfs: \(TestEnv.fixture("sys/network/laptop")), procfs: \(TestEnv.fixture("proc/network/laptop")) }"),
-        ("clock", "{ rootfs: \(TestEnv.fixture("rootfs/clock")) }"),
+        ("clock", "{ rootfs: \(TestEnv.fixture("machines/laptop")) }"),
     ])
     func cataloguePluginPassesTheCheck(name: String, options: String) throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", name, "--options", options], timeout: 120)

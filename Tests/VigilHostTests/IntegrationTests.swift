@@ -58,9 +58,9 @@ import VigilCore
         plugin_dirs: [\(try TestEnv.cPlugins())]
         host: test-host
         monitors:
-          cpu: { plugin: cpu, interval: 100ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
-          memory: { plugin: memory, interval: 200ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
-          load: { plugin: load, interval: 250ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
+          cpu: { plugin: cpu, interval: 100ms, options: { procfs: \(TestEnv.fixture("machines/server/proc")) } }
+          memory: { plugin: memory, interval: 200ms, options: { procfs: \(TestEnv.fixture("machines/server/proc")) } }
+          load: { plugin: load, interval: 250ms, options: { procfs: \(TestEnv.fixture("machines/server/proc")) } }
           beat: { plugin: heartbeat, interval: 50ms, options: { threads: 2, push_interval: 10ms } }
         sinks:
           journal: { type: file, path: \(dir)/out/events.jsonl, fsync: always }
@@ -258,7 +258,7 @@ import VigilCore
         plugin_dirs: [\(try TestEnv.cPlugins())]
         monitors:
           beat: { plugin: heartbeat, interval: 20ms }
-          cpu: { plugin: cpu, interval: 50ms, options: { procfs: \(TestEnv.fixture("proc/server")) } }
+          cpu: { plugin: cpu, interval: 50ms, options: { procfs: \(TestEnv.fixture("machines/server/proc")) } }
         sinks:
           journal: { type: file, path: \(dir)/events.jsonl }
           dead: { type: socket, connect: "unix:\(dir)/nobody.sock", match: [beat], overflow: block, queue_size: 5 }

@@ -32,10 +32,10 @@ private func procFixture(_ name: String) -> FSRoot {
 
 @Suite("procfs parsers")
 struct ProcParsersTests {
-    let server = procFixture("server")
+    let server = FSRoot(fixturePath("machines/server/proc"))
     let later = procFixture("server-later")
     let old = procFixture("old-kernel")
-    let broken = procFixture("broken")
+    let broken = FSRoot(fixturePath("machines/broken/proc"))
 
     // MARK: FSRoot
 

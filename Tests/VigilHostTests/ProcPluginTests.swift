@@ -8,10 +8,10 @@ import VigilCore
 /// polls to check deltas.
 @Suite struct ProcPluginTests {
     /// A copy of a fixture tree that the test may change.
-    func tree(_ name: String) throws -> String {
-        let dir = try TestEnv.tempDir(name)
+    func tree(_ fixture: String) throws -> String {
+        let dir = try TestEnv.tempDir("proc")
         try FileManager.default.removeItem(atPath: dir)
-        try FileManager.default.copyItem(atPath: TestEnv.fixture("proc/\(name)"), toPath: dir)
+        try FileManager.default.copyItem(atPath: TestEnv.fixture(fixture), toPath: dir)
         return dir
     }
 
@@ -21,7 +21,7 @@ import VigilCore
     }
 
     @Test func cpuReportsUsageSinceBootThenTheDeltaBetweenPolls() async throws {
-        let root = try tree("server")
+        let root = try tree("machines/server/proc")
         let h = try Harness(plugin: "cpu", options: "{ procfs: \(root), per_cpu: true }")
         h.launch()
         let first = h.waitFor(1) { $0.kind == "sample" }.first
@@ -46,7 +46,7 @@ import VigilCore
     }
 
     @Test func memoryReportsBytesRatiosAndPressure() async throws {
-        let h = try Harness(plugin: "memory", options: "{ procfs: \(TestEnv.fixture("proc/server")) }")
+        let h = try Harness(plugin: "memory", options: "{ procfs: \(TestEnv.fixture("machines/server/proc")) }")
         h.launch()
         let event = h.waitFor(1) { $0.kind == "sample" }.first
         #expect(event?[field: "total"] == .int(65_843_200 * 1024))
@@ -72,7 +72,7 @@ import VigilCore
     }
 
     @Test func loadReportsTheAverages() async throws {
-        let h = try Harness(plugin: "load", options: "{ procfs: \(TestEnv.fixture("proc/server")) }")
+        let h = try Harness(plugin: "load", options: "{ procfs: \(TestEnv.fixture("machines/server/proc")) }")
         h.launch()
         let event = h.waitFor(1) { $0.kind == "sample" }.first
         #expect(double(event, "load1") == 1.72)
@@ -97,7 +97,7 @@ import VigilCore
     }
 
     @Test func aBrokenFileIsATemporaryFailureNotACrash() async throws {
-        let h = try Harness(plugin: "load", options: "{ procfs: \(TestEnv.fixture("proc/broken")) }")
+        let h = try Harness(plugin: "load", options: "{ procfs: \(TestEnv.fixture("machines/broken/proc")) }")
         h.launch()
         h.poll()
         try await Task.sleep(for: .milliseconds(100))

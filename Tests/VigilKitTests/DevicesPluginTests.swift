@@ -23,8 +23,8 @@ import VigilKitTesting
         #expect(d.events.allSatisfy { !$0.doc.isEmpty && $0.fields.allSatisfy { !$0.doc.isEmpty } })
     }
 
-    @Test func desktopSnapshot() throws {
-        let instance = try host().instance(options: "{ sysfs: \(Self.fixtures)/desktop }")
+    @Test func laptopSnapshot() throws {
+        let instance = try host().instance(options: "{ sysfs: \(machines)/laptop/sys }")
         try instance.start()
         let devices = instance.events(kind: "device")
         // Interfaces (1-0:1.0, 1-2:1.0) have no idVendor: not devices.
@@ -45,7 +45,7 @@ import VigilKitTesting
     }
 
     @Test func stickPluggedChangedAndUnplugged() throws {
-        let tree = try DevicesTempTree(copying: Self.fixtures + "/desktop")
+        let tree = try DevicesTempTree(copying: machines + "/laptop/sys")
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(2))
         try instance.start()
         #expect(instance.events(kind: "device").count == 2)
@@ -87,7 +87,7 @@ import VigilKitTesting
     }
 
     @Test func subsystemFilter() throws {
-        let instance = try host().instance(options: "{ sysfs: \(Self.fixtures)/desktop, subsystems: [power_supply] }")
+        let instance = try host().instance(options: "{ sysfs: \(machines)/laptop/sys, subsystems: [power_supply] }")
         try instance.start()
         #expect(instance.events.isEmpty)
         try instance.stop()
@@ -138,7 +138,7 @@ import VigilKitTesting
     }
 
     @Test func ueventsFromASocket() throws {
-        let tree = try DevicesTempTree(copying: Self.fixtures + "/desktop")
+        let tree = try DevicesTempTree(copying: machines + "/laptop/sys")
         let socketPath = tree.path + "/uevents.sock"
         let instance = try host().instance(
             options: "{ sysfs: \(tree.path), uevent_socket: \(socketPath), subsystems: [usb, power_supply] }")
@@ -187,7 +187,7 @@ import VigilKitTesting
     }
 
     @Test func devtypeFilterOnUevents() throws {
-        let tree = try DevicesTempTree(copying: Self.fixtures + "/desktop")
+        let tree = try DevicesTempTree(copying: machines + "/laptop/sys")
         let socketPath = tree.path + "/uevents.sock"
         let instance = try host().instance(
             options: "{ sysfs: \(tree.path), uevent_socket: \(socketPath), devtypes: [usb_device] }")

@@ -31,7 +31,7 @@ import VigilKitTesting
     }
 
     @Test func laptopSnapshot() throws {
-        let instance = try host().instance(options: "{ sysfs: \(Self.fixtures)/laptop }", interval: .seconds(5))
+        let instance = try host().instance(options: "{ sysfs: \(machines)/laptop/sys }", interval: .seconds(5))
         try instance.start()
         let bl = try #require(backlight(instance, "intel_backlight").first)
         #expect(bl.string("type") == "raw")
@@ -69,7 +69,7 @@ import VigilKitTesting
     }
 
     @Test func brightnessChangesBeyondAndBelowMinChange() throws {
-        let tree = try DisplayTempTree(copying: Self.fixtures + "/laptop")
+        let tree = try DisplayTempTree(copying: machines + "/laptop/sys")
         let bl = tree.path + "/class/backlight/intel_backlight/"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(5))
         try instance.start()
@@ -117,7 +117,7 @@ import VigilKitTesting
     }
 
     @Test func hdmiPluggedThenUnplugged() throws {
-        let tree = try DisplayTempTree(copying: Self.fixtures + "/laptop")
+        let tree = try DisplayTempTree(copying: machines + "/laptop/sys")
         let hdmi = tree.path + "/class/drm/card0-HDMI-A-1"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(5))
         try instance.start()
@@ -138,7 +138,7 @@ import VigilKitTesting
         try tree.write(hdmi + "/dpms", "Off")
         try instance.advance(by: .seconds(5))
         #expect(connector(instance, "card0-HDMI-A-1").last?.string("dpms") == "off")
-        try DisplayTempTree.copy(Self.fixtures + "/laptop/class/drm/card0-HDMI-A-1", to: hdmi)
+        try DisplayTempTree.copy(machines + "/laptop/sys/class/drm/card0-HDMI-A-1", to: hdmi)
         try instance.advance(by: .seconds(5))
         let unplugged = try #require(connector(instance, "card0-HDMI-A-1").last)
         #expect(unplugged.bool("connected") == false)
@@ -174,7 +174,7 @@ import VigilKitTesting
         }
 
         // Everything gone mid-run: unavailable from the poll, not a failure.
-        let tree = try DisplayTempTree(copying: Self.fixtures + "/laptop")
+        let tree = try DisplayTempTree(copying: machines + "/laptop/sys")
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(5))
         try instance.start()
         try tree.remove(tree.path + "/class")
@@ -189,7 +189,7 @@ import VigilKitTesting
     }
 
     @Test func anUnreadableAttributeSkipsTheDevice() throws {
-        let tree = try DisplayTempTree(copying: Self.fixtures + "/laptop")
+        let tree = try DisplayTempTree(copying: machines + "/laptop/sys")
         let bl = tree.path + "/class/backlight/intel_backlight/"
         let hdmi = tree.path + "/class/drm/card0-HDMI-A-1/"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(5))

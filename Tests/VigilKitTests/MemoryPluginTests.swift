@@ -9,7 +9,7 @@ import VigilKitTesting
     /// A copy of the `server` fixture the test may change.
     func tree() throws -> String {
         let dir = NSTemporaryDirectory() + "vigil-memory-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.copyItem(atPath: repoRoot + "/Tests/Fixtures/proc/server", toPath: dir)
+        try FileManager.default.copyItem(atPath: repoRoot + "/Tests/Fixtures/machines/server/proc", toPath: dir)
         return dir
     }
 

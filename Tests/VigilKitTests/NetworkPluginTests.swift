@@ -3,20 +3,17 @@ import Testing
 import VigilCore
 import VigilKitTesting
 
-/// The `network` plugin, built as libnetwork.so, against the fixtures in
-/// Tests/Fixtures/sys/network (class/net) and Tests/Fixtures/proc/network
-/// (net/route): `laptop` has lo, enp0s31f6 (ethernet, up, default route via
+/// The `network` plugin, built as libnetwork.so, against the laptop machine
+/// (Tests/Fixtures/machines/laptop: sys/class/net and proc/net/route), which has lo, enp0s31f6 (ethernet, up, default route via
 /// 10.0.0.1, metric 100), wlp2s0 (wifi, up, default route via 192.168.2.1,
 /// metric 600) and wwan0 (type 519 with device/: wwan, down, no carrier).
 /// Addresses come from getifaddrs, so they are never reported with fixture
 /// trees. Reachability is probed only on 127.0.0.1, on sockets the test opens.
 @Suite(.serialized) struct NetworkPluginTests {
-    static let procFixtures = repoRoot + "/Tests/Fixtures/proc/network"
-    static let sysFixtures = repoRoot + "/Tests/Fixtures/sys/network"
 
     func host() throws -> PluginTestHost { try PluginTestHost(path: productsDir + "/libnetwork.so") }
 
-    func options(_ proc: String = procFixtures + "/laptop", _ sys: String = sysFixtures + "/laptop",
+    func options(_ proc: String = machines + "/laptop/proc", _ sys: String = machines + "/laptop/sys",
                  extra: String = "") -> String {
         "{ procfs: \(proc), sysfs: \(sys)\(extra) }"
     }
@@ -161,13 +158,13 @@ import VigilKitTesting
     }
 
     @Test func unavailableWithoutNetworkClass() throws {
-        let instance = try host().instance(options: options(Self.procFixtures + "/laptop", Self.sysFixtures + "/no-such-tree"))
+        let instance = try host().instance(options: options(machines + "/laptop/proc", machines + "/no-such-machine/sys"))
         do {
             try instance.start()
             Issue.record("start succeeded without class/net")
         } catch {
             #expect(error.status == "unavailable")
-            #expect(error.description.contains("no network class in \(Self.sysFixtures)/no-such-tree/class/net"))
+            #expect(error.description.contains("no network class in \(machines)/no-such-machine/sys/class/net"))
         }
         #expect(instance.events.isEmpty)
     }
@@ -221,8 +218,8 @@ private final class NetworkTempTree: TempTree {
     /// The laptop fixtures, procfs and sysfs side by side.
     override init() throws {
         try super.init()
-        try Self.copy(NetworkPluginTests.procFixtures + "/laptop", to: proc)
-        try Self.copy(NetworkPluginTests.sysFixtures + "/laptop", to: sys)
+        try Self.copy(machines + "/laptop/proc", to: proc)
+        try Self.copy(machines + "/laptop/sys", to: sys)
     }
 
     /// Rewrites net/route with its header and these lines.

@@ -31,7 +31,7 @@ import VigilKitTesting
     }
 
     @Test func laptopSnapshot() throws {
-        let instance = try host().instance(options: "{ sysfs: \(Self.fixtures)/laptop }", interval: .seconds(10))
+        let instance = try host().instance(options: "{ sysfs: \(machines)/laptop/sys }", interval: .seconds(10))
         try instance.start()
         let bat = battery(instance, "BAT0")
         #expect(bat.count == 1)
@@ -80,7 +80,7 @@ import VigilKitTesting
     }
 
     @Test func snapshotThenChanges() throws {
-        let tree = try PowerTempTree(copying: Self.fixtures + "/laptop")
+        let tree = try PowerTempTree(copying: machines + "/laptop/sys")
         let bat = tree.path + "/class/power_supply/BAT0/"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(10))
         try instance.start()
@@ -152,7 +152,7 @@ import VigilKitTesting
     }
 
     @Test func aBatteryVanishingMidRun() throws {
-        let tree = try PowerTempTree(copying: Self.fixtures + "/laptop")
+        let tree = try PowerTempTree(copying: machines + "/laptop/sys")
         let supplies = tree.path + "/class/power_supply"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(10))
         try instance.start()
@@ -187,7 +187,7 @@ import VigilKitTesting
         #expect(gone.last?.bool("present") == false && gone.last?.double("level") == nil)
 
         // Back in: a fresh first event.
-        try PowerTempTree.copy(Self.fixtures + "/laptop/class/power_supply/BAT0", to: supplies + "/BAT0")
+        try PowerTempTree.copy(machines + "/laptop/sys/class/power_supply/BAT0", to: supplies + "/BAT0")
         try instance.advance(by: .seconds(10))
         #expect(battery(instance, "BAT0").last?.double("level") == 87)
         #expect(battery(instance, "BAT0").count == 4)
@@ -208,7 +208,7 @@ import VigilKitTesting
 
     @Test func refusesAnImpossibleLowLevel() throws {
         do {
-            _ = try host().instance(options: "{ sysfs: \(Self.fixtures)/laptop, low_level: 150 }")
+            _ = try host().instance(options: "{ sysfs: \(machines)/laptop/sys, low_level: 150 }")
             Issue.record("low_level 150 accepted")
         } catch let error as PluginTestError {
             #expect(error.status == "invalid configuration")

@@ -6,7 +6,7 @@ import VigilKitTesting
 /// fixture in Tests/Fixtures/proc/process (see the README there), and on the
 /// real /proc with a child process the test starts and kills.
 @Suite(.serialized) struct ProcessPluginTests {
-    static let fixture = repoRoot + "/Tests/Fixtures/proc/process/running"
+    static let fixture = repoRoot + "/Tests/Fixtures/machines/laptop/proc"
 
     func host() throws -> PluginTestHost { try PluginTestHost(path: productsDir + "/libprocess.so") }
 

@@ -26,7 +26,7 @@ import VigilKitTesting
     }
 
     @Test func tabletSnapshotHasExactScaledValues() throws {
-        let instance = try host().instance(options: "{ sysfs: \(Self.fixtures)/tablet }", interval: .seconds(1))
+        let instance = try host().instance(options: "{ sysfs: \(machines)/laptop/sys }", interval: .seconds(1))
         try instance.start()
         let accel = try #require(instance.events(kind: "accelerometer").first)
         #expect(accel.string("device") == "iio:device0" && accel.string("name") == "accel_3d")
@@ -64,7 +64,7 @@ import VigilKitTesting
     }
 
     @Test func offsetsPerAxisScalesAndRawPressure() throws {
-        let tree = try SensorsTempTree(copying: Self.fixtures + "/tablet")
+        let tree = try SensorsTempTree(copying: machines + "/laptop/sys")
         let accel = tree.path + Self.devices + "iio:device0/"
         let baro = tree.path + Self.devices + "iio:device3/"
         try tree.write(accel + "in_accel_offset", "2")
@@ -84,7 +84,7 @@ import VigilKitTesting
     }
 
     @Test func orientationFollowsTheGravityAxis() throws {
-        let tree = try SensorsTempTree(copying: Self.fixtures + "/tablet")
+        let tree = try SensorsTempTree(copying: machines + "/laptop/sys")
         let accel = tree.path + Self.devices + "iio:device0/"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
@@ -126,7 +126,7 @@ import VigilKitTesting
     }
 
     @Test func proximityWithHysteresis() throws {
-        let tree = try SensorsTempTree(copying: Self.fixtures + "/tablet")
+        let tree = try SensorsTempTree(copying: machines + "/laptop/sys")
         let raw = tree.path + Self.devices + "iio:device2/in_proximity_raw"
         let instance = try host().instance(
             options: "{ sysfs: \(tree.path), proximity_near: 200, proximity_hysteresis: 20 }", interval: .seconds(1))
@@ -150,7 +150,7 @@ import VigilKitTesting
     }
 
     @Test func relativeAltitudeFromAPressureChange() throws {
-        let tree = try SensorsTempTree(copying: Self.fixtures + "/tablet")
+        let tree = try SensorsTempTree(copying: machines + "/laptop/sys")
         let pressure = tree.path + Self.devices + "iio:device3/in_pressure_input"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
@@ -182,7 +182,7 @@ import VigilKitTesting
     }
 
     @Test func lightReportsChangesOfFiveLux() throws {
-        let tree = try SensorsTempTree(copying: Self.fixtures + "/tablet")
+        let tree = try SensorsTempTree(copying: machines + "/laptop/sys")
         let raw = tree.path + Self.devices + "iio:device1/in_illuminance_raw"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
@@ -196,7 +196,7 @@ import VigilKitTesting
     }
 
     @Test func aFailingChannelSkipsTheDevice() throws {
-        let tree = try SensorsTempTree(copying: Self.fixtures + "/tablet")
+        let tree = try SensorsTempTree(copying: machines + "/laptop/sys")
         let accel = tree.path + Self.devices + "iio:device0/"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
@@ -246,7 +246,7 @@ import VigilKitTesting
         }
 
         // Every device gone mid-run: unavailable from the poll, not a failure.
-        let tree = try SensorsTempTree(copying: Self.fixtures + "/tablet")
+        let tree = try SensorsTempTree(copying: machines + "/laptop/sys")
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
         try tree.remove(tree.path + "/bus")

@@ -10,13 +10,13 @@ import VigilKitTesting
 @Suite(.serialized) struct StoragePluginTests {
     static let fixtures = repoRoot + "/Tests/Fixtures/proc/storage"
 
-    /// What the `host` fixture reports with the default options, in mountinfo order.
+    /// What the server machine reports with the default options, in mountinfo order.
     static let defaultMounts = [
         "/run", "/", "/dev/shm", "/run/lock", "/boot/efi", "/tmp", "/run/user/1000", "/media/alice/My Passport",
         "/export/data", "/mnt/usb", "/var/lib/docker/overlay2/3f5d0a9c1e7b/merged", "/srv/back\\slash\ttab",
     ]
 
-    /// Every mount point of the `host` fixture (the directories a rootfs needs).
+    /// Every mount point of the server machine (the directories a rootfs needs).
     static let allMountPoints = defaultMounts + [
         "/sys", "/proc", "/dev", "/dev/pts", "/sys/kernel/security", "/sys/fs/cgroup", "/sys/fs/pstore",
         "/sys/firmware/efi/efivars", "/sys/fs/bpf", "/proc/sys/fs/binfmt_misc", "/dev/mqueue", "/dev/hugepages",
@@ -35,7 +35,7 @@ import VigilKitTesting
 
     func mounts(_ events: [TestEvent]) -> [String] { events.compactMap { $0.string("mount") } }
 
-    func options(procfs: String = fixtures + "/host", rootfs: Tree, _ extra: String = "") -> String {
+    func options(procfs: String = machines + "/server/proc", rootfs: Tree, _ extra: String = "") -> String {
         "{ procfs: '\(procfs)', rootfs: '\(rootfs.path)'\(extra.isEmpty ? "" : ", " + extra) }"
     }
 
@@ -196,7 +196,7 @@ import VigilKitTesting
     @Test func aMountThatDisappearsIsReportedAndForgotten() throws {
         let root = try rootfs()
         let procfs = try Tree()
-        let original = try String(decoding: Tree.read(Self.fixtures + "/host/self/mountinfo"), as: UTF8.self)
+        let original = try String(decoding: Tree.read(machines + "/server/proc/self/mountinfo"), as: UTF8.self)
         try procfs.write("/self/mountinfo", original)
         let instance = try host().instance(options: options(procfs: procfs.path, rootfs: root, "low_space: 100"),
                                            interval: .seconds(30))

@@ -27,7 +27,7 @@ import VigilKitTesting
     }
 
     @Test func snapshotHasExactValuesAndStates() throws {
-        let instance = try host().instance(options: "{ sysfs: \(fixtures)/laptop }", interval: .seconds(10))
+        let instance = try host().instance(options: "{ sysfs: \(machines)/laptop/sys }", interval: .seconds(10))
         try instance.start()
         let zones = instance.events(kind: "zone")
         // Zone 2 is unreadable, zone 3 disabled, hwmon0 mirrors zone 0, hwmon3 has no temperature.
@@ -56,7 +56,7 @@ import VigilKitTesting
     }
 
     @Test func statesFollowTheTripPoints() throws {
-        let tree = try FixtureCopy(fixtures + "/laptop")
+        let tree = try FixtureCopy(machines + "/laptop/sys")
         let temp = "class/thermal/thermal_zone0/temp"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(10))
         try instance.start()
@@ -94,7 +94,7 @@ import VigilKitTesting
     }
 
     @Test func hwmonStatesFollowMaxAndCrit() throws {
-        let tree = try FixtureCopy(fixtures + "/laptop")
+        let tree = try FixtureCopy(machines + "/laptop/sys")
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
         for (milli, state) in [(84000, "serious"), (100000, "critical"), (83000, "nominal")] {
@@ -112,7 +112,7 @@ import VigilKitTesting
     }
 
     @Test func minChangeSuppressesSmallChanges() throws {
-        let tree = try FixtureCopy(fixtures + "/laptop")
+        let tree = try FixtureCopy(machines + "/laptop/sys")
         let temp = "class/thermal/thermal_zone1/temp"
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
@@ -130,7 +130,7 @@ import VigilKitTesting
         try instance.stop()
 
         // A larger min_change.
-        let coarse = try FixtureCopy(fixtures + "/laptop")
+        let coarse = try FixtureCopy(machines + "/laptop/sys")
         let second = try host().instance(options: "{ sysfs: \(coarse.path), min_change: 2 }", interval: .seconds(1))
         try second.start()
         for (milli, reported) in [(53900, [52.0]), (54000, [52.0, 54.0]), (52500, [52.0, 54.0])] {
@@ -149,7 +149,7 @@ import VigilKitTesting
     }
 
     @Test func unreadableAndVanishingZonesAreSkipped() throws {
-        let tree = try FixtureCopy(fixtures + "/laptop")
+        let tree = try FixtureCopy(machines + "/laptop/sys")
         let instance = try host().instance(options: "{ sysfs: \(tree.path) }", interval: .seconds(1))
         try instance.start()
         #expect(zone(instance, "thermal_zone2").isEmpty)
@@ -166,7 +166,7 @@ import VigilKitTesting
         try tree.remove("class/hwmon/hwmon1")
         try instance.advance(by: .seconds(1))
         #expect(zone(instance, "hwmon1/temp1").count == 1)
-        try tree.copy(from: fixtures + "/laptop", "class/hwmon/hwmon1")
+        try tree.copy(from: machines + "/laptop/sys", "class/hwmon/hwmon1")
         try instance.advance(by: .seconds(1))
         #expect(zone(instance, "hwmon1/temp1").count == 2)
         #expect(zone(instance, "hwmon1/temp1").last?.double("temperature") == 38.85)
@@ -214,7 +214,7 @@ import VigilKitTesting
             #expect(error.description.contains("hwmon is false"))
         }
 
-        let laptop = try host().instance(options: "{ sysfs: \(fixtures)/laptop, hwmon: false }", interval: .seconds(1))
+        let laptop = try host().instance(options: "{ sysfs: \(machines)/laptop/sys, hwmon: false }", interval: .seconds(1))
         try laptop.start()
         #expect(laptop.events(kind: "zone").map { $0.string("zone") ?? "?" } == ["thermal_zone0", "thermal_zone1"])
         #expect(laptop.events(kind: "summary").first?.double("temperature") == 52.0)

@@ -269,7 +269,7 @@ final class AbsentMonitor: PolledMonitor {
     @Test func aBuiltPluginFileRunsTheSameWay() throws {
         let host = try PluginTestHost(path: productsDir + "/libload.so")
         #expect(host.description.name == "load")
-        let instance = try host.instance(options: "{ procfs: \(repoRoot)/Tests/Fixtures/proc/server }", interval: .seconds(5))
+        let instance = try host.instance(options: "{ procfs: \(repoRoot)/Tests/Fixtures/machines/server/proc }", interval: .seconds(5))
         try instance.start()
         try instance.advance(by: .seconds(10))
         let samples = instance.events(kind: "sample")
@@ -297,3 +297,7 @@ let productsDir: String = {
     }
     return "."
 }()
+
+/// The scenario machines under Tests/Fixtures/machines: each directory is a
+/// machine's root, with its `proc`, `sys` and `etc` beneath it.
+let machines = repoRoot + "/Tests/Fixtures/machines"

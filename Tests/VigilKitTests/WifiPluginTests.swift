@@ -3,9 +3,9 @@ import Testing
 import VigilCore
 import VigilKitTesting
 
-/// The `wifi` plugin, built as libwifi.so, against the fixtures in
-/// Tests/Fixtures/proc/wifi (net/wireless) and Tests/Fixtures/sys/wifi (class/net):
-/// `laptop` (a cfg80211 driver: wlp2s0 quality 58/70, level −52 dBm, noise −256,
+/// The `wifi` plugin, built as libwifi.so, against the laptop machine
+/// (Tests/Fixtures/machines/laptop) and the fixtures in Tests/Fixtures/proc/wifi
+/// (net/wireless) and Tests/Fixtures/sys/wifi (class/net): the laptop (a cfg80211 driver: wlp2s0 quality 58/70, level −52 dBm, noise −256,
 /// discarded 0+0+0+14+3, 7 missed beacons), `positive` (an older driver that shows
 /// levels as unsigned bytes: quality 91/100, level 217 → −39, noise 161 → −95) and
 /// `ethernet` (no wireless interface: a header-only net/wireless, enp0s31f6 and lo).
@@ -39,7 +39,7 @@ import VigilKitTesting
 
     @Test func laptopSnapshot() throws {
         let instance = try host().instance(
-            options: options(Self.procFixtures + "/laptop", Self.sysFixtures + "/laptop"), interval: .seconds(5))
+            options: options(machines + "/laptop/proc", machines + "/laptop/sys"), interval: .seconds(5))
         try instance.start()
         #expect(instance.events.count == 1)  // lo is not wireless
         let e = try #require(link(instance).first)
@@ -79,7 +79,7 @@ import VigilKitTesting
     }
 
     @Test func minimumChanges() throws {
-        let tree = try WifiTempTree(copying: Self.procFixtures + "/laptop", Self.sysFixtures + "/laptop")
+        let tree = try WifiTempTree(copying: machines + "/laptop/proc", machines + "/laptop/sys")
         let instance = try host().instance(options: options(tree.proc, tree.sys), interval: .seconds(5))
         try instance.start()
         #expect(link(instance).count == 1)
@@ -117,7 +117,7 @@ import VigilKitTesting
     }
 
     @Test func disconnectionAndReconnection() throws {
-        let tree = try WifiTempTree(copying: Self.procFixtures + "/laptop", Self.sysFixtures + "/laptop")
+        let tree = try WifiTempTree(copying: machines + "/laptop/proc", machines + "/laptop/sys")
         let iface = tree.sys + "/class/net/wlp2s0"
         let instance = try host().instance(options: options(tree.proc, tree.sys), interval: .seconds(5))
         try instance.start()
@@ -151,7 +151,7 @@ import VigilKitTesting
     @Test func notAssociatedAtStart() throws {
         // A Wi-Fi interface with no line in net/wireless (header only): available, not connected.
         let instance = try host().instance(
-            options: options(Self.procFixtures + "/ethernet", Self.sysFixtures + "/laptop"), interval: .seconds(5))
+            options: options(Self.procFixtures + "/ethernet", machines + "/laptop/sys"), interval: .seconds(5))
         try instance.start()
         let e = try #require(link(instance).first)
         #expect(e.bool("connected") == false && e.string("operstate") == "up" && e.double("quality") == nil)
@@ -159,7 +159,7 @@ import VigilKitTesting
 
         // No net/wireless at all (a kernel without wireless extensions): operstate alone tells.
         let noWext = try host().instance(
-            options: options(Self.procFixtures + "/no-such-tree", Self.sysFixtures + "/laptop"), interval: .seconds(5))
+            options: options(Self.procFixtures + "/no-such-tree", machines + "/laptop/sys"), interval: .seconds(5))
         try noWext.start()
         #expect(link(noWext).first?.bool("connected") == true)
         #expect(link(noWext).first?.double("quality") == nil)
@@ -168,7 +168,7 @@ import VigilKitTesting
     }
 
     @Test func anInterfaceVanishing() throws {
-        let tree = try WifiTempTree(copying: Self.procFixtures + "/laptop", Self.sysFixtures + "/laptop")
+        let tree = try WifiTempTree(copying: machines + "/laptop/proc", machines + "/laptop/sys")
         let iface = tree.sys + "/class/net/wlp2s0"
         let instance = try host().instance(options: options(tree.proc, tree.sys), interval: .seconds(5))
         try instance.start()
@@ -197,7 +197,7 @@ import VigilKitTesting
         #expect(gone.bool("connected") == false && gone.string("operstate") == nil && gone.string("address") == nil)
 
         // Plugged back in: a fresh first event.
-        try WifiTempTree.copy(Self.sysFixtures + "/laptop/class/net/wlp2s0", to: iface)
+        try WifiTempTree.copy(machines + "/laptop/sys/class/net/wlp2s0", to: iface)
         try tree.wireless("wlp2s0: 0000   58.  -52.  -256        0      0      0     14      3        7")
         try instance.advance(by: .seconds(5))
         #expect(link(instance).count == 3)
@@ -224,9 +224,9 @@ import VigilKitTesting
     }
 
     @Test func refusesBadOptions() throws {
-        for (given, message) in [(options(Self.procFixtures + "/laptop", Self.sysFixtures + "/laptop", ", quality_max: 0"),
+        for (given, message) in [(options(machines + "/laptop/proc", machines + "/laptop/sys", ", quality_max: 0"),
                                   "options.quality_max: must be from 1 to 255"),
-                                 (options("''", Self.sysFixtures + "/laptop"), "options.procfs: must not be empty")] {
+                                 (options("''", machines + "/laptop/sys"), "options.procfs: must not be empty")] {
             do {
                 _ = try host().instance(options: given)
                 Issue.record("\(given) accepted")
