@@ -45,8 +45,9 @@ import Testing
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
     }
 
-    @Test func everyExampleManifestIsValid() throws {
-        let dir = TestEnv.repoRoot + "/manifests/examples"
+    @Test("every shipped manifest is valid", arguments: ["manifests", "manifests/examples"])
+    func everyShippedManifestIsValid(in folder: String) throws {
+        let dir = TestEnv.repoRoot + "/" + folder
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".yaml") }
         #expect(!files.isEmpty)
         for file in files {
