@@ -241,6 +241,7 @@ final class RadioMonitor: PolledMonitor, @unchecked Sendable {  // mutable state
                 case .drained, .bytes: continue
                 case .ended:
                     // A FIFO's writer went away: wait for the next one.
+                    context.log(.debug, "\(devicePath) ended (its writer went away): reopening it")
                     close(fd)
                     fd = -1
                     switch RfkillDevice.open(devicePath) {
@@ -267,13 +268,12 @@ final class RadioMonitor: PolledMonitor, @unchecked Sendable {  // mutable state
         let index = Int64(event.index)
         switch event.op {
         case .add, .change:
-            let radio = state.withLock { state -> Radio in
-                let known = state.radios.firstIndex { $0.index == index }
-                var radio = Radio(index: index, entry: "rfkill\(event.index)", name: known.flatMap { state.radios[$0].name },
-                                  type: RadioType.name(code: event.type), soft: event.soft, hard: event.hard)
-                if radio.name == nil { radio.name = name(index: event.index) }
-                if let known { state.radios[known] = radio } else { state.radios.append(radio) }
-                return radio
+            let known = state.withLock { state in state.radios.first { $0.index == index }?.name }
+            let radio = Radio(index: index, entry: "rfkill\(event.index)", name: known ?? name(index: event.index),
+                              type: RadioType.name(code: event.type), soft: event.soft, hard: event.hard)
+            state.withLock { state in
+                if let i = state.radios.firstIndex(where: { $0.index == index }) { state.radios[i] = radio }
+                else { state.radios.append(radio) }
             }
             report(radio)
         case .del:
