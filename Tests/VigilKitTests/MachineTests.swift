@@ -32,6 +32,7 @@ import VigilKitTesting
         Plugin(name: "devices") { "sysfs: \($0)/sys" },
         Plugin(name: "sensors") { "sysfs: \($0)/sys" },
         Plugin(name: "display") { "sysfs: \($0)/sys" },
+        Plugin(name: "radio") { "sysfs: \($0)/sys, devfs: \($0)/dev" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -88,10 +89,10 @@ import VigilKitTesting
     /// the rest must be unavailable.
     static let expected: [(machine: String, running: Set<String>, retrying: Set<String>)] = [
         ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process",
-                    "devices", "sensors", "display"], []),
+                    "devices", "sensors", "display", "radio"], []),
         ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process"], []),
-        ("broken", ["storage", "power", "thermal", "clock", "process", "display"], ["cpu", "memory", "load"]),
+        ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio"], ["cpu", "memory", "load"]),
     ]
 
     @Test(arguments: expected.map(\.machine))
