@@ -1,4 +1,5 @@
 import Glibc
+import LinuxProbes
 import Synchronization
 import VigilKit
 
@@ -97,7 +98,7 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
     private let context: MonitorContext
     private let options: Options
     private let root: String
-    private var fd: Int32 = -1
+    private var uevents: UeventSocket?
     private var source = Source.polling
     /// Devices known by devpath: from the snapshot, adds and the polled diff.
     private let state = Mutex<[(devpath: String, device: USBDevice)]>([])
@@ -118,24 +119,24 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         self.context = context
     }
 
-    deinit { if fd >= 0 { close(fd) } }
-
     func start() throws(MonitorError) {
         // A restart: the previous worker was joined after stop.
-        if fd >= 0 { close(fd); fd = -1 }
+        uevents = nil
         state.withLock { $0 = [] }
         source = .polling
         var why = "sysfs is \(options.sysfs), not /sys, so its tree is polled"
         if let path = options.ueventSocket {
-            fd = try Self.openUnixSocket(path)
-            source = .socket
+            switch UeventSocket.unix(path) {
+            case .success(let s): uevents = s; source = .socket
+            case .failure(.notASocket): throw .invalidOption("uevent_socket", "\(path) exists and is not a socket")
+            case .failure(let failure): throw .unavailable(failure.description)
+            }
         } else if root.isEmpty || root == "/sys" {
-            switch Self.openNetlink() {
-            case .success(let s): fd = s; source = .netlink
+            switch UeventSocket.kernel() {
+            case .success(let s): uevents = s; source = .netlink
             case .failure(let failure):
-                let message = failure.message
-                why = message
-                context.log(.warning, "\(message): polling \(root)\(Self.usbDir) every interval instead")
+                why = failure.description
+                context.log(.warning, "\(why): polling \(root)\(Self.usbDir) every interval instead")
             }
         }
         let hasBus = Self.isDirectory(root + Self.usbDir)
@@ -149,15 +150,14 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
                 context.emit("device", fields: [("devpath", .string(d.devpath)), ("subsystem", "usb"), ("devtype", "usb_device")] + d.fields)
             }
         }
-        guard fd >= 0 else { return }
-        let fd = self.fd, source = self.source
+        guard let uevents else { return }
         context.spawn(source == .netlink ? "uevent" : "uevent-socket") { [self] token in
             while !token.isCancelled {
-                switch token.waitFor(fd: fd, events: Int16(POLLIN), timeout: nil) {
+                switch token.waitFor(fd: uevents.fd, events: Int16(POLLIN), timeout: nil) {
                 case .cancelled: return
                 case .timedOut: continue
                 case .ready(let revents):
-                    drain(fd, netlink: source == .netlink)
+                    uevents.drain(receive)
                     if revents & Int16(POLLNVAL) != 0 { return }
                 }
             }
@@ -167,7 +167,7 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
     func stop() {
         // The SDK joins the worker after this returns; the socket is closed
         // at the next start or in deinit, once nothing reads it.
-        if let path = options.ueventSocket, source == .socket { unlink(path) }
+        if source == .socket { uevents?.unlinkPath() }
     }
 
     func poll() throws(MonitorError) {
@@ -229,36 +229,14 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
 
     // MARK: uevents
 
-    /// Reads every queued datagram.
-    private func drain(_ fd: Int32, netlink: Bool) {
-        var buffer = [UInt8](repeating: 0, count: UeventParser.maxMessage + 1)
-        while true {
-            var sender = NetlinkAddress()
-            var length = socklen_t(MemoryLayout<NetlinkAddress>.size)
-            let n = buffer.withUnsafeMutableBytes { raw in
-                withUnsafeMutablePointer(to: &sender) { p in
-                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                        withUnsafeMutablePointer(to: &length) { lp in
-                            recvfrom(fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT), netlink ? sa : nil, netlink ? lp : nil)
-                        }
-                    }
-                }
-            }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == ENOBUFS {
-                    context.log(.warning, "the uevent queue overflowed: some events were lost; resynchronizing from \(root)\(Self.usbDir)")
-                    diff()
-                    continue
-                }
-                return  // EAGAIN: drained
-            }
-            if netlink && sender.pid != 0 { continue }  // not from the kernel
-            switch UeventParser.parse(buffer[0..<n]) {
-            case .success(let event): handle(event)
-            case .failure(.libudev): continue
-            case .failure(let why): context.log(.debug, "skipping a uevent datagram of \(n) bytes: \(why)")
-            }
+    private func receive(_ datagram: UeventSocket.Datagram) {
+        switch datagram {
+        case .event(let event): handle(event)
+        case .skipped(.libudev, _): break
+        case .skipped(let why, let size): context.log(.debug, "skipping a uevent datagram of \(size) bytes: \(why)")
+        case .overflowed:
+            context.log(.warning, "the uevent queue overflowed: some events were lost; resynchronizing from \(root)\(Self.usbDir)")
+            diff()
         }
     }
 
@@ -306,65 +284,8 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         return true
     }
 
-    // MARK: sockets
-
-    /// struct sockaddr_nl.
-    struct NetlinkAddress {
-        var family = UInt16(16)  // AF_NETLINK
-        var pad = UInt16(0)
-        var pid = UInt32(0)
-        var groups = UInt32(0)
-    }
-
-    struct OpenFailure: Error { var message: String }
-
-    static func openNetlink() -> Result<Int32, OpenFailure> {
-        let s = socket(16 /* AF_NETLINK */, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
-                       15 /* NETLINK_KOBJECT_UEVENT */)
-        guard s >= 0 else { return .failure(OpenFailure(message: "cannot open a NETLINK_KOBJECT_UEVENT socket: \(errorText())")) }
-        var size: Int32 = 1 << 20
-        _ = setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var address = NetlinkAddress(groups: 1)
-        let ok = withUnsafePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<NetlinkAddress>.size)) }
-        }
-        guard ok == 0 else {
-            let text = errorText()
-            close(s)
-            return .failure(OpenFailure(message: "cannot bind the NETLINK_KOBJECT_UEVENT socket to the kernel's group: \(text)"))
-        }
-        return .success(s)
-    }
-
-    static func openUnixSocket(_ path: String) throws(MonitorError) -> Int32 {
-        var st = stat()
-        if lstat(path, &st) == 0 {
-            guard st.st_mode & S_IFMT == S_IFSOCK else {
-                throw .invalidOption("uevent_socket", "\(path) exists and is not a socket")
-            }
-            unlink(path)  // a stale socket of an earlier run
-        }
-        let s = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard s >= 0 else { throw .temporary("socket(AF_UNIX): \(errorText())") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, b) in path.utf8.enumerated() { raw[i] = b }
-        }
-        let ok = withUnsafePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard ok == 0 else {
-            let text = errorText()
-            close(s)
-            throw .unavailable("cannot bind a unix datagram socket at \(path): \(text)")
-        }
-        return s
-    }
-
     // MARK: files
 
-    static func errorText() -> String { String(cString: strerror(errno)) }
 
     /// An attribute's text, trimmed; nil when it cannot be read or is empty.
     static func attribute(_ dir: String, _ name: String) -> String? {
