@@ -286,7 +286,6 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
 
     // MARK: files
 
-
     /// An attribute's text, trimmed; nil when it cannot be read or is empty.
     static func attribute(_ dir: String, _ name: String) -> String? {
         let fd = open(dir + "/" + name, O_RDONLY | O_CLOEXEC)
