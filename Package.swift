@@ -27,6 +27,7 @@ let plugins = [
     plugin("devices", target: "DevicesPlugin"),
     plugin("network", target: "NetworkPlugin"),
     plugin("clock", target: "ClockPlugin"),
+    plugin("system", target: "SystemPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
 ]
