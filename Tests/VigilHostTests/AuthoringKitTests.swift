@@ -25,6 +25,7 @@ import Testing
         ("devices", "{ sysfs: \(TestEnv.fixture("sys/devices/desktop")) }"),
         ("network", "{ sysfs: \(TestEnv.fixture("sys/network/laptop")), procfs: \(TestEnv.fixture("proc/network/laptop")) }"),
         ("clock", "{ rootfs: \(TestEnv.fixture("rootfs/clock")) }"),
+        ("system", "{ procfs: \(TestEnv.fixture("machines/laptop/proc")), sysfs: \(TestEnv.fixture("machines/laptop/sys")), rootfs: \(TestEnv.fixture("machines/laptop")) }"),
     ])
     func cataloguePluginPassesTheCheck(name: String, options: String) throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", name, "--options", options], timeout: 120)
