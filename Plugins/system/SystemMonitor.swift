@@ -220,7 +220,7 @@ final class SystemMonitor: PolledMonitor {
         return fields
     }
 
-    /// The DMI attributes of one poll, each read once, placeholders dropped.
+    /// The DMI attributes, read when asked for, placeholders dropped.
     struct DMI {
         let monitor: SystemMonitor
         subscript(name: String) -> String? {
@@ -324,12 +324,15 @@ final class SystemMonitor: PolledMonitor {
         return cpu?.hypervisor == true ? "unknown" : nil
     }
 
-    /// DMI strings that start with these name the hypervisor.
+    /// DMI strings that start with these name the hypervisor. Makers of
+    /// real machines too are left out: Microsoft (Surface; its VMs are
+    /// matched above), Google (Chromebooks; GCE names itself in the product),
+    /// Oracle (servers).
     static let hypervisors = [
         ("KVM", "kvm"), ("OpenStack", "kvm"), ("KubeVirt", "kvm"), ("QEMU", "qemu"), ("VMware", "vmware"),
         ("VMW", "vmware"), ("innotek GmbH", "oracle"), ("VirtualBox", "oracle"), ("Xen", "xen"), ("HVM domU", "xen"),
         ("Bochs", "bochs"), ("Parallels", "parallels"), ("BHYVE", "bhyve"), ("Google Compute Engine", "google"),
-        ("Google", "google"), ("Amazon EC2", "amazon"),
+        ("Amazon EC2", "amazon"),
     ]
 
     /// The container managers' own marks: the environment they give PID 1,

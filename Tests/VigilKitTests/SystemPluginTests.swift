@@ -360,6 +360,12 @@ import VigilKitTesting
         // A Surface laptop is made by Microsoft too: not a VM.
         try tree.write(dmi + "product_name", "Surface Laptop 5")
         #expect(try hints() == rack)
+        // Nor is a Chromebook, made by Google.
+        try tree.write(dmi + "sys_vendor", "Google")
+        try tree.write(dmi + "product_name", "Eve")
+        #expect(try hints() == rack)
+        try tree.write(dmi + "product_name", "Google Compute Engine")
+        #expect(try hints() == rack + [Self.s("virtualization", "google")])
         try tree.write(dmi + "sys_vendor", "Amazon EC2")
         try tree.write(dmi + "product_name", "m6i.metal")
         #expect(try hints() == rack)
