@@ -28,6 +28,7 @@ let plugins = [
     plugin("network", target: "NetworkPlugin"),
     plugin("clock", target: "ClockPlugin"),
     plugin("radio", target: "RadioPlugin"),
+    plugin("system", target: "SystemPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
 ]

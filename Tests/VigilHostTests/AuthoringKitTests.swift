@@ -28,6 +28,7 @@ import Testing
         ("network", "{ sysfs: \(Self.laptop)/sys, procfs: \(Self.laptop)/proc }"),
         ("clock", "{ rootfs: \(Self.laptop) }"),
         ("radio", "{ sysfs: \(Self.laptop)/sys, devfs: \(Self.laptop)/dev }"),
+        ("system", "{ procfs: \(Self.laptop)/proc, sysfs: \(Self.laptop)/sys, rootfs: \(Self.laptop) }"),
     ])
     func cataloguePluginPassesTheCheck(name: String, options: String) throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", name, "--options", options], timeout: 120)
