@@ -219,7 +219,8 @@ enum Nl80211 {
     /// One session: resolves the family, dumps the interfaces, and for each
     /// station interface in `names` dumps its scan results when a BSSID is
     /// wanted or the interface has no frequency. Sequence numbers are 1, 2,
-    /// 3… in that order.
+    /// 3… in that order. A dump that changed while it was read
+    /// (NLM_F_DUMP_INTR) fails the session: its contents may be mixed.
     static func read(_ transport: inout some NetlinkTransport, names: [String], identifiers: Bool) throws(Netlink.Failure) -> Outcome {
         var seq: UInt32 = 1
         let family: UInt16
@@ -232,8 +233,8 @@ enum Nl80211 {
             throw error
         }
         seq += 1
-        let dump = try transport.exchange(interfaceDumpRequest(family: family, seq: seq), seq: seq,
-                                          name: "NL80211_CMD_GET_INTERFACE")
+        let dump = try consistent(transport.exchange(interfaceDumpRequest(family: family, seq: seq), seq: seq,
+                                                     name: "NL80211_CMD_GET_INTERFACE"))
         var links: [(name: String, link: Link)] = []
         for interface in try interfaces(dump, family: family) where names.contains(interface.name) {
             var bss: BSS?
@@ -241,11 +242,16 @@ enum Nl80211 {
                 seq += 1
                 let scan = try transport.exchange(scanDumpRequest(family: family, ifindex: interface.ifindex, seq: seq),
                                                   seq: seq, name: "NL80211_CMD_GET_SCAN \(interface.name)")
-                bss = current(try bsses(scan, family: family))
+                bss = current(try bsses(consistent(scan), family: family))
             }
             links.append((interface.name, link(interface, bss)))
         }
         return .links(links)
+    }
+
+    static func consistent(_ reply: Netlink.Reply) throws(Netlink.Failure) -> Netlink.Reply {
+        guard !reply.interrupted else { throw .malformed("\(reply.request): the dump changed while it was read (NLM_F_DUMP_INTR)") }
+        return reply
     }
 
     // MARK: text

@@ -205,13 +205,18 @@ import VigilKitTesting
         try instance.stop()
 
         // A dump that fails part-way (NLMSG_DONE carrying −EBUSY), an attribute whose length
-        // runs past its message, a message shorter than its header: errors, logged, no fields.
+        // runs past its message, a dump that changed while read, a message shorter than its
+        // header: errors, logged, no fields.
         let failing: [(String, [UInt8])] = [
             ("errno 16", try Self.stream("family.bin", "interface-dump.bin")
                 + NL80211Recording.message(type: 3, flags: 2, seq: 3, payload: NL80211Recording.le32(UInt32(bitPattern: -EBUSY)))),
             ("an attribute at byte", try Self.stream("family.bin")
                 + NL80211Recording.message(type: NL80211Recording.family, flags: 2, seq: 2,
                                            payload: NL80211Recording.genl(7, [0x40, 0x00, 0x03, 0x00, 3, 0, 0, 0]))
+                + NL80211Recording.done(seq: 2)),
+            ("NLM_F_DUMP_INTR", try Self.stream("family.bin")
+                + NL80211Recording.message(type: NL80211Recording.family, flags: 0x12, seq: 2,
+                                           payload: NL80211Recording.genl(7, NL80211Recording.attr(3, NL80211Recording.le32(3))))
                 + NL80211Recording.done(seq: 2)),
             ("shorter than its header", try Self.stream("family.bin") + [8, 0, 0, 0, 3, 0, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0]),
         ]
