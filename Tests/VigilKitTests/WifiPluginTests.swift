@@ -27,12 +27,13 @@ import VigilKitTesting
         let d = try host().description
         #expect(d.name == "wifi" && d.polled && d.defaultInterval == 5_000_000_000)
         #expect(d.options.map { "\($0.name):\($0.type):\($0.defaultText ?? "-")" }
-                == ["procfs:string:/proc", "sysfs:string:/sys", "quality_max:int:70"])
+                == ["procfs:string:/proc", "sysfs:string:/sys", "quality_max:int:70", "identifiers:bool:true",
+                    "nl80211_stream:string:-"])
         #expect(d.events.map(\.kind) == ["link"])
         let fields = d.events[0].fields
         #expect(fields.map(\.name) == ["interface", "address", "operstate", "connected", "quality", "signal_dbm",
-                                       "noise_dbm", "discarded", "missed_beacons"])
-        #expect(fields.map(\.unit) == ["", "", "", "", "ratio", "dBm", "dBm", "packets", "beacons"])
+                                       "noise_dbm", "discarded", "missed_beacons", "ssid", "bssid", "frequency"])
+        #expect(fields.map(\.unit) == ["", "", "", "", "ratio", "dBm", "dBm", "packets", "beacons", "", "", "MHz"])
         #expect(d.events[0].doc.contains("SSID"))
         #expect(d.events.allSatisfy { !$0.doc.isEmpty && $0.fields.allSatisfy { !$0.doc.isEmpty } })
     }
