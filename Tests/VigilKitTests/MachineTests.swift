@@ -33,6 +33,7 @@ import VigilKitTesting
         Plugin(name: "sensors") { "sysfs: \($0)/sys" },
         Plugin(name: "display") { "sysfs: \($0)/sys" },
         Plugin(name: "radio") { "sysfs: \($0)/sys, devfs: \($0)/dev" },
+        Plugin(name: "system") { "procfs: \($0)/proc, sysfs: \($0)/sys, rootfs: \($0)" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -89,10 +90,10 @@ import VigilKitTesting
     /// the rest must be unavailable.
     static let expected: [(machine: String, running: Set<String>, retrying: Set<String>)] = [
         ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process",
-                    "devices", "sensors", "display", "radio"], []),
-        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process"], []),
-        ("container", ["cpu", "memory", "load", "storage", "clock", "process"], []),
-        ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio"], ["cpu", "memory", "load"]),
+                    "devices", "sensors", "display", "radio", "system"], []),
+        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system"], []),
+        ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system"], []),
+        ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system"], ["cpu", "memory", "load"]),
     ]
 
     @Test(arguments: expected.map(\.machine))
