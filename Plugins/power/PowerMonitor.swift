@@ -1,13 +1,20 @@
 import Glibc
 import LinuxProbes
+import Synchronization
 import VigilKit
 
 /// Batteries, external power and the platform power profile, from
 /// `<sysfs>/class/power_supply/*` and `<sysfs>/firmware/acpi/platform_profile`.
 ///
-/// Polled: power_supply devices also send uevents (KOBJ_CHANGE) on a netlink
-/// socket, but battery figures move slowly and a poll of a few small files is
-/// cheap, so this monitor keeps to polling.
+/// Polled, and woken by the kernel: power_supply devices send a uevent
+/// (ACTION=change, SUBSYSTEM=power_supply) when a charger is plugged or
+/// unplugged, a battery starts or stops charging, or its driver reports a new
+/// level. On the real `/sys` a worker reads the kernel's uevents and re-reads
+/// the supplies at once on each of them, so that "on battery now" does not
+/// wait for the next poll; with `uevent_socket`, uevent-format datagrams sent
+/// to that unix socket do the same (tests feed recorded events this way). The
+/// poll still runs at every interval: not every driver sends a uevent when
+/// its level moves.
 ///
 /// Each supply directory is listed once per poll; an attribute file that is
 /// listed but cannot be read (the battery was removed between the listing and
@@ -15,7 +22,7 @@ import VigilKit
 /// skip that supply for this poll and keep its last reported state. A supply
 /// that is no longer listed is reported gone (`present: false` for a battery,
 /// `online: false` for a power source) once.
-final class PowerMonitor: PolledMonitor {
+final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is read and written under `serial`
     static let spec = PluginSpec(
         name: "power", version: "1.0.0",
         summary: "Battery level, state and time estimates, external power, and the platform power profile, from sysfs (polled)",
@@ -60,11 +67,14 @@ final class PowerMonitor: PolledMonitor {
         var sysfs = "/sys"
         var lowLevel = 10
         var peripherals = false
+        var ueventSocket: String?
         static let schema = OptionSchema<Options>(
-            .option("sysfs", \.sysfs, doc: "Root of the sys filesystem (a fixture tree in tests)."),
+            .option("sysfs", \.sysfs, doc: "Root of the sys filesystem (a fixture tree in tests; kernel uevents are read only with the real /sys)."),
             .option("low_level", \.lowLevel, doc: "A battery at or below this level (percent, 0 to 100) is low."),
             .option("peripherals", \.peripherals,
-                    doc: "Also report batteries of peripherals (scope Device: mice, keyboards, headsets)."))
+                    doc: "Also report batteries of peripherals (scope Device: mice, keyboards, headsets)."),
+            .optional("uevent_socket", \.ueventSocket,
+                      doc: "Be woken by uevent-format datagrams sent to a unix datagram socket bound at this path instead of the kernel's (for tests, or to feed events from elsewhere)."))
     }
 
     static let classDir = "class/power_supply"
@@ -78,6 +88,11 @@ final class PowerMonitor: PolledMonitor {
     /// that disappear from the listing are reported gone once.
     private var known: [(name: String, battery: Bool)] = []
     private var hadProfile = false
+    /// Serializes polls: the host's, and those a uevent triggers on the worker.
+    private let serial = Mutex(())
+    private let ueventSocket: String?
+    private let realSysfs: Bool
+    private var uevents: UeventSocket?
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard !options.sysfs.isEmpty else { throw .invalidOption("sysfs", "must not be empty") }
@@ -88,21 +103,67 @@ final class PowerMonitor: PolledMonitor {
         self.root = FSRoot(options.sysfs)
         self.lowLevel = Double(options.lowLevel)
         self.peripherals = options.peripherals
+        if let path = options.ueventSocket {
+            guard !path.isEmpty else { throw .invalidOption("uevent_socket", "must not be empty") }
+            guard path.utf8.count < 108 else { throw .invalidOption("uevent_socket", "longer than a unix socket path may be (107 bytes)") }
+        }
+        self.ueventSocket = options.ueventSocket
+        self.realSysfs = FSRoot(options.sysfs).root == "/sys"
     }
 
     func start() throws(MonitorError) {
-        known = []
-        hadProfile = false
+        uevents = nil  // a restart: the previous worker was joined after stop
+        serial.withLock { _ in
+            known = []
+            hadProfile = false
+        }
         guard supplyNames().contains(where: { reportable($0) }) else { throw noSupply }
+        if let path = ueventSocket {
+            switch UeventSocket.unix(path) {
+            case .success(let s): uevents = s
+            case .failure(.notASocket): throw .invalidOption("uevent_socket", "\(path) exists and is not a socket")
+            case .failure(let failure): throw .unavailable(failure.description)
+            }
+        } else if realSysfs {
+            switch UeventSocket.kernel() {
+            case .success(let s): uevents = s
+            case .failure(let failure): context.log(.info, "\(failure): changes are seen at each poll only")
+            }
+        }
+        guard let uevents else { return }
+        context.spawn("uevent") { [self] token in
+            while !token.isCancelled {
+                switch token.waitFor(fd: uevents.fd, events: Int16(POLLIN), timeout: nil) {
+                case .cancelled: return
+                case .timedOut: continue
+                case .ready(let revents):
+                    var wake = false
+                    uevents.drain { datagram in
+                        switch datagram {
+                        case .event(let event): wake = wake || event.subsystem == "power_supply"
+                        case .overflowed: wake = true  // some were lost: re-read
+                        case .skipped: break
+                        }
+                    }
+                    if wake { try? poll() }  // an empty class is reported by the host's next poll
+                    if revents & Int16(POLLNVAL) != 0 { return }
+                }
+            }
+        }
     }
 
     func stop() {
-        known = []
+        serial.withLock { _ in known = [] }
+        if ueventSocket != nil { uevents?.unlinkPath() }
     }
 
     private var noSupply: MonitorError { .unavailable("no power supply in \(root.path(Self.classDir))") }
 
     func poll() throws(MonitorError) {
+        try serial.withLock { _ throws(MonitorError) in try pollSupplies() }
+    }
+
+    private func pollSupplies() throws(MonitorError) {
         let names = supplyNames()
         var listed: [String] = []
         for name in names {

@@ -216,34 +216,4 @@ import VigilKitTesting
     }
 }
 
-/// Sends datagrams to a unix socket.
-private final class UeventSender {
-    let fd: Int32
-    let path: String
-
-    init(path: String) throws {
-        self.path = path
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw DevicesTempTree.Failure(description: "socket failed") }
-    }
-
-    deinit { close(fd) }
-
-    func send(_ bytes: [UInt8]) throws {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, b) in path.utf8.enumerated() { raw[i] = b }
-        }
-        let n = bytes.withUnsafeBytes { raw in
-            withUnsafePointer(to: &address) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-        }
-        guard n == bytes.count else { throw DevicesTempTree.Failure(description: "sendto \(path): \(String(cString: strerror(errno)))") }
-    }
-}
-
 private typealias DevicesTempTree = TempTree

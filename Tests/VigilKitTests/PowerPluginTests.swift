@@ -22,7 +22,7 @@ import VigilKitTesting
         let d = try host().description
         #expect(d.name == "power" && d.polled && d.defaultInterval == 10_000_000_000)
         #expect(d.options.map { "\($0.name):\($0.type):\($0.defaultText ?? "-")" }
-                == ["sysfs:string:/sys", "low_level:int:10", "peripherals:bool:false"])
+                == ["sysfs:string:/sys", "low_level:int:10", "peripherals:bool:false", "uevent_socket:string:-"])
         #expect(d.events.map(\.kind) == ["battery", "supply", "profile"])
         let battery = d.events[0].fields
         #expect(battery.map(\.name) == ["name", "present", "level", "state", "low", "time_to_empty", "time_to_full"])
@@ -77,6 +77,33 @@ import VigilKitTesting
         #expect(mouse.int("time_to_empty") == nil)  // no energy or charge figures
         try all.stop()
         #expect(all.violations.isEmpty)
+    }
+
+    /// A charger plugged in: the kernel's power_supply uevent makes the
+    /// monitor re-read at once, without waiting for the next poll.
+    @Test func aPowerSupplyUeventWakesTheMonitor() throws {
+        let tree = try PowerTempTree(copying: machines + "/laptop/sys")
+        let socketPath = tree.path + "/uevents.sock"
+        let instance = try host().instance(options: "{ sysfs: \(tree.path), uevent_socket: \(socketPath) }",
+                                           interval: .seconds(10))
+        try instance.start()
+        #expect(instance.events(kind: "supply").count == 2)
+        let sender = try UeventSender(path: socketPath)
+        func uevent(_ devpath: String, _ subsystem: String, _ extra: [String]) -> [UInt8] {
+            (["change@\(devpath)", "ACTION=change", "DEVPATH=\(devpath)", "SUBSYSTEM=\(subsystem)"] + extra)
+                .flatMap { Array($0.utf8) + [0] }
+        }
+        try tree.write(tree.path + "/class/power_supply/AC/online", "1")
+        try tree.write(tree.path + "/class/power_supply/BAT0/status", "Charging")
+        try sender.send(uevent("/devices/pci0000:00/0000:00:14.0/usb1/1-2", "usb", []))
+        try sender.send(uevent("/devices/LNXSYSTM:00/LNXSYBUS:00/PNP0A08:00/device:1e/PNP0C09:00/ACPI0003:00/power_supply/AC",
+                               "power_supply", ["POWER_SUPPLY_NAME=AC", "POWER_SUPPLY_ONLINE=1"]))
+        let supplies = instance.waitForEvents(3, kind: "supply")
+        #expect(supplies.last?.string("name") == "AC" && supplies.last?.bool("online") == true)
+        #expect(instance.waitForEvents(2, kind: "battery").last?.string("state") == "charging")
+        try instance.stop()
+        #expect(access(socketPath, F_OK) != 0, "the socket is removed at stop")
+        #expect(instance.violations.isEmpty)
     }
 
     @Test func snapshotThenChanges() throws {
