@@ -10,6 +10,8 @@ public struct Manifest: Sendable {
     public var pluginDirs: [String]
     public var monitors: [MonitorConfig]
     public var sinks: [SinkConfig]
+    /// Conditions over several monitors' latest values (see RulesConfig.swift).
+    public var rules: [RuleConfig] = []
 
     public init(file: String, host: String? = nil, logLevel: Severity = .info, pluginDirs: [String] = [],
                 monitors: [MonitorConfig] = [], sinks: [SinkConfig] = []) {
@@ -49,6 +51,8 @@ public struct MonitorConfig: Sendable {
     public var enabled: Bool
     /// The `options:` mapping as written.
     public var options: [ConfigEntry]
+    /// Thresholds on the monitor's numeric fields.
+    public var thresholds: [ThresholdConfig] = []
     public var location: SourceLocation
     public var pluginLocation: SourceLocation
     public var optionsLocation: SourceLocation

@@ -9,8 +9,8 @@ public struct ManifestLoader {
         self.environment = environment
     }
 
-    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks"]
-    static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options"]
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules"]
+    static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"]
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
     static let sinkKeys: [String: [String]] = [
         "log": ["stream", "format"],
@@ -44,7 +44,17 @@ public struct ManifestLoader {
         } else {
             d.error(root.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
         }
-        if let sinks = top["sinks"] { manifest.sinks = loadSinks(sinks, monitors: manifest.monitors, &d) }
+        if let rules = top["rules"] {
+            manifest.rules = loadRules(rules, &d)
+            for rule in manifest.rules {
+                if rule.name == Manifest.hostMonitorName || manifest.monitors.contains(where: { $0.name == rule.name }) {
+                    d.error(rule.location, "rule '\(rule.name)' has the name of a monitor; its events are routed as '\(rule.name)/rule', so the names must differ")
+                }
+            }
+        }
+        if let sinks = top["sinks"] {
+            manifest.sinks = loadSinks(sinks, monitors: manifest.monitors, rules: manifest.rules.map(\.name), &d)
+        }
         return (manifest, d.items)
     }
 
@@ -90,6 +100,7 @@ public struct ManifestLoader {
                 if ns < 1_000_000 { d.error(timeout.location, "'timeout' must be at least 1ms") } else { monitor.timeout = ns }
             }
             if let enabled = keys["enabled"] { monitor.enabled = d.bool(enabled, what: "'enabled'") ?? true }
+            if let thresholds = keys["thresholds"] { monitor.thresholds = loadThresholds(thresholds, monitor: name, &d) }
             if let options = keys["options"] {
                 monitor.optionsLocation = options.location
                 switch options {
@@ -105,14 +116,14 @@ public struct ManifestLoader {
 
     // MARK: sinks
 
-    private func loadSinks(_ node: ConfigNode, monitors: [MonitorConfig], _ d: inout Diags) -> [SinkConfig] {
+    private func loadSinks(_ node: ConfigNode, monitors: [MonitorConfig], rules: [String], _ d: inout Diags) -> [SinkConfig] {
         guard case .mapping(let entries, _) = node else {
             if node.scalar?.isNull == true { return [] }
             d.error(node.location, "'sinks' must be a mapping of sink names to settings, not \(node.kindName)")
             return []
         }
         var result: [SinkConfig] = []
-        let monitorNames = monitors.map(\.name) + [Manifest.hostMonitorName]
+        let monitorNames = monitors.map(\.name) + [Manifest.hostMonitorName] + rules
         for entry in entries {
             let name = entry.key.text
             guard d.checkName(entry.key, what: "sink") else { continue }

@@ -67,11 +67,15 @@ final class MonitorInstance: @unchecked Sendable {
 
     /// The manifest's entry, for locating a plugin's complaints about options.
     let config: MonitorConfig
+    /// Thresholds and rules that read this monitor's events; nil when none does.
+    private let conditions: ConditionProcessor?
 
     init(config: MonitorConfig, plugin: LoadedPlugin, options: [BoundOption], bus: EventBus,
          routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
+         conditions: ConditionProcessor? = nil,
          clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
         self.name = config.name
+        self.conditions = conditions
         self.config = config
         self.plugin = plugin
         self.options = options
@@ -210,6 +214,7 @@ final class MonitorInstance: @unchecked Sendable {
         switch status {
         case VIGIL_OK:
             if inferredUnavailable { infer(available: true, reason: "") }
+            conditions?.heartbeat(name)
         case VIGIL_E_TEMPORARY:
             let n = pollErrors.add(1, ordering: .relaxed).newValue
             // The first failures, then one in a hundred: a broken sensor must not flood the log.
@@ -352,6 +357,7 @@ final class MonitorInstance: @unchecked Sendable {
         let targets = kindIndex >= 0 ? routes.sinks(kindIndex: kindIndex, severity: severity)
                                      : undeclaredRoute(kind) & routes.severityMask(severity)
         bus.publish(&copy, to: targets)
+        conditions?.observe(copy)
         emitted.add(1, ordering: .relaxed)
         return VIGIL_OK
     }
@@ -431,6 +437,7 @@ final class MonitorInstance: @unchecked Sendable {
                           fields: [Field("available", .bool(effective.0)), Field("reason", .string(effective.1))])
         // Never waits: this runs under the instance lock, maybe on a plugin's thread.
         bus.publish(&event, to: routes.sinks(kindIndex: availabilityKind, severity: event.severity), wait: false)
+        conditions?.observe(event)
     }
 }
 

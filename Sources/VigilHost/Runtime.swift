@@ -24,6 +24,10 @@ public struct ManifestResolution: Sendable {
     /// Monitors that cannot run, with why.
     public var refused: [(config: MonitorConfig, reason: String)] = []
     public var diagnostics: [Diagnostic] = []
+    /// The manifest's thresholds and rules, checked against the plugins'
+    /// self-descriptions (those with errors are left out).
+    public var thresholds: [ThresholdSpec] = []
+    public var rules: [RuleSpec] = []
 
     /// Loads each monitor's plugin and binds its options. A relative plugin
     /// path is taken relative to the manifest's directory, like `plugin_dirs`.
@@ -53,6 +57,16 @@ public struct ManifestResolution: Sendable {
                 }
             }
         }
+        var infos: [String: ConditionResolver.MonitorInfo] = [:]
+        for m in result.monitors {
+            infos[m.config.name] = ConditionResolver.MonitorInfo(
+                description: m.plugin.description, interval: m.plugin.description.effectiveInterval(m.config.interval),
+                enabled: m.config.enabled)
+        }
+        let conditions = ConditionResolver.resolve(manifest, monitors: infos)
+        result.thresholds = conditions.thresholds
+        result.rules = conditions.rules
+        result.diagnostics += conditions.diagnostics
         return result
     }
 
@@ -184,6 +198,9 @@ public final class VigilRuntime: @unchecked Sendable {
     let bus: EventBus
     let instances: [MonitorInstance]
     let hostEvents: HostEvents
+    /// Thresholds and rules; nil when the manifest has none.
+    let conditions: ConditionProcessor?
+    let actions: ActionRunner
     private let options: RunOptions
 
     public init(manifest: Manifest, resolution: ManifestResolution, options: RunOptions, logger: Logger) {
@@ -203,9 +220,18 @@ public final class VigilRuntime: @unchecked Sendable {
         let hostEvents = HostEvents(clock: realtimeNanoseconds)
         hostEvents.connect(bus: bus, compiler: compiler)
         self.hostEvents = hostEvents
+        let actions = ActionRunner(logger: logger)
+        self.actions = actions
+        var plugins: [String: String] = [:]
+        for m in resolution.monitors { plugins[m.config.name] = m.plugin.description.name }
+        let conditions = resolution.thresholds.isEmpty && resolution.rules.isEmpty ? nil
+            : ConditionProcessor(thresholds: resolution.thresholds, rules: resolution.rules, plugins: plugins, bus: bus,
+                                 compiler: compiler, runner: actions, host: host, logger: logger)
+        self.conditions = conditions
         self.instances = resolution.monitors.filter(\.config.enabled).map { monitor in
             MonitorInstance(config: monitor.config, plugin: monitor.plugin, options: monitor.options, bus: bus,
-                            routes: compiler, hostEvents: hostEvents, logger: logger)
+                            routes: compiler, hostEvents: hostEvents, logger: logger,
+                            conditions: conditions?.watches(monitor.config.name) == true ? conditions : nil)
         }
     }
 
@@ -376,6 +402,8 @@ struct SupervisorService: Service {
         for (config, reason) in runtime.resolution.refused {
             runtime.hostEvents.pluginRefused(monitor: config.name, plugin: config.plugin, reason: reason)
         }
+        // Rules already true with no values (a `none:`) fire before any monitor runs.
+        runtime.conditions?.start()
         for instance in runtime.instances { instance.launch() }
         runtime.hostEvents.publish("started", .notice, [
             Field("version", .string(vigilVersion)), Field("monitors", .int(Int64(runtime.instances.count))),
@@ -389,6 +417,9 @@ struct SupervisorService: Service {
         // for ever: such waits give up after the drain timeout.
         runtime.bus.beginShutdown(deadline: monotonicNanoseconds() + drainTimeout)
         await runtime.stopInstances(timeout: stopTimeout)
+        runtime.conditions?.shutdown()
+        // A rule's program still running gets until the drain timeout, then is killed.
+        runtime.actions.shutdown(timeout: drainTimeout)
         watchdog.cancel()
     }
 

@@ -95,7 +95,8 @@ struct Run: AsyncParsableCommand {
         options.summaryPath = summary
         let resolution = ManifestResolution.resolve(manifest, catalog: plugins.catalog(manifest: manifest))
         for d in resolution.diagnostics {
-            logger.error("\(d.location): \(d.message)\(d.hint.map { " (\($0))" } ?? "")")
+            let text = "\(d.location): \(d.message)\(d.hint.map { " (\($0))" } ?? "")"
+            if d.level == .error { logger.error("\(text)") } else { logger.warning("\(text)") }
         }
         for (config, _) in resolution.refused {
             logger.error("monitor '\(config.name)' will not run; the others go on")

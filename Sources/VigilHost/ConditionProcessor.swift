@@ -1,0 +1,170 @@
+import Dispatch
+import Logging
+import Synchronization
+import VigilCore
+
+/// The manifest's thresholds and rules in a running host: between the
+/// plugins and the router. Monitors hand it each event they routed (and a
+/// heartbeat after each successful poll); the `threshold` and `rule` events it
+/// makes are routed like any other (as `MONITOR/threshold` and `RULE/rule`),
+/// never waiting for room in a sink, and a rule's `exec` is handed to the
+/// action runner. A timer wakes it only at the engine's next deadline (a
+/// `for:` hold running out, a threshold going stale).
+final class ConditionProcessor: @unchecked Sendable {  // mutable state is the engine, behind its mutex
+    private let engine: Mutex<ConditionEngine>
+    private let bus: EventBus
+    private let thresholdRoutes: [String: MonitorRoutes]
+    private let ruleRoutes: [String: MonitorRoutes]
+    private let execs: [String: ExecConfig]
+    private let runner: ActionRunner
+    private let encoder: JSONLineEncoder
+    private let logger: Logger
+    private let monotonic: @Sendable () -> Int64
+    private let wallClock: @Sendable () -> Int64
+    private let queue = DispatchQueue(label: "vigil.conditions")
+    /// The deadline the timer is set for (on `queue`).
+    private var scheduled: Int64?
+    private var timer: DispatchSourceTimer?
+
+    init(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String], bus: EventBus,
+         compiler: RouteCompiler, runner: ActionRunner, host: String, logger: Logger,
+         monotonic: @escaping @Sendable () -> Int64 = monotonicNanoseconds,
+         wallClock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
+        let engine = ConditionEngine(thresholds: thresholds, rules: rules, plugins: plugins)
+        self.engine = Mutex(engine)
+        self.bus = bus
+        var thresholdRoutes: [String: MonitorRoutes] = [:]
+        for monitor in Set(thresholds.map(\.ref.monitor)) {
+            thresholdRoutes[monitor] = compiler.routes(monitor: monitor, kinds: [ConditionEngine.thresholdKind])
+        }
+        self.thresholdRoutes = thresholdRoutes
+        var ruleRoutes: [String: MonitorRoutes] = [:]
+        var execs: [String: ExecConfig] = [:]
+        for rule in rules {
+            ruleRoutes[rule.name] = compiler.routes(monitor: rule.name, kinds: [ConditionEngine.ruleKind])
+            execs[rule.name] = rule.exec
+        }
+        self.ruleRoutes = ruleRoutes
+        self.execs = execs
+        self.runner = runner
+        self.encoder = JSONLineEncoder(host: host)
+        var logger = logger
+        logger[metadataKey: "component"] = "conditions"
+        self.logger = logger
+        self.monotonic = monotonic
+        self.wallClock = wallClock
+        self.watched = engine.watchedMonitors
+    }
+
+    /// Monitors whose events are to be handed over.
+    let watched: Set<String>
+
+    func watches(_ monitor: String) -> Bool { watched.contains(monitor) }
+
+    /// Evaluates every rule once (one already true fires now) and starts
+    /// the staleness clocks. Call after the sinks started, before monitors.
+    func start() {
+        let now = monotonic(), wall = wallClock()
+        let events = engine.withLock { $0.start(now: now, wallTime: wall) }
+        publish(events)
+    }
+
+    /// An event a monitor routed.
+    func observe(_ event: Event) {
+        let now = monotonic()
+        let events = engine.withLock { $0.observe(event, now: now) }
+        publish(events)
+    }
+
+    /// A successful poll of `monitor`.
+    func heartbeat(_ monitor: String) {
+        guard watched.contains(monitor) else { return }
+        let now = monotonic(), wall = wallClock()
+        let events = engine.withLock { $0.heartbeat(monitor: monitor, now: now, wallTime: wall) }
+        publish(events)
+    }
+
+    /// Stops the timer; rule actions still running are left to the runner's shutdown.
+    func shutdown() {
+        queue.sync {
+            timer?.cancel()
+            timer = nil
+            scheduled = -1  // never again
+        }
+    }
+
+    private func publish(_ events: [Event]) {
+        for var event in events {
+            let routes = event.kind == ConditionEngine.ruleKind ? ruleRoutes[event.monitor] : thresholdRoutes[event.monitor]
+            if let routes {
+                bus.publish(&event, to: routes.sinks(kind: event.kind, severity: event.severity), wait: false)
+            }
+            if event.kind == ConditionEngine.ruleKind { act(on: event) }
+        }
+        reschedule()
+    }
+
+    /// Runs the rule's program if this change is one it runs on.
+    private func act(on event: Event) {
+        guard let exec = execs[event.monitor], case .bool(let active)? = event[field: "active"],
+              exec.runs(whenActive: active) else { return }
+        var environment = ["VIGIL_RULE": event.monitor, "VIGIL_ACTIVE": active ? "true" : "false",
+                           "VIGIL_SEVERITY": event.severity.name, "VIGIL_EVENT_TIME": String(event.time)]
+        for field in event.fields where field.name != "active" {
+            environment["VIGIL_FIELD_" + Self.environmentName(field.name)] = Self.text(field.value)
+        }
+        let outcome = runner.run(key: event.monitor,
+                                 action: ActionRunner.Action(argv: exec.argv, timeout: exec.timeout, minGap: exec.minGap),
+                                 stdin: Array(encoder.line(event).utf8), environment: environment)
+        if case .failedToStart(let why) = outcome {
+            logger.error("rule '\(event.monitor)': cannot run \(exec.argv[0]): \(why)")
+        }
+    }
+
+    /// `power.level` → `POWER_LEVEL`: letters and digits upper-cased, the rest `_`.
+    static func environmentName(_ name: String) -> String {
+        String(name.unicodeScalars.map { s -> Character in
+            s.isASCII && (s.properties.isAlphabetic || ("0"..."9").contains(s)) ? Character(String(s).uppercased()) : "_"
+        })
+    }
+
+    static func text(_ value: FieldValue) -> String {
+        switch value {
+        case .string(let s): s
+        case .int(let i): String(i)
+        case .double(let d): String(d)
+        case .bool(let b): b ? "true" : "false"
+        }
+    }
+
+    // MARK: - the timer
+
+    /// Sets the timer for the engine's next deadline, if that moved.
+    private func reschedule() {
+        queue.async { [self] in
+            // Read on the queue, so that a later deadline never overwrites an earlier one.
+            let next = engine.withLock { $0.nextDeadline }
+            guard scheduled != -1, next != scheduled else { return }
+            scheduled = next
+            timer?.cancel()
+            timer = nil
+            guard let next else { return }
+            let t = DispatchSource.makeTimerSource(queue: queue)
+            let delay = max(0, next - monotonic())
+            t.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int.max)))), leeway: .milliseconds(5))
+            t.setEventHandler { [self] in fire() }
+            t.resume()
+            timer = t
+        }
+    }
+
+    /// On `queue`, at a deadline.
+    private func fire() {
+        timer?.cancel()
+        timer = nil
+        scheduled = nil
+        let now = monotonic(), wall = wallClock()
+        let events = engine.withLock { $0.advance(to: now, wallTime: wall) }
+        publish(events)
+    }
+}
