@@ -88,7 +88,12 @@ public final class ActionRunner: Sendable {
         /// Children not yet reaped, and whether each has exited (a zombie:
         /// its pid cannot be reused yet, so signalling it is still safe).
         var children: [pid_t: Bool] = [:]
+        /// Runs between their check in `run` and the end of their spawn.
+        var spawning = 0
         var shuttingDown = false
+        /// Set once `shutdown` has stopped waiting: a child whose spawn ends
+        /// after that is killed at once.
+        var killing = false
     }
 
     private let state = Mutex(State())
@@ -130,6 +135,7 @@ public final class ActionRunner: Sendable {
             // Reserved until the spawn succeeds or fails, so a concurrent run
             // for this key is skipped rather than started twice.
             entry.running = 0
+            state.spawning += 1
             return nil
         }
         switch refused {
@@ -152,6 +158,7 @@ public final class ActionRunner: Sendable {
         } catch {
             let message = program.isEmpty ? "the action has no program" : "could not start \(program): \(error.reason)"
             state.withLock { state in
+                state.spawning -= 1
                 state.keys[key]?.running = nil
                 state.keys[key]?.counters.failed += 1
             }
@@ -159,6 +166,8 @@ public final class ActionRunner: Sendable {
             return .failedToStart(message)
         }
         state.withLock { state in
+            state.spawning -= 1
+            if state.killing { kill(-child.pid, SIGKILL) }
             state.keys[key]?.running = child.pid
             state.keys[key]?.lastStart = now
             state.keys[key]?.counters.started += 1
@@ -182,6 +191,7 @@ public final class ActionRunner: Sendable {
         let deadline = monotonicNanoseconds() + max(timeout, 0)
         while !isIdle, monotonicNanoseconds() < deadline { usleep(5_000) }
         let killed = state.withLock { state in
+            state.killing = true
             let left = state.children.filter { !$0.value }.map(\.key)
             for pid in left { kill(-pid, SIGKILL) }
             return left.count
@@ -193,7 +203,7 @@ public final class ActionRunner: Sendable {
         while !isIdle, monotonicNanoseconds() < reapDeadline { usleep(2_000) }
     }
 
-    private var isIdle: Bool { state.withLock { $0.children.isEmpty } }
+    private var isIdle: Bool { state.withLock { $0.children.isEmpty && $0.spawning == 0 } }
 
     // MARK: supervision
 

@@ -72,6 +72,32 @@ import Testing
         #expect(Self.eventually { runner.counters(for: "r").succeeded == 1 })
     }
 
+    /// The host ignores SIGPIPE (`Runtime.run` does, as this test now does for
+    /// the whole test process) and a plugin's thread may block signals; the
+    /// child starts with none blocked and SIGPIPE at its default.
+    /// (grep is the action itself: a shell would reset its own signal mask.)
+    @Test func theChildIsNotBornWithTheHostsIgnoredOrBlockedSignals() throws {
+        let (runner, log) = Self.runner()
+        signal(SIGPIPE, SIG_IGN)
+        var block = sigset_t(), previous = sigset_t()
+        sigemptyset(&block)
+        sigaddset(&block, SIGUSR2)
+        sigaddset(&block, SIGHUP)
+        pthread_sigmask(SIG_BLOCK, &block, &previous)
+        runner.run(key: "r", action: Action(argv: ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]), stdin: [],
+                   environment: [:])
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
+        #expect(Self.eventually { runner.counters(for: "r").succeeded == 1 })
+        let output = try #require(log.entries.first { $0.message == "action succeeded" }?.metadata["stdout"])
+        var masks: [String: UInt64] = [:]
+        for line in "\(output)".split(separator: "\n") {
+            let parts = line.split(separator: ":")
+            masks[String(parts[0])] = UInt64(parts[1].trimmingCharacters(in: .whitespaces), radix: 16)
+        }
+        #expect(masks["SigBlk"] == 0)
+        #expect(try #require(masks["SigIgn"]) & (1 << (SIGPIPE - 1)) == 0)
+    }
+
     // MARK: at most one run per key, and a minimum gap
 
     @Test func aSecondRunWhileTheFirstIsRunningIsSkipped() throws {
@@ -89,6 +115,27 @@ import Testing
         #expect(runner.counters(for: "r") == Self.counters(started: 1, succeeded: 1, skipped: 1))
         #expect(runner.run(key: "r", action: action, stdin: [], environment: [:]) == .started)
         #expect(Self.eventually { runner.counters(for: "r").succeeded == 2 })
+    }
+
+    /// Emitting threads race: for one key exactly one run starts; other keys
+    /// run side by side.
+    @Test func concurrentRunsStartOncePerKey() throws {
+        let dir = try TestEnv.tempDir()
+        let program = try Self.script(in: dir, #"while [ ! -e "$1" ]; do sleep 0.01; done"#)
+        let (runner, _) = Self.runner()
+        let action = Action(argv: [program, dir + "/release"])
+        let outcomes = Mutex<[ActionRunner.Outcome]>([])
+        DispatchQueue.concurrentPerform(iterations: 16) { i in
+            let outcome = runner.run(key: "same", action: action, stdin: [], environment: [:])
+            runner.run(key: "key\(i)", action: action, stdin: [], environment: [:])
+            outcomes.withLock { $0.append(outcome) }
+        }
+        let all = outcomes.withLock { $0 }
+        #expect(all.filter { $0 == .started }.count == 1)
+        #expect(all.filter { $0 == .skippedRunning }.count == 15)
+        try TestEnv.write("", to: dir + "/release")
+        #expect(Self.eventually { (0..<16).allSatisfy { runner.counters(for: "key\($0)").succeeded == 1 } })
+        #expect(Self.eventually { runner.counters(for: "same") == Self.counters(started: 1, succeeded: 1, skipped: 15) })
     }
 
     @Test func runsCloserThanTheMinimumGapAreSkipped() throws {
