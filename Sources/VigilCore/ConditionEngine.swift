@@ -14,7 +14,9 @@
 /// whichever comes first (at once with neither). A threshold that has had no
 /// value, and whose monitor has had no successful poll, for `staleAfter`
 /// becomes stale; the next value leaves stale at once. A `threshold` event is
-/// made on every change of state, and only then.
+/// made on every change of state, and only then, with the value, the state
+/// before, and the limit crossed: the level's limit on the way up, the clear
+/// value on the way down.
 ///
 /// **Rules** read the latest value of each field they name. A comparison
 /// with no value yet is false. A rule is evaluated at `start` (one already
@@ -258,15 +260,16 @@ public struct ConditionEngine: Sendable {
         if state != .stale, let value = entity.value { fields.append(Field("value", .double(value))) }
         fields.append(Field("state", .string(state.rawValue)))
         fields.append(Field("previous", .string(previous.rawValue)))
-        // The limit crossed: the level entered, or the clear value of the level left.
+        // The limit crossed: the level entered, or the clear value that let
+        // the value down to this state (warning's, on the way to nominal).
         let limit: ThresholdLimit?
         var crossed: Double?
         switch state {
         case .critical: limit = spec.critical; crossed = limit?.value
         case .warning where previous == .critical: limit = spec.critical; crossed = limit?.clear
         case .warning: limit = spec.warning; crossed = limit?.value
-        case .nominal where previous == .critical: limit = spec.critical; crossed = limit?.clear
-        case .nominal where previous == .warning: limit = spec.warning; crossed = limit?.clear
+        case .nominal where previous == .critical || previous == .warning:
+            limit = spec.warning ?? spec.critical; crossed = limit?.clear
         default: limit = nil
         }
         if let crossed { fields.append(Field("limit", .double(crossed))) }

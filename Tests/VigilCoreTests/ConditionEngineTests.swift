@@ -64,10 +64,13 @@ import VigilCore
         #expect(up[field: "field"] == .string("usage") && up[field: "source_kind"] == .string("sample"))
         #expect(up[field: "value"] == .double(0.97) && up[field: "state"] == .string("critical") && up[field: "previous"] == .string("nominal"))
         #expect(up[field: "limit"] == .double(0.95) && up[field: "direction"] == .string("above"))
-        // Straight back to nominal: the limit crossed is critical's clear value.
-        let down = try #require(e.observe(Self.sample(0.5, at: 11), now: 11 * Self.s).first)
+        // Down to warning: critical's clear value; straight to nominal: warning's.
+        let warning = try #require(e.observe(Self.sample(0.85, at: 11), now: 11 * Self.s).first)
+        #expect(warning[field: "state"] == .string("warning") && warning[field: "limit"] == .double(0.90))
+        _ = e.observe(Self.sample(0.97, at: 12), now: 12 * Self.s)
+        let down = try #require(e.observe(Self.sample(0.5, at: 13), now: 13 * Self.s).first)
         #expect(down[field: "state"] == .string("nominal") && down[field: "previous"] == .string("critical"))
-        #expect(down[field: "limit"] == .double(0.90) && down.severity == .notice)
+        #expect(down[field: "limit"] == .double(0.70) && down.severity == .notice)
     }
 
     @Test func aLowerBoundIsBadWhenLow() {

@@ -51,7 +51,7 @@ import Testing
         #expect(rule.condition.leaves.map(\.text)
                 == ["power.level < 20", "power.state == \"discharging\"", "thermal.state == \"serious\"", "thermal.state == 'critical'"])
         #expect(rule.condition.leaves.map(\.literal) == [.number(20), .string("discharging"), .string("serious"), .string("critical")])
-        #expect(rule.condition.leaves[0].location == loc(21, 11))
+        #expect(rule.condition.leaves[0].location == loc(20, 9))
         guard case .all(let items) = rule.condition, items.count == 3, case .any(let inner) = items[2] else {
             Issue.record("not all[…, any[…]]: \(rule.condition)")
             return
@@ -72,11 +72,11 @@ import Testing
               c: { all: [ power.level < 20 and power.state == "x" ] }
             sinks: {}
             """)
-        expectDiagnostic(d, at: 3, 31, "expected a comparison (< <= > >= == !=) after 'power.level', found '=' ('=' is written '==')")
-        expectDiagnostic(d, at: 6, 21, "'twenty' is not a number, a quoted string, true or false")
+        expectDiagnostic(d, at: 3, 32, "expected a comparison (< <= > >= == !=) after 'power.level', found '=' ('=' is written '==')")
+        expectDiagnostic(d, at: 6, 23, "'twenty' is not a number, a quoted string, true or false")
         expectDiagnostic(d, at: 7, 9, "'power' names no field")
         expectDiagnostic(d, at: 8, 24, "a string that is not closed")
-        expectDiagnostic(d, at: 9, 30, "unexpected 'a' after the comparison")
+        expectDiagnostic(d, at: 9, 32, "unexpected 'a' after the comparison")
     }
 
     @Test func structuralErrors() {
@@ -101,16 +101,16 @@ import Testing
             """)
         expectDiagnostic(d, at: 5, 25, "'warning' has both 'above' and 'below'")
         expectDiagnostic(d, at: 6, 34, "'above' must be a number, not a string 'high'")
-        expectDiagnostic(d, at: 7, 51, "'clear_below' (0.95) must be at or below 'above' (0.9)")
-        expectDiagnostic(d, at: 8, 49, "threshold 'idle': critical (0.6) is not past warning (0.5)")
+        expectDiagnostic(d, at: 7, 53, "'clear_below' (0.95) must be at or below 'above' (0.9)")
+        expectDiagnostic(d, at: 8, 50, "threshold 'idle': critical (0.6) is not past warning (0.5)")
         expectDiagnostic(d, at: 9, 7, "threshold 'steal' has neither 'warning' nor 'critical'")
-        expectDiagnostic(d, at: 10, 47, "'clear_above' goes with 'below'")
+        expectDiagnostic(d, at: 10, 53, "'clear_above' goes with 'below'")
         expectDiagnostic(d, at: 10, 66, "'hits' must be between 1 and 1000000")
         expectDiagnostic(d, at: 12, 3, "rule 'cpu' has the name of a monitor")
         expectDiagnostic(d, at: 13, 3, "rule 'empty' has no condition")
         expectDiagnostic(d, at: 14, 3, "rule 'two' has 'all' and 'any'")
-        expectDiagnostic(d, at: 15, 50, "'exec' needs a program")
-        expectDiagnostic(d, at: 16, 53, "'exec_timeout' without 'exec'")
+        expectDiagnostic(d, at: 15, 49, "'exec' needs a program")
+        expectDiagnostic(d, at: 16, 54, "'exec_timeout' without 'exec'")
     }
 
     // MARK: against the plugins' self-descriptions
@@ -199,11 +199,11 @@ import Testing
         expectDiagnostic(d, at: 7, 7, "'per' names 'core', which 'core' events do not have")
         expectDiagnostic(d, at: 11, 7, "the field is a string, and thresholds need a number")
         expectDiagnostic(d, at: 15, 7, "stale_after 3 counts intervals, and plugin 'clock' is not polled")
-        expectDiagnostic(d, at: 17, 22, "'powr.level' names no monitor of this manifest", hint: .equals("did you mean 'power'?"))
-        expectDiagnostic(d, at: 18, 22, "monitor 'power' (plugin power) has no field 'levl'")
-        expectDiagnostic(d, at: 19, 22, "'power.state < 3': compares a string field with a number")
-        expectDiagnostic(d, at: 20, 22, "'>' does not order booleans")
-        expectDiagnostic(d, at: 21, 36, "'cpu.usage > 'high'': compares a double field with a string")
+        expectDiagnostic(d, at: 17, 21, "'powr.level' names no monitor of this manifest", hint: .equals("did you mean 'power'?"))
+        expectDiagnostic(d, at: 18, 21, "monitor 'power' (plugin power) has no field 'levl'")
+        expectDiagnostic(d, at: 19, 21, "'power.state < 3': compares a string field with a number")
+        expectDiagnostic(d, at: 20, 21, "'>' does not order booleans")
+        expectDiagnostic(d, at: 21, 35, "'cpu.usage > 'high'': compares a double field with a string")
         #expect(r.thresholds.isEmpty && r.rules.isEmpty)
     }
 
@@ -219,6 +219,6 @@ import Testing
         #expect(r.rules.first?.condition.leaves.map(\.ref)
                 == [ValueRef(monitor: "web.1", kind: "sample", field: "usage"), ValueRef(monitor: "web.1", kind: "core", field: "cpu"),
                     ValueRef(monitor: "web", kind: "battery", field: "level")])
-        expectDiagnostic(r.diagnostics, at: 5, 51, "reads monitor 'web', which is disabled", level: .warning)
+        expectDiagnostic(r.diagnostics, at: 5, 55, "reads monitor 'web', which is disabled", level: .warning)
     }
 }
