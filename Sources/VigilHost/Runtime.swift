@@ -418,8 +418,14 @@ struct SupervisorService: Service {
         runtime.bus.beginShutdown(deadline: monotonicNanoseconds() + drainTimeout)
         await runtime.stopInstances(timeout: stopTimeout)
         runtime.conditions?.shutdown()
-        // A rule's program still running gets until the drain timeout, then is killed.
-        runtime.actions.shutdown(timeout: drainTimeout)
+        // A rule's program still running gets until the drain timeout, then
+        // is killed; the wait is on a thread of its own, not the service's.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                runtime.actions.shutdown(timeout: drainTimeout)
+                done.resume()
+            }
+        }
         watchdog.cancel()
     }
 

@@ -125,7 +125,8 @@ struct Validate: AsyncParsableCommand {
         discussion: """
         Reports every problem as FILE:LINE:COLUMN: error: … with a hint: unknown keys, duplicate names, wrong \
         types, bad durations, sizes and addresses, unknown plugins, and options that the plugin's \
-        self-description does not accept. Each plugin is loaded and asked to describe itself, and each monitor's \
+        self-description does not accept, and thresholds and rules that name monitors, kinds or fields the \
+        plugins do not have or compare values of the wrong type (docs/rules.md). Each plugin is loaded and asked to describe itself, and each monitor's \
         instance is created with its options and destroyed at once, so that the plugin can refuse values only \
         it can check (reported at the option's place when the plugin names it); none is started. \
         Exits 0 only when the manifest is valid.
@@ -148,6 +149,9 @@ struct Validate: AsyncParsableCommand {
             FileHandle.standardError.write(Data("\(manifest): \(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")\n".utf8))
             throw ExitCode(1)
         }
-        print("\(manifest): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(warnings > 0 ? ", \(warnings) warnings" : "")")
+        let thresholds = loaded.monitors.reduce(0) { $0 + $1.thresholds.count }
+        let conditions = (thresholds > 0 ? ", \(thresholds) threshold\(thresholds == 1 ? "" : "s")" : "")
+            + (loaded.rules.isEmpty ? "" : ", \(loaded.rules.count) rule\(loaded.rules.count == 1 ? "" : "s")")
+        print("\(manifest): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warnings" : "")")
     }
 }
