@@ -32,6 +32,11 @@ final class ThermalMonitor: PolledMonitor {
         summary: "Temperatures and thermal states (nominal, fair, serious, critical) of thermal zones and hwmon sensors",
         defaultInterval: .seconds(10),
         events: [
+            // The machine-wide kind first: `thermal.state` in a rule or threshold means it.
+            EventDecl("summary", doc: "The whole machine: the worst state of every sensor read, and the highest temperature; a snapshot on start, then on change.", fields: [
+                FieldDecl("state", .string, doc: "the worst state: nominal, fair, serious or critical"),
+                FieldDecl("temperature", .double, unit: "celsius", doc: "the highest temperature read (changes below min_change not reported)"),
+            ]),
             EventDecl("zone", doc: "One thermal zone or hwmon temperature sensor: a snapshot on start, then when its state, type or label changed or its temperature moved by at least min_change.", fields: [
                 FieldDecl("zone", .string, doc: "thermal_zoneN, or hwmonN/tempK for a hwmon sensor"),
                 FieldDecl("source", .string, doc: "thermal_zone or hwmon"),
@@ -40,10 +45,6 @@ final class ThermalMonitor: PolledMonitor {
                 FieldDecl("temperature", .double, unit: "celsius", doc: "changes smaller than the min_change option are not reported"),
                 FieldDecl("state", .string, doc: "nominal, fair, serious or critical, from the trip points or limits"),
             ], key: ["zone"]),
-            EventDecl("summary", doc: "The whole machine: the worst state of every sensor read, and the highest temperature; a snapshot on start, then on change.", fields: [
-                FieldDecl("state", .string, doc: "the worst state: nominal, fair, serious or critical"),
-                FieldDecl("temperature", .double, unit: "celsius", doc: "the highest temperature read (changes below min_change not reported)"),
-            ]),
         ])
 
     struct Options: DeclaredOptions {

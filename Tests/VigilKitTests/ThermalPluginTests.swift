@@ -21,8 +21,8 @@ import VigilKitTesting
         #expect(d.name == "thermal")
         #expect(d.options.map(\.name) == ["sysfs", "hwmon", "min_change"])
         #expect(d.options.map(\.defaultText) == ["/sys", "true", "0.5"])
-        #expect(d.events.map(\.kind) == ["zone", "summary"])
-        #expect(d.events.first?.fields.map(\.name) == ["zone", "source", "type", "label", "temperature", "state"])
+        #expect(d.events.map(\.kind) == ["summary", "zone"])
+        #expect(d.events.last?.fields.map(\.name) == ["zone", "source", "type", "label", "temperature", "state"])
         #expect(d.defaultInterval == 10_000_000_000)
     }
 
