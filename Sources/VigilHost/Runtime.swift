@@ -339,6 +339,17 @@ public final class VigilRuntime: @unchecked Sendable {
             num("poll_ns", instance.pollNanoseconds.load(ordering: .relaxed), last: true)
             out.append(UInt8(ascii: "}"))
         }
+        out += Array("],".utf8)
+        key("actions"); out.append(UInt8(ascii: "["))
+        for (i, rule) in resolution.rules.filter({ $0.exec != nil }).enumerated() {
+            let c = actions.counters(for: rule.name)
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "{"))
+            key("rule"); JSONLineEncoder.appendString(rule.name, to: &out); out.append(UInt8(ascii: ","))
+            num("started", c.started); num("succeeded", c.succeeded); num("failed", c.failed)
+            num("timed_out", c.timedOut); num("skipped", c.skipped, last: true)
+            out.append(UInt8(ascii: "}"))
+        }
         out += Array("]}\n".utf8)
         do {
             try Data(out).write(to: URL(fileURLWithPath: path))

@@ -71,7 +71,8 @@ import VigilCore
         let validate = try TestEnv.run(TestEnv.vigil, ["validate", manifest], timeout: 60)
         #expect(validate.status == 0, "\(validate.stderr)")
 
-        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest])
+        let summary = dir + "/summary.json"
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--summary", summary])
         // At 87 %, discharging, on battery: nominal, the rule false; nothing is written yet.
         usleep(500_000)
         #expect(events(journal).isEmpty)
@@ -106,6 +107,12 @@ import VigilCore
         let sent = try JSONLineDecoder().decode(stdin.trimmingCharacters(in: .newlines)).event
         #expect(sent.monitor == "low-battery" && sent.kind == "rule" && sent[field: "active"] == .bool(true))
         #expect(try String(contentsOfFile: marker + ".env", encoding: .utf8) == "low-battery true 8.0\n")
+
+        // The run's summary counts the action.
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: summary))) as? [String: Any]
+        let actions = json?["actions"] as? [[String: Any]]
+        #expect(actions?.count == 1 && actions?.first?["rule"] as? String == "low-battery")
+        #expect(actions?.first?["started"] as? Int == 1 && actions?.first?["succeeded"] as? Int == 1)
     }
 
     @Test func validateReportsRuleAndThresholdMistakesAtTheirPlace() throws {
