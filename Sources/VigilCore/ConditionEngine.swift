@@ -183,12 +183,18 @@ public struct ConditionEngine: Sendable {
         func consider(_ t: Int64) { if next == nil || t < next! { next = t } }
         for w in watches {
             for e in w.entities {
-                if let stale = w.spec.staleAfter, e.state != .stale { consider(e.lastSeen + stale) }
-                if let p = e.pending, w.spec.holdFor > 0 { consider(p.since + w.spec.holdFor) }
+                if let stale = w.spec.staleAfter, e.state != .stale { consider(Self.later(e.lastSeen, by: stale)) }
+                if let p = e.pending, w.spec.holdFor > 0 { consider(Self.later(p.since, by: w.spec.holdFor)) }
             }
         }
-        for r in rules { if let since = r.pendingSince { consider(since + r.spec.holdFor) } }
+        for r in rules { if let since = r.pendingSince { consider(Self.later(since, by: r.spec.holdFor)) } }
         return next
+    }
+
+    /// `t + d`, saturating: a hold of a hundred years is never, not a crash.
+    static func later(_ t: Int64, by d: Int64) -> Int64 {
+        let (sum, overflow) = t.addingReportingOverflow(d)
+        return overflow ? .max : sum
     }
 
     /// Whether a rule is active now.

@@ -148,7 +148,7 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
             scheduled = next
             timer?.cancel()
             timer = nil
-            guard let next else { return }
+            guard let next, next < .max else { return }  // .max: a hold too long to ever end
             let t = DispatchSource.makeTimerSource(queue: queue)
             let delay = max(0, next - monotonic())
             t.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int.max)))), leeway: .milliseconds(5))

@@ -110,6 +110,13 @@ import VigilCore
         #expect(quiet.nextDeadline == nil)
     }
 
+    @Test func holdsLongerThanTheClockCanCountAreNever() {
+        var e = Self.engine([Self.cpuThreshold(holdFor: .max - 1, staleAfter: .max)])
+        #expect(e.observe(Self.sample(0.99, at: 5), now: 5 * Self.s).isEmpty)
+        #expect(e.nextDeadline == .max)
+        #expect(e.advance(to: 1_000_000 * Self.s, wallTime: 0).isEmpty)
+    }
+
     @Test func aValueBackInsideCancelsTheHold() {
         var e = Self.engine([Self.cpuThreshold(holdFor: 10 * Self.s)])
         _ = e.observe(Self.sample(0.85, at: 1), now: 1 * Self.s)
