@@ -30,6 +30,15 @@ public struct ConditionEngine: Sendable {
     public enum State: String, Sendable {
         case nominal, warning, critical, stale
 
+        /// Order of badness (stale is not a level).
+        var rank: Int {
+            switch self {
+            case .nominal, .stale: 0
+            case .warning: 1
+            case .critical: 2
+            }
+        }
+
         /// The severity of a threshold event announcing this state.
         public var severity: Severity {
             switch self {
@@ -75,6 +84,9 @@ public struct ConditionEngine: Sendable {
     private var readers: [ValueRef: [Int]] = [:]
     /// Monitor → plugin name, for events made without a source event (stale).
     private let plugins: [String: String]
+    /// Monitors whose source is unavailable, or that failed or finished:
+    /// their polls do not keep thresholds fresh.
+    private var absent: Set<String> = []
     /// Monitors whose events (or polls) matter here.
     public let watchedMonitors: Set<String>
 
@@ -116,6 +128,13 @@ public struct ConditionEngine: Sendable {
     public mutating func observe(_ event: Event, now: Int64) -> [Event] {
         guard watchedMonitors.contains(event.monitor) else { return [] }
         var out: [Event] = []
+        if event.kind == "availability", case .bool(let available)? = event[field: "available"] {
+            if available {
+                absent.remove(event.monitor)
+            } else {
+                out += unavailable(monitor: event.monitor, now: now, wallTime: event.time)
+            }
+        }
         for i in watches.indices where watches[i].spec.ref.monitor == event.monitor && watches[i].spec.ref.kind == event.kind {
             guard let value = Self.number(event[field: watches[i].spec.ref.field]) else { continue }
             observe(threshold: i, value: value, event: event, now: now, into: &out)
@@ -138,6 +157,7 @@ public struct ConditionEngine: Sendable {
     /// of its last value again.
     public mutating func heartbeat(monitor: String, now: Int64, wallTime: Int64) -> [Event] {
         var out: [Event] = []
+        guard !absent.contains(monitor) else { return out }
         for i in watches.indices where watches[i].spec.ref.monitor == monitor {
             for e in watches[i].entities.indices {
                 watches[i].entities[e].lastSeen = now
@@ -146,6 +166,21 @@ public struct ConditionEngine: Sendable {
                     let target = Self.target(watches[i].spec, current: .nominal, value: value)
                     transition(watch: i, entity: e, to: target, now: now, wallTime: wallTime, into: &out)
                 }
+            }
+        }
+        return out
+    }
+
+    /// The monitor's source went away, or the monitor failed or finished:
+    /// its thresholds are stale now, whatever their `stale_after`, until a
+    /// value comes again (or, once it is available again, a successful poll).
+    public mutating func unavailable(monitor: String, now: Int64, wallTime: Int64) -> [Event] {
+        absent.insert(monitor)
+        var out: [Event] = []
+        for i in watches.indices where watches[i].spec.ref.monitor == monitor {
+            for e in watches[i].entities.indices {
+                watches[i].entities[e].pending = nil
+                transition(watch: i, entity: e, to: .stale, now: now, wallTime: wallTime, into: &out)
             }
         }
         return out
@@ -229,10 +264,10 @@ public struct ConditionEngine: Sendable {
             watches[i].entities.append(Entity(per: per, lastSeen: now))
             e = watches[i].entities.count - 1
         }
-        watches[i].entities[e].value = value
         watches[i].entities[e].lastSeen = now
+        guard !value.isNaN else { return }  // no value: fresh, but nothing to judge
+        watches[i].entities[e].value = value
         let entity = watches[i].entities[e]
-        guard !value.isNaN else { return }
         if entity.state == .stale {  // a value again: leave stale at once
             transition(watch: i, entity: e, to: Self.target(spec, current: .nominal, value: value), now: now,
                        wallTime: event.time, into: &out)
@@ -243,13 +278,21 @@ public struct ConditionEngine: Sendable {
             watches[i].entities[e].pending = nil
             return
         }
-        var pending = entity.pending.flatMap { $0.target == target ? $0 : nil } ?? Pending(target: target, since: now, hits: 0)
+        // Values on the same side of the current state count toward one hold,
+        // even if they point at different levels (0.97, 0.85, 0.97… from
+        // nominal); the state taken is then the nearer of the levels seen.
+        var pending = Pending(target: target, since: now, hits: 0)
+        if let p = entity.pending, (p.target.rank > entity.state.rank) == (target.rank > entity.state.rank) {
+            pending = p
+            let up = target.rank > entity.state.rank
+            pending.target = up ? (target.rank < p.target.rank ? target : p.target) : (target.rank > p.target.rank ? target : p.target)
+        }
         pending.hits += 1
         let byTime = spec.holdFor > 0 && now - pending.since >= spec.holdFor
         let byCount = spec.hits > 0 && pending.hits >= spec.hits
         if (spec.holdFor == 0 && spec.hits == 0) || byTime || byCount {
             watches[i].entities[e].pending = nil
-            transition(watch: i, entity: e, to: target, now: now, wallTime: event.time, into: &out)
+            transition(watch: i, entity: e, to: pending.target, now: now, wallTime: event.time, into: &out)
         } else {
             watches[i].entities[e].pending = pending
         }

@@ -108,6 +108,11 @@ public enum ConditionResolver {
         var thresholds: [ThresholdSpec] = []
         for monitor in manifest.monitors {
             guard let info = monitors[monitor.name] else { continue }
+            if !info.enabled, let first = monitor.thresholds.first {
+                diagnostics.append(Diagnostic(.warning, at: first.location,
+                                              "monitor '\(monitor.name)' is disabled: its thresholds are not evaluated"))
+                continue
+            }
             for t in monitor.thresholds {
                 if let spec = resolve(t, monitor: monitor.name, info, &diagnostics) { thresholds.append(spec) }
             }
@@ -159,7 +164,8 @@ public enum ConditionResolver {
                                               hint: "give a duration: stale_after: 5m"))
                 return nil
             }
-            staleAfter = Int64(n) * info.interval
+            let (ns, overflow) = Int64(n).multipliedReportingOverflow(by: info.interval)
+            staleAfter = overflow ? .max : ns  // longer than the clock counts: never
         case .duration(let ns)?: staleAfter = ns
         case nil: break
         }

@@ -79,6 +79,8 @@ public enum ConditionParser {
     public static func parse(_ text: String, at location: SourceLocation) -> Result<ParsedComparison, ConditionSyntaxError> {
         var scanner = Scanner(Array(text))
         scanner.skipSpaces()
+        var referenceStart = location
+        referenceStart.column += scanner.position
         // The reference: names joined by dots.
         var parts: [String] = []
         while true {
@@ -95,7 +97,8 @@ public enum ConditionParser {
         }
         guard parts.count >= 2 else {
             return .failure(ConditionSyntaxError(
-                message: "'\(parts[0])' names no field: write MONITOR.FIELD (or MONITOR.KIND.FIELD)", offset: 0))
+                message: "'\(parts[0])' names no field: write MONITOR.FIELD (or MONITOR.KIND.FIELD)",
+                offset: referenceStart.column - location.column))
         }
         scanner.skipSpaces()
         let opStart = scanner.position
@@ -135,7 +138,7 @@ public enum ConditionParser {
                 message: "unexpected '\(extra)' after the comparison; combine comparisons with all:, any: or none:",
                 offset: scanner.position))
         }
-        return .success(ParsedComparison(reference: parts, op: op, literal: literal, text: text, location: location))
+        return .success(ParsedComparison(reference: parts, op: op, literal: literal, text: text, location: referenceStart))
     }
 
     private struct Scanner {

@@ -300,13 +300,16 @@ extension ManifestLoader {
         switch node {
         case .scalar(let s) where !s.isNull:
             // The text starts one column after the scalar's quote, if it has one.
+            // Columns inside the text are exact for one-line scalars without
+            // escapes; otherwise diagnostics point at the scalar itself.
             var textStart = s.location
-            if s.quoted { textStart.column += 1 }
+            let exact = !s.text.contains("\\") && !s.text.contains("\n")
+            if s.quoted && exact { textStart.column += 1 }
             switch ConditionParser.parse(s.text, at: textStart) {
             case .success(let c): return .leaf(c)
             case .failure(let e):
                 var at = textStart
-                at.column += e.offset
+                if exact { at.column += e.offset }
                 d.error(at, "in condition '\(s.text)': \(e.message)")
                 return nil
             }

@@ -217,7 +217,8 @@ public final class ActionRunner: Sendable {
         defer { if pidfd >= 0 { close(pidfd) } }
 
         let started = monotonicNanoseconds()
-        var termAt = action.timeout > 0 ? started + action.timeout : Int64.max
+        let (deadline, overflow) = started.addingReportingOverflow(action.timeout)
+        var termAt = action.timeout > 0 && !overflow ? deadline : Int64.max
         var killAt = Int64.max
         var timedOut = false
 

@@ -65,23 +65,38 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
     /// the staleness clocks. Call after the sinks started, before monitors.
     func start() {
         let now = monotonic(), wall = wallClock()
-        let events = engine.withLock { $0.start(now: now, wallTime: wall) }
-        publish(events)
+        update { $0.start(now: now, wallTime: wall) }
     }
 
     /// An event a monitor routed.
     func observe(_ event: Event) {
         let now = monotonic()
-        let events = engine.withLock { $0.observe(event, now: now) }
-        publish(events)
+        update { $0.observe(event, now: now) }
     }
 
     /// A successful poll of `monitor`.
     func heartbeat(_ monitor: String) {
         guard watched.contains(monitor) else { return }
         let now = monotonic(), wall = wallClock()
-        let events = engine.withLock { $0.heartbeat(monitor: monitor, now: now, wallTime: wall) }
-        publish(events)
+        update { $0.heartbeat(monitor: monitor, now: now, wallTime: wall) }
+    }
+
+    /// A monitor failed or finished: nothing more will come from it.
+    func monitorGone(_ monitor: String) {
+        guard watched.contains(monitor) else { return }
+        let now = monotonic(), wall = wallClock()
+        update { $0.unavailable(monitor: monitor, now: now, wallTime: wall) }
+    }
+
+    /// Changes the engine and routes what it made while still holding it, so
+    /// that events (and actions) leave in the order the engine made them even
+    /// when several threads report at once. Routing never waits, and an
+    /// action's spawn does not wait for the program.
+    private func update(_ change: (inout ConditionEngine) -> [Event]) {
+        engine.withLock { engine in
+            publish(change(&engine))
+        }
+        reschedule()
     }
 
     /// Stops the timer; rule actions still running are left to the runner's shutdown.
@@ -93,6 +108,7 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
         }
     }
 
+    /// Under the engine's lock.
     private func publish(_ events: [Event]) {
         for var event in events {
             let routes = event.kind == ConditionEngine.ruleKind ? ruleRoutes[event.monitor] : thresholdRoutes[event.monitor]
@@ -101,7 +117,6 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
             }
             if event.kind == ConditionEngine.ruleKind { act(on: event) }
         }
-        reschedule()
     }
 
     /// Runs the rule's program if this change is one it runs on.
@@ -164,7 +179,6 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
         timer = nil
         scheduled = nil
         let now = monotonic(), wall = wallClock()
-        let events = engine.withLock { $0.advance(to: now, wallTime: wall) }
-        publish(events)
+        update { $0.advance(to: now, wallTime: wall) }
     }
 }

@@ -247,6 +247,7 @@ final class MonitorInstance: @unchecked Sendable {
         }
         hostEvents.instanceFailed(monitor: name, plugin: plugin.description.name, call: call,
                                   status: Self.statusName(status), message: why)
+        conditions?.monitorGone(name)
     }
 
     /// Creates the instance and destroys it again, on its queue; returns the
@@ -385,6 +386,7 @@ final class MonitorInstance: @unchecked Sendable {
     func markFinished() {
         guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
         logger.info("finished: nothing more to emit")
+        conditions?.monitorGone(name)
         onDone()
     }
 
@@ -403,29 +405,31 @@ final class MonitorInstance: @unchecked Sendable {
 
     /// The plugin declares its source present or absent (`set_availability`).
     func setAvailability(_ available: Bool, reason: String) {
-        lock.withLock {
+        let event = lock.withLock {
             declared = (available, available ? "" : reason)
-            publishAvailabilityLocked()
+            return publishAvailabilityLocked()
         }
+        if let event { conditions?.observe(event) }  // outside the lock: a rule's action may be spawned
     }
 
     /// The host infers availability from statuses; `true` clears the inference.
     /// On the instance's queue.
     private func infer(available: Bool, reason: String) {
         inferredUnavailable = !available
-        lock.withLock {
+        let event = lock.withLock {
             inferred = available ? nil : (false, reason)
-            publishAvailabilityLocked()
+            return publishAvailabilityLocked()
         }
+        if let event { conditions?.observe(event) }
     }
 
     /// Routes an `availability` event when the effective availability changed.
     /// A source is taken as available until said otherwise, so nothing is
-    /// routed for a monitor that was always available.
-    private func publishAvailabilityLocked() {
+    /// routed for a monitor that was always available. Returns the event routed.
+    private func publishAvailabilityLocked() -> Event? {
         let effective = inferred ?? declared ?? (true, "")
         let previous = published ?? (true, "")
-        guard effective.0 != previous.0 || effective.1 != previous.1 else { return }
+        guard effective.0 != previous.0 || effective.1 != previous.1 else { return nil }
         published = effective
         if effective.0 {
             logger.notice("source available")
@@ -437,7 +441,7 @@ final class MonitorInstance: @unchecked Sendable {
                           fields: [Field("available", .bool(effective.0)), Field("reason", .string(effective.1))])
         // Never waits: this runs under the instance lock, maybe on a plugin's thread.
         bus.publish(&event, to: routes.sinks(kindIndex: availabilityKind, severity: event.severity), wait: false)
-        conditions?.observe(event)
+        return event
     }
 }
 

@@ -147,6 +147,42 @@ import VigilCore
         #expect(back.map { Self.text($0[field: "state"]) } == ["nominal"] && back.first?[field: "previous"] == .string("stale"))
     }
 
+    @Test func valuesBouncingBetweenLevelsStillCountTowardOneHold() {
+        // From nominal, 0.97 and 0.85 both point up: three of them take the nearer level.
+        var e = Self.engine([Self.cpuThreshold(hits: 3)])
+        #expect(Self.feed(&e, [0.97, 0.85, 0.97]) == ["warning@3"])
+        // Three highs in a row from warning go on to critical.
+        #expect(Self.feed(&e, [0.97, 0.97, 0.97], from: 4) == ["critical@6"])
+    }
+
+    @Test func anUnavailableOrGoneMonitorIsStaleAtOnceAndItsPollsDoNotRevive() {
+        var e = Self.engine([Self.cpuThreshold()])
+        _ = e.observe(Self.sample(0.99, at: 1), now: 1 * Self.s)  // critical
+        let gone = Event(time: 2 * Self.s, monitor: "cpu", plugin: "cpu", kind: "availability",
+                         fields: [Field("available", .bool(false)), Field("reason", .string("no /proc/stat"))])
+        #expect(e.observe(gone, now: 2 * Self.s).map { Self.text($0[field: "state"]) } == ["stale"])
+        #expect(e.heartbeat(monitor: "cpu", now: 3 * Self.s, wallTime: 3 * Self.s).isEmpty)
+        #expect(e.state(of: Self.usage) == .stale)
+        // Available again: the next successful poll restores the last value's state.
+        var back = gone
+        back.fields = [Field("available", .bool(true)), Field("reason", .string(""))]
+        #expect(e.observe(back, now: 4 * Self.s).isEmpty)
+        #expect(e.heartbeat(monitor: "cpu", now: 5 * Self.s, wallTime: 5 * Self.s).map { Self.text($0[field: "state"]) } == ["critical"])
+        // A monitor that failed or finished.
+        #expect(e.unavailable(monitor: "cpu", now: 6 * Self.s, wallTime: 6 * Self.s).count == 1)
+    }
+
+    @Test func notANumberIsNotAValue() {
+        var e = Self.engine([Self.cpuThreshold()])
+        _ = e.observe(Self.sample(0.99, at: 1), now: 1 * Self.s)
+        #expect(e.observe(Self.sample(.nan, at: 2), now: 2 * Self.s).isEmpty)
+        _ = e.unavailable(monitor: "cpu", now: 3 * Self.s, wallTime: 0)
+        _ = e.observe(Event(time: 0, monitor: "cpu", plugin: "cpu", kind: "availability", fields: [Field("available", .bool(true))]),
+                      now: 4 * Self.s)
+        // The last real value was critical, not NaN.
+        #expect(e.heartbeat(monitor: "cpu", now: 5 * Self.s, wallTime: 0).map { Self.text($0[field: "state"]) } == ["critical"])
+    }
+
     @Test func staleFromTheStartWhenNothingEverArrives() {
         var e = Self.engine([Self.cpuThreshold(staleAfter: 3 * Self.s)])
         #expect(e.nextDeadline == 3 * Self.s)

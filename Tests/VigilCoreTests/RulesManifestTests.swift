@@ -221,4 +221,16 @@ import Testing
                     ValueRef(monitor: "web", kind: "battery", field: "level")])
         expectDiagnostic(r.diagnostics, at: 5, 55, "reads monitor 'web', which is disabled", level: .warning)
     }
+
+    @Test func thresholdsOfDisabledMonitorsAreNotEvaluated() {
+        let r = resolve("""
+            monitors:
+              cpu: { plugin: cpu, enabled: false, thresholds: { usage: { warning: { above: 0.8 } } } }
+              power: { plugin: power, thresholds: { level: { critical: { below: 5 }, stale_after: 10000000000 } } }
+            sinks: {}
+            """)
+        expectDiagnostic(r.diagnostics, at: 2, 53, "monitor 'cpu' is disabled: its thresholds are not evaluated", level: .warning)
+        #expect(r.thresholds.map(\.ref.monitor) == ["power"])
+        #expect(r.thresholds.first?.staleAfter == .max)  // 10^10 intervals of 10 s: longer than the clock counts
+    }
 }
