@@ -22,8 +22,14 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
     private let monotonic: @Sendable () -> Int64
     private let wallClock: @Sendable () -> Int64
     private let queue = DispatchQueue(label: "vigil.conditions")
-    /// The deadline the timer is set for (on `queue`).
-    private var scheduled: Int64?
+    /// The earliest deadline a timer is set (or being set) for; .max: none.
+    /// Only an earlier deadline sets the timer again, so that the events of a
+    /// watched monitor (whose values push its staleness later) do not each
+    /// cost a trip to the timer's queue; a timer that fires early finds
+    /// nothing due and is set for the deadline then.
+    private let armed = Atomic<Int64>(.max)
+    /// Set by `shutdown` (on `queue`).
+    private var stopped = false
     private var timer: DispatchSourceTimer?
 
     init(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String], bus: EventBus,
@@ -95,8 +101,12 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
     private func update(_ change: (inout ConditionEngine) -> [Event]) {
         engine.withLock { engine in
             publish(change(&engine))
+            // Under the lock, so that the timer's queue gets deadlines in the order they were found.
+            if let next = engine.nextDeadline, next < armed.load(ordering: .relaxed) {
+                armed.store(next, ordering: .relaxed)
+                queue.async { [self] in arm(at: next) }
+            }
         }
-        reschedule()
     }
 
     /// Stops the timer; rule actions still running are left to the runner's shutdown.
@@ -104,7 +114,7 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
         queue.sync {
             timer?.cancel()
             timer = nil
-            scheduled = -1  // never again
+            stopped = true
         }
     }
 
@@ -154,30 +164,25 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
 
     // MARK: - the timer
 
-    /// Sets the timer for the engine's next deadline, if that moved.
-    private func reschedule() {
-        queue.async { [self] in
-            // Read on the queue, so that a later deadline never overwrites an earlier one.
-            let next = engine.withLock { $0.nextDeadline }
-            guard scheduled != -1, next != scheduled else { return }
-            scheduled = next
-            timer?.cancel()
-            timer = nil
-            guard let next, next < .max else { return }  // .max: a hold too long to ever end
-            let t = DispatchSource.makeTimerSource(queue: queue)
-            let delay = max(0, next - monotonic())
-            t.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int.max)))), leeway: .milliseconds(5))
-            t.setEventHandler { [self] in fire() }
-            t.resume()
-            timer = t
-        }
+    /// On `queue`: the timer, for `deadline` (an earlier one than it had).
+    private func arm(at deadline: Int64) {
+        guard !stopped else { return }
+        timer?.cancel()
+        timer = nil
+        guard deadline < .max else { return }  // .max: a hold too long to ever end
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        let delay = max(0, deadline - monotonic())
+        t.schedule(deadline: .now() + .nanoseconds(Int(min(delay, Int64(Int.max)))), leeway: .milliseconds(5))
+        t.setEventHandler { [self] in fire() }
+        t.resume()
+        timer = t
     }
 
     /// On `queue`, at a deadline.
     private func fire() {
         timer?.cancel()
         timer = nil
-        scheduled = nil
+        armed.store(.max, ordering: .relaxed)
         let now = monotonic(), wall = wallClock()
         update { $0.advance(to: now, wallTime: wall) }
     }

@@ -61,6 +61,7 @@ import VigilCore
                   - power.state == "discharging"
                   - none: [ power.supply.online == true ]
                 severity: critical
+                for: 300ms      # the level is sent once (on change): the host's timer activates the rule
                 exec: ["\(action)", "\(marker)"]
             sinks:
               journal:
