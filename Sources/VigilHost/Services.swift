@@ -1,0 +1,101 @@
+@preconcurrency import CVigilPlugin
+import Dispatch
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+import VigilCore
+
+/// Starts every monitor; at shutdown, stops them all.
+struct SupervisorService: Service {
+    let runtime: VigilRuntime
+    let stopTimeout: Int64
+    let drainTimeout: Int64
+
+    func run() async throws {
+        for (config, reason) in runtime.resolution.refused {
+            runtime.hostEvents.pluginRefused(monitor: config.name, plugin: config.plugin, reason: reason)
+        }
+        // Rules already true with no values (a `none:`) fire before any monitor runs.
+        runtime.conditions?.start()
+        for instance in runtime.instances { instance.launch() }
+        runtime.hostEvents.publish("started", .notice, [
+            Field("version", .string(vigilVersion)), Field("monitors", .int(Int64(runtime.instances.count))),
+            Field("sinks", .int(Int64(runtime.sinks.count))), Field("pid", .int(Int64(getpid()))),
+        ])
+        runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
+        let watchdog = Task { await Self.watch(runtime) }
+        try? await gracefulShutdown()
+        runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
+        // A plugin blocked on a full `block` sink must not hold up its own stop
+        // for ever: such waits give up after the drain timeout.
+        runtime.bus.beginShutdown(deadline: monotonicNanoseconds() + drainTimeout)
+        await runtime.stopInstances(timeout: stopTimeout)
+        runtime.conditions?.shutdown()
+        // A rule's program still running gets until the drain timeout, then
+        // is killed; the wait is on a thread of its own, not the service's.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                runtime.actions.shutdown(timeout: drainTimeout)
+                done.resume()
+            }
+        }
+        watchdog.cancel()
+    }
+
+    /// Reports calls into plugins that run past their deadline (the monitor's
+    /// `timeout`), once per call, checking every second (few wakeups at idle).
+    static func watch(_ runtime: VigilRuntime) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            for instance in runtime.instances {
+                if let (call, elapsed) = instance.overdueCall(deadline: instance.timeout) {
+                    instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (timeout \(Units.formatDuration(instance.timeout))); this monitor's next calls wait, the others go on")
+                }
+            }
+        }
+    }
+}
+
+/// Owns every sink's thread: starts them; at shutdown (after the supervisor has
+/// stopped the monitors) closes every queue at once, so all sinks drain in
+/// parallel against one deadline, and joins them.
+struct SinksService: Service {
+    let runners: [SinkRunner]
+    let drainTimeout: Int64
+    let logger: Logger
+
+    func run() async throws {
+        for runner in runners { runner.start() }
+        try? await gracefulShutdown()
+        let deadline = monotonicNanoseconds() + drainTimeout
+        for runner in runners { runner.beginStop(deadline: deadline) }
+        for runner in runners where await !runner.join(until: deadline + 1_000_000_000) {
+            logger.error("sink \(runner.config.name) did not finish within \(Units.formatDuration(drainTimeout)) of shutdown; exiting without it")
+        }
+    }
+}
+
+/// SIGHUP: every sink reopens its files (logrotate's move, then signal).
+struct ReopenService: Service {
+    let sinks: [SinkRunner]
+    let logger: Logger
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            logger.info("SIGHUP: reopening sink files")
+            for runner in sinks { runner.requestReopen() }
+        }
+    }
+}
+
+/// `--for DURATION`: returns after the duration, which shuts the group down.
+struct TimerService: Service {
+    let duration: Int64
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .nanoseconds(duration)) }
+    }
+}
