@@ -57,8 +57,12 @@ let package = Package(
         // The runtime: loader, instances, bus, sinks, services. The event path
         // is checked for exclusive access by design (locks), not per access at
         // run time, which cost a tenth of the emit path in release builds.
+        // The ABI boundary, once: the host table, the event decoder, the
+        // loader and negotiation, call helpers, the lock. The runtime, the
+        // checker, the test kit and the probe all go through it.
+        .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilCore"]),
         .target(name: "VigilHost", dependencies: [
-            "CVigilPlugin", "VigilCore",
+            "CVigilPlugin", "VigilCore", "VigilABI",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -68,18 +72,18 @@ let package = Package(
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
         // A test host for plugin authors: runs a monitor type or a built .so
         // with options, an injected clock, and collected events.
-        .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilHost", "VigilCore", "CVigilPlugin"]),
+        .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilABI", "VigilCore", "CVigilPlugin"]),
         // Readers of /proc (and later /sys) through a configurable root.
         .target(name: "LinuxProbes"),
         // libffi, for the ffi plugin.
         .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
-            "VigilCore", "VigilHost",
+            "VigilCore", "VigilABI", "VigilHost",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore"]),
-        .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore"]),
-        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit"]),
+        .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
     ] + plugins.map(\.1)
 )

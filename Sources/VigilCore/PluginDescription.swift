@@ -80,8 +80,16 @@ extension PluginDescription {
     /// default, else 10 s; 0 for push-only plugins.
     public func effectiveInterval(_ configured: Int64?) -> Int64 {
         guard polled else { return 0 }
-        return configured ?? (defaultInterval > 0 ? defaultInterval : 10_000_000_000)
+        if let configured { return configured }
+        guard defaultInterval > 0 else { return 10_000_000_000 }
+        // A plugin's default is held to the manifest's bounds: 1 ns would
+        // poll without pause, 2^63 would overflow every deadline.
+        return min(max(defaultInterval, Self.intervalBounds.lowerBound), Self.intervalBounds.upperBound)
     }
+
+    /// The poll intervals the host runs: from 1 ms (the manifest's floor) to
+    /// 365 days.
+    public static let intervalBounds: ClosedRange<Int64> = 1_000_000...(365 * 86_400 * 1_000_000_000)
 }
 
 /// What a plugin says about itself: enough to validate a manifest and to
@@ -120,6 +128,11 @@ public struct PluginDescription: Sendable {
                   fields: [FieldSpec(name: "available", type: .bool), FieldSpec(name: "reason", type: .string)]),
     ]
 
+    /// Kinds the host emits on a monitor's behalf (`MONITOR/availability`,
+    /// `MONITOR/threshold`) or under a rule's name (`RULE/rule`): a plugin
+    /// may neither declare nor emit them, so that it cannot forge them.
+    public static let reservedKinds: Set<String> = ["availability", "threshold", "rule"]
+
     /// Problems with the description itself (names, types, defaults that do
     /// not type-check). Empty for a well-formed description.
     public func problems() -> [String] {
@@ -129,7 +142,15 @@ public struct PluginDescription: Sendable {
         for option in options {
             if !Self.isIdentifier(option.name) { problems.append("option name '\(option.name)' is not [a-z][a-z0-9_]*") }
             if !seen.insert(option.name).inserted { problems.append("option '\(option.name)' is declared twice") }
-            if let text = option.defaultText {
+            if let text = option.defaultText, option.type == .json {
+                // A json default is YAML text the host parses; one that does not
+                // parse would reach every instance as a string instead.
+                let (node, parseProblems) = ConfigParser(file: path, environment: [:]).parse(text)
+                if node == nil || parseProblems.contains(where: { $0.level == .error }) {
+                    let why = parseProblems.first { $0.level == .error }?.message ?? "it is empty"
+                    problems.append("default '\(text)' of json option '\(option.name)' does not parse: \(why)")
+                }
+            } else if let text = option.defaultText {
                 let scalar = ConfigNode.scalar(ConfigScalar(text, at: SourceLocation(file: path, line: 0, column: 0)))
                 if case .failure(let why) = OptionBinder.convert(scalar, to: option.type) {
                     problems.append("default '\(text)' of option '\(option.name)' is not \(option.type.withArticle): \(why)")
@@ -140,6 +161,9 @@ public struct PluginDescription: Sendable {
         for event in events {
             if !Self.isIdentifier(event.kind) { problems.append("event kind '\(event.kind)' is not [a-z][a-z0-9_]*") }
             if !seen.insert(event.kind).inserted { problems.append("event kind '\(event.kind)' is declared twice") }
+            if Self.reservedKinds.contains(event.kind) {
+                problems.append("event kind '\(event.kind)' is the host's own (reserved: \(Self.reservedKinds.sorted().joined(separator: ", ")))")
+            }
             var fieldNames = Set<String>()
             for field in event.fields {
                 if field.name.isEmpty { problems.append("a field of kind '\(event.kind)' has no name") }

@@ -1,6 +1,7 @@
 import Dispatch
 import Logging
 import Synchronization
+import VigilABI
 import VigilCore
 
 /// The manifest's thresholds and rules in a running host: between the

@@ -1,6 +1,7 @@
 @preconcurrency import CVigilPlugin
 import Foundation
 import Glibc
+import VigilABI
 import VigilCore
 
 /// `vigil plugins check`, the child's side: loads one plugin in this process
@@ -118,20 +119,7 @@ enum ConformanceProtocol {
         line.split(separator: "\t", omittingEmptySubsequences: false).map(unescape)
     }
 
-    static func statusName(_ status: vigil_status) -> String {
-        switch status {
-        case VIGIL_OK: "VIGIL_OK"
-        case VIGIL_E_TEMPORARY: "VIGIL_E_TEMPORARY"
-        case VIGIL_E_FATAL: "VIGIL_E_FATAL"
-        case VIGIL_E_INVALID_CONFIG: "VIGIL_E_INVALID_CONFIG"
-        case VIGIL_E_UNAVAILABLE: "VIGIL_E_UNAVAILABLE"
-        case VIGIL_E_NOMEM: "VIGIL_E_NOMEM"
-        case VIGIL_E_UNSUPPORTED: "VIGIL_E_UNSUPPORTED"
-        case VIGIL_E_STOPPED: "VIGIL_E_STOPPED"
-        case VIGIL_E_INVALID_ARGUMENT: "VIGIL_E_INVALID_ARGUMENT"
-        default: "status \(status.rawValue)"
-        }
-    }
+    static func statusName(_ status: vigil_status) -> String { statusSymbol(status) }
 }
 
 /// Writes protocol lines to the parent, each with one write(2) where it fits
@@ -169,62 +157,15 @@ final class ProtocolWriter: @unchecked Sendable {
     }
 }
 
-/// A plugin string shown in a message: control characters escaped, so that a
-/// hostile name cannot break a report line.
-func shown(_ s: String) -> String {
-    var out = ""
-    for c in s.unicodeScalars {
-        if c.value < 0x20 || c.value == 0x7F {
-            switch c {
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            default: out += String(format: "\\u{%02X}", c.value)
-            }
-        } else {
-            out.unicodeScalars.append(c)
-        }
-    }
-    return out
-}
-
-/// An event kind as declared, with its names as bytes for comparing a
-/// plugin's `vigil_str` without building a String per emit.
-struct DeclaredKind {
-    struct Field {
-        var name: String
-        var bytes: [UInt8]
-        var type: ValueType
-    }
-
-    var name: String
-    var bytes: [UInt8]
-    var dynamicFields: Bool
-    var fields: [Field]
-
-    init(_ spec: EventSpec) {
-        name = spec.kind
-        bytes = Array(spec.kind.utf8)
-        dynamicFields = spec.dynamicFields
-        fields = spec.fields.map { Field(name: $0.name, bytes: Array($0.name.utf8), type: $0.type) }
-    }
-}
-
-@inline(__always)
-private func matches(_ s: vigil_str, _ bytes: [UInt8]) -> Bool {
-    guard s.len == bytes.count else { return false }
-    if s.len == 0 { return true }
-    guard let ptr = s.ptr else { return false }
-    return bytes.withUnsafeBytes { memcmp($0.baseAddress!, ptr, s.len) == 0 }
-}
-
 /// Everything the plugin handed to the host table, across all instances.
 /// Guarded by `lock`, which each emit takes once.
 final class EmitLedger: @unchecked Sendable {
-    let lock = NSLockish()
-    let kinds: [DeclaredKind]
+    let lock = Lock()
+    let kinds: [EventSpec]
     /// The thread that makes every call into the plugin.
     let driver: pthread_t
+    /// The host's own decoder: what `vigil run` refuses is a failure here.
+    let decoder: EventDecoder
 
     // Guarded by `lock`.
     private(set) var total = 0
@@ -235,10 +176,11 @@ final class EmitLedger: @unchecked Sendable {
     private(set) var problemCounts: [String: Int] = [:]
     private(set) var otherProblems = 0
 
-    init(kinds: [EventSpec]) {
-        self.kinds = kinds.map(DeclaredKind.init)
-        self.kindCounts = Array(repeating: 0, count: kinds.count)
+    init(plugin: PluginDescription) {
+        self.kinds = plugin.events
+        self.kindCounts = Array(repeating: 0, count: plugin.events.count)
         self.driver = pthread_self()
+        self.decoder = EventDecoder(monitor: "check", plugin: plugin.name, events: plugin.events)
     }
 
     /// A mismatch with the declarations, counted once per distinct message.
@@ -255,92 +197,34 @@ final class EmitLedger: @unchecked Sendable {
 
     func problem(_ message: String) { lock.withLock { problemLocked(message) } }
 
-    /// Checks one event against the declarations, recording what does not
-    /// match. Returns whether the host would accept it (it routes undeclared
-    /// kinds and fields, but refuses malformed events).
-    func checkLocked(_ event: UnsafePointer<vigil_event>) -> Bool {
+    /// Judges one event with the host's decoder, recording what it refuses
+    /// and where it differs from the declarations. Returns the status the
+    /// host's emit would answer for it while running.
+    func checkLocked(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
         total += 1
         let me = pthread_self()
         if pthread_equal(me, driver) == 0 {
             fromPluginThreads += 1
             if pluginThreads.count < 4096 { pluginThreads.insert(UInt(me)) }
         }
-        let size = Int(UnsafeRawPointer(event).loadUnaligned(as: UInt32.self))
-        guard size >= ABISizes.event else {
-            problemLocked("an event's size field is \(size); an ABI 1.0 event is at least \(ABISizes.event) bytes")
-            return false
+        var kindIndex = -1
+        var mismatches: [DeclarationMismatch] = []
+        switch decoder.decode(event, now: realtimeNanoseconds, kindIndex: &kindIndex, mismatches: &mismatches) {
+        case .failure(let defect):
+            problemLocked("refused by the host (\(defect.reason.name)): \(defect.message)")
+            return defect.status
+        case .success:
+            if kindIndex >= 0 { kindCounts[kindIndex] += 1 }
+            for mismatch in mismatches { problemLocked(mismatch.description) }
+            return VIGIL_OK
         }
-        let e = size >= MemoryLayout<vigil_event>.size ? event.pointee
-                                                       : PluginLoader.copyStruct(vigil_event.self, from: event, size: size)
-        var acceptable = true
-        let kindIndex = kinds.firstIndex { matches(e.kind, $0.bytes) }
-        let kindName: String
-        if let kindIndex {
-            kindCounts[kindIndex] += 1
-            kindName = kinds[kindIndex].name
-        } else {
-            if e.kind.len > 0 && e.kind.ptr == nil {
-                problemLocked("an event's kind has length \(e.kind.len) but a NULL pointer")
-                return false
-            }
-            kindName = HostAPI.string(e.kind)
-            if kindName.isEmpty {
-                problemLocked("an event has an empty kind")
-                acceptable = false
-            } else {
-                problemLocked("kind '\(shown(kindName))' is not declared")
-            }
-        }
-        if e.severity > UInt32(VIGIL_SEVERITY_CRITICAL.rawValue) {
-            problemLocked("an event of kind '\(shown(kindName))' has severity \(e.severity); severities are 0 (debug) to 5 (critical)")
-            acceptable = false
-        }
-        guard e.field_count > 0 else { return acceptable }
-        guard let fields = e.fields, e.field_count <= 65_536 else {
-            problemLocked(e.fields == nil
-                ? "an event of kind '\(shown(kindName))' has \(e.field_count) fields but a NULL fields pointer"
-                : "an event of kind '\(shown(kindName))' has \(e.field_count) fields (65536 at most)")
-            return false
-        }
-        let declared = kindIndex.map { kinds[$0] }
-        for i in 0..<e.field_count {
-            let f = fields[i]
-            if f.name.len > 0 && f.name.ptr == nil {
-                problemLocked("a field of kind '\(shown(kindName))' has a name of length \(f.name.len) but a NULL pointer")
-                acceptable = false
-                continue
-            }
-            guard let type = ValueType(rawValue: f.value.type), type.isFieldType else {
-                problemLocked("field '\(shown(HostAPI.string(f.name)))' of kind '\(shown(kindName))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)")
-                acceptable = false
-                continue
-            }
-            if type == .string && f.value.as.str.len > 0 && f.value.as.str.ptr == nil {
-                problemLocked("string field '\(shown(HostAPI.string(f.name)))' of kind '\(shown(kindName))' has length \(f.value.as.str.len) but a NULL pointer")
-                acceptable = false
-                continue
-            }
-            guard let declared else { continue }  // the kind is reported already
-            // Plugins emit fields in declared order: try that position first.
-            let index = i < declared.fields.count && matches(f.name, declared.fields[i].bytes)
-                ? i : declared.fields.firstIndex { matches(f.name, $0.bytes) }
-            if let index {
-                let spec = declared.fields[index]
-                if spec.type != type {
-                    problemLocked("field '\(shown(spec.name))' of kind '\(shown(kindName))' is \(type.withArticle), declared \(spec.type.withArticle)")
-                }
-            } else if !declared.dynamicFields {
-                problemLocked("field '\(shown(HostAPI.string(f.name)))' of kind '\(shown(kindName))' is not declared")
-            }
-        }
-        return acceptable
     }
 }
 
-/// One instance under test, and the context the plugin gets for it. Kept
-/// alive for the life of the process: a plugin thread may hold the context
-/// long after destroy.
-final class ProbeInstance: @unchecked Sendable {
+/// One instance under test, and the host context the plugin gets for it.
+/// Kept alive for the life of the process: a plugin thread may hold the
+/// context long after destroy.
+final class ProbeInstance: PluginHostCallbacks, @unchecked Sendable {
     enum Phase {
         case created
         case started
@@ -351,6 +235,7 @@ final class ProbeInstance: @unchecked Sendable {
     let id: String
     let ledger: EmitLedger
     var handle: UnsafeMutableRawPointer?
+    private(set) lazy var context = HostContext.make(for: self)
 
     // Guarded by `ledger.lock`.
     var phase = Phase.created
@@ -366,21 +251,15 @@ final class ProbeInstance: @unchecked Sendable {
         self.ledger = ledger
     }
 
-    private(set) lazy var context: OpaquePointer = OpaquePointer(Unmanaged.passRetained(self).toOpaque())
-
-    static func from(_ ctx: OpaquePointer) -> ProbeInstance {
-        Unmanaged<ProbeInstance>.fromOpaque(UnsafeRawPointer(ctx)).takeUnretainedValue()
-    }
-
     func setPhase(_ phase: Phase) { ledger.lock.withLock { self.phase = phase } }
 
-    func emit(_ event: UnsafePointer<vigil_event>) -> vigil_status {
+    func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
         ledger.lock.withLock {
-            let acceptable = ledger.checkLocked(event)
+            let status = ledger.checkLocked(event)
             switch phase {
             case .started:
                 accepted += 1
-                return acceptable ? VIGIL_OK : VIGIL_E_INVALID_ARGUMENT
+                return status
             case .created:
                 beforeStart += 1
                 return VIGIL_E_STOPPED
@@ -393,38 +272,10 @@ final class ProbeInstance: @unchecked Sendable {
         }
     }
 
-    /// The capturing host table: what `HostAPI.table` offers, with every
-    /// emit checked and counted instead of routed.
-    nonisolated(unsafe) static let table: UnsafePointer<vigil_host_api> = {
-        let table = UnsafeMutablePointer<vigil_host_api>.allocate(capacity: 1)
-        var api = vigil_host_api()
-        api.size = UInt32(MemoryLayout<vigil_host_api>.size)
-        api.abi_major = UInt16(VIGIL_ABI_MAJOR)
-        api.abi_minor = UInt16(VIGIL_ABI_MINOR)
-        api.emit = { ctx, event in
-            guard let ctx else { return VIGIL_E_INVALID_ARGUMENT }
-            let probe = ProbeInstance.from(ctx)
-            guard let event else {
-                probe.ledger.problem("emit was called with a NULL event")
-                return VIGIL_E_INVALID_ARGUMENT
-            }
-            return probe.emit(event)
-        }
-        api.log = { ctx, _, _ in
-            guard let ctx else { return }
-            let probe = ProbeInstance.from(ctx)
-            probe.ledger.lock.withLock { probe.logs += 1 }
-        }
-        api.set_availability = { _, _, _ in }
-        api.now_ns = { _ in realtimeNanoseconds() }
-        api.finished = { ctx in
-            guard let ctx else { return }
-            let probe = ProbeInstance.from(ctx)
-            probe.ledger.lock.withLock { probe.finished += 1 }
-        }
-        table.initialize(to: api)
-        return UnsafePointer(table)
-    }()
+    func log(level: Int, message: String, cut: Int) { ledger.lock.withLock { logs += 1 } }
+    func setAvailability(_ available: Bool, reason: String) {}
+    func now() -> Int64 { realtimeNanoseconds() }
+    func markFinished() { ledger.lock.withLock { finished += 1 } }
 }
 
 /// The result of one call into the plugin.
@@ -437,7 +288,7 @@ struct CallResult {
     /// "VIGIL_E_FATAL: the message" (or the status alone).
     var said: String {
         let name = ConformanceProtocol.statusName(status)
-        return message.isEmpty ? name : "\(name): \(shown(message))"
+        return message.isEmpty ? name : "\(name): \(shownText(message))"
     }
 }
 
@@ -514,7 +365,7 @@ final class ConformanceSession {
             return body(&error)
         }
         let took = monotonicNanoseconds() - started
-        let text = status == VIGIL_OK ? "" : HostAPI.message(message)
+        let text = status == VIGIL_OK ? "" : pluginMessage(message)
         out.send("end", name, instance, "\(took)", ConformanceProtocol.statusName(status), text)
         return CallResult(status: status, message: text, nanoseconds: took)
     }
@@ -532,8 +383,8 @@ final class ConformanceSession {
             var args = vigil_create_args()
             args.size = UInt32(MemoryLayout<vigil_create_args>.size)
             args.instance_name = instanceName
-            args.host = probe.context
-            args.api = ProbeInstance.table
+            args.host = probe.context.pointer
+            args.api = HostTable.shared
             args.options = UnsafePointer(buffer.baseAddress)
             args.option_count = buffer.count
             args.interval_ns = interval
@@ -618,7 +469,7 @@ final class ConformanceSession {
             plugin = loaded
         }
         let d = plugin.description
-        ledger = EmitLedger(kinds: d.events)
+        ledger = EmitLedger(plugin: d)
         let interval = d.defaultInterval > 0 ? Units.formatDuration(d.defaultInterval) : "10s (the host's default)"
         out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)", d.polled ? "polled, default interval \(interval)" : "push (not polled)", d.path)
         out.send("check", Name.negotiation, "pass",
@@ -634,7 +485,7 @@ final class ConformanceSession {
         // that this check stands on its own.
         for problem in d.problems() { outcome.fail(problem) }
         for event in d.events where event.fields.isEmpty && !event.dynamicFields {
-            outcome.notes.append("kind '\(shown(event.kind))' declares no fields")
+            outcome.notes.append("kind '\(shownText(event.kind))' declares no fields")
         }
         let defaults = d.options.filter { $0.defaultText != nil }.count
         let dynamic = d.events.filter(\.dynamicFields).map { "'\($0.kind)'" }
@@ -872,7 +723,7 @@ final class ConformanceSession {
             matching.fail(count > 1 ? "\(message) (\(count) times)" : message)
         }
         if others > 0 { matching.fail("\(others) more mismatches") }
-        let seen = zip(ledger.kinds, counts).filter { $0.1 > 0 }.map { "\($0.0.name) \($0.1)" }
+        let seen = zip(ledger.kinds, counts).filter { $0.1 > 0 }.map { "\($0.0.kind) \($0.1)" }
         let detail = total == 0 ? "no events were emitted"
             : "\(total) event\(total == 1 ? "" : "s")\(seen.isEmpty ? "" : ": " + seen.joined(separator: ", "))"
         report(Name.declarations, matching, pass: detail)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import VigilABI
 import VigilCore
 
 /// `vigil plugins check`, the parent's side: resolves the plugin as

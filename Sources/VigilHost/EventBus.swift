@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VigilABI
 import VigilCore
 
 /// Where every event goes after a plugin's `emit` has copied it: a sequence

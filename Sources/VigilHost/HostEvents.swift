@@ -1,3 +1,4 @@
+import VigilABI
 import VigilCore
 
 /// The host as a monitor of its own life: events of monitor `vigil`, plugin

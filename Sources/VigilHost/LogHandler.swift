@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VigilABI
 import VigilCore
 
 /// A swift-log handler writing one readable line per message to stderr or

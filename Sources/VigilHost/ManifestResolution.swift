@@ -5,6 +5,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import VigilABI
 import VigilCore
 
 /// Resolves a manifest's plugins and options. Shared by `vigil validate` and
@@ -104,24 +105,12 @@ public struct ManifestResolution: Sendable {
     }
 }
 
-/// The host table given to instances created only to be validated: they
-/// are never started, so nothing they call does anything.
+/// The host side of instances created only to be validated: they are never
+/// started, so nothing they call does anything. The same table as every
+/// other host, with callbacks that ignore what arrives.
 enum ValidationHost {
-    nonisolated(unsafe) static let context = OpaquePointer(bitPattern: 0x1)!
-    nonisolated(unsafe) static let table: UnsafePointer<vigil_host_api> = {
-        var api = vigil_host_api()
-        api.size = UInt32(MemoryLayout<vigil_host_api>.size)
-        api.abi_major = UInt16(VIGIL_ABI_MAJOR)
-        api.abi_minor = UInt16(VIGIL_ABI_MINOR)
-        api.emit = { _, _ in VIGIL_E_STOPPED }
-        api.log = { _, _, _ in }
-        api.set_availability = { _, _, _ in }
-        api.now_ns = { _ in realtimeNanoseconds() }
-        api.finished = { _ in }
-        let table = UnsafeMutablePointer<vigil_host_api>.allocate(capacity: 1)
-        table.initialize(to: api)
-        return UnsafePointer(table)
-    }()
+    nonisolated(unsafe) static let context = HostContext.make(for: InertHost()).pointer
+    static var table: UnsafePointer<vigil_host_api> { HostTable.shared }
 }
 
 extension PluginCatalog {

@@ -3,12 +3,13 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import VigilABI
 import VigilCore
 
 /// One monitor of the manifest: a plugin instance with its options, driven on
 /// its own serial queue (so a slow poll delays no other monitor), with its
 /// events copied, stamped and routed on the caller's thread.
-final class MonitorInstance: @unchecked Sendable {
+final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     enum State: String { case idle, running, retrying, failed, stopped }
 
     let name: String
@@ -25,14 +26,16 @@ final class MonitorInstance: @unchecked Sendable {
     private let hostEvents: HostEvents
     private let queue: DispatchQueue
 
-    // Kind and field names as the plugin declared them, for copying an event
-    // without allocating a String per name.
-    private let kindNames: [String]
-    private let fieldNames: [[String]]
+    /// Copies the plugin's events (the one decoder every side uses).
+    private let decoder: EventDecoder
+    /// Index of the host's `availability` kind in the route table.
     private let availabilityKind: Int
 
     // Touched only on `queue`.
     private var handle: UnsafeMutableRawPointer?
+    /// The context given to the plugin for the current create attempt;
+    /// retired when that instance is destroyed (or its create failed).
+    private var hostContext: HostContext?
     private var timer: DispatchSourceTimer?
     private var startRetryDelay: Int64 = 0
     private var stopping = false
@@ -50,6 +53,13 @@ final class MonitorInstance: @unchecked Sendable {
     private var published: (Bool, String)?
     /// Queue-confined mirror of `inferred != nil`, so a poll need not lock.
     private var inferredUnavailable = false
+    /// Availability changes are reported at most `availabilityBurst` at once,
+    /// then one a second: a flapping source changes its state, not the log.
+    static let availabilityBurst = 10.0
+    private var availabilityTokens = MonitorInstance.availabilityBurst
+    private var availabilityRefilled = monotonicNanoseconds()
+    private var availabilitySuppressed = 0
+    private var availabilityDeferred = false
     /// Routes of kinds the plugin did not declare, computed once each. Guarded by `lock`.
     private var undeclaredKinds: [String: SinkSet] = [:]
 
@@ -60,7 +70,13 @@ final class MonitorInstance: @unchecked Sendable {
 
     // Self-metrics.
     let emitted = Atomic<UInt64>(0)
-    let refused = Atomic<UInt64>(0)
+    /// Emits the host refused, by reason.
+    let refusals = RefusalCounters()
+    /// Log messages cut at `HostLimits.logMessageBytes`, and bytes cut.
+    let logCuts = Atomic<UInt64>(0)
+    /// Calls through contexts of destroyed instances (ignored).
+    var lateCalls: UInt64 { lock.withLock { retiredContexts.reduce(0) { $0 + $1.lateCalls.load(ordering: .relaxed) } } }
+    private var retiredContexts: [HostContext] = []
     let polls = Atomic<UInt64>(0)
     let pollErrors = Atomic<UInt64>(0)
     let pollNanoseconds = Atomic<UInt64>(0)
@@ -88,26 +104,14 @@ final class MonitorInstance: @unchecked Sendable {
         self.clock = clock
         self.bus = bus
         self.hostEvents = hostEvents
-        let kinds = description.events.map(\.kind) + PluginDescription.hostKinds.map(\.kind).filter { kind in
-            !description.events.contains { $0.kind == kind }
-        }
-        self.kindNames = kinds
-        self.fieldNames = kinds.map { kind in
-            (description.events.first { $0.kind == kind } ?? PluginDescription.hostKinds.first { $0.kind == kind })!
-                .fields.map(\.name)
-        }
+        // Route table: the plugin's kinds in declared order (the decoder's
+        // indexes), then the host's own (reserved, so never declared).
+        let kinds = description.events.map(\.kind) + PluginDescription.hostKinds.map(\.kind)
+        self.decoder = EventDecoder(monitor: config.name, plugin: description.name, events: description.events)
         self.availabilityKind = kinds.firstIndex(of: "availability")!
         self.routes = compiler.routes(monitor: config.name, kinds: kinds)
         self.queue = DispatchQueue(label: "vigil.monitor.\(config.name)")
     }
-
-    static func from(_ ctx: OpaquePointer) -> MonitorInstance {
-        Unmanaged<MonitorInstance>.fromOpaque(UnsafeRawPointer(ctx)).takeUnretainedValue()
-    }
-
-    /// The opaque handle given to the plugin. The instance is retained for the
-    /// life of the process, as plugin threads may hold the handle.
-    private lazy var context: OpaquePointer = OpaquePointer(Unmanaged.passRetained(self).toOpaque())
 
     var state: State { lock.withLock { _state } }
     private func set(_ state: State) { lock.withLock { _state = state } }
@@ -154,16 +158,38 @@ final class MonitorInstance: @unchecked Sendable {
         queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { body() }
     }
 
+    /// One create attempt, with a context of its own: a failed attempt's
+    /// context is retired at once, so nothing the plugin left behind reaches
+    /// the next attempt's instance.
     private func create() -> (vigil_status, String) {
         var out: UnsafeMutableRawPointer?
-        let result = withCreateArgs(name: name, options: options, interval: interval, host: context, api: HostAPI.table) { args in
+        let context = HostContext.make(for: self)
+        let result = withCreateArgs(name: name, options: options, interval: interval, host: context.pointer,
+                                    api: HostTable.shared) { args in
             call("create") { err in plugin.descriptor.create(&args, &out, err) }
         }
-        if result.0 == VIGIL_OK {
-            guard let out else { return (VIGIL_E_FATAL, "create returned OK but no instance") }
-            handle = out
+        guard result.0 == VIGIL_OK, let out else {
+            retire(context)
+            return result.0 == VIGIL_OK ? (VIGIL_E_FATAL, "create returned OK but no instance") : result
         }
+        handle = out
+        hostContext = context
         return result
+    }
+
+    /// Destroys the plugin's instance and retires its context. On `queue`.
+    private func destroyInstance() {
+        guard let handle else { return }
+        accepting.store(false, ordering: .releasing)
+        plugin.descriptor.destroy(handle)
+        self.handle = nil
+        if let hostContext { retire(hostContext) }
+        hostContext = nil
+    }
+
+    private func retire(_ context: HostContext) {
+        context.retire()
+        lock.withLock { retiredContexts.append(context) }
     }
 
     private func startInstance() {
@@ -241,10 +267,7 @@ final class MonitorInstance: @unchecked Sendable {
         logger.error("\(call) failed (\(Self.statusName(status)))\(at): \(why); the monitor is stopped, the others go on")
         set(.failed)
         defer { onDone() }
-        if let handle {
-            plugin.descriptor.destroy(handle)
-            self.handle = nil
-        }
+        destroyInstance()
         hostEvents.instanceFailed(monitor: name, plugin: plugin.description.name, call: call,
                                   status: Self.statusName(status), message: why)
         conditions?.monitorGone(name)
@@ -257,11 +280,10 @@ final class MonitorInstance: @unchecked Sendable {
             let started = monotonicNanoseconds()
             let (status, message) = create()
             let took = monotonicNanoseconds() - started
-            guard status == VIGIL_OK, let handle else {
+            guard status == VIGIL_OK else {
                 return .failure(PluginRefusal(path: plugin.description.path, reason: "create: \(message)"))
             }
-            plugin.descriptor.destroy(handle)
-            self.handle = nil
+            destroyInstance()
             return .success(took)
         }
     }
@@ -279,9 +301,7 @@ final class MonitorInstance: @unchecked Sendable {
                         logger.warning("stop returned \(Self.statusName(status)): \(message)")
                     }
                 }
-                accepting.store(false, ordering: .releasing)
-                plugin.descriptor.destroy(handle)
-                self.handle = nil
+                destroyInstance()
             }
             if state != .failed { set(.stopped) }
             completion()
@@ -307,76 +327,46 @@ final class MonitorInstance: @unchecked Sendable {
         }
     }
 
-    static func statusName(_ status: vigil_status) -> String { VigilHost.statusName(status) }
+    static func statusName(_ status: vigil_status) -> String { VigilABI.statusName(status) }
 
     // MARK: - host functions (any thread)
 
-    /// Copies a plugin's event, stamps it and routes it.
-    func emit(_ event: UnsafePointer<vigil_event>) -> vigil_status {
+    /// Copies a plugin's event, stamps it and routes it; a malformed one is
+    /// refused and counted by reason.
+    func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
         guard accepting.load(ordering: .acquiring) else {
-            refused.add(1, ordering: .relaxed)
+            refuse(EventDefect(reason: .stopped, message: "emit outside start…stop"))
             return VIGIL_E_STOPPED
         }
-        let size = Int(UnsafeRawPointer(event).load(as: UInt32.self))
-        guard size >= ABISizes.event else { return VIGIL_E_INVALID_ARGUMENT }
-        // A newer plugin's larger event is read up to our size; an older,
-        // smaller one is copied into a zeroed struct.
-        let e = size >= MemoryLayout<vigil_event>.size ? event.pointee
-                                                       : PluginLoader.copyStruct(vigil_event.self, from: event, size: size)
-        guard e.severity <= UInt32(Severity.critical.rawValue), let severity = Severity(rawValue: UInt8(e.severity)) else {
-            return VIGIL_E_INVALID_ARGUMENT
+        var kindIndex = -1
+        var copy: Event
+        switch decoder.decode(event, now: clock, kindIndex: &kindIndex) {
+        case .success(let event): copy = event
+        case .failure(let defect):
+            refuse(defect)
+            return defect.status
         }
-        let kindIndex = index(of: e.kind, in: kindNames)
-        let kind = kindIndex >= 0 ? kindNames[kindIndex] : HostAPI.string(e.kind)
-        guard !kind.isEmpty else { return VIGIL_E_INVALID_ARGUMENT }
-        var fields: [Field] = []
-        if e.field_count > 0 {
-            guard let pointer = e.fields, e.field_count <= 65_536 else { return VIGIL_E_INVALID_ARGUMENT }
-            fields.reserveCapacity(e.field_count)
-            let declared = kindIndex >= 0 ? fieldNames[kindIndex] : []
-            for i in 0..<e.field_count {
-                let f = pointer[i]
-                // Plugins emit fields in declared order: try that position first.
-                let nameIndex = i < declared.count && matches(f.name, declared[i]) ? i : index(of: f.name, in: declared)
-                let fieldName = nameIndex >= 0 ? declared[nameIndex] : HostAPI.string(f.name)
-                let value: FieldValue
-                switch f.value.type {
-                case UInt32(VIGIL_TYPE_DOUBLE.rawValue): value = .double(f.value.as.f64)
-                case UInt32(VIGIL_TYPE_INT.rawValue): value = .int(f.value.as.i64)
-                case UInt32(VIGIL_TYPE_BOOL.rawValue): value = .bool(f.value.as.boolean != 0)
-                case UInt32(VIGIL_TYPE_STRING.rawValue):
-                    if f.value.as.str.len > 0 && f.value.as.str.ptr == nil { return VIGIL_E_INVALID_ARGUMENT }
-                    value = .string(HostAPI.string(f.value.as.str))
-                default:  // option-only types are a mistake; types past JSON are from a newer ABI
-                    return f.value.type > UInt32(VIGIL_TYPE_JSON.rawValue) ? VIGIL_E_UNSUPPORTED : VIGIL_E_INVALID_ARGUMENT
-                }
-                fields.append(Field(fieldName, value))
-            }
-        }
-        var copy = Event(time: e.time_ns != 0 ? e.time_ns : clock(), monitor: name, plugin: plugin.description.name,
-                         kind: kind, severity: severity, fields: fields)
-        let targets = kindIndex >= 0 ? routes.sinks(kindIndex: kindIndex, severity: severity)
-                                     : undeclaredRoute(kind) & routes.severityMask(severity)
+        let targets = kindIndex >= 0 ? routes.sinks(kindIndex: kindIndex, severity: copy.severity)
+                                     : undeclaredRoute(copy.kind) & routes.severityMask(copy.severity)
         bus.publish(&copy, to: targets)
         conditions?.observe(copy)
         emitted.add(1, ordering: .relaxed)
         return VIGIL_OK
     }
 
-    /// The index of the name equal to `s`'s bytes, or -1.
-    @inline(__always)
-    private func index(of s: vigil_str, in names: [String]) -> Int {
-        for i in names.indices where matches(s, names[i]) { return i }
-        return -1
+    /// Counts a refused emit; the first of each reason is logged with why.
+    private func refuse(_ defect: EventDefect) {
+        if refusals.count(defect.reason, message: defect.message) {
+            logger.warning("emit refused (\(defect.reason.name)): \(defect.message); further refusals of this kind are counted, not logged")
+        }
     }
 
-    /// Whether a plugin's string has exactly the bytes of `name`.
-    @inline(__always)
-    private func matches(_ s: vigil_str, _ name: String) -> Bool {
-        guard let ptr = s.ptr, name.utf8.count == s.len else { return false }
-        let equal = name.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, ptr, s.len) == 0 }
-        return equal ?? name.utf8.elementsEqual(UnsafeRawBufferPointer(start: ptr, count: s.len))
+    func log(level: Int, message: String, cut: Int) {
+        if cut > 0 { logCuts.add(1, ordering: .relaxed) }
+        pluginLog(level: level, message: cut > 0 ? "\(message)… [\(cut) more bytes cut]" : message)
     }
+
+    func now() -> Int64 { clock() }
 
     func pluginLog(level: Int, message: String) {
         let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
@@ -430,11 +420,36 @@ final class MonitorInstance: @unchecked Sendable {
         let effective = inferred ?? declared ?? (true, "")
         let previous = published ?? (true, "")
         guard effective.0 != previous.0 || effective.1 != previous.1 else { return nil }
+        // A token per report, refilled one a second up to the burst.
+        let now = monotonicNanoseconds()
+        availabilityTokens = min(Self.availabilityBurst,
+                                 availabilityTokens + Double(now - availabilityRefilled) / 1e9)
+        availabilityRefilled = now
+        guard availabilityTokens >= 1 else {
+            availabilitySuppressed += 1
+            if !availabilityDeferred {
+                // Report the state as it is then, once a token is there again.
+                availabilityDeferred = true
+                let wait = Int((1 - availabilityTokens) * 1e9) + 1
+                queue.asyncAfter(deadline: .now() + .nanoseconds(wait)) { [self] in
+                    let event = lock.withLock {
+                        availabilityDeferred = false
+                        return publishAvailabilityLocked()
+                    }
+                    if let event { conditions?.observe(event) }
+                }
+            }
+            return nil
+        }
+        availabilityTokens -= 1
         published = effective
+        let skipped = availabilitySuppressed > 0
+            ? " (\(availabilitySuppressed) changes in between not reported: the source flaps)" : ""
+        availabilitySuppressed = 0
         if effective.0 {
-            logger.notice("source available")
+            logger.notice("source available\(skipped)")
         } else {
-            logger.notice("source unavailable: \(effective.1)")
+            logger.notice("source unavailable: \(effective.1)\(skipped)")
         }
         var event = Event(time: clock(), monitor: name, plugin: plugin.description.name, kind: "availability",
                           severity: effective.0 ? .info : .notice,
@@ -442,40 +457,5 @@ final class MonitorInstance: @unchecked Sendable {
         // Never waits: this runs under the instance lock, maybe on a plugin's thread.
         bus.publish(&event, to: routes.sinks(kindIndex: availabilityKind, severity: event.severity), wait: false)
         return event
-    }
-}
-
-/// C copies of strings for the duration of one call into a plugin.
-package struct StringArena {
-    private var blocks: [UnsafeMutableRawPointer] = []
-
-    package init() {}
-
-    package mutating func str(_ s: String) -> vigil_str {
-        let bytes = Array(s.utf8)
-        let block = UnsafeMutableRawPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
-        block.copyMemory(from: bytes, byteCount: bytes.count)
-        block.storeBytes(of: 0, toByteOffset: bytes.count, as: UInt8.self)
-        blocks.append(block)
-        return vigil_str(ptr: block.assumingMemoryBound(to: CChar.self), len: bytes.count)
-    }
-
-    package mutating func value(_ v: OptionValue) -> vigil_value {
-        var out = vigil_value()
-        switch v {
-        case .none: out.type = UInt32(VIGIL_TYPE_NONE.rawValue)
-        case .bool(let b): out.type = UInt32(VIGIL_TYPE_BOOL.rawValue); out.as.boolean = b ? 1 : 0
-        case .int(let i): out.type = UInt32(VIGIL_TYPE_INT.rawValue); out.as.i64 = i
-        case .double(let d): out.type = UInt32(VIGIL_TYPE_DOUBLE.rawValue); out.as.f64 = d
-        case .string(let s): out.type = UInt32(VIGIL_TYPE_STRING.rawValue); out.as.str = str(s)
-        case .duration(let ns): out.type = UInt32(VIGIL_TYPE_DURATION.rawValue); out.as.i64 = ns
-        case .size(let b): out.type = UInt32(VIGIL_TYPE_SIZE.rawValue); out.as.i64 = b
-        case .json(let j): out.type = UInt32(VIGIL_TYPE_JSON.rawValue); out.as.str = str(j)
-        }
-        return out
-    }
-
-    package func free() {
-        for block in blocks { block.deallocate() }
     }
 }

@@ -5,6 +5,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import VigilABI
 import VigilCore
 
 /// What loading a plugin costs, measured in this (fresh) process.

@@ -1,6 +1,7 @@
 @preconcurrency import CVigilPlugin
 import Foundation
 import Logging
+import VigilABI
 import VigilCore
 
 extension VigilRuntime {
@@ -43,7 +44,7 @@ extension VigilRuntime {
             out.append(UInt8(ascii: "{"))
             key("name"); JSONLineEncoder.appendString(instance.name, to: &out); out.append(UInt8(ascii: ","))
             num("emitted", instance.emitted.load(ordering: .relaxed))
-            num("refused", instance.refused.load(ordering: .relaxed))
+            num("refused", instance.refusals.total)
             num("polls", instance.polls.load(ordering: .relaxed))
             num("poll_errors", instance.pollErrors.load(ordering: .relaxed))
             num("poll_ns", instance.pollNanoseconds.load(ordering: .relaxed), last: true)
@@ -89,8 +90,10 @@ extension VigilRuntime {
                 logger.info("\(line)")
             }
         }
-        let refused = instances.reduce(0) { $0 + $1.refused.load(ordering: .relaxed) }
-        if refused > 0 { logger.warning("\(refused) events emitted outside start…stop were refused") }
+        for instance in instances where instance.refusals.total > 0 {
+            let reasons = instance.refusals.snapshot.map { "\($0.count) \($0.reason.name)" }.joined(separator: ", ")
+            logger.warning("monitor \(instance.name): emits refused: \(reasons)")
+        }
         if !lost { logger.info("stopped; \(bus.lastSequence) events, none lost") }
     }
 

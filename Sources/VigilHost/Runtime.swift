@@ -5,6 +5,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import VigilABI
 import VigilCore
 
 /// The version of the host, reported by `vigil --version` and in `started`.

@@ -5,6 +5,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import VigilABI
 import VigilCore
 
 /// Starts every monitor; at shutdown, stops them all.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import VigilABI
 import VigilCore
 
 /// A destination for events. Every method is called on the sink's own thread,
@@ -231,18 +232,4 @@ final class SinkRunner: @unchecked Sendable {
                      written: written.load(ordering: .relaxed), dropped: q.dropped,
                      failed: context.failed.load(ordering: .relaxed), depth: q.depth, highWater: q.highWater)
     }
-}
-
-@inline(__always)
-func monotonicNanoseconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-}
-
-@inline(__always)
-func realtimeNanoseconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }

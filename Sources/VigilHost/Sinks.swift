@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 import SystemPackage
+import VigilABI
 import VigilCore
 
 /// Discards every event: measures the host without any output cost.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VigilABI
 import VigilCore
 
 /// A thin layer over the BSD socket calls the sinks and `vigil tail` need.

@@ -1,6 +1,6 @@
 import Synchronization
 import VigilCore
-import VigilHost
+import VigilABI
 import VigilKit
 
 /// A host for plugin tests, without the daemon: it negotiates with a plugin

@@ -1,18 +1,21 @@
 import Glibc
 import Synchronization
 import VigilCore
-import VigilHost
+import VigilABI
 import VigilKit
 
 /// One plugin instance under test. Lifecycle calls run on the caller's
 /// thread, one at a time, as the host guarantees; events may arrive from any
 /// thread (a push monitor's workers) and are collected in order of arrival.
-public final class TestInstance: @unchecked Sendable {
+public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {
     public let name: String
     /// Poll interval in nanoseconds (0 for push plugins).
     public let interval: Int64
     let host: PluginTestHost
     private var handle: UnsafeMutableRawPointer?
+    /// The plugin's host context: the host table every host gives, leading here.
+    private var context: HostContext!
+    private let decoder: EventDecoder
     private var started = false
     private var nextPoll: Int64 = 0
     private let record = Mutex(Record())
@@ -31,19 +34,26 @@ public final class TestInstance: @unchecked Sendable {
         self.host = host
         self.name = name
         self.interval = interval
-        let context = OpaquePointer(Unmanaged.passUnretained(self).toOpaque())
+        self.decoder = EventDecoder(monitor: name, plugin: host.description.name, events: host.description.events)
+        // Not retained by its context: the instance destroys itself in deinit
+        // and retires the context first.
+        let context = HostContext.make(for: self, retaining: false)
+        self.context = context
         var out: UnsafeMutableRawPointer?
         let descriptor = host.plugin.descriptor
-        let (status, message) = withCreateArgs(name: name, options: options, interval: interval, host: context,
-                                               api: TestHostAPI.table) { args in
+        let (status, message) = withCreateArgs(name: name, options: options, interval: interval, host: context.pointer,
+                                               api: HostTable.shared) { args in
             withPluginError { err in
                 withoutActuallyEscaping({ descriptor.create(&args, &out, err) }) { create in
                     host.creating.map { $0(create) } ?? create()
                 }
             }
         }
-        guard status == VIGIL_OK else { throw Self.failure("create", status, message) }
-        guard let out else { throw PluginTestError("create returned OK but no instance") }
+        guard status == VIGIL_OK, let out else {
+            context.retire()
+            throw status == VIGIL_OK ? PluginTestError("create returned OK but no instance")
+                                     : Self.failure("create", status, message)
+        }
         handle = out
     }
 
@@ -52,6 +62,7 @@ public final class TestInstance: @unchecked Sendable {
             if started { _ = Self.call { err in host.plugin.descriptor.stop(handle, err) } }
             host.plugin.descriptor.destroy(handle)
         }
+        context.retire()
     }
 
     // MARK: lifecycle
@@ -134,12 +145,12 @@ public final class TestInstance: @unchecked Sendable {
     /// push plugins whose workers emit on their own; returns the events.
     @discardableResult
     public func waitForEvents(_ count: Int, kind: String? = nil, timeout: Duration = .seconds(10)) -> [TestEvent] {
-        let deadline = monotonic() + Int64(timeout.components.seconds) * 1_000_000_000
+        let deadline = monotonicNanoseconds() + Int64(timeout.components.seconds) * 1_000_000_000
             + timeout.components.attoseconds / 1_000_000_000
         while true {
             let matching = events.filter { kind == nil || $0.kind == kind }
             if matching.count >= count { return matching }
-            let left = deadline - monotonic()
+            let left = deadline - monotonicNanoseconds()
             if left <= 0 { return matching }
             arrived.wait(nanoseconds: min(left, 50_000_000))
         }
@@ -147,66 +158,45 @@ public final class TestInstance: @unchecked Sendable {
 
     // MARK: the host table's side
 
-    func emit(_ event: UnsafePointer<vigil_event>) -> vigil_status {
-        let e = event.pointee
-        let kind = TestHostAPI.string(e.kind)
-        var fields: [Field] = []
-        if e.field_count > 0, let pointer = e.fields {
-            for i in 0..<e.field_count {
-                let f = pointer[i]
-                let value: FieldValue
-                switch f.value.type {
-                case UInt32(VIGIL_TYPE_DOUBLE.rawValue): value = .double(f.value.as.f64)
-                case UInt32(VIGIL_TYPE_INT.rawValue): value = .int(f.value.as.i64)
-                case UInt32(VIGIL_TYPE_BOOL.rawValue): value = .bool(f.value.as.boolean != 0)
-                case UInt32(VIGIL_TYPE_STRING.rawValue): value = .string(TestHostAPI.string(f.value.as.str))
-                default: return VIGIL_E_INVALID_ARGUMENT
-                }
-                fields.append(Field(TestHostAPI.string(f.name), value))
-            }
-        }
-        guard let severity = VigilCore.Severity(rawValue: UInt8(clamping: e.severity)) else { return VIGIL_E_INVALID_ARGUMENT }
-        let captured = TestEvent(kind: kind, severity: severity, time: e.time_ns != 0 ? e.time_ns : host.clock.now,
-                                 fields: fields)
-        let problems = check(captured)
+    /// The host's verdict, from the decoder the host itself uses: an event
+    /// `vigil` would refuse is refused here too (and recorded as a violation);
+    /// one it would route but that differs from the declarations is kept
+    /// and its differences recorded.
+    package func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
+        var kindIndex = -1
+        var mismatches: [DeclarationMismatch] = []
+        let decoded = decoder.decode(event, now: { host.clock.now }, kindIndex: &kindIndex, mismatches: &mismatches)
         let status = record.withLock { record -> vigil_status in
             guard record.accepting else {
-                record.violations.append("emit of '\(kind)' while the instance is stopped")
+                let kind = (try? decoded.get().kind) ?? "?"
+                record.violations.append("emit of '\(shownText(kind))' while the instance is stopped")
                 return VIGIL_E_STOPPED
             }
-            record.events.append(captured)
-            record.violations += problems
-            return VIGIL_OK
+            switch decoded {
+            case .failure(let defect):
+                record.violations.append("refused (\(defect.reason.name)): \(defect.message)")
+                return defect.status
+            case .success(let e):
+                record.events.append(TestEvent(kind: e.kind, severity: e.severity, time: e.time, fields: e.fields))
+                record.violations += mismatches.map(\.description)
+                return VIGIL_OK
+            }
         }
         arrived.signal()
         return status
     }
 
-    /// The event against the declared kinds and fields.
-    private func check(_ event: TestEvent) -> [String] {
-        guard let kind = host.description.events.first(where: { $0.kind == event.kind }) else {
-            return ["event kind '\(event.kind)' is not declared"]
-        }
-        var problems: [String] = []
-        for field in event.fields {
-            guard let spec = kind.fields.first(where: { $0.name == field.name }) else {
-                if !kind.dynamicFields { problems.append("field '\(field.name)' of '\(event.kind)' is not declared") }
-                continue
-            }
-            if spec.type != field.value.type {
-                problems.append("field '\(field.name)' of '\(event.kind)' is \(field.value.type), declared \(spec.type)")
-            }
-        }
-        return problems
+    package func log(level: Int, message: String, cut: Int) {
+        record.withLock { $0.logs.append((level, cut > 0 ? "\(message)… [\(cut) more bytes cut]" : message)) }
     }
 
-    func log(level: Int, message: String) { record.withLock { $0.logs.append((level, message)) } }
+    package func now() -> Int64 { host.clock.now }
 
-    func setAvailability(_ available: Bool, reason: String) {
+    package func setAvailability(_ available: Bool, reason: String) {
         record.withLock { $0.availability.append((available, reason)) }
     }
 
-    func markFinished() { record.withLock { $0.finished = true } }
+    package func markFinished() { record.withLock { $0.finished = true } }
 
     // MARK: helpers
 
@@ -215,105 +205,30 @@ public final class TestInstance: @unchecked Sendable {
     }
 
     static func failure(_ call: String, _ status: vigil_status, _ message: String) -> PluginTestError {
-        let name = VigilHost.statusName(status)
+        let name = VigilABI.statusName(status)
         return PluginTestError("\(call) failed (\(name)): \(message.isEmpty ? "no reason given" : message)", status: name)
     }
 
 }
 
-extension FieldValue {
-    var type: ValueType {
-        switch self {
-        case .double: .double
-        case .int: .int
-        case .bool: .bool
-        case .string: .string
-        }
-    }
-}
-
-/// The host table of a test host: every call lands on the instance in `ctx`.
-enum TestHostAPI {
-    nonisolated(unsafe) static let table: UnsafePointer<vigil_host_api> = {
-        var api = vigil_host_api()
-        api.size = UInt32(MemoryLayout<vigil_host_api>.size)
-        api.abi_major = UInt16(VIGIL_ABI_MAJOR)
-        api.abi_minor = UInt16(VIGIL_ABI_MINOR)
-        api.emit = { ctx, event in
-            guard let ctx, let event else { return VIGIL_E_INVALID_ARGUMENT }
-            return instance(ctx).emit(event)
-        }
-        api.log = { ctx, level, message in
-            guard let ctx else { return }
-            instance(ctx).log(level: Int(level.rawValue), message: string(message))
-        }
-        api.set_availability = { ctx, available, reason in
-            guard let ctx else { return }
-            instance(ctx).setAvailability(available != 0, reason: string(reason))
-        }
-        api.now_ns = { ctx in
-            guard let ctx else { return 0 }
-            return instance(ctx).host.clock.now
-        }
-        api.finished = { ctx in
-            guard let ctx else { return }
-            instance(ctx).markFinished()
-        }
-        let table = UnsafeMutablePointer<vigil_host_api>.allocate(capacity: 1)
-        table.initialize(to: api)
-        return UnsafePointer(table)
-    }()
-
-    static func instance(_ ctx: OpaquePointer) -> TestInstance {
-        Unmanaged<TestInstance>.fromOpaque(UnsafeRawPointer(ctx)).takeUnretainedValue()
-    }
-
-    static func string(_ s: vigil_str) -> String {
-        guard s.len > 0, let p = s.ptr else { return "" }
-        return String(decoding: UnsafeRawBufferPointer(start: p, count: s.len), as: UTF8.self)
-    }
-}
-
-/// A wake-up for waiters on events.
+/// A wake-up for waiters on events: a generation count under the shared
+/// condition lock.
 final class Condition: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    private var cond = pthread_cond_t()
+    private let condition = ConditionLock()
     private var generation = 0
 
-    init() {
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&cond, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(&cond)
-        pthread_mutex_destroy(&mutex)
-    }
-
     func signal() {
-        pthread_mutex_lock(&mutex)
-        generation += 1
-        pthread_cond_broadcast(&cond)
-        pthread_mutex_unlock(&mutex)
+        condition.withLock { generation += 1 }
+        condition.broadcast()
     }
 
     func wait(nanoseconds: Int64) {
-        pthread_mutex_lock(&mutex)
-        let start = generation
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        let total = Int64(ts.tv_nsec) + nanoseconds
-        ts.tv_sec += Int(total / 1_000_000_000)
-        ts.tv_nsec = Int(total % 1_000_000_000)
-        while generation == start {
-            if pthread_cond_timedwait(&cond, &mutex, &ts) != 0 { break }
+        let deadline = saturatingAdd(monotonicNanoseconds(), nanoseconds)
+        condition.withLock {
+            let start = generation
+            while generation == start {
+                if !condition.wait(until: deadline) { break }
+            }
         }
-        pthread_mutex_unlock(&mutex)
     }
-}
-
-func monotonic() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VigilABI
 import VigilCore
 import VigilHost
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import VigilABI
 import VigilCore
 import VigilHost
 

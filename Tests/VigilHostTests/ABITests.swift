@@ -1,6 +1,7 @@
 import Foundation
 @preconcurrency import CVigilPlugin
 import Testing
+import VigilABI
 import VigilCore
 @testable import VigilHost
 
@@ -154,7 +155,7 @@ import VigilCore
         let count = h.events.count
         usleep(50_000)
         #expect(h.events.count == count)
-        #expect(h.instance.refused.load(ordering: .relaxed) == 0)
+        #expect(h.instance.refusals.total == 0)
     }
 
     @Test func twoInstancesOfOnePluginRunSideBySide() async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import VigilABI
 import VigilCore
 @testable import VigilHost
 

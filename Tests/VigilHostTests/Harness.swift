@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import VigilABI
 import VigilCore
 @testable import VigilHost
 

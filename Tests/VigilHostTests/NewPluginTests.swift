@@ -1,3 +1,4 @@
+import VigilABI
 import Foundation
 import Testing
 

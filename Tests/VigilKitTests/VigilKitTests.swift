@@ -247,9 +247,10 @@ final class AbsentMonitor: PolledMonitor {
         let instance = try host.instance()
         try instance.start()
         try instance.stop()
-        #expect(instance.violations.contains("field 'x' of 'sample' is double, declared int"))
-        #expect(instance.violations.contains("field 'y' of 'sample' is not declared"))
-        #expect(instance.violations.contains("event kind 'other' is not declared"))
+        // The same words as `vigil plugins check`: one decoder judges both.
+        #expect(instance.violations.contains("field 'x' of kind 'sample' is a double, declared an int"))
+        #expect(instance.violations.contains("field 'y' of kind 'sample' is not declared"))
+        #expect(instance.violations.contains("kind 'other' is not declared"))
     }
 
     @Test func anAbsentSourceIsUnavailableWithItsReason() throws {

@@ -20,6 +20,11 @@ public struct PluginRefusal: Error, Sendable, CustomStringConvertible {
     public var path: String
     public var reason: String
     public var description: String { "plugin \(path) refused: \(reason)" }
+
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
 }
 
 /// Finds plugins by name in the plugin directories and loads them, at most
@@ -28,7 +33,7 @@ public final class PluginCatalog: @unchecked Sendable {
     /// Directories searched, in order.
     public let directories: [String]
     private var loaded: [String: Result<LoadedPlugin, PluginRefusal>] = [:]
-    private let lock = NSLockish()
+    private let lock = Lock()
 
     /// The ABI versions this host speaks, best first.
     public static let offeredVersions = [vigil_abi_version(major: UInt16(VIGIL_ABI_MAJOR), minor: UInt16(VIGIL_ABI_MINOR))]
@@ -127,7 +132,7 @@ public final class PluginCatalog: @unchecked Sendable {
 
 /// dlopen, negotiation and validation of one plugin file.
 package enum PluginLoader {
-    static func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
+    package static func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
         func refuse(_ reason: String) -> Result<LoadedPlugin, PluginRefusal> {
             .failure(PluginRefusal(path: path, reason: reason))
         }
@@ -178,7 +183,7 @@ package enum PluginLoader {
                 return entry(&args, &result)
             }
         }
-        let pluginMessage = HostAPI.message(message)
+        let pluginMessage = pluginMessage(message)
         let host = "\(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)"
         guard status == VIGIL_OK else {
             let why = pluginMessage.isEmpty ? "no reason given" : pluginMessage
@@ -302,7 +307,7 @@ package enum PluginLoader {
     }
 
     /// min(size, ours) bytes of a plugin's struct, in a zeroed struct of ours.
-    static func copyStruct<T>(_ type: T.Type, from source: UnsafeRawPointer, size: Int) -> T {
+    package static func copyStruct<T>(_ type: T.Type, from source: UnsafeRawPointer, size: Int) -> T {
         let storage = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<T>.size, alignment: MemoryLayout<T>.alignment)
         defer { storage.deallocate() }
         storage.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<T>.size)
@@ -313,26 +318,11 @@ package enum PluginLoader {
 
 /// The 1.0 sizes of the structs that may grow (VIGIL_*_SIZE_1_0 in the
 /// header): the least a reader accepts, whatever its own sizeof.
-enum ABISizes {
-    static let event = MemoryLayout<vigil_event>.offset(of: \vigil_event.field_count)! + MemoryLayout<Int>.size
-    static let optionSpec = MemoryLayout<vigil_option_spec>.offset(of: \vigil_option_spec.reserved)! + 4
-    static let fieldSpec = MemoryLayout<vigil_field_spec>.offset(of: \vigil_field_spec.doc)! + MemoryLayout<vigil_str>.size
-    static let eventSpec = MemoryLayout<vigil_event_spec>.offset(of: \vigil_event_spec.field_count)! + MemoryLayout<Int>.size
-    static let descriptor = MemoryLayout<vigil_plugin_descriptor>.offset(of: \vigil_plugin_descriptor.destroy)!
+package enum ABISizes {
+    package static let event = MemoryLayout<vigil_event>.offset(of: \vigil_event.field_count)! + MemoryLayout<Int>.size
+    package static let optionSpec = MemoryLayout<vigil_option_spec>.offset(of: \vigil_option_spec.reserved)! + 4
+    package static let fieldSpec = MemoryLayout<vigil_field_spec>.offset(of: \vigil_field_spec.doc)! + MemoryLayout<vigil_str>.size
+    package static let eventSpec = MemoryLayout<vigil_event_spec>.offset(of: \vigil_event_spec.field_count)! + MemoryLayout<Int>.size
+    package static let descriptor = MemoryLayout<vigil_plugin_descriptor>.offset(of: \vigil_plugin_descriptor.destroy)!
         + MemoryLayout<UnsafeRawPointer>.size
-}
-
-/// A pthread mutex with `withLock`, for state touched from C callbacks.
-final class NSLockish: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func lock() { pthread_mutex_lock(&mutex) }
-    func unlock() { pthread_mutex_unlock(&mutex) }
-    @inline(__always)
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try body()
-    }
 }

@@ -1,0 +1,321 @@
+@preconcurrency import CVigilPlugin
+import Glibc
+import VigilCore
+
+/// Why the host refused an emitted event, in the words of its counters. Each
+/// refused emit is counted under one reason, per monitor, and reported by
+/// `vigil run` (exit log, `--summary`).
+package enum EmitRefusal: Int, CaseIterable, Sendable {
+    /// Outside start…stop (VIGIL_E_STOPPED).
+    case stopped
+    /// After the instance was destroyed (or its create failed).
+    case afterDestroy
+    /// NULL event, a size below 1.0, NULL pointers with lengths, empty names.
+    case malformed
+    case badSeverity
+    case badTime
+    /// A kind the host emits itself (`availability`, `threshold`, `rule`).
+    case reservedKind
+    case duplicateField
+    /// An option-only type (DURATION, SIZE, JSON, NONE) in a field.
+    case badFieldType
+    /// A value type newer than this host (VIGIL_E_UNSUPPORTED).
+    case unsupportedType
+    /// Past the header's limits: fields, name or string lengths.
+    case tooLarge
+
+    /// The counter's name in reports.
+    package var name: String {
+        switch self {
+        case .stopped: "stopped"
+        case .afterDestroy: "after_destroy"
+        case .malformed: "malformed"
+        case .badSeverity: "bad_severity"
+        case .badTime: "bad_time"
+        case .reservedKind: "reserved_kind"
+        case .duplicateField: "duplicate_field"
+        case .badFieldType: "bad_field_type"
+        case .unsupportedType: "unsupported_type"
+        case .tooLarge: "too_large"
+        }
+    }
+}
+
+/// A malformed event: the status `emit` answers, the counter it goes to, and
+/// a message for a plugin author.
+package struct EventDefect: Error, Equatable, Sendable, CustomStringConvertible {
+    package var reason: EmitRefusal
+    package var message: String
+
+    package var status: vigil_status {
+        switch reason {
+        case .stopped, .afterDestroy: VIGIL_E_STOPPED
+        case .unsupportedType: VIGIL_E_UNSUPPORTED
+        default: VIGIL_E_INVALID_ARGUMENT
+        }
+    }
+
+    package var description: String { message }
+
+    package init(reason: EmitRefusal, message: String) {
+        self.reason = reason
+        self.message = message
+    }
+}
+
+/// Where an accepted event differs from what the plugin declared. The host
+/// routes such events all the same; the checker and the test kit report them.
+package enum DeclarationMismatch: Equatable, Sendable, CustomStringConvertible {
+    case undeclaredKind(String)
+    case undeclaredField(kind: String, field: String)
+    case fieldType(kind: String, field: String, emitted: ValueType, declared: ValueType)
+
+    package var description: String {
+        switch self {
+        case .undeclaredKind(let kind): "kind '\(shownText(kind))' is not declared"
+        case .undeclaredField(let kind, let field): "field '\(shownText(field))' of kind '\(shownText(kind))' is not declared"
+        case .fieldType(let kind, let field, let emitted, let declared):
+            "field '\(shownText(field))' of kind '\(shownText(kind))' is \(emitted.withArticle), declared \(declared.withArticle)"
+        }
+    }
+}
+
+/// The limits the header states (`VIGIL_MAX_*`), which the decoder enforces.
+package enum EventLimits {
+    package static let fields = 1024
+    package static let nameBytes = 256
+    package static let stringBytes = 65_536
+    /// Event kinds the host emits itself; a plugin may neither declare nor emit them.
+    package static let reservedKinds = PluginDescription.reservedKinds
+}
+
+/// The one reader of a plugin's `vigil_event`: copies it into an `Event`
+/// (names of declared kinds and fields shared, not allocated), or says why
+/// not. The runtime refuses and counts, the checker reports, the test kit
+/// records — all from the same verdict.
+package struct EventDecoder: Sendable {
+    package let monitor: String
+    package let plugin: String
+    private let kinds: [Kind]
+
+    struct Kind: Sendable {
+        var name: String
+        var dynamicFields: Bool
+        var fields: [(name: String, type: ValueType)]
+    }
+
+    package init(monitor: String, plugin: String, events: [EventSpec]) {
+        self.monitor = monitor
+        self.plugin = plugin
+        self.kinds = events.map { spec in
+            Kind(name: spec.kind, dynamicFields: spec.dynamicFields, fields: spec.fields.map { ($0.name, $0.type) })
+        }
+    }
+
+    /// Decodes `event`. `now` gives the time for an event that has none
+    /// (time_ns 0). `kindIndex` is set to the declared kind's index, or -1.
+    /// With `mismatches`, differences from the declarations are appended.
+    @inline(__always)
+    package func decode(_ event: UnsafePointer<vigil_event>?, now: () -> Int64, kindIndex: inout Int,
+                        mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil) -> Result<Event, EventDefect> {
+        kindIndex = -1
+        guard let event else { return .failure(EventDefect(reason: .malformed, message: "emit was called with a NULL event")) }
+        let size = Int(UnsafeRawPointer(event).loadUnaligned(as: UInt32.self))
+        guard size >= ABISizes.event else {
+            return .failure(EventDefect(reason: .malformed,
+                                        message: "an event's size field is \(size); an ABI 1.0 event is at least \(ABISizes.event) bytes"))
+        }
+        // A newer plugin's larger event is read up to our size; an older,
+        // smaller one is copied into a zeroed struct.
+        let e = size >= MemoryLayout<vigil_event>.size ? event.pointee
+                                                       : PluginLoader.copyStruct(vigil_event.self, from: event, size: size)
+        // The kind.
+        let k = e.kind
+        if k.len > 0 && k.ptr == nil {
+            return .failure(EventDefect(reason: .malformed, message: "an event's kind has length \(k.len) but a NULL pointer"))
+        }
+        guard k.len > 0 else { return .failure(EventDefect(reason: .malformed, message: "an event has an empty kind")) }
+        guard k.len <= EventLimits.nameBytes else {
+            return .failure(EventDefect(reason: .tooLarge,
+                                        message: "an event's kind is \(k.len) bytes long (\(EventLimits.nameBytes) at most)"))
+        }
+        var declared: Kind?
+        for i in kinds.indices where Self.matches(k, kinds[i].name) {
+            kindIndex = i
+            declared = kinds[i]
+            break
+        }
+        let kind = declared?.name ?? pluginString(k)
+        if declared == nil {
+            if EventLimits.reservedKinds.contains(kind) {
+                return .failure(EventDefect(reason: .reservedKind,
+                                            message: "kind '\(kind)' is the host's own; a plugin may not emit it"))
+            }
+            mismatches?.pointee.append(.undeclaredKind(kind))
+        }
+        // Severity and time.
+        guard e.severity <= UInt32(VIGIL_SEVERITY_CRITICAL.rawValue), let severity = Severity(rawValue: UInt8(e.severity)) else {
+            return .failure(EventDefect(reason: .badSeverity,
+                                        message: "an event of kind '\(shownText(kind))' has severity \(e.severity); severities are 0 (debug) to 5 (critical)"))
+        }
+        guard e.time_ns >= 0 else {
+            return .failure(EventDefect(reason: .badTime,
+                                        message: "an event of kind '\(shownText(kind))' has time_ns \(e.time_ns); times are 0 (now) or nanoseconds since 1970"))
+        }
+        // Fields.
+        var fields: [Field] = []
+        if e.field_count > 0 {
+            guard let pointer = e.fields else {
+                return .failure(EventDefect(reason: .malformed,
+                                            message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields but a NULL fields pointer"))
+            }
+            guard e.field_count <= EventLimits.fields else {
+                return .failure(EventDefect(reason: .tooLarge,
+                                            message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields (\(EventLimits.fields) at most)"))
+            }
+            fields.reserveCapacity(e.field_count)
+            let specs = declared?.fields ?? []
+            // Declared fields seen so far, by index (duplicates), for the first 64.
+            var seenDeclared: UInt64 = 0
+            var undeclaredAt: [Int] = []
+            for i in 0..<e.field_count {
+                let f = pointer[i]
+                if f.name.len > 0 && f.name.ptr == nil {
+                    return .failure(EventDefect(reason: .malformed,
+                                                message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of length \(f.name.len) but a NULL pointer"))
+                }
+                guard f.name.len > 0 else {
+                    return .failure(EventDefect(reason: .malformed, message: "field #\(i + 1) of kind '\(shownText(kind))' has an empty name"))
+                }
+                guard f.name.len <= EventLimits.nameBytes else {
+                    return .failure(EventDefect(reason: .tooLarge,
+                                                message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)"))
+                }
+                // Plugins emit fields in declared order: try that position first.
+                var index = i < specs.count && Self.matches(f.name, specs[i].name) ? i : -1
+                if index < 0 { for j in specs.indices where Self.matches(f.name, specs[j].name) { index = j; break } }
+                let name = index >= 0 ? specs[index].name : pluginString(f.name)
+                if index >= 0 && index < 64 {
+                    let bit: UInt64 = 1 << UInt64(index)
+                    if seenDeclared & bit != 0 { return .failure(Self.duplicate(name, kind)) }
+                    seenDeclared |= bit
+                } else {
+                    // Undeclared (or past 64): compared with the others of its sort, rare and few.
+                    for j in undeclaredAt where fields[j].name == name { return .failure(Self.duplicate(name, kind)) }
+                    undeclaredAt.append(fields.count)
+                }
+                let value: FieldValue
+                switch f.value.type {
+                case UInt32(VIGIL_TYPE_DOUBLE.rawValue): value = .double(f.value.as.f64)
+                case UInt32(VIGIL_TYPE_INT.rawValue): value = .int(f.value.as.i64)
+                case UInt32(VIGIL_TYPE_BOOL.rawValue): value = .bool(f.value.as.boolean != 0)
+                case UInt32(VIGIL_TYPE_STRING.rawValue):
+                    let s = f.value.as.str
+                    if s.len > 0 && s.ptr == nil {
+                        return .failure(EventDefect(reason: .malformed,
+                                                    message: "string field '\(shownText(name))' of kind '\(shownText(kind))' has length \(s.len) but a NULL pointer"))
+                    }
+                    guard s.len <= EventLimits.stringBytes else {
+                        return .failure(EventDefect(reason: .tooLarge,
+                                                    message: "string field '\(shownText(name))' of kind '\(shownText(kind))' is \(s.len) bytes (\(EventLimits.stringBytes) at most)"))
+                    }
+                    value = .string(pluginString(s))
+                default:
+                    // Option-only types are a mistake; types past JSON are from a newer ABI.
+                    let newer = f.value.type > UInt32(VIGIL_TYPE_JSON.rawValue)
+                    return .failure(EventDefect(reason: newer ? .unsupportedType : .badFieldType,
+                                                message: "field '\(shownText(name))' of kind '\(shownText(kind))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)"))
+                }
+                if mismatches != nil, let declared {
+                    if index >= 0 {
+                        let type = specs[index].type
+                        if type != value.valueType {
+                            mismatches?.pointee.append(.fieldType(kind: kind, field: name, emitted: value.valueType, declared: type))
+                        }
+                    } else if !declared.dynamicFields {
+                        mismatches?.pointee.append(.undeclaredField(kind: kind, field: name))
+                    }
+                }
+                fields.append(Field(name, value))
+            }
+        }
+        return .success(Event(time: e.time_ns != 0 ? e.time_ns : now(), monitor: monitor, plugin: plugin,
+                              kind: kind, severity: severity, fields: fields))
+    }
+
+    private static func duplicate(_ name: String, _ kind: String) -> EventDefect {
+        EventDefect(reason: .duplicateField,
+                    message: "field '\(shownText(name))' appears twice in an event of kind '\(shownText(kind))'; field names are unique")
+    }
+
+    /// Whether a plugin's string has exactly the bytes of `name`.
+    @inline(__always)
+    static func matches(_ s: vigil_str, _ name: String) -> Bool {
+        guard let ptr = s.ptr, name.utf8.count == s.len else { return false }
+        let equal = name.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, ptr, s.len) == 0 }
+        return equal ?? name.utf8.elementsEqual(UnsafeRawBufferPointer(start: ptr, count: s.len))
+    }
+}
+
+extension FieldValue {
+    package var valueType: ValueType {
+        switch self {
+        case .double: .double
+        case .int: .int
+        case .bool: .bool
+        case .string: .string
+        }
+    }
+}
+
+/// A plugin string shown in a message or a report line: control characters
+/// escaped, so that a hostile name cannot break the line or forge another.
+package func shownText(_ s: String) -> String {
+    guard s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) }) else {
+        return s
+    }
+    var out = ""
+    for c in s.unicodeScalars {
+        switch c.value {
+        case 0x0A: out += "\\n"
+        case 0x09: out += "\\t"
+        case 0x0D: out += "\\r"
+        case 0..<0x20, 0x7F, 0x80..<0xA0:
+            let hex = String(c.value, radix: 16, uppercase: true)
+            out += "\\u{" + (hex.count < 2 ? "0" + hex : hex) + "}"
+        default: out.unicodeScalars.append(c)
+        }
+    }
+    return out
+}
+
+/// Refused emits of one instance, by reason, with the first message of each
+/// reason kept for the log. Refusals are the unusual path: a lock is fine.
+package final class RefusalCounters: @unchecked Sendable {
+    private let lock = Lock()
+    private var counts = [UInt64](repeating: 0, count: EmitRefusal.allCases.count)
+    private var firstMessages: [String?] = Array(repeating: nil, count: EmitRefusal.allCases.count)
+
+    package init() {}
+
+    /// Counts one refusal; returns true the first time this reason is seen
+    /// (the caller logs that one, and only that one).
+    @discardableResult
+    package func count(_ reason: EmitRefusal, message: String? = nil, by n: UInt64 = 1) -> Bool {
+        lock.withLock {
+            counts[reason.rawValue] &+= n
+            guard firstMessages[reason.rawValue] == nil else { return false }
+            firstMessages[reason.rawValue] = message ?? reason.name
+            return true
+        }
+    }
+
+    /// Every reason with a non-zero count, in declaration order.
+    package var snapshot: [(reason: EmitRefusal, count: UInt64)] {
+        lock.withLock { EmitRefusal.allCases.compactMap { counts[$0.rawValue] > 0 ? ($0, counts[$0.rawValue]) : nil } }
+    }
+
+    package var total: UInt64 { lock.withLock { counts.reduce(0, &+) } }
+
+    package func firstMessage(_ reason: EmitRefusal) -> String? { lock.withLock { firstMessages[reason.rawValue] } }
+}
