@@ -64,6 +64,12 @@
  *   - `stop` must not return before every thread the instance created has
  *     stopped calling into the host (join them).
  *
+ * What the host refuses (VIGIL_MAX_* below, and the rules of `emit`): the
+ * host never traps or stalls on what a plugin hands over; it refuses the call
+ * and counts it, per monitor and by reason, in `vigil run --summary` and its
+ * exit log. `vigil plugins check` and the test kit give the same verdict,
+ * from the same decoder.
+ *
  * This header is C99 and C++ compatible and includes only the C standard
  * library.
  */
@@ -94,6 +100,30 @@ extern "C" {
 #else
 #define VIGIL_EXPORT __attribute__((visibility("default")))
 #endif
+
+/* ----------------------------------------------------------------- limits */
+
+/** An event has at most this many fields; more is VIGIL_E_INVALID_ARGUMENT. */
+#define VIGIL_MAX_EVENT_FIELDS 1024
+/** An event kind or a field name: 1 to this many bytes. */
+#define VIGIL_MAX_NAME_BYTES 256
+/** A string field's value: at most this many bytes. */
+#define VIGIL_MAX_STRING_BYTES 65536
+/** A log message is cut after this many bytes (the cut is said and counted). */
+#define VIGIL_MAX_LOG_BYTES 8192
+/** An availability reason is cut after this many bytes. */
+#define VIGIL_MAX_REASON_BYTES 1024
+/*
+ * Also refused by `emit` (VIGIL_E_INVALID_ARGUMENT): a negative `time_ns`
+ * (0 means now; any positive value is nanoseconds since 1970, up to
+ * 2262-04-11); a field name given twice in one event (JSON objects have
+ * unique keys); a kind the host emits itself ("availability", "threshold",
+ * "rule" — a descriptor that declares one is refused at load); a NULL
+ * pointer with a non-zero length; an empty kind or field name.
+ *
+ * A descriptor's `default_interval_ns` is held to 1 ms … 365 days, as a
+ * manifest's `interval` is.
+ */
 
 /* ----------------------------------------------------------------- status */
 
@@ -281,16 +311,23 @@ typedef struct vigil_host_api {
      *  VIGIL_E_INVALID_ARGUMENT (NULL, size too small, an option-only type
      *  such as DURATION in a field), VIGIL_E_UNSUPPORTED (a value type newer
      *  than this host). Never
-     *  blocks on a sink unless a sink is configured with `overflow: block`. */
+     *  blocks on a sink unless a sink is configured with `overflow: block`.
+     *  See "limits" above for what else is refused. After `destroy`, every
+     *  host function called with the instance's handle does nothing (emit
+     *  answers VIGIL_E_STOPPED). */
     vigil_status (*emit)(vigil_host_ctx *host, const vigil_event *event);
 
     /** Writes one line to the host's log, attributed to the instance.
-     *  `message` is borrowed for the call. */
+     *  `message` is borrowed for the call; the host cuts it after
+     *  VIGIL_MAX_LOG_BYTES and escapes control characters, so a message can
+     *  neither flood the log nor forge a line of its own. */
     void (*log)(vigil_host_ctx *host, vigil_log_level level, vigil_str message);
 
     /** Declares whether the instance's source exists now. `reason` (borrowed)
      *  says why not; ignored when available. The host emits an
-     *  `availability` event on every change. Unavailable is not an error. */
+     *  `availability` event on every change, at most 10 at once and then one a
+     *  second per instance (a flapping source: the state changes at once, the
+     *  later report carries the latest state). Unavailable is not an error. */
     void (*set_availability)(vigil_host_ctx *host, int32_t available, vigil_str reason);
 
     /** CLOCK_REALTIME in nanoseconds, as the host sees it (tests inject a
