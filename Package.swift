@@ -61,8 +61,10 @@ let package = Package(
         // loader and negotiation, call helpers, the lock. The runtime, the
         // checker, the test kit and the probe all go through it.
         .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilCore"]),
+        // Signal handling of `vigil run` from before main (an ELF constructor).
+        .target(name: "CVigilEarly"),
         .target(name: "VigilHost", dependencies: [
-            "CVigilPlugin", "VigilCore", "VigilABI",
+            "CVigilPlugin", "CVigilEarly", "VigilCore", "VigilABI",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

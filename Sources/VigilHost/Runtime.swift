@@ -104,6 +104,7 @@ public final class VigilRuntime: @unchecked Sendable {
     public func run() async throws {
         signal(SIGPIPE, SIG_IGN)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: EarlySignalService(logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
             .init(service: SinksService(runners: sinks, drainTimeout: options.drainTimeout, logger: logger)),
             .init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout, drainTimeout: options.drainTimeout)),
         ]

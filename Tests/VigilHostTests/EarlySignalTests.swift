@@ -1,0 +1,66 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `vigil run` catches SIGHUP, SIGINT and SIGTERM from before `main` (an ELF
+/// constructor), so a signal that comes while it is still loading plugins is
+/// acted on once it is up, never fatal.
+@Suite struct EarlySignalTests {
+    /// Waits until the process catches `signal` (its SigCgt mask in
+    /// /proc/PID/status), which is the first thing the constructor does.
+    func waitUntilCaught(_ pid: pid_t, _ signal: Int32) -> Bool {
+        for _ in 0..<20_000 {
+            if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+               let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16),
+               mask & (1 << UInt64(signal - 1)) != 0 {
+                return true
+            }
+            usleep(50)
+        }
+        return false
+    }
+
+    func manifest() throws -> String {
+        let dir = try TestEnv.tempDir()
+        // Several monitors, so that loading takes a while after the signal.
+        let path = dir + "/m.yaml"
+        try TestEnv.write("""
+        monitors:
+          load: { plugin: load, interval: 1s }
+          memory: { plugin: memory, interval: 1s }
+          cpu: { plugin: cpu, interval: 1s }
+          system: { plugin: system, interval: 1s }
+        sinks:
+          out: { type: file, path: \(dir)/events.jsonl }
+        """, to: path)
+        return path
+    }
+
+    @Test func aSighupWhileLoadingIsNotFatal() throws {
+        let process = try TestEnv.start(TestEnv.vigil, ["run", try manifest(), "--for", "1s"])
+        #expect(waitUntilCaught(process.pid, SIGHUP))
+        kill(process.pid, SIGHUP)
+        let result = process.wait(timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    @Test func aSigtermWhileLoadingStopsGracefully() throws {
+        let process = try TestEnv.start(TestEnv.vigil, ["run", try manifest(), "--for", "30s"])
+        #expect(waitUntilCaught(process.pid, SIGTERM))
+        kill(process.pid, SIGTERM)
+        let result = process.wait(timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("SIGTERM arrived while starting; shutting down"), "\(result.stderr)")
+        #expect(result.stderr.contains("none lost"), "\(result.stderr)")
+    }
+
+    /// Other verbs keep the default actions: Ctrl-C stops `vigil tail`.
+    @Test func otherVerbsKeepTheDefaultActions() throws {
+        let process = try TestEnv.start(TestEnv.vigil, ["tail", "unix:/nonexistent/\(UUID().uuidString).sock"])
+        usleep(200_000)
+        kill(process.pid, SIGINT)
+        let result = process.wait(timeout: 10)
+        #expect(result.status != 0)
+    }
+}
