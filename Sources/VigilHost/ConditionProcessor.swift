@@ -23,6 +23,10 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
     private let monotonic: @Sendable () -> Int64
     private let wallClock: @Sendable () -> Int64
     private let queue = DispatchQueue(label: "vigil.conditions")
+    /// Rule actions leave the engine's lock through this queue: in the order
+    /// the engine made them, but spawned (posix_spawn, a pipe, a thread)
+    /// after the lock is released, so no monitor's emit waits on a spawn.
+    private let actionQueue = DispatchQueue(label: "vigil.conditions.actions")
     /// The earliest deadline a timer is set (or being set) for; .max: none.
     /// Only an earlier deadline sets the timer again, so that the events of a
     /// watched monitor (whose values push its staleness later) do not each
@@ -110,13 +114,15 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
         }
     }
 
-    /// Stops the timer; rule actions still running are left to the runner's shutdown.
+    /// Stops the timer, and hands the runner every action already decided;
+    /// actions still running are left to the runner's shutdown.
     func shutdown() {
         queue.sync {
             timer?.cancel()
             timer = nil
             stopped = true
         }
+        actionQueue.sync {}
     }
 
     /// Under the engine's lock.
@@ -126,7 +132,9 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
             if let routes {
                 bus.publish(&event, to: routes.sinks(kind: event.kind, severity: event.severity), wait: false)
             }
-            if event.kind == ConditionEngine.ruleKind { act(on: event) }
+            if event.kind == ConditionEngine.ruleKind, execs[event.monitor] != nil {
+                actionQueue.async { [self, event] in act(on: event) }
+            }
         }
     }
 
