@@ -54,6 +54,16 @@ import VigilCore
         #expect(refusal.reason.contains(try TestEnv.cPlugins()))
     }
 
+    @Test func aDeclaredReservedKindIsRefused() throws {
+        let r = try refusal("reserved_kind")
+        #expect(r.reason.contains("event kind 'availability' is the host's own"), "\(r.reason)")
+    }
+
+    @Test func aJSONDefaultThatDoesNotParseIsRefusedNamingTheOption() throws {
+        let r = try refusal("bad_json_default")
+        #expect(r.reason.contains("default '[unclosed, {' of json option 'targets' does not parse"), "\(r.reason)")
+    }
+
     @Test func otherMajorIsRefusedNamingBothVersions() throws {
         let r = try refusal("abi_major2")
         #expect(r.reason.contains("built for Vigil ABI 2.0"))
