@@ -9,7 +9,7 @@ public struct ManifestLoader {
         self.environment = environment
     }
 
-    static let topKeys = ["host", "log_level", "plugin_dirs", "allow_unsafe_plugins", "monitors", "sinks", "rules"]
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins"]
     static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"]
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
     static let sinkKeys: [String: [String]] = [

@@ -149,7 +149,7 @@ package final class PluginFile {
             .failure(PluginFileRefusal(path: path, rule: rule, reason: reason))
         }
         guard let real = realpath(path, nil).map({ p in defer { free(p) }; return String(cString: p) }) else {
-            return refuse(.unreadable, "cannot resolve the path: \(errorText())")
+            return refuse(.unreadable, "cannot read the file: \(errorText())")
         }
         var named = stat()
         guard lstat(real, &named) == 0 else { return refuse(.unreadable, "cannot read \(real): \(errorText())") }
