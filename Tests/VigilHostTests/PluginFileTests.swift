@@ -301,6 +301,7 @@ import VigilCore
         #expect(check.stderr.contains("writable by group or others"), "\(check.stderr)")
         let checkAllowed = try TestEnv.run(TestEnv.vigil, ["plugins", "check", "--allow-unsafe-plugins", path], timeout: 120)
         #expect(checkAllowed.status == 0, "\(checkAllowed.stdout)\(checkAllowed.stderr)")
+        #expect(checkAllowed.stderr.contains("vigil: warning: plugin \(path): writable by group or others (mode 0666); loaded anyway"), "\(checkAllowed.stderr)")
 
         // run: refused without the override, the other monitors go on.
         let run = try TestEnv.run(TestEnv.vigil, ["run", "--for", "1s", "--allow-unsafe-plugins", manifest])
