@@ -42,7 +42,7 @@ struct Plugins: AsyncParsableCommand {
                     let report = prober.probe(path: file.realPath, timing: timing)
                     switch report.load {
                     case .loaded(let name, let version, let abi):
-                        let time = report.timing.map { String(format: "%.3f", Double($0.load + ($0.create ?? 0)) / 1e6) } ?? ""
+                        let time = report.timing.map { String(format: "%.3f", Double($0.load + ($0.create ?? 0)) / 1e6) } ?? "-"
                         rows.append([name, version, abi] + (timing ? [time] : []) + [path])
                     case .refused(_, notAPlugin: true):
                         continue
