@@ -39,9 +39,17 @@ public final class PluginCatalog: @unchecked Sendable {
     public static let offeredVersions = [vigil_abi_version(major: UInt16(VIGIL_ABI_MAJOR), minor: UInt16(VIGIL_ABI_MINOR))]
     public static let systemDirectory = "/usr/local/lib/vigil/plugins"
 
-    public init(directories: [String]) {
+    /// What each file goes through before it is loaded (PluginFile.swift).
+    package let vetting: PluginVetting
+
+    public convenience init(directories: [String]) {
+        self.init(directories: directories, vetting: PluginVetting())
+    }
+
+    package init(directories: [String], vetting: PluginVetting) {
         var seen = Set<String>()
         self.directories = directories.filter { seen.insert($0).inserted }
+        self.vetting = vetting
     }
 
     /// The standard search path: `extra` (manifest's `plugin_dirs`, `--plugin-dir`),
@@ -53,7 +61,7 @@ public final class PluginCatalog: @unchecked Sendable {
         return dirs
     }
 
-    static func executableDirectory() -> String? {
+    package static func executableDirectory() -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard n > 0 else { return nil }
@@ -95,7 +103,7 @@ public final class PluginCatalog: @unchecked Sendable {
         let key = realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? path
         return lock.withLock {
             if let cached = loaded[key] { return cached }
-            let result = PluginLoader.load(path: path)
+            let result = PluginLoader.load(path: path, vetting: vetting)
             loaded[key] = result
             return result
         }
@@ -125,34 +133,35 @@ public final class PluginCatalog: @unchecked Sendable {
     /// Whether a file exports the entry symbol, without running any of its code
     /// beyond what dlopen runs.
     public static func exportsEntry(path: String) -> Bool {
-        guard let handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE) else { return false }
+        // The ELF checks only: nothing that dlopen could not map.
+        guard case .success(let file) = PluginFile.open(path, policy: PluginFilePolicy(allowUnsafe: true)),
+              let handle = dlopen(file.loadPath, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE) else { return false }
         return dlsym(handle, VIGIL_ENTRY_SYMBOL) != nil
     }
 }
 
 /// dlopen, negotiation and validation of one plugin file.
 package enum PluginLoader {
-    package static func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
+    package static func load(path: String, vetting: PluginVetting = PluginVetting()) -> Result<LoadedPlugin, PluginRefusal> {
         func refuse(_ reason: String) -> Result<LoadedPlugin, PluginRefusal> {
             .failure(PluginRefusal(path: path, reason: reason))
         }
-        var st = stat()
-        guard stat(path, &st) == 0 else { return refuse("cannot read the file: \(String(cString: strerror(errno)))") }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { return refuse("not a regular file") }
-        // dlopen searches the library path for a name without a slash; load
-        // exactly the file that was checked.
-        guard let real = realpath(path, nil).map({ p in defer { free(p) }; return String(cString: p) }) else {
-            return refuse("cannot resolve the path: \(String(cString: strerror(errno)))")
+        // Owner, permissions and ELF headers, checked on the open file (PluginFile.swift).
+        let file: PluginFile
+        switch vetting.open(path) {
+        case .failure(let refusal): return refuse(refusal.reason)
+        case .success(let checked): file = checked
         }
-
         _ = dlerror()
-        guard let handle = dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+        guard let handle = dlopen(file.loadPath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
             let why = dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
             return refuse("not a loadable shared object (\(why))")
         }
+        if let problem = file.changedSinceChecked() { return refuse(problem) }
         guard let symbol = dlsym(handle, VIGIL_ENTRY_SYMBOL) else {
             return refuse("it does not export '\(VIGIL_ENTRY_SYMBOL)': not a Vigil plugin, or built without VIGIL_EXPORT")
         }
+        if let problem = PluginFile.entrySymbolProblem(symbol, name: VIGIL_ENTRY_SYMBOL) { return refuse(problem) }
         let entry = unsafeBitCast(symbol, to: vigil_plugin_entry_fn.self)
         return negotiate(path: path) { args, result in entry(args, result) }
     }

@@ -8,6 +8,9 @@ public struct Manifest: Sendable {
     public var logLevel: Severity
     /// Directories searched for plugins, as written (relative to the manifest's directory).
     public var pluginDirs: [String]
+    /// `allow_unsafe_plugins: true`: load plugin files that fail the owner and
+    /// permission rules (with a warning each), as `--allow-unsafe-plugins` does.
+    public var allowUnsafePlugins = false
     public var monitors: [MonitorConfig]
     public var sinks: [SinkConfig]
     /// Conditions over several monitors' latest values (see RulesConfig.swift).

@@ -9,7 +9,7 @@ public struct ManifestLoader {
         self.environment = environment
     }
 
-    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules"]
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins"]
     static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"]
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
     static let sinkKeys: [String: [String]] = [
@@ -39,6 +39,9 @@ public struct ManifestLoader {
             manifest.logLevel = d.severity(level, what: "'log_level'") ?? .info
         }
         if let dirs = top["plugin_dirs"] { manifest.pluginDirs = d.stringList(dirs, what: "'plugin_dirs'") }
+        if let allow = top["allow_unsafe_plugins"] {
+            manifest.allowUnsafePlugins = d.bool(allow, what: "'allow_unsafe_plugins'") ?? false
+        }
         if let monitors = top["monitors"] {
             manifest.monitors = loadMonitors(monitors, &d)
         } else {

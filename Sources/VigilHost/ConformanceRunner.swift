@@ -12,7 +12,7 @@ import VigilCore
 /// call it happened in.
 public enum ConformanceRunner {
     /// The child's descriptor for the protocol stream.
-    public static let childFD: Int32 = 3
+    public static let childFD: Int32 = ChildProcess.childFD
 
     /// Exit statuses: all checks passed (skips allowed), some failed, the
     /// plugin could not be checked at all.
@@ -46,170 +46,6 @@ public enum ConformanceRunner {
         var state = ReportState(path: path, timeout: timeout, report: report)
         report("Checking \(path)")
         return state.follow(child, error: error)
-    }
-}
-
-/// The child: this executable, with the protocol pipe as descriptor 3, its
-/// stdout joined to our stderr (so a plugin's printf cannot garble the
-/// report), stdin from /dev/null, default signal dispositions, and no Swift
-/// backtracer (a crash must end the child at once, with its signal).
-final class ChildProcess: @unchecked Sendable {
-    struct SpawnError: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    let pid: pid_t
-    let reader: LineReader
-    /// The wait status, once reaped.
-    private(set) var status: Int32?
-
-    private init(pid: pid_t, reader: LineReader) {
-        self.pid = pid
-        self.reader = reader
-    }
-
-    static func spawn(arguments: [String]) throws -> ChildProcess {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw SpawnError(description: "pipe: \(String(cString: strerror(errno)))") }
-        // Both ends close-on-exec (the child gets the write end as descriptor 3
-        // through dup2, which clears the flag), and clear of 0…3, which the file
-        // actions rewire.
-        let readEnd = fcntl(fds[0], F_DUPFD_CLOEXEC, 10)
-        let writeEnd = fcntl(fds[1], F_DUPFD_CLOEXEC, 10)
-        close(fds[0])
-        close(fds[1])
-        guard readEnd >= 0, writeEnd >= 0 else {
-            let why = String(cString: strerror(errno))
-            if readEnd >= 0 { close(readEnd) }
-            if writeEnd >= 0 { close(writeEnd) }
-            throw SpawnError(description: "fcntl: \(why)")
-        }
-        defer { close(writeEnd) }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, 2, 1)
-        posix_spawn_file_actions_adddup2(&actions, writeEnd, ConformanceRunner.childFD)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        sigdelset(&defaults, SIGKILL)
-        sigdelset(&defaults, SIGSTOP)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([CommandLine.arguments.first ?? "vigil"] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for p in argv { free(p) }
-            for p in envp { free(p) }
-        }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, envp)
-        guard rc == 0 else {
-            close(readEnd)
-            throw SpawnError(description: "posix_spawn /proc/self/exe: \(String(cString: strerror(rc)))")
-        }
-        let reader = LineReader(fd: readEnd)
-        reader.start()
-        return ChildProcess(pid: pid, reader: reader)
-    }
-
-    /// Reaps the child if it has exited; true when it has.
-    func poll() -> Bool {
-        if status != nil { return true }
-        var s: Int32 = 0
-        let r = waitpid(pid, &s, WNOHANG)
-        if r == pid { status = s }
-        return status != nil
-    }
-
-    /// Waits for the child to exit, killing it after `grace` nanoseconds.
-    func reap(grace: Int64) {
-        let deadline = monotonicNanoseconds() + grace
-        while !poll() {
-            if monotonicNanoseconds() >= deadline {
-                kill()
-                break
-            }
-            usleep(5_000)
-        }
-        while status == nil {
-            var s: Int32 = 0
-            let r = waitpid(pid, &s, 0)
-            if r == pid { status = s } else if r < 0 && errno != EINTR { status = 0; break }
-        }
-    }
-
-    func kill() {
-        if status == nil { _ = Glibc.kill(pid, SIGKILL) }
-    }
-
-    /// The signal that ended the child, if one did.
-    var signal: Int32? {
-        guard let status else { return nil }
-        let low = status & 0x7F
-        return low != 0 && low != 0x7F ? low : nil
-    }
-
-    /// The child's exit code, if it exited.
-    var exitCode: Int32? {
-        guard let status, status & 0x7F == 0 else { return nil }
-        return (status >> 8) & 0xFF
-    }
-}
-
-/// Reads the protocol pipe on a thread of its own and hands over whole lines.
-final class LineReader: @unchecked Sendable {
-    private let fd: Int32
-    private let lock = NSLockish()
-    private var lines: [Substring] = []
-    private var eof = false
-    let arrived = DispatchSemaphore(value: 0)
-
-    init(fd: Int32) { self.fd = fd }
-
-    func start() {
-        Thread.detachNewThread { [self] in
-            var pending: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                pending += buffer[0..<n]
-                guard let last = pending.lastIndex(of: UInt8(ascii: "\n")) else { continue }
-                let text = String(decoding: pending[..<last], as: UTF8.self)
-                pending.removeSubrange(...last)
-                lock.withLock { lines += text.split(separator: "\n", omittingEmptySubsequences: false) }
-                arrived.signal()
-            }
-            if !pending.isEmpty {
-                let text = String(decoding: pending, as: UTF8.self)
-                lock.withLock { lines.append(Substring(text)) }
-            }
-            close(fd)
-            lock.withLock { eof = true }
-            arrived.signal()
-        }
-    }
-
-    /// The lines read so far (taken), and whether the pipe is closed.
-    func take() -> ([Substring], Bool) {
-        lock.withLock {
-            defer { lines.removeAll() }
-            return (lines, eof)
-        }
     }
 }
 
@@ -351,10 +187,10 @@ struct ReportState {
         } else if stalled {
             ended = "the checker process went silent for \(Units.formatDuration(idleDeadline)) outside any plugin call and was killed"
         } else if let signal = child.signal, !(done && signal == SIGKILL) {
-            let name = Self.signalName(signal)
+            let name = ChildProcess.signalName(signal)
             if let call = inFlight {
                 ended = "the plugin crashed: \(name) in \(Self.describe(call: call.call, instance: call.instance))"
-                timing(call.instance, "\(call.call) (\(Self.shortSignalName(signal)))")
+                timing(call.instance, "\(call.call) (\(ChildProcess.shortSignalName(signal)))")
             } else {
                 let after = lastEnded.map { "after \(Self.describe(call: $0.call, instance: $0.instance)) returned" }
                 ended = "the checker process died from \(name) outside any plugin call ("
@@ -384,22 +220,6 @@ struct ReportState {
         }
         report("\(passed) passed, \(failed) failed" + (skipped > 0 ? ", \(skipped) skipped" : ""))
         return failed > 0 ? ConformanceRunner.failed : ConformanceRunner.passed
-    }
-
-    static func shortSignalName(_ signal: Int32) -> String {
-        let names: [Int32: String] = [
-            SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP",
-            SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGUSR1: "SIGUSR1",
-            SIGSEGV: "SIGSEGV", SIGUSR2: "SIGUSR2", SIGPIPE: "SIGPIPE", SIGALRM: "SIGALRM", SIGTERM: "SIGTERM",
-            SIGXCPU: "SIGXCPU", SIGXFSZ: "SIGXFSZ", SIGSYS: "SIGSYS",
-        ]
-        return names[signal] ?? "signal \(signal)"
-    }
-
-    /// "SIGSEGV (Segmentation fault)".
-    static func signalName(_ signal: Int32) -> String {
-        let text = strsignal(signal).map { String(cString: $0) } ?? ""
-        return text.isEmpty ? shortSignalName(signal) : "\(shortSignalName(signal)) (\(text))"
     }
 }
 

@@ -72,22 +72,33 @@ public struct ManifestResolution: Sendable {
     /// once, none started, so that what only the plugin can check (a library
     /// that is not there, a signature that does not parse) is reported before
     /// anything runs, at the place in the manifest the plugin's message names.
-    public func validateInstances() -> [Diagnostic] {
+    /// The instances are created in the probe child of their plugin's file
+    /// (`probes`, built with this manifest), each under its monitor's call
+    /// deadline: a create that crashes or hangs is an error at the monitor,
+    /// naming the signal or the deadline.
+    public func validateInstances(probes: PluginProbes) -> [Diagnostic] {
         var diagnostics: [Diagnostic] = []
         for monitor in monitors {
-            var handle: UnsafeMutableRawPointer?
-            let descriptor = monitor.plugin.descriptor
-            let interval = monitor.plugin.description.effectiveInterval(monitor.config.interval)
-            let (status, text) = withCreateArgs(name: monitor.config.name, options: monitor.options, interval: interval,
-                                                host: ValidationHost.context, api: ValidationHost.table) { args in
-                withPluginError { err in descriptor.create(&args, &handle, err) }
-            }
-            if status == VIGIL_OK {
-                if let handle { descriptor.destroy(handle) }
+            let name = monitor.config.name
+            let path = monitor.plugin.description.path
+            let real = realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? path
+            let status: vigil_status, text: String
+            switch probes.report(for: real).creates[name] {
+            case .returned(let s, let message)?:
+                (status, text) = (s, message)
+            case .failed(let why)?:
+                diagnostics.append(Diagnostic(at: monitor.config.location, "monitor '\(name)': \(why)"))
+                continue
+            case .skipped(let why)?:
+                diagnostics.append(Diagnostic(.warning, at: monitor.config.location, "monitor '\(name)': not created: \(why)"))
+                continue
+            case nil:
+                diagnostics.append(Diagnostic(.warning, at: monitor.config.location,
+                                              "monitor '\(name)': not created (the probe of \(path) did not get to it)"))
                 continue
             }
+            if status == VIGIL_OK { continue }
             let (location, message) = monitor.config.locate(pluginMessage: text.isEmpty ? "no reason given" : text)
-            let name = monitor.config.name
             switch status {
             case VIGIL_E_UNAVAILABLE:
                 diagnostics.append(Diagnostic(.warning, at: monitor.config.location,

@@ -45,9 +45,10 @@ extension Plugins {
 
         func run() async throws {
             if let childFD {
-                Conformance.runChild(Conformance.Request(path: plugin, expectedName: expectName,
-                                                         optionPairs: optionPairs, optionsYAML: optionsYAML),
-                                     fd: childFD)
+                var request = Conformance.Request(path: plugin, expectedName: expectName,
+                                                  optionPairs: optionPairs, optionsYAML: optionsYAML)
+                request.allowUnsafePlugins = plugins.allowUnsafePlugins
+                Conformance.runChild(request, fd: childFD)
                 // Plugin threads that outlived their instances may still run: leave now.
                 fflush(nil)
                 _exit(0)
@@ -56,6 +57,7 @@ extension Plugins {
                 reference: plugin, catalog: plugins.catalog(manifest: nil), timeout: try parseDuration(timeout),
                 childArguments: { path, name in
                     var args = ["plugins", "check", "--child-fd", "\(ConformanceRunner.childFD)"]
+                    if plugins.allowUnsafePlugins { args.append("--allow-unsafe-plugins") }
                     // NAME=VALUE in one argument: a value may start with '-'.
                     if let name { args.append("--expect-name=\(name)") }
                     args += optionPairs.map { "--option=\($0)" }

@@ -7,36 +7,49 @@ import VigilHost
 struct Plugins: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List and describe the plugins this host can load.",
-        subcommands: [List.self, Describe.self, Check.self])
+        subcommands: [List.self, Describe.self, Check.self, Probe.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List every plugin in the plugin directories: name, version, ABI version and path.",
-            discussion: "Searches --plugin-dir, the manifest's plugin_dirs (with --manifest), the directory of the vigil executable, then /usr/local/lib/vigil/plugins. Shared objects that are not Vigil plugins are skipped; refused plugins are listed with the reason.")
+            discussion: """
+            Searches --plugin-dir, the manifest's plugin_dirs (with --manifest), the directory of the vigil \
+            executable, then /usr/local/lib/vigil/plugins. Each .so file is checked in this process (owner, \
+            permissions, ELF headers; docs/plugins.md), then loaded in a child process, so that a plugin that \
+            crashes or hangs while loading is refused, not the end of the listing. Shared objects that are not \
+            Vigil plugins (no vigil_plugin_entry) are skipped. Plugins that load are listed on stdout; each file \
+            refused is reported on stderr after the table, with the rule it broke. Exits 0 when no file was \
+            refused, 1 when one was (the table is still complete).
+            """)
 
         @Option(help: "Also search the plugin_dirs of this manifest.") var manifest: String?
-        @Flag(help: "Also time each plugin: load (dlopen, negotiation, self-description) and create of one instance with default options, in this process, in order (the first also pays the host's one-time start-up).")
+        @Flag(help: "Also time each plugin: load (dlopen, negotiation, self-description) and create of one instance with default options, in its child process.")
         var timing = false
         @OptionGroup var plugins: PluginDirOptions
 
         func run() async throws {
             let manifest = self.manifest.flatMap { ManifestFile.load($0).0 }
             let catalog = plugins.catalog(manifest: manifest)
+            let prober = plugins.prober(manifest: manifest)
             var rows: [[String]] = []
             var refused: [String] = []
-            // With --timing nothing is opened before it is timed (a file that is
-            // not a plugin is then listed as refused).
-            for path in catalog.discover() where timing || PluginCatalog.exportsEntry(path: path) {
-                var time = ""
-                if timing, case .success(let t) = PluginTiming.measure(reference: path, catalog: catalog) {
-                    time = String(format: "%.3f", Double(t.load + (t.create ?? 0)) / 1e6)
-                }
-                switch catalog.load(path: path) {
-                case .success(let plugin):
-                    let d = plugin.description
-                    rows.append([d.name, d.version, "\(d.abiMajor).\(d.abiMinor)"] + (timing ? [time] : []) + [path])
+            for path in catalog.discover() {
+                // Checked here (none of its code runs), then loaded in a child.
+                switch catalog.vetting.open(path) {
                 case .failure(let refusal):
                     refused.append(refusal.description)
+                    continue
+                case .success(let file):
+                    let report = prober.probe(path: file.realPath, timing: timing)
+                    switch report.load {
+                    case .loaded(let name, let version, let abi):
+                        let time = report.timing.map { String(format: "%.3f", Double($0.load + ($0.create ?? 0)) / 1e6) } ?? "-"
+                        rows.append([name, version, abi] + (timing ? [time] : []) + [path])
+                    case .refused(_, notAPlugin: true):
+                        continue
+                    default:
+                        refused.append("plugin \(path) refused: \(report.refusal ?? "no reason given")")
+                    }
                 }
             }
             if rows.isEmpty {
@@ -44,7 +57,31 @@ struct Plugins: AsyncParsableCommand {
             } else {
                 printTable(header: ["NAME", "VERSION", "ABI"] + (timing ? ["LOAD+CREATE MS"] : []) + ["PATH"], rows: rows)
             }
-            for line in refused { FileHandle.standardError.write(Data("\(line)\n".utf8)) }
+            fflush(nil)
+            for line in refused { FileHandle.standardError.write(Data("vigil: \(line)\n".utf8)) }
+            if !refused.isEmpty { throw ExitCode(1) }
+        }
+    }
+
+    /// The plugin probe's child (PluginProbe.swift): run by list, validate,
+    /// describe and run, never by hand.
+    struct Probe: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Load a plugin in this (child) process and report to the parent.", shouldDisplay: false)
+
+        @Argument var plugin: String
+        @Option(name: .customLong("child-fd")) var childFD: Int32
+        @Flag(name: .customLong("allow-unsafe-plugins")) var allowUnsafePlugins = false
+        @Option var manifest: String?
+        @Option(name: .customLong("create")) var creates: [String] = []
+        @Flag var timing = false
+
+        func run() async throws {
+            PluginProbe.runChild(PluginProbe.Request(path: plugin, allowUnsafe: allowUnsafePlugins, manifest: manifest,
+                                                     creates: creates, timing: timing), fd: childFD)
+            // Plugin threads may still run: leave now.
+            fflush(nil)
+            _exit(0)
         }
     }
 
@@ -58,16 +95,17 @@ struct Plugins: AsyncParsableCommand {
         @OptionGroup var plugins: PluginDirOptions
 
         func run() async throws {
-            let catalog = plugins.catalog(manifest: nil)
+            // Loaded in a child process first: a crash there is a refusal.
+            let probes = plugins.probes(manifest: nil, scope: .all)
+            let catalog = plugins.catalog(manifest: nil, probes: probes)
             var timingLine: String?
             if timing {
-                switch PluginTiming.measure(reference: plugin, catalog: catalog) {
-                case .success(let t):
+                // Timed in a fresh child, where nothing is loaded yet.
+                let path = plugin.contains("/") || plugin.hasSuffix(".so") ? plugin : catalog.locate(plugin) ?? plugin
+                let report = probes.prober.probe(path: path, timing: true)
+                if let t = report.timing {
                     let create = t.create.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "n/a (required options)"
                     timingLine = String(format: "timing: load %.3f ms, create ", Double(t.load) / 1e6) + create
-                case .failure(let refusal):
-                    FileHandle.standardError.write(Data("vigil: \(refusal)\n".utf8))
-                    throw ExitCode(1)
                 }
             }
             switch catalog.load(reference: plugin) {

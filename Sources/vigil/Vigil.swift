@@ -19,10 +19,34 @@ struct PluginDirOptions: ParsableArguments {
     @Option(name: .customLong("plugin-dir"), help: ArgumentHelp("Also search DIR for plugins (before the manifest's plugin_dirs). Repeatable.", valueName: "DIR"))
     var pluginDirs: [String] = []
 
-    func catalog(manifest: Manifest?) -> PluginCatalog {
+    @Flag(name: .customLong("allow-unsafe-plugins"), help: ArgumentHelp(
+        "Load plugin files that fail the owner and permission rules (the file, or a directory above it, writable by group or others or owned by another user than root and the one vigil runs as), warning for each; never files that fail the ELF checks. A manifest's 'allow_unsafe_plugins: true' does the same. See docs/plugins.md."))
+    var allowUnsafePlugins = false
+
+    func allowUnsafe(_ manifest: Manifest?) -> Bool { allowUnsafePlugins || manifest?.allowUnsafePlugins == true }
+
+    func directories(manifest: Manifest?) -> [String] {
         var dirs = pluginDirs
         if let manifest { dirs += manifest.resolvedPluginDirs }
-        return PluginCatalog(directories: PluginCatalog.standardDirectories(extra: dirs))
+        return PluginCatalog.standardDirectories(extra: dirs)
+    }
+
+    /// The plugin probe: `vigil plugins probe`, hidden.
+    func prober(manifest: Manifest?) -> PluginProber {
+        PluginProber(command: ["plugins", "probe"], allowUnsafe: allowUnsafe(manifest))
+    }
+
+    /// Probes of plugin files in a child process, before this process loads them.
+    func probes(manifest: Manifest?, scope: PluginProbes.Scope, creating: Bool = false) -> PluginProbes {
+        PluginProbes(prober: prober(manifest: manifest), scope: scope, manifest: creating ? manifest : nil,
+                     directories: directories(manifest: manifest))
+    }
+
+    func catalog(manifest: Manifest?, probes: PluginProbes? = nil,
+                 warn: @escaping @Sendable (String) -> Void = PluginVetting.warnOnStandardError) -> PluginCatalog {
+        let policy = PluginFilePolicy(allowUnsafe: allowUnsafe(manifest))
+        let vetting = probes?.vetting(policy: policy, warn: warn) ?? PluginVetting(policy: policy, warn: warn)
+        return PluginCatalog(directories: directories(manifest: manifest), vetting: vetting)
     }
 }
 
@@ -63,7 +87,9 @@ struct Run: AsyncParsableCommand {
         discussion: """
         Starts every enabled monitor, polls each at its interval on its own serial queue, and routes events to \
         the sinks. A monitor whose plugin is refused, or whose options are invalid, is reported and skipped; \
-        the others run. SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
+        the others run. Plugin files are checked before they are loaded (owner, permissions, ELF headers; \
+        docs/plugins.md), and a plugin from outside vigil's own directory and /usr/local/lib/vigil/plugins is \
+        loaded once in a child process first, so that one that crashes or hangs while loading is refused. SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
         monitor is stopped and every sink drained before exit.
         """)
 
@@ -94,7 +120,11 @@ struct Run: AsyncParsableCommand {
         options.hostName = host
         options.drainTimeout = try parseDuration(drainTimeout)
         options.summaryPath = summary
-        let resolution = ManifestResolution.resolve(manifest, catalog: plugins.catalog(manifest: manifest))
+        // Plugins from outside the host's own directories are first loaded in a
+        // child process: one that crashes or hangs there is refused, not run.
+        let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
+                                      warn: { logger.warning("\($0)") })
+        let resolution = ManifestResolution.resolve(manifest, catalog: catalog)
         for d in resolution.diagnostics {
             let text = "\(d.location): \(d.message)\(d.hint.map { " (\($0))" } ?? "")"
             if d.level == .error { logger.error("\(text)") } else { logger.warning("\(text)") }
@@ -129,8 +159,11 @@ struct Validate: AsyncParsableCommand {
         self-description does not accept, and thresholds and rules that name monitors, kinds or fields the \
         plugins do not have or compare values of the wrong type (docs/rules.md). Each plugin is loaded and asked to describe itself, and each monitor's \
         instance is created with its options and destroyed at once, so that the plugin can refuse values only \
-        it can check (reported at the option's place when the plugin names it); none is started. \
-        Exits 0 only when the manifest is valid.
+        it can check (reported at the option's place when the plugin names it); none is started. Plugin files \
+        are checked before they are loaded (owner, permissions, ELF headers; docs/plugins.md), and each is \
+        loaded and its instances created in a child process first, each create under its monitor's timeout \
+        (else the larger of 5s and its interval): a plugin that crashes or hangs is an error at its monitor, \
+        naming the signal or the deadline. Exits 0 only when the manifest is valid.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
@@ -140,8 +173,11 @@ struct Validate: AsyncParsableCommand {
         let (loaded, diagnostics) = ManifestFile.load(manifest)
         var all = diagnostics
         if let loaded {
-            let resolution = ManifestResolution.resolve(loaded, catalog: plugins.catalog(manifest: loaded))
-            all += resolution.diagnostics + resolution.validateInstances()
+            // Every plugin file is loaded, and each monitor's instance created,
+            // in a child process first: a crash or a hang is an error, not our end.
+            let probes = plugins.probes(manifest: loaded, scope: .all, creating: true)
+            let resolution = ManifestResolution.resolve(loaded, catalog: plugins.catalog(manifest: loaded, probes: probes))
+            all += resolution.diagnostics + resolution.validateInstances(probes: probes)
         }
         ManifestFile.print(all)
         let errors = all.filter { $0.level == .error }.count

@@ -373,7 +373,7 @@ import VigilCore
 
     @Test func pluginsListAndDescribe() throws {
         let list = try TestEnv.run(TestEnv.vigil, ["plugins", "list", "--plugin-dir", try TestEnv.cPlugins()])
-        #expect(list.status == 0)
+        #expect(list.status == 1)  // the ABI fixtures there are refused
         let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
         for name in ["cpu", "memory", "load", "heartbeat"] {
             let row = rows.first { $0.first.map(String.init) == name }

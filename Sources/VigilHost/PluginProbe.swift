@@ -1,0 +1,419 @@
+@preconcurrency import CVigilPlugin
+import VigilABI
+import Foundation
+import Glibc
+import VigilCore
+
+/// A trial of a plugin file in a child process (`ChildProcess`): the child
+/// loads it as the host would (the file checks, dlopen and its constructors,
+/// the entry point, the self-description) and, when asked, creates and
+/// destroys instances of it with a manifest's options, and reports each step
+/// on its pipe. A crash or a hang costs the child, never this process: the
+/// parent enforces a deadline on each call and names the signal or the
+/// deadline, and the call. Used by `vigil plugins list` and `vigil validate`
+/// for every plugin, and by `vigil run` for plugins from untrusted
+/// directories before it loads them itself.
+///
+/// The child → parent stream, one line a step, fields as in
+/// `ConformanceProtocol` (tab-separated, escaped):
+///
+///     begin   CALL  SUBJECT                   a call is about to be made (load -, create MONITOR)
+///     end     CALL  SUBJECT  NS  [STATUS  MESSAGE]   …and returned after NS nanoseconds
+///     plugin  NAME  VERSION  ABI              the plugin loaded and described itself
+///     refused KIND  REASON                    the loader refused it (KIND: noentry, refused)
+///     skip    MONITOR  REASON                 a monitor that was not created (options do not bind)
+///     timing  LOAD_NS  CREATE_NS|-            with --timing: load, and create with default options
+///     done
+public struct PluginProber: Sendable {
+    /// This executable's arguments that reach `PluginProbe.runChild` (the
+    /// hidden command), before the probe's own options.
+    public var command: [String]
+    /// Passed on to the child: skip the owner and permission rules there too.
+    public var allowUnsafe: Bool
+    /// Deadline of the load: dlopen with the constructors it runs, the entry point.
+    public var loadTimeout: Int64
+
+    public init(command: [String], allowUnsafe: Bool, loadTimeout: Int64 = 5_000_000_000) {
+        self.command = command
+        self.allowUnsafe = allowUnsafe
+        self.loadTimeout = loadTimeout
+    }
+
+    /// One monitor to create in the child: its name in `manifest`, and the
+    /// deadline of its create.
+    public struct Create: Sendable {
+        public var monitor: String
+        public var timeout: Int64
+        public init(monitor: String, timeout: Int64) {
+            self.monitor = monitor
+            self.timeout = timeout
+        }
+    }
+
+    /// Probes `path`: loads it in a child and creates `creates` there (their
+    /// options read from `manifest`). A create that crashes or hangs ends
+    /// that child; the monitors after it are tried in a new one.
+    public func probe(path: String, manifest: String? = nil, creates: [Create] = [], timing: Bool = false) -> ProbeReport {
+        var report = ProbeReport()
+        var remaining = creates
+        repeat {
+            var args = command + ["--child-fd", "\(ChildProcess.childFD)"]
+            if allowUnsafe { args.append("--allow-unsafe-plugins") }
+            if timing { args.append("--timing") }
+            if let manifest, !remaining.isEmpty { args.append("--manifest=\(manifest)") }
+            args += remaining.map { "--create=\($0.monitor)" }
+            args += ["--", path]
+            let child: ChildProcess
+            do {
+                child = try ChildProcess.spawn(arguments: args)
+            } catch {
+                report.load = .failed("cannot start the probe process: \(error)")
+                return report
+            }
+            var session = ProbeSession(loadTimeout: loadTimeout, creates: remaining)
+            session.follow(child, into: &report)
+            // Loaded but a create ended the child: go on after that monitor.
+            guard case .loaded = report.load, let stopped = session.failedCreate,
+                  let index = remaining.firstIndex(where: { $0.monitor == stopped }) else { break }
+            remaining.removeSubrange(...index)
+        } while !remaining.isEmpty
+        return report
+    }
+}
+
+/// What a probe found.
+public struct ProbeReport: Sendable {
+    public enum Load: Sendable {
+        /// Not reported: the child ended before it loaded anything.
+        case unknown
+        case loaded(name: String, version: String, abi: String)
+        /// The loader refused it (in the child); `notAPlugin` when it exports no entry symbol.
+        case refused(reason: String, notAPlugin: Bool)
+        /// It crashed or hung while loading, or the child could not run.
+        case failed(String)
+    }
+
+    public enum Create: Sendable {
+        /// create returned this status (the instance was destroyed at once).
+        case returned(status: vigil_status, message: String)
+        /// create crashed or did not return in time.
+        case failed(String)
+        /// Not created: its options do not bind (reported by the parent's own resolution).
+        case skipped(String)
+    }
+
+    public var load: Load = .unknown
+    /// By monitor name.
+    public var creates: [String: Create] = [:]
+    /// With timing: nanoseconds to load, and to create (and destroy) one instance with default options.
+    public var timing: (load: Int64, create: Int64?)?
+
+    /// Why the file is refused, or nil when it loaded.
+    public var refusal: String? {
+        switch load {
+        case .loaded: nil
+        case .unknown: "the probe process ended before it loaded the plugin"
+        case .refused(let reason, _): reason
+        case .failed(let reason): reason
+        }
+    }
+}
+
+/// The parent's side of one child: reads its lines, keeps the call in
+/// flight, kills the child past that call's deadline.
+struct ProbeSession {
+    let loadTimeout: Int64
+    let creates: [PluginProber.Create]
+    /// Outside any call the child only reads the manifest and binds options:
+    /// silence this long means it is stuck.
+    static let idleTimeout: Int64 = 10_000_000_000
+
+    var inFlight: (call: String, subject: String, since: Int64, deadline: Int64)?
+    var done = false
+    /// The monitor whose create ended the child.
+    var failedCreate: String?
+
+    init(loadTimeout: Int64, creates: [PluginProber.Create]) {
+        self.loadTimeout = loadTimeout
+        self.creates = creates
+    }
+
+    static let loadCall = "load (dlopen, its constructors and vigil_plugin_entry)"
+
+    mutating func handle(_ line: Substring, into report: inout ProbeReport) {
+        let f = ConformanceProtocol.split(line)
+        func field(_ i: Int) -> String { i < f.count ? f[i] : "" }
+        switch field(0) {
+        case "begin":
+            let now = monotonicNanoseconds()
+            let subject = field(2)
+            let timeout = field(1) == "create" ? creates.first { $0.monitor == subject }?.timeout ?? loadTimeout : loadTimeout
+            inFlight = (field(1), subject, now, now + timeout)
+        case "end":
+            inFlight = nil
+            if field(1) == "create" && field(2) != PluginProbe.timingInstance {
+                let status = vigil_status(rawValue: UInt32(bitPattern: Int32(field(4)) ?? Int32(VIGIL_E_FATAL.rawValue)))
+                report.creates[field(2)] = .returned(status: status, message: field(5))
+            }
+        case "plugin": report.load = .loaded(name: field(1), version: field(2), abi: field(3))
+        case "refused": report.load = .refused(reason: field(2), notAPlugin: field(1) == "noentry")
+        case "skip": report.creates[field(1)] = .skipped(field(2))
+        case "timing":
+            report.timing = (Int64(field(1)) ?? 0, field(2) == "-" ? nil : Int64(field(2)))
+        case "done": done = true
+        default: break  // a torn last line
+        }
+    }
+
+    mutating func follow(_ child: ChildProcess, into report: inout ProbeReport) {
+        var lastLine = monotonicNanoseconds()
+        var timedOut: (call: String, subject: String, after: Int64)?
+        var stalled = false
+        while true {
+            let (lines, closed) = child.reader.take()
+            if !lines.isEmpty { lastLine = monotonicNanoseconds() }
+            for line in lines { handle(line, into: &report) }
+            if done || closed { break }
+            let now = monotonicNanoseconds()
+            if let call = inFlight, now > call.deadline {
+                child.kill()
+                timedOut = (call.call, call.subject, call.deadline - call.since)
+                break
+            }
+            if inFlight == nil && now - lastLine > Self.idleTimeout {
+                child.kill()
+                stalled = true
+                break
+            }
+            if child.poll() {
+                // Exited: what it wrote may still be in the pipe.
+                let until = monotonicNanoseconds() + 1_000_000_000
+                while monotonicNanoseconds() < until {
+                    let (more, closed) = child.reader.take()
+                    for line in more { handle(line, into: &report) }
+                    if closed || done { break }
+                    _ = child.reader.arrived.wait(timeout: .now() + .milliseconds(20))
+                }
+                break
+            }
+            let remaining = inFlight.map { $0.deadline - now } ?? (lastLine + Self.idleTimeout - now)
+            let wait = max(1_000_000, min(remaining, 50_000_000))
+            _ = child.reader.arrived.wait(timeout: .now() + .nanoseconds(Int(wait)))
+        }
+        child.reap(grace: done ? 2_000_000_000 : 0)
+
+        // How it ended, when it did not end well.
+        var failure: String?
+        var call = inFlight
+        if let timedOut {
+            call = (timedOut.call, timedOut.subject, 0, 0)
+            failure = "did not return within \(Units.formatDuration(timedOut.after)); the probe was killed"
+        } else if stalled {
+            failure = "the probe process went silent for \(Units.formatDuration(Self.idleTimeout)) outside any plugin call and was killed"
+        } else if let signal = child.signal, !(done && signal == SIGKILL) {
+            failure = "crashed with \(ChildProcess.signalName(signal))"
+        } else if let code = child.exitCode, code != 0, !done {
+            failure = "the probe process exited with status \(code)"
+        } else if !done {
+            failure = "the probe process ended early"
+        }
+        guard let failure else { return }
+        switch call?.call {
+        case "create":
+            let monitor = call!.subject
+            failedCreate = monitor
+            report.creates[monitor] = .failed(failure.hasPrefix("the probe") ? "\(failure) during create" : "create \(failure)")
+        case "load":
+            report.load = .failed(failure.hasPrefix("the probe") ? "\(failure) during \(Self.loadCall)"
+                                                                 : "\(Self.loadCall) \(failure)")
+        default:
+            if case .loaded = report.load {
+                // Outside a call, after the load (a plugin thread?): the
+                // creates not reported are the ones it did not get to.
+                if let next = creates.first(where: { report.creates[$0.monitor] == nil }) {
+                    failedCreate = next.monitor
+                    report.creates[next.monitor] = .failed("not created: \(failure), outside any plugin call (a thread of the plugin?)")
+                }
+            } else {
+                report.load = .failed(failure)
+            }
+        }
+    }
+}
+
+/// The probe child's side (`vigil plugins probe`, hidden).
+public enum PluginProbe {
+    public struct Request: Sendable {
+        public var path: String
+        public var allowUnsafe: Bool
+        /// The manifest whose monitors `creates` names.
+        public var manifest: String?
+        public var creates: [String]
+        public var timing: Bool
+
+        public init(path: String, allowUnsafe: Bool, manifest: String?, creates: [String], timing: Bool) {
+            self.path = path
+            self.allowUnsafe = allowUnsafe
+            self.manifest = manifest
+            self.creates = creates
+            self.timing = timing
+        }
+    }
+
+    /// The create that `--timing` measures, with default options.
+    static let timingInstance = "(timing)"
+
+    /// Loads the plugin and creates the instances asked for, writing the
+    /// stream to `fd`. The caller should leave at once after (`_exit`):
+    /// plugin threads may still run.
+    public static func runChild(_ request: Request, fd: Int32) {
+        // A crash is expected here and reported by the parent: no core file.
+        var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let out = ProtocolWriter(fd: fd)
+        // The parent already warned of every rule the override skips.
+        let catalog = PluginCatalog(directories: [], vetting: PluginVetting(
+            policy: PluginFilePolicy(allowUnsafe: request.allowUnsafe), warn: { _ in }))
+        out.send("begin", "load", "-")
+        let started = monotonicNanoseconds()
+        let result = catalog.load(path: request.path)
+        let loadTime = monotonicNanoseconds() - started
+        out.send("end", "load", "-", "\(loadTime)")
+        let plugin: LoadedPlugin
+        switch result {
+        case .failure(let refusal):
+            let noEntry = refusal.reason.contains("does not export '\(VIGIL_ENTRY_SYMBOL)'")
+            out.send("refused", noEntry ? "noentry" : "refused", refusal.reason)
+            out.send("done")
+            return
+        case .success(let loaded):
+            plugin = loaded
+        }
+        let d = plugin.description
+        out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)")
+        if request.timing {
+            // Under the load's deadline: a create that hangs ends the timing, not the listing.
+            out.send("begin", "create", PluginProbe.timingInstance)
+            let measured = PluginTiming.measure(reference: request.path, catalog: catalog)
+            out.send("end", "create", PluginProbe.timingInstance)
+            let create: String
+            if case .success(let t) = measured, let ns = t.create {
+                create = "\(ns)"
+            } else {
+                create = "-"
+            }
+            out.send("timing", "\(loadTime)", create)
+        }
+        if let manifestPath = request.manifest, !request.creates.isEmpty {
+            createInstances(request.creates, manifest: manifestPath, plugin: plugin, out: out)
+        }
+        out.send("done")
+    }
+
+    /// Creates and destroys each named monitor's instance with its options
+    /// from the manifest, as `vigil validate` would in-process.
+    static func createInstances(_ names: [String], manifest path: String, plugin: LoadedPlugin, out: ProtocolWriter) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            for name in names { out.send("skip", name, "cannot read \(path)") }
+            return
+        }
+        let (manifest, _) = ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment)
+            .load(String(decoding: data, as: UTF8.self))
+        for name in names {
+            guard let config = manifest?.monitors.first(where: { $0.name == name }) else {
+                out.send("skip", name, "no monitor '\(name)' in \(path)")
+                continue
+            }
+            let (options, problems) = OptionBinder.bind(config, to: plugin.description)
+            if problems.contains(where: { $0.level == .error }) {
+                out.send("skip", name, "its options do not bind")
+                continue
+            }
+            let descriptor = plugin.descriptor
+            let interval = plugin.description.effectiveInterval(config.interval)
+            var handle: UnsafeMutableRawPointer?
+            out.send("begin", "create", name)
+            let started = monotonicNanoseconds()
+            let (status, text) = withCreateArgs(name: name, options: options, interval: interval,
+                                                host: ValidationHost.context, api: ValidationHost.table) { args in
+                withPluginError { err in descriptor.create(&args, &handle, err) }
+            }
+            let ns = monotonicNanoseconds() - started
+            if status == VIGIL_OK, let handle { descriptor.destroy(handle) }
+            out.send("end", "create", name, "\(ns)", "\(Int32(bitPattern: status.rawValue))", text)
+        }
+    }
+}
+
+/// Probes run for one catalog, at most once per file, and what they found:
+/// the hook a catalog's vetting calls before it loads a file in-process.
+public final class PluginProbes: @unchecked Sendable {
+    public enum Scope: Sendable {
+        /// Every file (`validate`, `plugins describe`).
+        case all
+        /// Files outside the vigil executable's directory and the system
+        /// plugin directory (`run`): those are the host's own.
+        case untrusted
+    }
+
+    public let prober: PluginProber
+    let scope: Scope
+    /// With a manifest: each file's probe also creates the instances of the
+    /// monitors that use it (`validate`).
+    let manifest: Manifest?
+    let locator: PluginCatalog
+    private let lock = NSLockish()
+    private var reports: [String: ProbeReport] = [:]
+    private let trusted: [String]
+
+    public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String]) {
+        self.prober = prober
+        self.scope = scope
+        self.manifest = manifest
+        self.locator = PluginCatalog(directories: directories)
+        self.trusted = [PluginCatalog.executableDirectory(), PluginCatalog.systemDirectory].compactMap { dir in
+            dir.flatMap { realpath($0, nil) }.map { p in defer { free(p) }; return String(cString: p) }
+        }
+    }
+
+    /// The vetting a catalog runs each file through: the file checks under
+    /// `policy`, then this probe.
+    package func vetting(policy: PluginFilePolicy, warn: @escaping @Sendable (String) -> Void) -> PluginVetting {
+        PluginVetting(policy: policy, warn: warn, probe: { [self] file in refusal(for: file) })
+    }
+
+    func refusal(for file: PluginFile) -> PluginFileRefusal? {
+        if scope == .untrusted, trusted.contains(PluginFile.parent(of: file.realPath)) { return nil }
+        let report = report(for: file.realPath)
+        return report.refusal.map { PluginFileRefusal(path: file.path, rule: .probe, reason: $0) }
+    }
+
+    /// The probe of the file at `realPath`, run on first use.
+    public func report(for realPath: String) -> ProbeReport {
+        if let known = lock.withLock({ reports[realPath] }) { return known }
+        let report = prober.probe(path: realPath, manifest: manifest?.file, creates: creates(for: realPath))
+        lock.withLock { reports[realPath] = report }
+        return report
+    }
+
+    /// The manifest's monitors whose plugin is the file at `realPath`.
+    func creates(for realPath: String) -> [PluginProber.Create] {
+        guard let manifest else { return [] }
+        let base = manifest.directory
+        return manifest.monitors.compactMap { monitor in
+            let reference = monitor.pluginIsPath && !monitor.plugin.hasPrefix("/") && !base.isEmpty
+                ? "\(base)/\(monitor.plugin)" : monitor.plugin
+            guard let path = monitor.pluginIsPath ? reference : locator.locate(reference),
+                  let real = realpath(path, nil).map({ p in defer { free(p) }; return String(cString: p) }),
+                  real == realPath else { return nil }
+            return PluginProber.Create(monitor: monitor.name, timeout: Self.createTimeout(monitor))
+        }
+    }
+
+    /// The deadline of create, as `MonitorInstance` gives every call: the
+    /// monitor's `timeout`, else the larger of 5 s and its interval.
+    static func createTimeout(_ monitor: MonitorConfig) -> Int64 {
+        monitor.timeout ?? max(5_000_000_000, monitor.interval ?? 0)
+    }
+}
