@@ -303,3 +303,83 @@ struct UnitsExactTests {
         #expect(Units.parseSize("99999999999999999999") == nil)
     }
 }
+
+// MARK: - Checks that need the plugins' self-descriptions
+
+@Suite("Manifest limits: thresholds and rules on dynamic fields")
+struct DynamicFieldTests {
+    /// Shaped like the ffi plugin: one kind with dynamic fields, named by the json option `fields`.
+    static let ffi = PluginDescription(
+        name: "ffi", version: "1", summary: "", abiMajor: 1, abiMinor: 2,
+        options: [OptionSpec(name: "symbol", type: .string, defaultText: nil, doc: ""),
+                  OptionSpec(name: "fields", type: .json, defaultText: "[]", doc: "")],
+        events: [EventSpec(kind: "result", doc: "", fields: [FieldSpec(name: "elapsed_us", type: .double)], dynamicFields: true)],
+        defaultInterval: 10_000_000_000, polled: true, path: "")
+    /// Dynamic fields without an option that names them.
+    static let opaque = PluginDescription(
+        name: "opaque", version: "1", summary: "", abiMajor: 1, abiMinor: 2, options: [],
+        events: [EventSpec(kind: "reading", doc: "", fields: [], dynamicFields: true)],
+        defaultInterval: 10_000_000_000, polled: true, path: "")
+
+    func resolve(_ text: String) -> [Diagnostic] {
+        let (m, d) = load(text)
+        #expect(d.isEmpty, "\(ManifestErrors(d))")
+        guard let m else { return [] }
+        var infos: [String: ConditionResolver.MonitorInfo] = [:]
+        for monitor in m.monitors {
+            let plugin = monitor.plugin == "ffi" ? Self.ffi : Self.opaque
+            infos[monitor.name] = .init(description: plugin, interval: 10_000_000_000,
+                                        dynamicFields: ConditionResolver.dynamicFields(of: monitor, plugin: plugin))
+        }
+        return ConditionResolver.resolve(m, monitors: infos).diagnostics
+    }
+
+    @Test("fields named by the 'fields' option are checked, with a did-you-mean; declared ones still work")
+    func namedByOption() {
+        let d = resolve("""
+            monitors:
+              load:
+                plugin: ffi
+                options: { symbol: getloadavg, fields: [count, load1, load5, load15] }
+                thresholds:
+                  load1: { warning: { above: 4 } }
+                  result.lod5: { warning: { above: 4 } }
+                  elapsed_us: { warning: { above: 1000 } }
+                  load2: { warning: { above: 4 } }
+            rules:
+              busy: { condition: load.load51 > 3 }
+            sinks: {out: {type: null}}
+            """)
+        expectCount(d, 3)
+        expectDiagnostic(d, at: 7, 7, "'result' events of monitor 'load' (plugin ffi) have no field 'lod5': its option 'fields' names count, load1, load5, load15",
+                         hint: .equals("did you mean 'load5'?"))
+        expectDiagnostic(d, at: 9, 7, "have no field 'load2'", hint: .equals("did you mean 'load1'?"))
+        expectDiagnostic(d, at: 11, 22, "have no field 'load51'")
+    }
+
+    @Test("without 'fields' the default (none) applies; a plugin without such an option gets a warning that it cannot be checked")
+    func unknowable() {
+        let d = resolve("""
+            monitors:
+              page: { plugin: ffi, options: { symbol: getpagesize }, thresholds: { bytes: { warning: { above: 1 } } } }
+              thing: { plugin: opaque, thresholds: { temp: { warning: { above: 1 } } } }
+            sinks: {out: {type: null}}
+            """)
+        expectCount(d, 2)
+        expectDiagnostic(d, at: 2, 72, "its option 'fields' names none", hint: .equals("its fields: elapsed_us"))
+        expectDiagnostic(d, at: 3, 42, "field 'temp' of monitor 'thing' cannot be checked: plugin opaque names the fields of its 'reading' events from its options",
+                         level: .warning)
+    }
+}
+
+@Suite("Manifest limits: socket paths")
+struct SocketPathLimitTests {
+    @Test("a unix path fits sun_path: 107 bytes and its NUL")
+    func unixPathLength() throws {
+        let fits = "/" + String(repeating: "s", count: 106)
+        #expect(try SocketAddress.parse("unix:" + fits) == .unix(path: fits))
+        #expect(throws: SocketAddress.ParseError.pathTooLong(108)) { try SocketAddress.parse("unix:" + fits + "x") }
+        let (_, d) = load("monitors: {}\nsinks:\n  s: {type: socket, listen: \"unix:\(fits)é\"}\n")
+        expectDiagnostic(d, at: 3, 29, "the unix socket path is 109 bytes; the kernel takes at most 107 (sun_path)")
+    }
+}
