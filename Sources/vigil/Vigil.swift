@@ -137,7 +137,10 @@ struct Validate: AsyncParsableCommand {
         plugins do not have or compare values of the wrong type (docs/rules.md). Each plugin is loaded and asked to describe itself, and each monitor's \
         instance is created with its options and destroyed at once, so that the plugin can refuse values only \
         it can check (reported at the option's place when the plugin names it); none is started. \
-        Exits 0 only when the manifest is valid.
+        A manifest is plain UTF-8 YAML of at most 4MiB: NUL bytes, control characters, tags and a second document \
+        are errors, aliases may repeat 10000 nodes in all, nesting is 64 levels, durations are at most 365d. \
+        File sink paths and unix socket paths are checked against the file system and the kernel's limit, and \
+        match patterns against the kinds the plugins emit. Exits 0 only when the manifest is valid.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
