@@ -12,11 +12,15 @@ public enum SocketAddress: Sendable, Equatable, CustomStringConvertible {
         case missingPort
         case badPort(String)
         case missingHost
+        /// A unix path longer than `sun_path` holds (its byte count).
+        case pathTooLong(Int)
 
         public var description: String {
             switch self {
             case .unknownScheme(let s): "unknown scheme '\(s)'; use unix:/PATH, tcp://HOST:PORT or udp://HOST:PORT"
             case .missingPath: "unix: address needs a path, as in unix:/run/vigil/events.sock"
+            case .pathTooLong(let n):
+                "the unix socket path is \(n) bytes; the kernel takes at most \(ManifestLimits.maxUnixPathBytes) (sun_path); use a shorter path or a symlinked directory"
             case .missingPort: "address needs a port, as in tcp://127.0.0.1:5170"
             case .badPort(let p): "'\(p)' is not a port (1-65535)"
             case .missingHost: "address needs a host, as in tcp://127.0.0.1:5170"
@@ -29,6 +33,7 @@ public enum SocketAddress: Sendable, Equatable, CustomStringConvertible {
             var path = String(text.dropFirst(5))
             if path.hasPrefix("//") { path.removeFirst(2) }
             guard !path.isEmpty else { throw .missingPath }
+            guard path.utf8.count <= ManifestLimits.maxUnixPathBytes else { throw .pathTooLong(path.utf8.count) }
             return .unix(path: path)
         }
         let isTCP = text.hasPrefix("tcp://")

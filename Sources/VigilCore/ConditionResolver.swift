@@ -91,12 +91,42 @@ public enum ConditionResolver {
         /// The interval the monitor polls at (its own or the plugin's default).
         public var interval: Int64
         public var enabled: Bool
+        /// The names of the fields beyond those declared, for kinds with
+        /// dynamic fields (`EventSpec.dynamicFields`); nil when they cannot be
+        /// known before the monitor runs.
+        public var dynamicFields: [String]?
 
-        public init(description: PluginDescription, interval: Int64, enabled: Bool = true) {
+        public init(description: PluginDescription, interval: Int64, enabled: Bool = true, dynamicFields: [String]? = nil) {
             self.description = description
             self.interval = interval
             self.enabled = enabled
+            self.dynamicFields = dynamicFields
         }
+    }
+
+    /// The option that names a plugin's dynamic fields, by convention: a json
+    /// option `fields` holding a list of names (the ffi plugin's). A plugin
+    /// whose kinds have dynamic fields and no such option gets nil: its
+    /// fields cannot be checked before it runs.
+    public static let dynamicFieldsOption = "fields"
+
+    /// The dynamic field names `monitor` gives its plugin, when they can be
+    /// known from its options (see `dynamicFieldsOption`).
+    public static func dynamicFields(of monitor: MonitorConfig, plugin: PluginDescription) -> [String]? {
+        guard plugin.events.contains(where: \.dynamicFields),
+              let spec = plugin.options.first(where: { $0.name == dynamicFieldsOption && $0.type == .json }) else { return nil }
+        let node: ConfigNode
+        if let written = monitor.options.first(where: { $0.key.text == dynamicFieldsOption })?.value {
+            node = written
+        } else if let text = spec.defaultText, case (let parsed?, let problems) = ConfigParser(file: "", environment: [:]).parse(text),
+                  problems.isEmpty {
+            node = parsed
+        } else {
+            return []
+        }
+        guard case .sequence(let items, _) = node else { return nil }  // the plugin refuses it when created
+        let names = items.compactMap { $0.scalar.flatMap { $0.isNull ? nil : $0.text } }
+        return names.count == items.count ? names : nil
     }
 
     /// Resolves every threshold and rule. Monitors missing from `monitors`
@@ -145,7 +175,7 @@ public enum ConditionResolver {
     private static func resolve(_ t: ThresholdConfig, monitor: String, _ info: MonitorInfo,
                                 _ diagnostics: inout [Diagnostic]) -> ThresholdSpec? {
         let parts = t.field.split(separator: ".").map(String.init)
-        guard let (spec, field) = find(parts, in: info.description, monitor: monitor, at: t.location, &diagnostics) else { return nil }
+        guard let (spec, field) = find(parts, in: info, monitor: monitor, at: t.location, &diagnostics) else { return nil }
         if let type = field?.type, type != .int && type != .double {
             diagnostics.append(Diagnostic(at: t.location, "threshold on '\(t.field)' of monitor '\(monitor)': the field is \(type.withArticle), and thresholds need a number",
                                           hint: "compare it in a rule instead: \(monitor).\(t.field) == …"))
@@ -175,9 +205,24 @@ public enum ConditionResolver {
 
     /// `[FIELD]` or `[KIND, FIELD]` in a plugin's description: the kind, and
     /// the field (nil for a kind whose fields are named by options).
-    private static func find(_ parts: [String], in d: PluginDescription, monitor: String, at: SourceLocation,
+    private static func find(_ parts: [String], in info: MonitorInfo, monitor: String, at: SourceLocation,
                              _ diagnostics: inout [Diagnostic]) -> (EventSpec, FieldSpec?)? {
+        let d = info.description
         let kinds = kinds(d)
+        /// A field not declared by `spec`, which has dynamic fields: checked
+        /// against the names the options give, or a warning that it cannot be.
+        func dynamic(_ spec: EventSpec, _ name: String) -> (EventSpec, FieldSpec?)? {
+            guard let names = info.dynamicFields else {
+                diagnostics.append(Diagnostic(.warning, at: at, "field '\(name)' of monitor '\(monitor)' cannot be checked: plugin \(d.name) names the fields of its '\(spec.kind)' events from its options",
+                                              hint: "make sure the monitor's options name '\(name)'"))
+                return (spec, nil)
+            }
+            if names.contains(name) { return (spec, nil) }
+            let all = spec.fields.map(\.name) + names
+            diagnostics.append(Diagnostic(at: at, "'\(spec.kind)' events of monitor '\(monitor)' (plugin \(d.name)) have no field '\(name)': its option '\(dynamicFieldsOption)' names \(names.isEmpty ? "none" : names.joined(separator: ", "))",
+                                          hint: Suggest.hint(for: name, in: all) ?? "its fields: \(all.joined(separator: ", "))"))
+            return nil
+        }
         let allFields = kinds.flatMap { $0.fields.map(\.name) }
         if parts.count == 2 {
             guard let spec = kinds.first(where: { $0.kind == parts[0] }) else {
@@ -186,7 +231,7 @@ public enum ConditionResolver {
                 return nil
             }
             if let field = spec.fields.first(where: { $0.name == parts[1] }) { return (spec, field) }
-            if spec.dynamicFields { return (spec, nil) }
+            if spec.dynamicFields { return dynamic(spec, parts[1]) }
             diagnostics.append(Diagnostic(at: at, "'\(spec.kind)' events of monitor '\(monitor)' (plugin \(d.name)) have no field '\(parts[1])'",
                                           hint: Suggest.hint(for: parts[1], in: spec.fields.map(\.name)) ?? "its fields: \(spec.fields.map(\.name).joined(separator: ", "))"))
             return nil
@@ -195,7 +240,7 @@ public enum ConditionResolver {
         if let spec = kinds.first(where: { $0.fields.contains { $0.name == name } }) {
             return (spec, spec.fields.first { $0.name == name })
         }
-        if let spec = kinds.first(where: \.dynamicFields) { return (spec, nil) }
+        if let spec = kinds.first(where: \.dynamicFields) { return dynamic(spec, name) }
         diagnostics.append(Diagnostic(at: at, "monitor '\(monitor)' (plugin \(d.name)) has no field '\(name)'",
                                       hint: Suggest.hint(for: name, in: allFields) ?? "its fields: \(Array(Set(allFields)).sorted().joined(separator: ", "))"))
         return nil
@@ -222,7 +267,7 @@ public enum ConditionResolver {
             // The plugin did not load (reported where the monitor is): never true.
             return RuleComparison(ref: ValueRef(monitor: monitor, kind: "", field: rest.last!), op: c.op, literal: c.literal, name: c.referenceText)
         }
-        guard let (spec, field) = find(rest, in: info.description, monitor: monitor, at: c.location, &diagnostics) else { return nil }
+        guard let (spec, field) = find(rest, in: info, monitor: monitor, at: c.location, &diagnostics) else { return nil }
         if let field {
             let fits: Bool
             switch (field.type, c.literal) {

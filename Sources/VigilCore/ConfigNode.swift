@@ -1,4 +1,4 @@
-import Yams
+import CYaml
 
 /// A scalar of the manifest with where it was written.
 public struct ConfigScalar: Sendable, Equatable {
@@ -48,7 +48,7 @@ public struct ConfigScalar: Sendable, Equatable {
     }
 }
 
-/// The manifest as a tree of located nodes: what Yams composed, with `${ENV}`
+/// The manifest as a tree of located nodes: what the YAML parser read, with `${ENV}`
 /// expanded in scalar values and every node knowing its line and column.
 public indirect enum ConfigNode: Sendable {
     case scalar(ConfigScalar)
@@ -122,7 +122,18 @@ public struct ConfigEntry: Sendable {
 }
 
 /// Turns manifest text into a `ConfigNode`, collecting every problem found
-/// on the way (syntax errors, duplicate keys, unset environment variables).
+/// on the way: bytes that are not text, syntax errors, tags, duplicate keys,
+/// aliases that would expand past `ManifestLimits`, nesting too deep, unset
+/// environment variables.
+///
+/// The tree is composed here from libyaml's events rather than by
+/// `Yams.compose`, because Yams expands nothing but hashes every mapping key
+/// whole to find duplicates (a key that is an alias of a billion-node tree
+/// hangs it) and gives no place for an alias. Composing from events counts
+/// what each alias brings in before anything is spent on it, reports it at
+/// the alias, and finds every duplicate key in one pass. libyaml is the
+/// `CYaml` module of the Yams package: the same parser, its events instead
+/// of its tree.
 public struct ConfigParser {
     public var file: String
     public var environment: [String: String]
@@ -133,97 +144,25 @@ public struct ConfigParser {
     }
 
     public func parse(_ text: String) -> (ConfigNode?, [Diagnostic]) {
-        var diagnostics: [Diagnostic] = []
-        if text.allSatisfy({ $0.isWhitespace }) {
-            diagnostics.append(Diagnostic(at: loc(1, 1), "the manifest is empty",
-                                          hint: "a manifest needs at least a 'monitors:' mapping; see manifests/default.yaml"))
-            return (nil, diagnostics)
-        }
         var text = text
-        var masked: [SourceLocation: String] = [:]
-        var placeholder: UInt32 = 0xE000
-        for _ in 0..<64 {
-            do {
-                guard let root = try Yams.compose(yaml: text) else {
-                    diagnostics.append(Diagnostic(at: loc(1, 1), "the manifest holds no YAML document",
-                                                  hint: "a manifest needs at least a 'monitors:' mapping"))
-                    return (nil, diagnostics)
-                }
-                let node = convert(root, isKey: false, diagnostics: &diagnostics, masked: masked)
-                return (node, diagnostics)
-            } catch let YamlError.duplicatedKeysInMapping(duplicates, context) {
-                // Yams stops at the first mapping with a repeated key and names its
-                // first occurrence. Find the repeats ourselves, report them, hide them
-                // behind placeholders of the same length (so every other line and
-                // column stays put) and parse again, to report everything in one run.
-                // Yams's mark is the first occurrence of the first key in `duplicates`; other
-                // repeated keys may have occurred before it, so they wait for the next round.
-                let found = DuplicateFinder.find(keys: Array(duplicates.prefix(1)), firstAt: context.mark, in: text)
-                if found.isEmpty {
-                    let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
-                    diagnostics.append(Diagnostic(at: loc(context.mark.line, context.mark.column),
-                                                  "duplicate key \(names) in one mapping"))
-                    return (nil, diagnostics)
-                }
-                for dup in found {
-                    diagnostics.append(Diagnostic(at: loc(dup.line, dup.column),
-                                                  "duplicate key '\(dup.key)': names must be unique",
-                                                  hint: "first defined at \(loc(dup.firstLine, dup.firstColumn))"))
-                    let mask = String(repeating: Character(Unicode.Scalar(placeholder)!), count: dup.key.unicodeScalars.count)
-                    placeholder += 1
-                    text = DuplicateFinder.replace(in: text, line: dup.line, column: dup.column,
-                                                   length: dup.key.unicodeScalars.count, with: mask)
-                    masked[loc(dup.line, dup.column)] = dup.key
-                }
-            } catch let error as YamlError {
-                diagnostics.append(diagnostic(for: error))
-                return (nil, diagnostics)
-            } catch {
-                diagnostics.append(Diagnostic(at: loc(1, 1), "cannot parse the manifest: \(error)"))
-                return (nil, diagnostics)
-            }
-        }
-        return (nil, diagnostics)
+        return text.withUTF8 { parse(utf8: $0) }
     }
 
-    private func loc(_ line: Int, _ column: Int) -> SourceLocation {
+    /// Parses the bytes of a manifest as they are: a NUL or an invalid byte is
+    /// reported where it is, never cut or replaced.
+    public func parse(utf8 bytes: UnsafeBufferPointer<UInt8>) -> (ConfigNode?, [Diagnostic]) {
+        let problems = ManifestText.check(bytes, file: file)
+        guard problems.isEmpty else { return (nil, problems) }
+        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) {
+            return (nil, [Diagnostic(at: loc(1, 1), "the manifest is empty",
+                                     hint: "a manifest needs at least a 'monitors:' mapping; see manifests/default.yaml")])
+        }
+        var composer = Composer(parser: self, bytes: bytes)
+        return composer.run()
+    }
+
+    func loc(_ line: Int, _ column: Int) -> SourceLocation {
         SourceLocation(file: file, line: line, column: column)
-    }
-
-    private func location(of node: Node) -> SourceLocation {
-        node.mark.map { loc($0.line, $0.column) } ?? loc(1, 1)
-    }
-
-    private func convert(_ node: Node, isKey: Bool, diagnostics: inout [Diagnostic],
-                         masked: [SourceLocation: String]) -> ConfigNode {
-        switch node {
-        case .scalar(let s):
-            let where_ = location(of: node)
-            let quoted = s.style == .singleQuoted || s.style == .doubleQuoted || s.style == .literal || s.style == .folded
-            if isKey { return .scalar(ConfigScalar(s.string, quoted: quoted, at: where_)) }
-            let expanded = interpolate(s.string, at: where_, diagnostics: &diagnostics)
-            return .scalar(ConfigScalar(expanded, quoted: quoted, at: where_))
-        case .sequence(let seq):
-            return .sequence(seq.map { convert($0, isKey: false, diagnostics: &diagnostics, masked: masked) },
-                             location(of: node))
-        case .mapping(let map):
-            var entries: [ConfigEntry] = []
-            for (k, v) in map {
-                let key = convert(k, isKey: true, diagnostics: &diagnostics, masked: masked)
-                guard case .scalar(let keyScalar) = key else {
-                    diagnostics.append(Diagnostic(at: key.location, "a key must be a plain name, not \(key.kindName)"))
-                    continue
-                }
-                if masked[keyScalar.location] != nil { continue }  // a reported duplicate
-                entries.append(ConfigEntry(key: keyScalar,
-                                           value: convert(v, isKey: false, diagnostics: &diagnostics, masked: masked)))
-            }
-            return .mapping(entries, location(of: node))
-        case .alias(let alias):
-            // Yams resolves aliases while composing; an unresolved one is an error.
-            diagnostics.append(Diagnostic(at: location(of: node), "unresolved alias '*\(alias.anchor)'"))
-            return .scalar(ConfigScalar("", at: location(of: node)))
-        }
     }
 
     /// Expands `${NAME}` and `${NAME:-default}`; `$${` stands for a literal `${`.
@@ -253,7 +192,7 @@ public struct ConfigParser {
             rest = after[after.index(after: close)...]
             let name: Substring
             var fallback: Substring?
-            if let sep = body.range(of: ":-") {
+            if let sep = body.firstRange(of: ":-") {
                 name = body[..<sep.lowerBound]
                 fallback = body[sep.upperBound...]
             } else {
@@ -280,79 +219,228 @@ public struct ConfigParser {
         return out
     }
 
-    private func diagnostic(for error: YamlError) -> Diagnostic {
-        switch error {
-        case let .scanner(context, problem, mark, _),
-             let .parser(context, problem, mark, _),
-             let .composer(context, problem, mark, _):
-            var message = "invalid YAML: \(problem)"
-            if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
-            return Diagnostic(at: loc(mark.line, mark.column), message)
-        case let .reader(problem, offset, _, yaml):
-            // Yams gives the offset in Characters (not bytes); columns count scalars, as libyaml's do.
-            var line = 1, column = 1
-            if let offset {
-                for character in yaml.prefix(offset) {
-                    if character == "\n" || character == "\r\n" { line += 1; column = 1 } else { column += character.unicodeScalars.count }
-                }
-            }
-            return Diagnostic(at: loc(line, column), "not a YAML text file: \(problem)")
-        default:
-            return Diagnostic(at: loc(1, 1), "invalid YAML: \(error)")
-        }
-    }
 }
 
-/// Locates repeated keys of one block mapping in the text.
-enum DuplicateFinder {
-    struct Duplicate {
-        var key: String
-        var line: Int, column: Int
-        var firstLine: Int, firstColumn: Int
+/// Builds `ConfigNode`s from libyaml's events, one document, with the limits
+/// of `ManifestLimits`.
+private struct Composer {
+    let parser: ConfigParser
+    let bytes: UnsafeBufferPointer<UInt8>
+    var diagnostics: [Diagnostic] = []
+
+    /// A list or mapping being built.
+    struct Frame {
+        var isMapping: Bool
+        var location: SourceLocation
+        var anchor: String?
+        var items: [ConfigNode] = []
+        var entries: [ConfigEntry] = []
+        /// In a mapping: the next node is a key.
+        var expectingKey = true
+        /// The key of the value to come; nil when the key was refused (its value is skipped).
+        var key: ConfigScalar?
+        var seen: [String: SourceLocation] = [:]
+        /// Nodes in this subtree, aliases expanded, and its height.
+        var count = 1
+        var height = 1
     }
 
-    static func find(keys: [String], firstAt mark: Mark, in text: String) -> [Duplicate] {
-        let lines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false)
-        guard mark.line >= 1, mark.line <= lines.count else { return [] }
-        let indent = mark.column - 1
-        var firstSeen: [String: (Int, Int)] = [:]
-        var found: [Duplicate] = []
-        var lineNumber = mark.line
-        while lineNumber <= lines.count {
-            var line = Array(lines[lineNumber - 1])
-            if line.last == "\r" { line.removeLast() }
-            defer { lineNumber += 1 }
-            // The mapping's first line may start with "- " or other text before the key.
-            let start: Int
-            if lineNumber == mark.line {
-                start = indent
-            } else {
-                let lead = line.prefix(while: { $0 == " " }).count
-                if lead == line.count || line[lead] == "#" { continue }  // blank or comment
-                if lead < indent { break }  // the mapping ended
-                if lead > indent { continue }  // nested content
-                start = lead
+    struct Built {
+        var node: ConfigNode
+        var count: Int
+        var height: Int
+    }
+
+    var stack: [Frame] = []
+    var anchors: [String: Built] = [:]
+    var aliasNodes = 0
+    var root: ConfigNode?
+    var documents = 0
+    var bomLength = 0
+
+    init(parser: ConfigParser, bytes: UnsafeBufferPointer<UInt8>) {
+        self.parser = parser
+        self.bytes = bytes
+    }
+
+    private enum Step { case next, done, failed }
+
+    mutating func run() -> (ConfigNode?, [Diagnostic]) {
+        let yaml = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
+        defer { yaml.deallocate() }
+        guard yaml_parser_initialize(yaml) == 1 else {
+            return (nil, [Diagnostic(at: parser.loc(1, 1), "cannot parse the manifest: out of memory")])
+        }
+        defer { yaml_parser_delete(yaml) }
+        // With the encoding given, libyaml would read a BOM as text: skip it, as its own detection does.
+        bomLength = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        yaml_parser_set_encoding(yaml, YAML_UTF8_ENCODING)
+        yaml_parser_set_input_string(yaml, bytes.baseAddress.map { $0 + bomLength }, bytes.count - bomLength)
+        var event = yaml_event_t()
+        while true {
+            guard yaml_parser_parse(yaml, &event) == 1 else {
+                diagnostics.append(error(of: yaml.pointee))
+                return (nil, diagnostics)
             }
-            guard start < line.count else { continue }
-            var key = String(String.UnicodeScalarView(line[start...].prefix(while: { $0 != ":" })))
-            while key.hasSuffix(" ") { key.removeLast() }
-            guard keys.contains(key), start + key.unicodeScalars.count < line.count else { continue }
-            if let first = firstSeen[key] {
-                found.append(Duplicate(key: key, line: lineNumber, column: start + 1,
-                                       firstLine: first.0, firstColumn: first.1))
-            } else {
-                firstSeen[key] = (lineNumber, start + 1)
+            let step = handle(event)
+            yaml_event_delete(&event)
+            switch step {
+            case .next: continue
+            case .done: return (root, diagnostics)
+            case .failed: return (nil, diagnostics)
             }
         }
-        return found
     }
 
-    static func replace(in text: String, line: Int, column: Int, length: Int, with mask: String) -> String {
-        var lines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map { Array($0) }
-        let start = column - 1
-        guard line - 1 < lines.count, start + length <= lines[line - 1].count else { return text }
-        lines[line - 1].replaceSubrange(start..<start + length, with: Array(mask.unicodeScalars))
-        return lines.map { String(String.UnicodeScalarView($0)) }.joined(separator: "\n")
+    private func location(_ mark: yaml_mark_t) -> SourceLocation {
+        parser.loc(Int(mark.line) + 1, Int(mark.column) + 1)
+    }
+
+    private mutating func handle(_ event: yaml_event_t) -> Step {
+        let at = location(event.start_mark)
+        switch event.type {
+        case YAML_STREAM_START_EVENT, YAML_DOCUMENT_END_EVENT:
+            return .next
+        case YAML_DOCUMENT_START_EVENT:
+            guard documents == 0 else {
+                diagnostics.append(Diagnostic(at: at, "a manifest is one YAML document, and a second one starts here",
+                                              hint: "remove this '---' and what follows, or move it to another file"))
+                return .failed
+            }
+            documents += 1
+            return .next
+        case YAML_STREAM_END_EVENT:
+            guard documents > 0, root != nil else {
+                diagnostics.append(Diagnostic(at: parser.loc(1, 1), "the manifest holds no YAML document",
+                                              hint: "a manifest needs at least a 'monitors:' mapping"))
+                return .failed
+            }
+            return .done
+        case YAML_ALIAS_EVENT:
+            let name = string(event.data.alias.anchor) ?? ""
+            guard let target = anchors[name] else {
+                diagnostics.append(Diagnostic(at: at, "alias '*\(name)' refers to no anchor before it",
+                                              hint: "define '&\(name)' on a value above this line; an anchor cannot refer to itself"))
+                return add(Built(node: .scalar(ConfigScalar("", at: at)), count: 1, height: 1))
+            }
+            aliasNodes += target.count
+            if aliasNodes > ManifestLimits.maxAliasNodes {
+                diagnostics.append(Diagnostic(at: at, "alias '*\(name)' would make the manifest more than \(ManifestLimits.maxAliasNodes) nodes of repeated values (\(aliasNodes) with this one)",
+                                              hint: "anchors and aliases are for sharing a few settings; write the values out, or share smaller ones"))
+                return .failed
+            }
+            if stack.count + target.height > ManifestLimits.maxDepth {
+                diagnostics.append(Diagnostic(at: at, "alias '*\(name)' nests values more than \(ManifestLimits.maxDepth) levels deep"))
+                return .failed
+            }
+            return add(target)
+        case YAML_SCALAR_EVENT:
+            let s = event.data.scalar
+            checkTag(s.tag, at: at)
+            let text = String(decoding: UnsafeBufferPointer(start: s.value, count: Int(s.length)), as: UTF8.self)
+            let quoted = s.style != YAML_PLAIN_SCALAR_STYLE
+            let isKey = stack.last.map { $0.isMapping && $0.expectingKey } ?? false
+            var value = text
+            if text.utf8.contains(0) {
+                diagnostics.append(Diagnostic(at: at, "a value holds a NUL character (an escape such as \"\\0\")",
+                                              hint: "a NUL would cut the value short where it is used; remove it"))
+            } else if !isKey {
+                value = parser.interpolate(text, at: at, diagnostics: &diagnostics)
+            }
+            let built = Built(node: .scalar(ConfigScalar(value, quoted: quoted, at: at)), count: 1, height: 1)
+            if let anchor = string(s.anchor) { anchors[anchor] = built }
+            return add(built)
+        case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
+            let isMapping = event.type == YAML_MAPPING_START_EVENT
+            let tag = isMapping ? event.data.mapping_start.tag : event.data.sequence_start.tag
+            let anchor = isMapping ? event.data.mapping_start.anchor : event.data.sequence_start.anchor
+            checkTag(tag, at: at)
+            guard stack.count < ManifestLimits.maxDepth else {
+                diagnostics.append(Diagnostic(at: at, "lists and mappings nest more than \(ManifestLimits.maxDepth) levels deep here",
+                                              hint: "a manifest is a few levels deep; check the indentation and the brackets"))
+                return .failed
+            }
+            stack.append(Frame(isMapping: isMapping, location: at, anchor: string(anchor)))
+            return .next
+        case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+            guard let frame = stack.popLast() else { return .failed }
+            let node: ConfigNode = frame.isMapping ? .mapping(frame.entries, frame.location) : .sequence(frame.items, frame.location)
+            let built = Built(node: node, count: frame.count, height: frame.height)
+            if let anchor = frame.anchor { anchors[anchor] = built }
+            return add(built)
+        default:
+            return .next
+        }
+    }
+
+    /// Puts a finished node into its parent, or makes it the root.
+    private mutating func add(_ built: Built) -> Step {
+        guard !stack.isEmpty else {
+            root = built.node
+            return .next
+        }
+        let top = stack.count - 1
+        stack[top].count += built.count
+        stack[top].height = max(stack[top].height, built.height + 1)
+        guard stack[top].isMapping else {
+            stack[top].items.append(built.node)
+            return .next
+        }
+        if stack[top].expectingKey {
+            stack[top].expectingKey = false
+            stack[top].key = nil
+            guard case .scalar(let key) = built.node else {
+                diagnostics.append(Diagnostic(at: built.node.location, "a key must be a plain name, not \(built.node.kindName)"))
+                return .next
+            }
+            if let first = stack[top].seen[key.text] {
+                diagnostics.append(Diagnostic(at: key.location, "duplicate key '\(key.text)': names must be unique",
+                                              hint: "first defined at \(first)"))
+                return .next
+            }
+            stack[top].seen[key.text] = key.location
+            stack[top].key = key
+        } else {
+            stack[top].expectingKey = true
+            if let key = stack[top].key { stack[top].entries.append(ConfigEntry(key: key, value: built.node)) }
+        }
+        return .next
+    }
+
+    /// Tags are refused: a manifest is plain data, typed by the keys that hold it.
+    private mutating func checkTag(_ tag: UnsafeMutablePointer<yaml_char_t>?, at: SourceLocation) {
+        guard let text = string(tag) else { return }
+        let shown = text.hasPrefix("tag:yaml.org,2002:") ? "!!" + text.dropFirst(18) : text
+        diagnostics.append(Diagnostic(at: at, "tag '\(shown)': a manifest takes no YAML tags",
+                                      hint: "remove the tag; quote a value to make it a string"))
+    }
+
+    private func string(_ pointer: UnsafeMutablePointer<yaml_char_t>?) -> String? {
+        guard let pointer else { return nil }
+        var length = 0
+        while pointer[length] != 0 { length += 1 }
+        return String(decoding: UnsafeBufferPointer(start: pointer, count: length), as: UTF8.self)
+    }
+
+    private func error(of yaml: yaml_parser_t) -> Diagnostic {
+        let problem = yaml.problem.map { String(cString: $0) } ?? "unknown error"
+        switch yaml.error {
+        case YAML_MEMORY_ERROR:
+            return Diagnostic(at: parser.loc(1, 1), "cannot parse the manifest: out of memory")
+        case YAML_READER_ERROR:
+            return Diagnostic(at: ManifestText.location(ofByte: yaml.problem_offset + bomLength, in: bytes, file: parser.file),
+                              "not a YAML text file: \(problem)")
+        case YAML_PARSER_ERROR where problem.hasPrefix("Maximum nesting level reached"):
+            // libyaml's own limit (1000), met first when its scanner reads a long run of brackets ahead.
+            return Diagnostic(at: location(yaml.problem_mark), "lists and mappings nest more than \(ManifestLimits.maxDepth) levels deep here",
+                              hint: "a manifest is a few levels deep; check the indentation and the brackets")
+        default:
+            var message = "invalid YAML: \(problem)"
+            if let context = yaml.context {
+                message += " (\(String(cString: context)) at \(yaml.context_mark.line + 1):\(yaml.context_mark.column + 1))"
+            }
+            return Diagnostic(at: location(yaml.problem_mark), message)
+        }
     }
 }
 

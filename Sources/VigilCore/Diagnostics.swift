@@ -56,6 +56,9 @@ public enum Suggest {
         let limit = max(1, word.count / 3)
         for candidate in candidates {
             if candidate.lowercased() == word.lowercased() { return candidate }
+            // The distance is at least the difference in length: skip without the
+            // O(n·m) table, so a megabyte-long key costs nothing here.
+            if abs(word.count - candidate.count) > limit { continue }
             let d = distance(word, candidate)
             if d <= limit, d < (best?.1 ?? .max) { best = (candidate, d) }
         }

@@ -98,6 +98,8 @@ public struct SinkConfig: Sendable {
     public var queueCapacity: Int
     public var overflow: OverflowPolicy
     public var location: SourceLocation
+    /// Where each entry of `match` is written (empty when `match` was not).
+    public var matchLocations: [SourceLocation] = []
 
     public init(name: String, kind: SinkKind, match: [String] = ["*"], minSeverity: Severity = .debug,
                 queueCapacity: Int = SinkConfig.defaultQueueCapacity, overflow: OverflowPolicy = .dropOldest,
@@ -148,6 +150,8 @@ public struct FileSinkConfig: Sendable {
     public var rotateKeep: Int = 5
     public var fsync: Fsync = .interval
     public var fsyncInterval: Int64 = 1_000_000_000
+    /// Where `path` is written.
+    public var pathLocation: SourceLocation?
     public init(path: String) { self.path = path }
 }
 
@@ -162,6 +166,8 @@ public struct SocketSinkConfig: Sendable {
     public var reconnectMax: Int64 = 30_000_000_000
     /// Bytes a listening sink holds for one client before disconnecting it.
     public var clientBuffer: Int64 = 4 << 20
+    /// Where the `connect` or `listen` address is written.
+    public var addressLocation: SourceLocation?
     public init(mode: Mode) { self.mode = mode }
 }
 
@@ -173,7 +179,7 @@ extension MonitorConfig {
     /// deepest node the path reaches (the `options:` key when the option was
     /// not written, a default being at fault) and the message without the path.
     public func locate(pluginMessage message: String) -> (location: SourceLocation, message: String) {
-        guard message.hasPrefix("options."), let colon = message.range(of: ": ") else { return (location, message) }
+        guard message.hasPrefix("options."), let colon = message.firstRange(of: ": ") else { return (location, message) }
         let path = message[message.index(message.startIndex, offsetBy: 8)..<colon.lowerBound]
         let rest = String(message[colon.upperBound...])
         var steps: [PathStep] = []
@@ -209,4 +215,30 @@ extension MonitorConfig {
     }
 
     private enum PathStep { case index(Int), key(String) }
+}
+
+/// The bounds a manifest is held to, so that no value in it can trap, hang
+/// or exhaust the host: each refusal names the limit it passed.
+public enum ManifestLimits {
+    /// The largest manifest file read (a manifest is a page or two of text).
+    public static let maxFileBytes = 4 << 20
+    /// Nodes that aliases may bring in, in all (`*name` repeats its anchor's
+    /// whole subtree; nine levels of nine are a billion nodes).
+    public static let maxAliasNodes = 10_000
+    /// Nesting of lists and mappings, aliases expanded.
+    public static let maxDepth = 64
+    /// Byte-level problems reported before the rest are summed up in one line.
+    public static let maxTextProblems = 20
+    /// The longest duration a manifest takes (intervals, timeouts, backoffs, holds).
+    public static let maxDuration: Int64 = 365 * 86_400_000_000_000
+    public static let maxDurationText = "365d"
+    /// The largest size a manifest takes (rotation sizes).
+    public static let maxSize: Int64 = 1 << 50
+    public static let maxSizeText = "1PiB"
+    /// A listening socket sink holds this much per client in memory, at most.
+    public static let maxClientBuffer: Int64 = 1 << 30
+    /// Events a sink's queue may hold.
+    public static let maxQueueSize: Int64 = 1 << 24
+    /// A unix socket path, in bytes: `sun_path` is 108 bytes with its NUL.
+    public static let maxUnixPathBytes = 107
 }

@@ -24,7 +24,23 @@ public struct ManifestLoader {
     /// invalid and must not be run; the partial model lets `vigil validate` go on
     /// to check plugins and options in the same pass.
     public func load(_ text: String) -> (Manifest?, [Diagnostic]) {
-        let (root, parseDiagnostics) = ConfigParser(file: file, environment: environment).parse(text)
+        var text = text
+        return text.withUTF8 { load(utf8: $0) }
+    }
+
+    /// The manifest from a file's bytes as read: a NUL or invalid UTF-8 is an
+    /// error at its place, never a reason to read less.
+    public func load(bytes: [UInt8]) -> (Manifest?, [Diagnostic]) {
+        bytes.withUnsafeBufferPointer { load(utf8: $0) }
+    }
+
+    public func load(utf8 bytes: UnsafeBufferPointer<UInt8>) -> (Manifest?, [Diagnostic]) {
+        guard bytes.count <= ManifestLimits.maxFileBytes else {
+            return (nil, [Diagnostic(at: SourceLocation(file: file, line: 1, column: 1),
+                                     "the manifest is larger than the limit of \(Units.formatSize(Int64(ManifestLimits.maxFileBytes)))",
+                                     hint: "a manifest is a page or two of YAML; is this the right file?")])
+        }
+        let (root, parseDiagnostics) = ConfigParser(file: file, environment: environment).parse(utf8: bytes)
         var d = Diags(items: parseDiagnostics)
         guard let root else { return (nil, d.items) }
         guard case .mapping(let entries, _) = root else {
@@ -57,6 +73,21 @@ public struct ManifestLoader {
         }
         if let sinks = top["sinks"] {
             manifest.sinks = loadSinks(sinks, monitors: manifest.monitors, rules: manifest.rules.map(\.name), &d)
+        }
+        // With no sink every event is lost. A warning, not an error: a manifest
+        // whose rules run programs (`exec:`) does its work without a sink, and a
+        // plugin's author checks that it loads with one monitor and nothing else.
+        // One that means to discard its events says so with a null sink.
+        let declaresNoSink: Bool = switch top["sinks"] {
+        case nil: true
+        case .scalar(let s)?: s.isNull
+        case .mapping(let entries, _)?: entries.isEmpty
+        default: false  // reported as the wrong shape
+        }
+        if declaresNoSink {
+            d.warning(top["sinks"]?.location ?? root.location,
+                    top["sinks"] == nil ? "the manifest has no 'sinks:': every event would be lost" : "'sinks' is empty: every event would be lost",
+                    hint: "add one, e.g. sinks: { console: { type: log } }; to discard events on purpose: sinks: { discard: { type: null } }")
         }
         return (manifest, d.items)
     }
@@ -92,15 +123,11 @@ public struct ManifestLoader {
             } else if keys["plugin"] == nil {
                 d.error(entry.key.location, "monitor '\(name)' has no 'plugin'", hint: "name a plugin (see 'vigil plugins list') or a path to a .so")
             }
-            if let interval = keys["interval"], let ns = d.duration(interval, what: "'interval'") {
-                if ns < 1_000_000 {
-                    d.error(interval.location, "'interval' must be at least 1ms")
-                } else {
-                    monitor.interval = ns
-                }
+            if let interval = keys["interval"], let ns = d.duration(interval, what: "'interval'", atLeast: 1_000_000) {
+                monitor.interval = ns
             }
-            if let timeout = keys["timeout"], let ns = d.duration(timeout, what: "'timeout'") {
-                if ns < 1_000_000 { d.error(timeout.location, "'timeout' must be at least 1ms") } else { monitor.timeout = ns }
+            if let timeout = keys["timeout"], let ns = d.duration(timeout, what: "'timeout'", atLeast: 1_000_000) {
+                monitor.timeout = ns
             }
             if let enabled = keys["enabled"] { monitor.enabled = d.bool(enabled, what: "'enabled'") ?? true }
             if let thresholds = keys["thresholds"] { monitor.thresholds = loadThresholds(thresholds, monitor: name, &d) }
@@ -153,8 +180,10 @@ public struct ManifestLoader {
             guard let kind else { continue }
             var sink = SinkConfig(name: name, kind: kind, location: entry.key.location)
             if let match = keys["match"] {
-                sink.match = d.stringList(match, what: "'match'")
-                for (pattern, at) in d.locatedStrings(match) {
+                let patterns = d.locatedStrings(match, what: "'match'")
+                sink.match = patterns.map(\.0)
+                sink.matchLocations = patterns.map(\.1)
+                for (pattern, at) in patterns {
                     if let problem = RoutePattern.problem(in: pattern) {
                         d.error(at, "bad pattern '\(pattern)' in 'match': \(problem)")
                     } else if let literal = RoutePattern.literalMonitor(in: pattern), !monitorNames.contains(literal) {
@@ -166,8 +195,8 @@ public struct ManifestLoader {
             if let severity = keys["min_severity"] {
                 sink.minSeverity = d.severity(severity, what: "'min_severity'") ?? .debug
             }
-            if let size = keys["queue_size"], let n = d.int(size, what: "'queue_size'") {
-                if n < 1 || n > 1 << 24 { d.error(size.location, "'queue_size' must be between 1 and 16777216 events") } else { sink.queueCapacity = Int(n) }
+            if let size = keys["queue_size"], let n = d.int(size, what: "'queue_size'", in: 1...ManifestLimits.maxQueueSize, unit: " events") {
+                sink.queueCapacity = Int(n)
             }
             if let overflow = keys["overflow"] {
                 sink.overflow = d.choice(overflow, what: "'overflow'", from: OverflowPolicy.allCases.map(\.rawValue))
@@ -224,6 +253,7 @@ public struct ManifestLoader {
             return nil
         }
         var config = FileSinkConfig(path: path)
+        config.pathLocation = pathNode.location
         if let rotate = keys["rotate"] {
             if case .mapping(let entries, _) = rotate {
                 let r = Keys(entries, context: "'rotate' of sink '\(name)'", known: ["size", "keep"])
@@ -233,8 +263,8 @@ public struct ManifestLoader {
                 } else if r["size"] == nil {
                     d.error(rotate.location, "'rotate' needs a 'size'", hint: "rotate: { size: 64MiB, keep: 5 }")
                 }
-                if let keep = r["keep"], let n = d.int(keep, what: "'rotate.keep'") {
-                    if n < 1 || n > 1000 { d.error(keep.location, "'rotate.keep' must be between 1 and 1000") } else { config.rotateKeep = Int(n) }
+                if let keep = r["keep"], let n = d.int(keep, what: "'rotate.keep'", in: 1...1000) {
+                    config.rotateKeep = Int(n)
                 }
             } else {
                 d.error(rotate.location, "'rotate' must be a mapping, not \(rotate.kindName)", hint: "rotate: { size: 64MiB, keep: 5 }")
@@ -273,9 +303,13 @@ public struct ManifestLoader {
             mode = .listen(address)
         }
         var config = SocketSinkConfig(mode: mode)
+        config.addressLocation = (connect ?? listen)?.location
         if let n = keys["reconnect_min"], let ns = d.duration(n, what: "'reconnect_min'") { config.reconnectMin = max(ns, 1_000_000) }
         if let n = keys["reconnect_max"], let ns = d.duration(n, what: "'reconnect_max'") { config.reconnectMax = max(ns, config.reconnectMin) }
-        if let n = keys["client_buffer"], let bytes = d.size(n, what: "'client_buffer'") { config.clientBuffer = max(bytes, 4096) }
+        if let n = keys["client_buffer"],
+           let bytes = d.size(n, what: "'client_buffer'", atMost: ManifestLimits.maxClientBuffer, limitText: "1GiB (it is held in memory for each client)") {
+            config.clientBuffer = max(bytes, 4096)
+        }
         return .socket(config)
     }
 }
@@ -344,27 +378,64 @@ struct Diags {
         return b
     }
 
-    mutating func int(_ node: ConfigNode, what: String) -> Int64? {
-        guard case .scalar(let s) = node, let i = s.int else {
+    /// A whole number, within `range` when one is given: a number past Int64
+    /// is reported as out of the range, not as "not a number".
+    mutating func int(_ node: ConfigNode, what: String, in range: ClosedRange<Int64>? = nil, unit: String = "") -> Int64? {
+        guard case .scalar(let s) = node, !s.quoted else {
             error(node.location, "\(what) must be a whole number, not \(node.kindName)\(quotedText(node))")
+            return nil
+        }
+        let digits = s.text.replacingUnderscores().drop { $0 == "-" || $0 == "+" }
+        let tooLong = s.int == nil && !digits.isEmpty && digits.allSatisfy { ("0"..."9").contains($0) }
+        guard let i = s.int, range.map({ $0.contains(i) }) ?? true else {
+            if let range, tooLong || s.int != nil {
+                error(node.location, "\(what) must be between \(range.lowerBound) and \(range.upperBound)\(unit), not \(s.text)")
+            } else if tooLong {
+                error(node.location, "\(what) is too large: \(s.text) does not fit in 64 bits")
+            } else {
+                error(node.location, "\(what) must be a whole number, not \(node.kindName)\(quotedText(node))")
+            }
             return nil
         }
         return i
     }
 
-    mutating func duration(_ node: ConfigNode, what: String) -> Int64? {
+    /// A duration of at least `atLeast` (when given) and at most `ManifestLimits.maxDuration`.
+    mutating func duration(_ node: ConfigNode, what: String, atLeast minimum: Int64? = nil) -> Int64? {
         guard case .scalar(let s) = node, let ns = Units.parseDuration(s.text) else {
-            error(node.location, "\(what) is not a duration: \(node.kindName)\(quotedText(node))",
-                  hint: "write a number and a unit: 250ms, 5s, 1m, 1h30m (units: ns, us, ms, s, m, h, d)")
+            if let s = node.scalar, Units.parseDuration(s.text.numbersAsOne) != nil {
+                error(node.location, "\(what) is \(s.text), longer than the limit of \(ManifestLimits.maxDurationText)")
+            } else {
+                error(node.location, "\(what) is not a duration: \(node.kindName)\(quotedText(node))",
+                      hint: "write a number and a unit: 250ms, 5s, 1m, 1h30m (units: ns, us, ms, s, m, h, d)")
+            }
+            return nil
+        }
+        if ns > ManifestLimits.maxDuration {
+            error(node.location, "\(what) is \(s.text), longer than the limit of \(ManifestLimits.maxDurationText)")
+            return nil
+        }
+        if let minimum, ns < minimum {
+            error(node.location, "\(what) must be at least \(Units.formatDuration(minimum))")
             return nil
         }
         return ns
     }
 
-    mutating func size(_ node: ConfigNode, what: String) -> Int64? {
+    /// A size of at most `atMost` (`ManifestLimits.maxSize` unless given).
+    mutating func size(_ node: ConfigNode, what: String, atMost maximum: Int64 = ManifestLimits.maxSize,
+                       limitText: String = ManifestLimits.maxSizeText) -> Int64? {
         guard case .scalar(let s) = node, let bytes = Units.parseSize(s.text) else {
-            error(node.location, "\(what) is not a size: \(node.kindName)\(quotedText(node))",
-                  hint: "write bytes or a number and a unit: 4096, 512KiB, 64MiB, 1GB")
+            if let s = node.scalar, Units.parseSize(s.text.numbersAsOne) != nil {
+                error(node.location, "\(what) is \(s.text), larger than the limit of \(limitText)")
+            } else {
+                error(node.location, "\(what) is not a size: \(node.kindName)\(quotedText(node))",
+                      hint: "write bytes or a number and a unit: 4096, 512KiB, 64MiB, 1GB")
+            }
+            return nil
+        }
+        if bytes > maximum {
+            error(node.location, "\(what) is \(s.text), larger than the limit of \(limitText)")
             return nil
         }
         return bytes
@@ -421,5 +492,20 @@ struct Diags {
 
     private func quotedText(_ node: ConfigNode) -> String {
         node.scalar.map { " '\($0.text)'" } ?? ""
+    }
+}
+
+extension String {
+    /// Every run of digits as one `1`: `99999999999d` → `1d`. Tells a value
+    /// that is well-formed but too large from one that is malformed.
+    var numbersAsOne: String {
+        var out = ""
+        var inNumber = false
+        for c in self {
+            let digit = ("0"..."9").contains(c)
+            if !digit { out.append(c) } else if !inNumber { out.append("1") }
+            inNumber = digit
+        }
+        return out
     }
 }

@@ -153,14 +153,14 @@ extension ManifestLoader {
                 }
             }
             if let f = keys["for"], let ns = d.duration(f, what: "'for'") { threshold.holdFor = ns }
-            if let h = keys["hits"], let n = d.int(h, what: "'hits'") {
-                if n < 1 || n > 1_000_000 { d.error(h.location, "'hits' must be between 1 and 1000000") } else { threshold.hits = Int(n) }
+            if let h = keys["hits"], let n = d.int(h, what: "'hits'", in: 1...1_000_000) {
+                threshold.hits = Int(n)
             }
             if let s = keys["stale_after"] {
-                if let n = s.scalar?.int {
-                    if n < 1 { d.error(s.location, "'stale_after' must be at least 1 interval") } else { threshold.staleAfter = .intervals(Int(n)) }
-                } else if let ns = d.duration(s, what: "'stale_after'") {
-                    if ns < 1_000_000 { d.error(s.location, "'stale_after' must be at least 1ms") } else { threshold.staleAfter = .duration(ns) }
+                if let text = s.scalar?.text, !text.isEmpty, text.allSatisfy({ ("0"..."9").contains($0) || $0 == "_" }) {
+                    if let n = d.int(s, what: "'stale_after'", in: 1...1_000_000, unit: " intervals") { threshold.staleAfter = .intervals(Int(n)) }
+                } else if let ns = d.duration(s, what: "'stale_after'", atLeast: 1_000_000) {
+                    threshold.staleAfter = .duration(ns)
                 }
             }
             if let p = keys["per"] { threshold.per = d.stringList(p, what: "'per'") }
@@ -251,8 +251,8 @@ extension ManifestLoader {
                         d.warning(e.location, "'exec' is one string, run as one program name without a shell",
                                   hint: "write a list: [\"/usr/local/bin/notify\", \"low power\"]")
                     }
-                    if let t = keys["exec_timeout"], let ns = d.duration(t, what: "'exec_timeout'") {
-                        if ns < 1_000_000 { d.error(t.location, "'exec_timeout' must be at least 1ms") } else { exec.timeout = ns }
+                    if let t = keys["exec_timeout"], let ns = d.duration(t, what: "'exec_timeout'", atLeast: 1_000_000) {
+                        exec.timeout = ns
                     }
                     if let g = keys["exec_min_gap"], let ns = d.duration(g, what: "'exec_min_gap'") { exec.minGap = ns }
                     if let o = keys["exec_on"] {

@@ -1,30 +1,39 @@
 /// Parsing and printing of the manifest's durations and sizes.
+///
+/// Numbers are read exactly, in integer arithmetic: a value that does not fit
+/// in Int64 nanoseconds or bytes is refused (nil), never rounded through a
+/// Double and never trapped on. The manifest's own, tighter limits are in
+/// `ManifestLimits`.
 public enum Units {
     /// Nanoseconds per duration unit accepted in manifests.
-    static let durationUnits: [(String, Double)] = [
-        ("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9), ("d", 86400e9),
+    static let durationUnits: [(String, Int64)] = [
+        ("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000),
+        ("h", 3_600_000_000_000), ("d", 86_400_000_000_000),
     ]
 
     /// Parses `250ms`, `5s`, `1.5m`, `1h30m`, `100us`, `0`. Returns nanoseconds,
-    /// or nil with no unit (other than a bare `0`), an unknown unit or a negative value.
+    /// or nil with no unit (other than a bare `0`), an unknown unit, a negative
+    /// value or one past Int64 nanoseconds (about 106 751 days).
     public static func parseDuration(_ text: String) -> Int64? {
         let s = text.trimmingSpaces()
         if s == "0" { return 0 }
-        var total = 0.0
+        var total: Int64 = 0
         var rest = Substring(s)
         guard !rest.isEmpty else { return nil }
         while !rest.isEmpty {
-            let numberEnd = rest.firstIndex(where: { !($0.isNumber || $0 == ".") }) ?? rest.endIndex
-            guard numberEnd != rest.startIndex, let number = Double(rest[rest.startIndex..<numberEnd]) else { return nil }
+            let numberEnd = rest.firstIndex(where: { !Self.isNumberCharacter($0) }) ?? rest.endIndex
+            let number = rest[rest.startIndex..<numberEnd]
             rest = rest[numberEnd...]
-            let unitEnd = rest.firstIndex(where: { $0.isNumber || $0 == "." }) ?? rest.endIndex
-            let unit = String(rest[rest.startIndex..<unitEnd])
-            guard let scale = durationUnits.first(where: { $0.0 == unit })?.1 else { return nil }
-            total += number * scale
+            let unitEnd = rest.firstIndex(where: Self.isNumberCharacter) ?? rest.endIndex
+            let unit = rest[rest.startIndex..<unitEnd]
             rest = rest[unitEnd...]
+            guard let scale = durationUnits.first(where: { $0.0 == unit })?.1,
+                  let part = scaled(number, by: scale) else { return nil }
+            let (sum, overflow) = total.addingReportingOverflow(part)
+            guard !overflow else { return nil }
+            total = sum
         }
-        guard total.isFinite, total >= 0, total < 9.2e18 else { return nil }
-        return Int64(total.rounded())
+        return total
     }
 
     /// `250ms`, `5s`, `90s`, `2h`: the largest unit that spells the duration exactly.
@@ -36,31 +45,63 @@ public enum Units {
         return "\(ns)ns"
     }
 
-    static let sizeUnits: [(String, Double)] = [
+    static let sizeUnits: [(String, Int64)] = [
         ("", 1), ("b", 1), ("B", 1),
-        ("k", 1e3), ("K", 1e3), ("kB", 1e3), ("KB", 1e3), ("M", 1e6), ("MB", 1e6), ("G", 1e9), ("GB", 1e9), ("T", 1e12), ("TB", 1e12),
-        ("Ki", 1024), ("KiB", 1024), ("Mi", 1_048_576), ("MiB", 1_048_576),
-        ("Gi", 1_073_741_824), ("GiB", 1_073_741_824), ("Ti", 1_099_511_627_776), ("TiB", 1_099_511_627_776),
+        ("k", 1_000), ("K", 1_000), ("kB", 1_000), ("KB", 1_000), ("M", 1_000_000), ("MB", 1_000_000),
+        ("G", 1_000_000_000), ("GB", 1_000_000_000), ("T", 1_000_000_000_000), ("TB", 1_000_000_000_000),
+        ("P", 1_000_000_000_000_000), ("PB", 1_000_000_000_000_000),
+        ("Ki", 1 << 10), ("KiB", 1 << 10), ("Mi", 1 << 20), ("MiB", 1 << 20),
+        ("Gi", 1 << 30), ("GiB", 1 << 30), ("Ti", 1 << 40), ("TiB", 1 << 40), ("Pi", 1 << 50), ("PiB", 1 << 50),
     ]
 
-    /// Parses `4096`, `64MiB`, `1.5GB`, `512 KiB`. Returns bytes.
+    /// Parses `4096`, `64MiB`, `1.5GB`, `512 KiB`. Returns bytes, or nil for
+    /// anything else or a size past Int64 bytes.
     public static func parseSize(_ text: String) -> Int64? {
-        let s = text.trimmingSpaces()
-        let numberEnd = s.firstIndex(where: { !($0.isNumber || $0 == ".") }) ?? s.endIndex
-        guard numberEnd != s.startIndex, let number = Double(s[s.startIndex..<numberEnd]) else { return nil }
+        let s = Substring(text.trimmingSpaces())
+        let numberEnd = s.firstIndex(where: { !Self.isNumberCharacter($0) }) ?? s.endIndex
         let unit = s[numberEnd...].trimmingSpaces()
         guard let scale = sizeUnits.first(where: { $0.0 == unit })?.1 else { return nil }
-        let bytes = number * scale
-        guard bytes.isFinite, bytes >= 0, bytes < 9.2e18 else { return nil }
-        return Int64(bytes.rounded())
+        return scaled(s[s.startIndex..<numberEnd], by: scale)
     }
 
     public static func formatSize(_ bytes: Int64) -> String {
-        for (name, size) in [("TiB", Int64(1) << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+        for (name, size) in [("PiB", Int64(1) << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
         where bytes >= size && bytes % size == 0 {
             return "\(bytes / size)\(name)"
         }
         return "\(bytes)"
+    }
+
+    private static func isNumberCharacter(_ c: Character) -> Bool {
+        c == "." || ("0"..."9").contains(c)
+    }
+
+    /// `DIGITS`, `DIGITS.DIGITS`, `DIGITS.` or `.DIGITS` times `scale`, rounded
+    /// to the nearest whole unit; nil when malformed or past Int64.
+    static func scaled(_ number: Substring, by scale: Int64) -> Int64? {
+        let parts = number.split(separator: ".", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count <= 2, !number.isEmpty, number != "." else { return nil }
+        var whole: Int64 = 0
+        for c in parts[0].utf8 {
+            let (times10, o1) = whole.multipliedReportingOverflow(by: 10)
+            let (next, o2) = times10.addingReportingOverflow(Int64(c - UInt8(ascii: "0")))
+            guard !o1, !o2 else { return nil }
+            whole = next
+        }
+        let (value, overflow) = whole.multipliedReportingOverflow(by: scale)
+        guard !overflow else { return nil }
+        guard parts.count == 2 else { return value }
+        // The fraction, to 18 digits (10^18 fits in UInt64; further digits are far below a nanosecond or a byte).
+        var fraction: UInt64 = 0, denominator: UInt64 = 1
+        for c in parts[1].utf8.prefix(18) {
+            fraction = fraction * 10 + UInt64(c - UInt8(ascii: "0"))
+            denominator *= 10
+        }
+        // fraction / denominator < 1, so fraction * scale / denominator < scale: no overflow.
+        let (quotient, remainder) = denominator.dividingFullWidth(UInt64(scale).multipliedFullWidth(by: fraction))
+        let rounded = Int64(quotient) + (remainder >= denominator - remainder ? 1 : 0)
+        let (sum, o3) = value.addingReportingOverflow(rounded)
+        return o3 ? nil : sum
     }
 }
 

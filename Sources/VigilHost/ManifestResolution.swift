@@ -59,13 +59,58 @@ public struct ManifestResolution: Sendable {
         for m in result.monitors {
             infos[m.config.name] = ConditionResolver.MonitorInfo(
                 description: m.plugin.description, interval: m.plugin.description.effectiveInterval(m.config.interval),
-                enabled: m.config.enabled)
+                enabled: m.config.enabled,
+                dynamicFields: ConditionResolver.dynamicFields(of: m.config, plugin: m.plugin.description))
         }
         let conditions = ConditionResolver.resolve(manifest, monitors: infos)
         result.thresholds = conditions.thresholds
         result.rules = conditions.rules
         result.diagnostics += conditions.diagnostics
+        result.diagnostics += unmatchedPatterns(manifest, resolved: result.monitors, refused: result.refused.map(\.config.name))
+        result.diagnostics += fileSinkPathProblems(manifest)
         return result
+    }
+
+    /// A warning at each `match` pattern that no event of this manifest can
+    /// satisfy: no monitor with a kind it names. The kinds are those the
+    /// plugins describe, the host's (`availability` for every monitor,
+    /// `threshold` for monitors with thresholds), `vigil/*` and `RULE/rule`.
+    /// A monitor whose plugin did not load could emit anything (its refusal
+    /// is reported already). Patterns naming no monitor at all are warned of
+    /// by the loader; exclusions that exclude nothing are harmless.
+    static func unmatchedPatterns(_ manifest: Manifest, resolved: [Monitor], refused: [String]) -> [Diagnostic] {
+        var kinds: [(monitor: String, kinds: [String]?)] = []
+        for monitor in manifest.monitors {
+            if let m = resolved.first(where: { $0.config.name == monitor.name }) {
+                let own = (m.plugin.description.events + PluginDescription.hostKinds).map(\.kind)
+                kinds.append((monitor.name, own + (monitor.thresholds.isEmpty ? [] : [ConditionEngine.thresholdKind])))
+            } else {
+                kinds.append((monitor.name, nil))
+            }
+        }
+        kinds.append((Manifest.hostMonitorName, HostEvents.spec.map(\.kind)))
+        for rule in manifest.rules { kinds.append((rule.name, [ConditionEngine.ruleKind])) }
+        let names = kinds.map(\.monitor)
+        var diagnostics: [Diagnostic] = []
+        for sink in manifest.sinks {
+            for (text, at) in zip(sink.match, sink.matchLocations) where RoutePattern.problem(in: text) == nil {
+                let pattern = RoutePattern(text)
+                if pattern.exclude { continue }
+                if let literal = RoutePattern.literalMonitor(in: text), !names.contains(literal) { continue }
+                let monitors = kinds.filter { pattern.monitor.matches($0.monitor) }
+                if monitors.isEmpty {
+                    diagnostics.append(Diagnostic(.warning, at: at, "pattern '\(text)' in 'match' of sink '\(sink.name)' matches no monitor of this manifest",
+                                                  hint: "monitors: \(names.joined(separator: ", "))"))
+                    continue
+                }
+                guard !monitors.contains(where: { $0.kinds.map { $0.contains(where: pattern.kind.matches) } ?? true }) else { continue }
+                let known = Array(Set(monitors.flatMap { $0.kinds ?? [] })).sorted()
+                let kind = pattern.kind.pattern
+                diagnostics.append(Diagnostic(.warning, at: at, "pattern '\(text)' in 'match' of sink '\(sink.name)' can never match: \(monitors.count == 1 ? "monitor '\(monitors[0].monitor)' has" : "the monitors it names have") no event kind '\(kind)'",
+                                              hint: Suggest.hint(for: kind, in: known) ?? "kinds: \(known.joined(separator: ", "))"))
+            }
+        }
+        return diagnostics
     }
 
     /// Creates each monitor's instance with its options and destroys it at
@@ -110,6 +155,48 @@ public struct ManifestResolution: Sendable {
                 diagnostics.append(Diagnostic(at: location, "monitor '\(name)': \(message)"))
             default:
                 diagnostics.append(Diagnostic(at: location, "monitor '\(name)': create failed (\(statusName(status))): \(message)"))
+            }
+        }
+        return diagnostics
+    }
+}
+
+extension ManifestResolution {
+    /// What the file system says of each file sink's `path`, as this user sees it
+    /// now: an existing directory there is an error (the sink could never open
+    /// it), so is a file where a parent directory must be; a file or nearest
+    /// existing parent directory this user cannot write to is a warning (it
+    /// may be run as another user; `run` creates missing directories).
+    /// Relative paths are taken as `run` takes them: from the current directory.
+    static func fileSinkPathProblems(_ manifest: Manifest) -> [Diagnostic] {
+        var diagnostics: [Diagnostic] = []
+        for sink in manifest.sinks {
+            guard case .file(let config) = sink.kind else { continue }
+            let at = config.pathLocation ?? sink.location
+            let path = config.path
+            var info = stat()
+            if stat(path, &info) == 0 {
+                if info.st_mode & S_IFMT == S_IFDIR {
+                    diagnostics.append(Diagnostic(at: at, "file sink '\(sink.name)': '\(path)' is a directory; 'path' names the file to write",
+                                                  hint: "e.g. path: \(path.hasSuffix("/") ? path : path + "/")events.jsonl"))
+                } else if access(path, W_OK) != 0 {
+                    diagnostics.append(Diagnostic(.warning, at: at, "file sink '\(sink.name)': '\(path)' is not writable by this user (uid \(getuid()))"))
+                }
+                continue
+            }
+            // The nearest part of the path that exists must be a directory this user can write into.
+            var parent = path
+            while true {
+                guard let slash = parent.lastIndex(of: "/") else { parent = "."; break }
+                parent = slash == parent.startIndex ? "/" : String(parent[..<slash])
+                if parent == "/" || stat(parent, &info) == 0 { break }
+            }
+            if stat(parent, &info) != 0 { continue }
+            if info.st_mode & S_IFMT != S_IFDIR {
+                diagnostics.append(Diagnostic(at: at, "file sink '\(sink.name)': '\(path)' cannot be created: '\(parent)' is a file, not a directory"))
+            } else if access(parent, W_OK | X_OK) != 0 {
+                diagnostics.append(Diagnostic(.warning, at: at, "file sink '\(sink.name)': directory '\(parent)' is not writable by this user (uid \(getuid())), so '\(path)' cannot be created",
+                                              hint: "run vigil as a user who may write there, or choose another path"))
             }
         }
         return diagnostics

@@ -52,18 +52,26 @@ struct PluginDirOptions: ParsableArguments {
 
 /// Reads and checks a manifest file; prints its diagnostics to stderr.
 enum ManifestFile {
+    /// The file's bytes go to the loader as they are: it reports a NUL or invalid
+    /// UTF-8 where it is. (Decoding here first cut the text at its first NUL:
+    /// `String(validatingUTF8:)` reads a C string.) At most one byte past the
+    /// size limit is read, so /dev/zero or a huge file costs nothing.
     static func load(_ path: String) -> (Manifest?, [Diagnostic]) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            let why = FileManager.default.fileExists(atPath: path) ? "cannot read it" : "no such file"
-            return (nil, [Diagnostic(at: SourceLocation(file: path, line: 1, column: 1), "\(why)")])
+        let start = SourceLocation(file: path, line: 1, column: 1)
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+        guard !isDirectory.boolValue, let handle = FileHandle(forReadingAtPath: path) else {
+            let why = !exists ? "no such file" : isDirectory.boolValue ? "it is a directory, not a manifest" : "cannot read it"
+            return (nil, [Diagnostic(at: start, "\(why)")])
         }
-        guard let text = String(validatingUTF8: Array(data).map { CChar(bitPattern: $0) } + [0]) ?? String(data: data, encoding: .utf8) else {
-            return (nil, [Diagnostic(at: SourceLocation(file: path, line: 1, column: 1), "not a YAML text file (not UTF-8)")])
+        defer { try? handle.close() }
+        let data: Data
+        do {
+            data = try handle.read(upToCount: ManifestLimits.maxFileBytes + 1) ?? Data()
+        } catch {
+            return (nil, [Diagnostic(at: start, "cannot read it: \(error.localizedDescription)")])
         }
-        if text.utf8.contains(0) {
-            return (nil, [Diagnostic(at: SourceLocation(file: path, line: 1, column: 1), "not a YAML text file (it holds NUL bytes)")])
-        }
-        return ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment).load(text)
+        return ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment).load(bytes: Array(data))
     }
 
     static func print(_ diagnostics: [Diagnostic]) {
@@ -163,7 +171,11 @@ struct Validate: AsyncParsableCommand {
         are checked before they are loaded (owner, permissions, ELF headers; docs/plugins.md), and each is \
         loaded and its instances created in a child process first, each create under its monitor's timeout \
         (else the larger of 5s and its interval): a plugin that crashes or hangs is an error at its monitor, \
-        naming the signal or the deadline. Exits 0 only when the manifest is valid.
+        naming the signal or the deadline. \
+        A manifest is plain UTF-8 YAML of at most 4MiB: NUL bytes, control characters, tags and a second document \
+        are errors, aliases may repeat 10000 nodes in all, nesting is 64 levels, durations are at most 365d. \
+        File sink paths and unix socket paths are checked against the file system and the kernel's limit, and \
+        match patterns against the kinds the plugins emit. Exits 0 only when the manifest is valid.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
@@ -189,6 +201,6 @@ struct Validate: AsyncParsableCommand {
         let thresholds = loaded.monitors.reduce(0) { $0 + $1.thresholds.count }
         let conditions = (thresholds > 0 ? ", \(thresholds) threshold\(thresholds == 1 ? "" : "s")" : "")
             + (loaded.rules.isEmpty ? "" : ", \(loaded.rules.count) rule\(loaded.rules.count == 1 ? "" : "s")")
-        print("\(manifest): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warnings" : "")")
+        print("\(manifest): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
     }
 }

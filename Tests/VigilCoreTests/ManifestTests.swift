@@ -265,7 +265,7 @@ struct ValidManifestTests {
         ("false", false), ("no", false), ("Off", false), ("NO", false),
     ])
     func booleans(text: String, value: Bool) {
-        let (m, diagnostics) = load("monitors:\n  cpu: {plugin: cpu, enabled: \(text)}\n")
+        let (m, diagnostics) = load("monitors:\n  cpu: {plugin: cpu, enabled: \(text)}\nsinks: {out: {type: null}}\n")
         expectCount(diagnostics, 0)
         #expect(monitor(m, "cpu")?.enabled == value)
     }
@@ -284,10 +284,11 @@ struct ValidManifestTests {
         #expect(sink(m, "out")?.minSeverity == .critical)
     }
 
-    @Test("empty 'monitors:' and 'sinks:' are empty, not errors; a single match string is a list of one")
+    @Test("empty 'monitors:' and 'sinks:' are empty, not errors (no sink is a warning); a single match string is a list of one")
     func emptySections() throws {
         let (m, diagnostics) = load("monitors:\nsinks:\n")
-        expectCount(diagnostics, 0)
+        expectCount(diagnostics, 1)
+        expectDiagnostic(diagnostics, at: 2, 7, "'sinks' is empty: every event would be lost", level: .warning)
         #expect(try #require(m).monitors.isEmpty)
         #expect(m?.sinks.isEmpty == true)
         let (m2, d2) = load("monitors:\n  cpu: {plugin: cpu}\nsinks:\n  out: {type: log, match: cpu/sample}\nplugin_dirs: ./p\n")
@@ -336,6 +337,7 @@ struct UnknownKeyTests {
                 plugin: cpu
             hosts: web-1
             colour: blue
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 2)
@@ -354,6 +356,7 @@ struct UnknownKeyTests {
               memory:
                 plugin: memory
                 colour: red
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 2)
@@ -433,6 +436,7 @@ struct DuplicateTests {
                 plugin: cpu
               mem:
                 plugin: memory
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 3)
@@ -474,6 +478,7 @@ struct DuplicateTests {
                 plugin: cpu
                 interval: 1s
                 plugin: memory
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 1)
@@ -482,12 +487,12 @@ struct DuplicateTests {
         #expect(monitor(m, "cpu")?.interval == 1_000_000_000)
     }
 
-    @Test("duplicates in a flow mapping are still reported (at the first occurrence)")
+    @Test("duplicates in a flow mapping are reported at the repeat, like in a block mapping")
     func flowDuplicate() {
-        let (_, d) = load("monitors: {cpu: {plugin: cpu}, cpu: {plugin: load}}\n")
+        let (_, d) = load("monitors: {cpu: {plugin: cpu}, cpu: {plugin: load}}\nsinks: {out: {type: null}}\n")
         expectInvalid(d)
         expectCount(d, 1)
-        expectDiagnostic(d, at: 1, 12, "duplicate key 'cpu' in one mapping")
+        expectDiagnostic(d, at: 1, 32, "duplicate key 'cpu': names must be unique", hint: .equals("first defined at test.yaml:1:12"))
     }
 
     @Test("duplicates are found in a file with CRLF line ends")
@@ -548,7 +553,7 @@ struct ValueErrorTests {
 
     @Test("a quoted boolean is a string")
     func quotedBool() {
-        let (_, d) = load("monitors:\n  cpu: {plugin: cpu, enabled: \"true\"}\n")
+        let (_, d) = load("monitors:\n  cpu: {plugin: cpu, enabled: \"true\"}\nsinks: {out: {type: null}}\n")
         expectCount(d, 1)
         expectDiagnostic(d, at: 2, 31, "'enabled' must be true or false, not a string 'true'")
     }
@@ -561,13 +566,14 @@ struct ValueErrorTests {
             plugin_dirs: [a, [b]]
             monitors:
               cpu: {plugin: cpu}
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 3)
         expectDiagnostic(d, at: 1, 7, "'host' must be a string, not a list")
         expectDiagnostic(d, at: 2, 12, "'log_level' must be one of \(severityList), not 'verbose'", hint: .none)
         expectDiagnostic(d, at: 3, 18, "'plugin_dirs' must list strings, not a list")
-        let (_, d2) = load("plugin_dirs: {a: b}\nmonitors:\n  cpu: {plugin: cpu}\n")
+        let (_, d2) = load("plugin_dirs: {a: b}\nmonitors:\n  cpu: {plugin: cpu}\nsinks: {out: {type: null}}\n")
         expectCount(d2, 1)
         expectDiagnostic(d2, at: 1, 14, "'plugin_dirs' must be a list of strings, not a mapping")
     }
@@ -588,6 +594,7 @@ struct ValueErrorTests {
               d:
                 plugin: cpu
                 interval: 5
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         #expect(m?.monitors.map(\.interval) == [nil, nil, nil, nil])
@@ -799,6 +806,7 @@ struct NameTests {
             monitors:
               vigil:
                 plugin: cpu
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         #expect(m?.monitors.isEmpty == true)
@@ -814,6 +822,7 @@ struct NameTests {
               memory:
               load: {interval: 5s}
               disk: {plugin: ""}
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 4)
@@ -949,7 +958,7 @@ struct WholeFileTests {
 
     @Test("line ends CRLF: locations as with LF")
     func crlf() {
-        let (m, d) = load("monitors:\r\n  cpu:\r\n    plugin: cpu\r\n    intervall: 5s\r\n")
+        let (m, d) = load("monitors:\r\n  cpu:\r\n    plugin: cpu\r\n    intervall: 5s\r\nsinks: {out: {type: null}}\r\n")
         expectInvalid(d)
         #expect(m?.monitors.first?.pluginLocation == loc(3, 13))
         expectCount(d, 1)
@@ -996,7 +1005,7 @@ struct EnvironmentTests {
 
     @Test("an empty value without a default is used as is")
     func emptyWithoutDefault() {
-        let (m, d) = load("host: \"a${EMPTY}b\"\nmonitors:\n  cpu: {plugin: cpu}\n", env: ["EMPTY": ""])
+        let (m, d) = load("host: \"a${EMPTY}b\"\nmonitors:\n  cpu: {plugin: cpu}\nsinks: {out: {type: null}}\n", env: ["EMPTY": ""])
         expectCount(d, 0)
         #expect(m?.host == "ab")
     }
@@ -1008,6 +1017,7 @@ struct EnvironmentTests {
               cpu:
                 plugin: ${NOPE}
                 interval: "${ALSO_NOPE}s"
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 3)
@@ -1025,6 +1035,7 @@ struct EnvironmentTests {
               cpu:
                 plugin: "${1BAD}"
                 interval: ${OPEN
+            sinks: { out: { type: null } }
             """)
         expectInvalid(d)
         expectCount(d, 3)
@@ -1035,7 +1046,7 @@ struct EnvironmentTests {
 
     @Test("keys are not interpolated")
     func keysStayLiteral() {
-        let (_, d) = load("monitors:\n  ${X}:\n    plugin: cpu\n", env: ["X": "cpu"])
+        let (_, d) = load("monitors:\n  ${X}:\n    plugin: cpu\nsinks: {out: {type: null}}\n", env: ["X": "cpu"])
         expectCount(d, 1)
         expectDiagnostic(d, at: 2, 3, "'${X}' is not a valid monitor name")
     }

@@ -18,7 +18,7 @@ let cpuPlugin = PluginDescription(
 
 /// The monitor `cpu` of a manifest, so that its options carry real locations.
 func cpuMonitor(_ yaml: String, sourceLocation: Testing.SourceLocation = #_sourceLocation) throws -> MonitorConfig {
-    let (m, d) = load(yaml)
+    let (m, d) = load(yaml + "\nsinks: {out: {type: null}}\n")  // after the monitor: its locations stay put
     #expect(d.isEmpty, "\(ManifestErrors(d))", sourceLocation: sourceLocation)
     return try #require(m?.monitors.first { $0.name == "cpu" }, sourceLocation: sourceLocation)
 }

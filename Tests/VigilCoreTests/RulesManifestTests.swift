@@ -70,7 +70,7 @@ import Testing
                   - power level < 3
                   - power.state == "open
               c: { all: [ power.level < 20 and power.state == "x" ] }
-            sinks: {}
+            sinks: { out: { type: null } }
             """)
         expectDiagnostic(d, at: 3, 32, "expected a comparison (< <= > >= == !=) after 'power.level', found '=' ('=' is written '==')")
         expectDiagnostic(d, at: 6, 23, "'twenty' is not a number, a quoted string, true or false")
@@ -97,7 +97,7 @@ import Testing
               two: { all: [ cpu.usage > 1 ], any: [ cpu.usage > 2 ] }
               bad-exec: { condition: "cpu.usage > 1", exec: [] }
               stray: { condition: "cpu.usage > 1", exec_timeout: 5s }
-            sinks: {}
+            sinks: { out: { type: null } }
             """)
         expectDiagnostic(d, at: 5, 25, "'warning' has both 'above' and 'below'")
         expectDiagnostic(d, at: 6, 34, "'above' must be a number, not a string 'high'")
@@ -155,7 +155,7 @@ import Testing
               power: { plugin: power }
             rules:
               r: { all: [ power.level < 20, power.battery.state == "discharging", power.low == true, power.available == false ] }
-            sinks: {}
+            sinks: { out: { type: null } }
             """)
         #expect(r.diagnostics.isEmpty, "\(r.diagnostics)")
         #expect(r.thresholds.map(\.ref) == [ValueRef(monitor: "cpu", kind: "sample", field: "usage"),
@@ -191,7 +191,7 @@ import Testing
               r3: { condition: "power.state < 3" }
               r4: { condition: "power.low > false" }
               r5: { all: [ power.level < 20, "cpu.usage > 'high'" ] }
-            sinks: {}
+            sinks: { out: { type: null } }
             """)
         let d = r.diagnostics
         expectDiagnostic(d, at: 5, 7, "monitor 'cpu' (plugin cpu) has no field 'usgae'", hint: .equals("did you mean 'usage'?"))
@@ -214,7 +214,7 @@ import Testing
               web: { plugin: power, enabled: false }
             rules:
               r: { all: [ web.1.usage > 0.5, web.1.core.cpu == 3, web.level < 5 ] }
-            sinks: {}
+            sinks: { out: { type: null } }
             """)
         #expect(r.rules.first?.condition.leaves.map(\.ref)
                 == [ValueRef(monitor: "web.1", kind: "sample", field: "usage"), ValueRef(monitor: "web.1", kind: "core", field: "cpu"),
@@ -226,11 +226,27 @@ import Testing
         let r = resolve("""
             monitors:
               cpu: { plugin: cpu, enabled: false, thresholds: { usage: { warning: { above: 0.8 } } } }
-              power: { plugin: power, thresholds: { level: { critical: { below: 5 }, stale_after: 10000000000 } } }
-            sinks: {}
+              power: { plugin: power, thresholds: { level: { critical: { below: 5 }, stale_after: 1000000 } } }
+            sinks: { out: { type: null } }
             """)
         expectDiagnostic(r.diagnostics, at: 2, 53, "monitor 'cpu' is disabled: its thresholds are not evaluated", level: .warning)
         #expect(r.thresholds.map(\.ref.monitor) == ["power"])
-        #expect(r.thresholds.first?.staleAfter == .max)  // 10^10 intervals of 10 s: longer than the clock counts
+        #expect(r.thresholds.first?.staleAfter == 10_000_000_000_000_000)  // 10^6 intervals of 10 s
+    }
+
+    @Test func staleAfterInIntervalsIsBoundedAndItsProductSaturates() throws {
+        let (m, d) = load("""
+            monitors:
+              power: { plugin: power, thresholds: { level: { critical: { below: 5 }, stale_after: 10000000000 } } }
+            sinks: { out: { type: null } }
+            """)
+        expectDiagnostic(d, at: 2, 87, "'stale_after' must be between 1 and 1000000 intervals, not 10000000000")
+        // Past the manifest's bound, a count given in code still saturates: longer than the clock counts.
+        var manifest = try #require(m)
+        manifest.monitors[0].thresholds = [ThresholdConfig(field: "level", location: loc(2, 43))]
+        manifest.monitors[0].thresholds[0].critical = ThresholdLimit(.below, 5)
+        manifest.monitors[0].thresholds[0].staleAfter = .intervals(10_000_000_000)
+        let r = ConditionResolver.resolve(manifest, monitors: ["power": .init(description: Self.power, interval: 10_000_000_000)])
+        #expect(r.thresholds.first?.staleAfter == .max)
     }
 }
