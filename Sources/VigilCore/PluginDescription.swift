@@ -280,11 +280,23 @@ public enum OptionBinder {
         case .string:
             return .success(.string(s.text))
         case .duration:
-            if let ns = Units.parseDuration(s.text) { return .success(.duration(ns)) }
-            return .failure(ConversionError("'\(s.text)' is not a duration such as 250ms, 5s or 1m"))
+            // Held to the manifest's own bounds, so a plugin is never handed
+            // a duration that overflows its deadlines.
+            guard let ns = Units.parseDuration(s.text) else {
+                return .failure(ConversionError("'\(s.text)' is not a duration such as 250ms, 5s or 1m"))
+            }
+            guard ns >= 0, ns <= ManifestLimits.maxDuration else {
+                return .failure(ConversionError("'\(s.text)' is longer than the limit of \(ManifestLimits.maxDurationText)"))
+            }
+            return .success(.duration(ns))
         case .size:
-            if let b = Units.parseSize(s.text) { return .success(.size(b)) }
-            return .failure(ConversionError("'\(s.text)' is not a size such as 4096, 64KiB or 1GB"))
+            guard let b = Units.parseSize(s.text) else {
+                return .failure(ConversionError("'\(s.text)' is not a size such as 4096, 64KiB or 1GB"))
+            }
+            guard b >= 0, b <= ManifestLimits.maxSize else {
+                return .failure(ConversionError("'\(s.text)' is larger than the limit of \(ManifestLimits.maxSizeText)"))
+            }
+            return .success(.size(b))
         case .json:
             return .success(.json(node.json))
         }

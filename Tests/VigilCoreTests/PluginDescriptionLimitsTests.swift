@@ -29,4 +29,13 @@ import Testing
         let good = described(defaultInterval: 0, options: [OptionSpec(name: "x", type: .json, defaultText: "{a: [1, 2]}", doc: "")])
         #expect(good.problems().isEmpty)
     }
+
+    @Test func durationAndSizeOptionsAreHeldToTheManifestsBounds() {
+        let scalar = { (text: String) in ConfigNode.scalar(ConfigScalar(text, at: SourceLocation(file: "m", line: 1, column: 1))) }
+        #expect((try? OptionBinder.convert(scalar("365d"), to: .duration).get()) == .duration(ManifestLimits.maxDuration))
+        guard case .failure(let long) = OptionBinder.convert(scalar("366d"), to: .duration) else { Issue.record("366d accepted"); return }
+        #expect("\(long)".contains("longer than the limit of 365d"))
+        guard case .failure = OptionBinder.convert(scalar("2PiB"), to: .size) else { Issue.record("2PiB accepted"); return }
+        guard case .failure = OptionBinder.convert(scalar("99999999999999999999d"), to: .duration) else { Issue.record("overflow accepted"); return }
+    }
 }
