@@ -82,9 +82,14 @@ enum ManifestFile {
     }
 }
 
+/// A duration given on the command line, held to the manifest's bounds
+/// (0…365d), so that no deadline built from it can overflow.
 func parseDuration(_ text: String) throws -> Int64 {
     guard let ns = Units.parseDuration(text) else {
         throw ValidationError("'\(text)' is not a duration; write 250ms, 5s, 1m…")
+    }
+    guard ns >= 0, ns <= ManifestLimits.maxDuration else {
+        throw ValidationError("'\(text)' is longer than the limit of \(ManifestLimits.maxDurationText)")
     }
     return ns
 }
