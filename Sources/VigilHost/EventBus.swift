@@ -218,11 +218,15 @@ final class SinkQueue: @unchecked Sendable {
         if wake { pthread_cond_signal(&notEmpty) }
     }
 
+    /// Monotonic time `ns` from now, for a timed wait; saturates (a wait of
+    /// `Int64.max` ns ends in some hundreds of years, not in a trap).
     static func deadline(after ns: Int64) -> timespec {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
-        let total = Int64(ts.tv_nsec) + ns
-        ts.tv_sec += Int(total / 1_000_000_000)
+        let wait = max(0, ns)
+        ts.tv_sec = Int(Int64(ts.tv_sec).addingSaturating(wait / 1_000_000_000))
+        let total = Int64(ts.tv_nsec) + wait % 1_000_000_000
+        ts.tv_sec = Int(Int64(ts.tv_sec).addingSaturating(total / 1_000_000_000))
         ts.tv_nsec = Int(total % 1_000_000_000)
         return ts
     }

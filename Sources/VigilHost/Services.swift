@@ -30,7 +30,7 @@ struct SupervisorService: Service {
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
         // A plugin blocked on a full `block` sink must not hold up its own stop
         // for ever: such waits give up after the drain timeout.
-        runtime.bus.beginShutdown(deadline: monotonicNanoseconds() + drainTimeout)
+        runtime.bus.beginShutdown(deadline: monotonicNanoseconds().addingSaturating(drainTimeout))
         await runtime.stopInstances(timeout: stopTimeout)
         runtime.conditions?.shutdown()
         // A rule's program still running gets until the drain timeout, then
@@ -69,9 +69,9 @@ struct SinksService: Service {
     func run() async throws {
         for runner in runners { runner.start() }
         try? await gracefulShutdown()
-        let deadline = monotonicNanoseconds() + drainTimeout
+        let deadline = monotonicNanoseconds().addingSaturating(drainTimeout)
         for runner in runners { runner.beginStop(deadline: deadline) }
-        for runner in runners where await !runner.join(until: deadline + 1_000_000_000) {
+        for runner in runners where await !runner.join(until: deadline.addingSaturating(1_000_000_000)) {
             logger.error("sink \(runner.config.name) did not finish within \(Units.formatDuration(drainTimeout)) of shutdown; exiting without it")
         }
     }

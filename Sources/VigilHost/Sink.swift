@@ -128,7 +128,8 @@ final class SinkRunner: @unchecked Sendable {
         var lastTick = monotonicNanoseconds()
         while true {
             let now = monotonicNanoseconds()
-            let more = queue.pop(into: &batch, timeout: max(1_000_000, lastTick + sink.tickInterval - now))
+            let nextTick = lastTick.addingSaturating(sink.tickInterval)
+            let more = queue.pop(into: &batch, timeout: max(1_000_000, nextTick.subtractingSaturating(now)))
             let woke = queue.takeWakeRequest()
             if !batch.isEmpty {
                 do {
@@ -148,7 +149,7 @@ final class SinkRunner: @unchecked Sendable {
                 }
                 batch.removeAll(keepingCapacity: true)
             }
-            if monotonicNanoseconds() >= lastTick + sink.tickInterval || woke {
+            if monotonicNanoseconds() >= lastTick.addingSaturating(sink.tickInterval) || woke {
                 sink.tick(context: context)
                 lastTick = monotonicNanoseconds()
             }
@@ -209,9 +210,9 @@ final class SinkRunner: @unchecked Sendable {
 
     /// `beginStop` and `join` for one sink, with one second of grace after the drain deadline.
     func stop(drainTimeout: Int64) async {
-        let deadline = monotonicNanoseconds() + drainTimeout
+        let deadline = monotonicNanoseconds().addingSaturating(drainTimeout)
         beginStop(deadline: deadline)
-        _ = await join(until: deadline + 1_000_000_000)
+        _ = await join(until: deadline.addingSaturating(1_000_000_000))
     }
 
     struct Stats {

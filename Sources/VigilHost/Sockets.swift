@@ -301,13 +301,14 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
                         context.logger.warning("cannot connect to \(address): \(error); retrying with backoff up to \(Units.formatDuration(config.reconnectMax))")
                         loggedDown = true
                     }
-                    nextAttempt = monotonicNanoseconds() + backoff
-                    backoff = min(backoff * 2, config.reconnectMax)
+                    // Both from the manifest: any Int64 saturates, never traps.
+                    nextAttempt = monotonicNanoseconds().addingSaturating(max(0, backoff))
+                    backoff = min(backoff.multipliedSaturating(by: 2), config.reconnectMax)
                 }
             }
             context.whileWaiting()
             // Sleep in short steps so a shutdown is noticed promptly.
-            let wait = max(1_000_000, min(nextAttempt - monotonicNanoseconds(), 50_000_000))
+            let wait = max(1_000_000, min(nextAttempt.subtractingSaturating(monotonicNanoseconds()), 50_000_000))
             var ts = timespec(tv_sec: 0, tv_nsec: Int(wait))
             nanosleep(&ts, nil)
         }

@@ -276,4 +276,47 @@ final class Progress: Sendable {
                       fields: [Field("usage", .double(0.5)), Field("note", .string("two words")), Field("ok", .bool(true)), Field("n", .int(3))])
         #expect(LogSink.text(e) == #"cpu/sample usage=0.5 note="two words" ok=true n=3"#)
     }
+
+    @Test func everyInt64TimeEncodesAsAValidTimestampWithoutTrapping() throws {
+        var encoder = JSONLineEncoder(host: "h")
+        for (ns, text) in [(Int64.min, "1677-09-21T00:12:43.145224192Z"), (Int64.min + 1, "1677-09-21T00:12:43.145224193Z"),
+                           (Int64.max, "2262-04-11T23:47:16.854775807Z"), (-1, "1969-12-31T23:59:59.999999999Z"),
+                           (0, "1970-01-01T00:00:00.000000000Z")] {
+            var out: [UInt8] = []
+            encoder.encode(Event(time: ns, monitor: "m", plugin: "p", kind: "k"), into: &out)
+            let line = String(decoding: out, as: UTF8.self)
+            #expect(line.hasPrefix(#"{"time":"\#(text)","#), "\(ns): \(line)")
+            _ = try JSONSerialization.jsonObject(with: Data(out))
+            var stamp: [UInt8] = []
+            JSONLineEncoder.appendTimestamp(ns, to: &stamp)
+            #expect(String(decoding: stamp, as: UTF8.self) == text)
+        }
+    }
+
+    @Test func saturatingArithmeticNeverTraps() {
+        #expect(Int64.max.addingSaturating(1) == .max)
+        #expect(Int64.min.addingSaturating(-1) == .min)
+        #expect(Int64.min.subtractingSaturating(1) == .min)
+        #expect(Int64.max.subtractingSaturating(-1) == .max)
+        #expect((Int64.max / 2 + 1).multipliedSaturating(by: 2) == .max)
+        #expect(Int64.min.multipliedSaturating(by: 2) == .min)
+        #expect(Int64(3).multipliedSaturating(by: -2) == -6)
+        let far = SinkQueue.deadline(after: .max)
+        #expect(far.tv_sec > 1 << 32 && far.tv_nsec >= 0 && far.tv_nsec < 1_000_000_000)
+    }
+
+    @Test func aHugeReconnectBackoffDoesNotTrap() async throws {
+        // Nobody listens on this path; the backoff from the manifest is
+        // doubled after the first failure: it must saturate, not trap.
+        let dir = try TestEnv.tempDir()
+        var config = SocketSinkConfig(mode: .connect(.unix(path: dir + "/nobody.sock")))
+        config.reconnectMin = 60_000 * 86_400 * 1_000_000_000
+        config.reconnectMax = .max
+        let r = runner(SocketConnectSink(address: .unix(path: dir + "/nobody.sock"), config: config, host: "h"), .socket(config))
+        r.start()
+        for i in 1...3 { r.queue.push(Self.event(i)) }
+        try await Task.sleep(for: .milliseconds(200))
+        await r.stop(drainTimeout: 100_000_000)
+        #expect(r.stats.written == 0)
+    }
 }
