@@ -48,7 +48,7 @@ public final class EventBus: @unchecked Sendable {
             if reserved.contains(i) {
                 sinks[i].queue.pushReserved(event)
             } else if mustWait.contains(i) && wait {
-                sinks[i].queue.countDropped()  // the wait was given up at shutdown
+                sinks[i].queue.countLostAtShutdown()  // the wait was given up at shutdown
             } else {
                 sinks[i].queue.push(event, force: !wait)
             }
@@ -57,7 +57,8 @@ public final class EventBus: @unchecked Sendable {
     }
 
     /// From now on, producers waiting for room in a blocking sink give up at
-    /// `deadline` (monotonic ns) and their events are counted as dropped.
+    /// `deadline` (monotonic ns) and their events are counted as lost to the
+    /// shutdown.
     func beginShutdown(deadline: Int64) {
         blocking.forEach { sinks[$0].queue.giveUpWaiting(at: deadline) }
     }
@@ -105,7 +106,11 @@ final class SinkQueue: @unchecked Sendable {
 
     // Counters, read by stats; written under the mutex.
     private(set) var accepted: UInt64 = 0
-    private(set) var dropped: UInt64 = 0
+    /// Events refused because the queue was full (`queue_full`).
+    private(set) var droppedFull: UInt64 = 0
+    /// Events refused or discarded because the host was shutting down: the
+    /// queue had closed, a producer's wait was given up, or the sink gave up.
+    private(set) var droppedAtShutdown: UInt64 = 0
     private(set) var highWater = 0
 
     init(capacity: Int, overflow: OverflowPolicy) {
@@ -133,24 +138,24 @@ final class SinkQueue: @unchecked Sendable {
     func push(_ event: Event, force: Bool = false) {
         pthread_mutex_lock(&mutex)
         if closed {
-            dropped &+= 1
+            droppedAtShutdown &+= 1
             pthread_mutex_unlock(&mutex)
             return
         }
         if count + reserved >= capacity && !force {
             switch overflow {
             case .dropNewest, .block:
-                dropped &+= 1
+                droppedFull &+= 1
                 pthread_mutex_unlock(&mutex)
                 return
             case .dropOldest:
                 if count == 0 {
-                    dropped &+= 1
+                    droppedFull &+= 1
                     pthread_mutex_unlock(&mutex)
                     return
                 }
                 head += 1
-                dropped &+= 1
+                droppedFull &+= 1
                 if head >= capacity {
                     // Amortised: one O(capacity) compaction per `capacity` drops.
                     pending.removeFirst(head)
@@ -183,16 +188,17 @@ final class SinkQueue: @unchecked Sendable {
         pthread_mutex_lock(&mutex)
         reserved -= 1
         if closed {
-            dropped &+= 1
+            droppedAtShutdown &+= 1
             pthread_mutex_unlock(&mutex)
             return
         }
         appendLocked(event)
     }
 
-    func countDropped() {
+    /// Counts an event a producer gave up waiting to queue at shutdown.
+    func countLostAtShutdown() {
         pthread_mutex_lock(&mutex)
-        dropped &+= 1
+        droppedAtShutdown &+= 1
         pthread_mutex_unlock(&mutex)
     }
 
@@ -295,11 +301,11 @@ final class SinkQueue: @unchecked Sendable {
         return requested
     }
 
-    /// Whether more than `count` events were dropped in all (cheap to ask).
+    /// Whether more than `count` events were dropped for a full queue (cheap to ask).
     func hasDrops(since count: UInt64) -> Bool {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
-        return dropped > count
+        return droppedFull > count
     }
 
     /// Stops accepting events; the consumer drains what is queued.
@@ -311,13 +317,14 @@ final class SinkQueue: @unchecked Sendable {
         pthread_cond_broadcast(&notFull)
     }
 
-    /// Discards everything still queued (a sink that gave up); returns how many.
+    /// Discards everything still queued (a sink that gave up at shutdown);
+    /// returns how many.
     func discardAll() -> Int {
         pthread_mutex_lock(&mutex)
         let n = count
         pending.removeAll()
         head = 0
-        dropped &+= UInt64(n)
+        droppedAtShutdown &+= UInt64(n)
         pthread_mutex_unlock(&mutex)
         pthread_cond_broadcast(&notFull)
         return n
@@ -329,10 +336,18 @@ final class SinkQueue: @unchecked Sendable {
         return count
     }
 
-    struct Counters { var accepted: UInt64; var dropped: UInt64; var depth: Int; var highWater: Int }
+    struct Counters {
+        var accepted: UInt64
+        var queueFull: UInt64
+        var shutdown: UInt64
+        var depth: Int
+        var highWater: Int
+        var dropped: UInt64 { queueFull + shutdown }
+    }
+
     var counters: Counters {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
-        return Counters(accepted: accepted, dropped: dropped, depth: count, highWater: highWater)
+        return Counters(accepted: accepted, queueFull: droppedFull, shutdown: droppedAtShutdown, depth: count, highWater: highWater)
     }
 }

@@ -63,7 +63,11 @@ struct Run: AsyncParsableCommand {
         Starts every enabled monitor, polls each at its interval on its own serial queue, and routes events to \
         the sinks. A monitor whose plugin is refused, or whose options are invalid, is reported and skipped; \
         the others run. SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
-        monitor is stopped and every sink drained before exit.
+        monitor is stopped and every sink drained before exit, within one --drain-timeout.
+
+        Exit status: 0 when every routed event was delivered; 3 when a sink lost events (the exit lines and \
+        --summary say how many, per sink and reason: queue_full, shutdown, write_failed, kernel_buffer, \
+        too_large); 2 for an invalid manifest.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
@@ -102,7 +106,8 @@ struct Run: AsyncParsableCommand {
             logger.error("monitor '\(config.name)' will not run; the others go on")
         }
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
-        try await runtime.run()
+        let summary = try await runtime.run()
+        if summary.lost > 0 { throw ExitCode(3) }
     }
 }
 
