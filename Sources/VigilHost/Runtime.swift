@@ -78,7 +78,7 @@ public final class VigilRuntime: @unchecked Sendable {
         switch config.kind {
         case .null: return NullSink()
         case .log(let log): return LogSink(config: log, host: host)
-        case .file(let file): return FileSink(config: file, host: host)
+        case .file(let file): return FileSink(config: file, host: host, holdFailedBatches: config.overflow == .block)
         case .socket(let socket):
             switch socket.mode {
             case .connect(let address): return SocketConnectSink(address: address, config: socket, host: host)

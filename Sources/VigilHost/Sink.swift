@@ -105,6 +105,19 @@ public final class SinkContext: @unchecked Sendable {
         lost.add(UInt64(n), reason)
     }
 
+    /// Waits `ns` before a retry, in short steps: doing the runner's
+    /// housekeeping meanwhile, and ending early once the sink must give up.
+    public func pause(_ ns: Int64) {
+        let until = monotonicNanoseconds().addingSaturating(max(0, ns))
+        while !shouldAbandon {
+            let left = until - monotonicNanoseconds()
+            if left <= 0 { return }
+            whileWaiting()
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(min(left, 50_000_000)))
+            nanosleep(&ts, nil)
+        }
+    }
+
     /// The monotonic time (ns) at which a sink must give up at shutdown;
     /// `Int64.max` while running.
     public var abandonDeadline: Int64 { abandonAt.load(ordering: .acquiring) }

@@ -9,23 +9,28 @@ import VigilCore
 /// the host counted as lost is what was emitted.
 @Suite(.serialized) struct SinkRunTests {
     /// The per-sink part of `--summary`.
-    struct SinkSummary: Decodable {
+    struct SinkSummary {
         var name: String
         var written: Int
+        /// By reason, as the JSON names them (`queue_full`…).
         var lost: [String: Int]
         var lostTotal: Int { lost.values.reduce(0, +) }
     }
 
-    struct Summary: Decodable {
+    struct Summary {
         var events: Int
         var sinks: [SinkSummary]
         subscript(sink name: String) -> SinkSummary? { sinks.first { $0.name == name } }
     }
 
+    /// `--summary` as a script would read it, by its JSON names.
     static func summary(_ path: String) throws -> Summary {
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        return try decoder.decode(Summary.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
+        let sinks = (json["sinks"] as? [[String: Any]] ?? []).map { s in
+            SinkSummary(name: s["name"] as? String ?? "", written: s["written"] as? Int ?? -1,
+                        lost: s["lost"] as? [String: Int] ?? [:])
+        }
+        return Summary(events: json["events"] as? Int ?? -1, sinks: sinks)
     }
 
     static func lines(_ path: String) throws -> [String] {
@@ -81,5 +86,152 @@ import VigilCore
         let text = try String(contentsOfFile: dir + "/events.jsonl", encoding: .utf8)
         #expect(text.contains(#""time":"1677-09-21T00:12:43.145224192Z""#))
         #expect(text.contains(#""time":"2262-04-11T23:47:16.854775807Z""#))
+    }
+
+    /// `n` flood events at `rate`/s (0: as fast as possible).
+    static func floodManifest(_ dir: String, count: Int, rate: Int = 0, sink: String) throws -> String {
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, options: { count: \(count), rate: \(rate) } }
+        sinks:
+          out: \(sink)
+        """, to: manifest)
+        return manifest
+    }
+
+    /// The lines of whatever `fd` reads from its start.
+    static func readLines(fd: Int32) -> [Substring] {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var offset: off_t = 0
+        while true {
+            let n = pread(fd, &buffer, buffer.count, offset)
+            if n <= 0 { break }
+            data += buffer[0..<n]
+            offset += off_t(n)
+        }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+    }
+
+    @Test func theFileSinkNoticesItsDirectoryDeletedAndRecreatesIt() throws {
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/out/events.jsonl"
+        let manifest = try Self.floodManifest(dir, count: 3000, rate: 2000, sink: "{ type: file, path: \(path), fsync: never }")
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--summary", dir + "/summary.json"])
+        var st = stat()
+        #expect(Self.waitUntil(20) { stat(path, &st) == 0 && st.st_size > 10_000 })
+        // Keep the first file readable after it is unlinked, to count what went into it.
+        let old = open(path, O_RDONLY)
+        #expect(old >= 0)
+        #expect(try TestEnv.run("/bin/rm", ["-rf", dir + "/out"]).status == 0)
+        let result = vigil.wait(timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        let before = Self.readLines(fd: old)
+        close(old)
+        let after = try Self.lines(path)
+        #expect(!before.isEmpty && !after.isEmpty, "\(before.count) lines before the delete, \(after.count) after")
+        let events = try (before.map(String.init) + after).map { try JSONLineDecoder().decode($0).event }
+        #expect(events.filter { $0.kind == "flood" }.count == 3000)
+        #expect(events.map(\.seq) == Array(1...UInt64(events.count)), "no event lost or repeated across the two files")
+        let summary = try Self.summary(dir + "/summary.json")
+        #expect(summary[sink: "out"]?.written == events.count)
+        #expect(summary[sink: "out"]?.lostTotal == 0)
+    }
+
+    @Test func aLineTornByKill9IsEndedBeforeTheNextRunWrites() throws {
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/events.jsonl"
+        let manifest = try Self.floodManifest(dir, count: 0, sink: "{ type: file, path: \(path), fsync: never, overflow: block }")
+        let first = try TestEnv.start(TestEnv.vigil, ["run", manifest])
+        var st = stat()
+        #expect(Self.waitUntil(20) { stat(path, &st) == 0 && st.st_size > 1 << 20 })
+        first.signal(SIGKILL)
+        _ = first.wait(timeout: 10)
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        if text.hasSuffix("\n") {
+            // The kill fell between two writes: tear the last line as a write cut short would.
+            let handle = FileHandle(forWritingAtPath: path)!
+            handle.seekToEndOfFile()
+            handle.write(Data(#"{"time":"2026-11-2"#.utf8))
+            try handle.close()
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        }
+        let torn = text.split(separator: "\n").count
+        let second = try TestEnv.run(TestEnv.vigil, ["run", try Self.floodManifest(dir, count: 10, sink: "{ type: file, path: \(path) }")],
+                                     timeout: 30)
+        #expect(second.status == 0, "\(second.stderr)")
+        let lines = try Self.lines(path)
+        // Only the torn line is not JSON; the second run's events are whole lines after it.
+        #expect(lines.count == torn + 12)
+        let bad = lines.indices.filter { (try? JSONLineDecoder().decode(lines[$0])) == nil }
+        #expect(bad == [torn - 1])
+        let again = try lines[torn...].map { try JSONLineDecoder().decode($0).event }
+        #expect(again.map(\.seq) == Array(1...12))
+    }
+
+    @Test func aFullDiskHoldsABlockingSinksBatchUntilThereIsRoom() throws {
+        // Disk full, simulated with RLIMIT_FSIZE (SIGXFSZ ignored: write fails
+        // with EFBIG); room is made by moving the full file away, as logrotate would.
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/events.jsonl"
+        let manifest = try Self.floodManifest(dir, count: 8000, sink: "{ type: file, path: \(path), fsync: never, overflow: block, queue_size: 100 }")
+        let vigil = try TestEnv.start("/bin/sh", ["-c", "ulimit -f 512 && trap '' XFSZ && exec \"$0\" \"$@\"", TestEnv.vigil,
+                                                 "run", manifest, "--summary", dir + "/summary.json"])
+        var moved: [String] = []
+        var lastSize: off_t = -1
+        var still = 0
+        let deadline = Date().addingTimeInterval(60)
+        while vigil.isRunning && Date() < deadline {
+            usleep(50_000)
+            var st = stat()
+            guard stat(path, &st) == 0 else { continue }
+            still = st.st_size == lastSize && st.st_size > 0 ? still + 1 : 0
+            lastSize = st.st_size
+            if still >= 4 {  // full: no growth for 200 ms
+                let to = dir + "/full.\(moved.count)"
+                rename(path, to)
+                moved.append(to)
+                still = 0
+            }
+        }
+        let result = vigil.wait(timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(moved.count >= 2, "the limit was hit and room made \(moved.count) times")
+        #expect(result.stderr.contains("holding"), "\(result.stderr)")
+        var events: [Event] = []
+        for file in moved + [path] {
+            let text = try String(contentsOfFile: file, encoding: .utf8)
+            #expect(text.isEmpty || text.hasSuffix("\n"), "\(file) ends with a whole line")
+            events += try Self.lines(file).map { try JSONLineDecoder().decode($0).event }
+        }
+        #expect(events.filter { $0.kind == "flood" }.count == 8000)
+        #expect(events.map(\.seq) == Array(1...UInt64(events.count)))
+        let summary = try Self.summary(dir + "/summary.json")
+        #expect(summary[sink: "out"]?.written == events.count)
+        #expect(summary[sink: "out"]?.lostTotal == 0)
+    }
+
+    @Test func sigtermWithAProducerBlockedOnAFullSinkTakesOneDrainTimeout() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.floodManifest(dir, count: 0, sink: """
+            { type: socket, connect: "unix:\(dir)/nobody.sock", overflow: block, queue_size: 100 }
+            """)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--drain-timeout", "2s", "--summary", dir + "/summary.json"])
+        usleep(800_000)
+        let signalled = Date()
+        vigil.signal(SIGTERM)
+        let result = vigil.wait(timeout: 30)
+        let took = Date().timeIntervalSince(signalled)
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(took < 3.5, "shutdown took \(took) s with --drain-timeout 2s")
+        let summary = try Self.summary(dir + "/summary.json")
+        let out = try #require(summary[sink: "out"])
+        #expect(out.written == 0)
+        #expect(out.lost["queue_full"] == 0, "nothing was dropped for a full queue: block waits")
+        #expect((out.lost["shutdown"] ?? 0) > 100)
+        #expect(out.written + out.lostTotal == summary.events, "every sequenced event is delivered or counted lost")
+        #expect(result.stderr.contains("lost: 0 queue_full, \(out.lost["shutdown"]!) shutdown"), "\(result.stderr)")
     }
 }
