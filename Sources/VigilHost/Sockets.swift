@@ -51,6 +51,13 @@ public enum Sockets {
                         throw Failure(what: "connect to \(address)", code: e)
                     }
                     setNonBlocking(fd, false)
+                    if isConnectedToItself(fd) {
+                        // Nobody listens on a local port in the ephemeral range, and the
+                        // kernel chose that very port as ours: a TCP self-connect, which
+                        // would swallow the events. It is a refusal.
+                        close(fd)
+                        throw Failure(what: "connect to \(address)", code: ECONNREFUSED)
+                    }
                     var one: Int32 = 1
                     setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
                 } else if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
@@ -61,6 +68,19 @@ public enum Sockets {
                 return fd
             }
         }
+    }
+
+    /// Whether a connected socket's local and peer addresses are the same.
+    static func isConnectedToItself(_ fd: Int32) -> Bool {
+        var local = sockaddr_storage(), peer = sockaddr_storage()
+        var localLength = socklen_t(MemoryLayout<sockaddr_storage>.size), peerLength = localLength
+        let ok = withUnsafeMutablePointer(to: &local) { l in
+            withUnsafeMutablePointer(to: &peer) { p in
+                l.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &localLength) } == 0
+                    && p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &peerLength) } == 0
+            }
+        }
+        return ok && localLength == peerLength && memcmp(&local, &peer, Int(localLength)) == 0
     }
 
     /// A listening stream socket. A unix socket file is created with mode

@@ -234,4 +234,70 @@ import VigilCore
         #expect(out.written + out.lostTotal == summary.events, "every sequenced event is delivered or counted lost")
         #expect(result.stderr.contains("lost: 0 queue_full, \(out.lost["shutdown"]!) shutdown"), "\(result.stderr)")
     }
+
+    /// A TCP listener on 127.0.0.1 with a small receive buffer; returns (fd, port).
+    static func tcpListener(receiveBuffer: Int32 = 16_384) throws -> (Int32, UInt16) {
+        // Close-on-exec: a listener inherited by the vigil under test would
+        // stay open (and take connections into its backlog) after we close it.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var size = receiveBuffer
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard ok, listen(fd, 4) == 0 else { throw TestFailure("tcp listener: \(errno)") }
+        return (fd, UInt16(bigEndian: addr.sin_port))
+    }
+
+    @Test func aTCPCollectorThatStallsThenDiesCostsOnlyEventsCountedLost() throws {
+        let dir = try TestEnv.tempDir()
+        let (listener, port) = try Self.tcpListener()
+        let manifest = try Self.floodManifest(dir, count: 0, sink: """
+            { type: socket, connect: "tcp://127.0.0.1:\(port)", overflow: block, queue_size: 1000 }
+            """)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--drain-timeout", "1s", "--summary", dir + "/summary.json"])
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+        let peer = accept(listener, nil, nil)
+        // Read a while, then stop reading: the window closes, vigil's send queue fills.
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while received.count < 200_000 {
+            let n = read(peer, &buffer, buffer.count)
+            if n <= 0 { break }
+            received += buffer[0..<n]
+        }
+        var unread: Int32 = -1
+        var stable = 0
+        while stable < 5 {  // what waits in our receive queue stops growing
+            usleep(100_000)
+            var now: Int32 = 0
+            _ = ioctl(peer, UInt(FIONREAD), &now)
+            stable = now == unread ? stable + 1 : 0
+            unread = now
+        }
+        // Everything the kernel took for us (read, or unread in the queue) counts as delivered to it.
+        let peeked = recv(peer, &buffer, buffer.count, Int32(MSG_PEEK | MSG_DONTWAIT))
+        received += buffer[0..<max(0, peeked)]
+        // The collector dies with data unread (a reset), and nobody listens any more.
+        close(listener)
+        close(peer)
+        usleep(500_000)
+        vigil.signal(SIGTERM)
+        let result = vigil.wait(timeout: 30)
+        #expect(result.status == 3, "\(result.stderr)")
+        let delivered = received.reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+        let summary = try Self.summary(dir + "/summary.json")
+        let out = try #require(summary[sink: "out"])
+        #expect(delivered > 1000)
+        #expect(out.written == delivered, "written counts only what reached the peer: \(out); unread \(unread), peeked \(peeked), received \(received.count)")
+        #expect((out.lost["kernel_buffer"] ?? 0) > 1000, "the send queue's events are lost, and counted: \(out)")
+        #expect(out.lost["queue_full"] == 0)
+        #expect(out.written + out.lostTotal == summary.events, "\(out), \(summary.events) events")
+        #expect(result.stderr.contains("never left the kernel's send queue"), "\(result.stderr)")
+    }
 }
