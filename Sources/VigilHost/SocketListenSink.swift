@@ -18,6 +18,8 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
     private var listener: Int32 = -1
     /// Device and inode of the socket file we bound, to remove only that one.
     private var boundNode: (dev_t, ino_t)?
+    /// Our claim on a unix socket path, taken before binding it.
+    private var pathLock: SocketPathLock?
     private var clients: [Client] = []
     private var buffer: [UInt8] = []
     private var lastBindAttempt: Int64 = 0
@@ -57,6 +59,7 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         guard listener < 0 else { return }
         lastBindAttempt = monotonicNanoseconds()
         do {
+            if case .unix(let path) = address, pathLock == nil { pathLock = try SocketPathLock.claim(path) }
             listener = try Sockets.listen(address)
             if case .unix(let path) = address {
                 var st = stat()
@@ -175,5 +178,7 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
            st.st_dev == node.0, st.st_ino == node.1 {
             unlink(path)
         }
+        pathLock?.release()
+        pathLock = nil
     }
 }

@@ -300,4 +300,58 @@ import VigilCore
         #expect(out.written + out.lostTotal == summary.events, "\(out), \(summary.events) events")
         #expect(result.stderr.contains("never left the kernel's send queue"), "\(result.stderr)")
     }
+
+    @Test func twoHostsOnOneListenPathCannotBothClaimIt() throws {
+        let dir = try TestEnv.tempDir()
+        let socket = dir + "/events.sock"
+        func manifest(_ name: String) throws -> String {
+            let path = dir + "/\(name).yaml"
+            try TestEnv.write("""
+            plugin_dirs: [\(try TestEnv.cPlugins())]
+            monitors:
+              beat: { plugin: heartbeat, interval: 20ms }
+            sinks:
+              live: { type: socket, listen: "unix:\(socket)" }
+            """, to: path)
+            return path
+        }
+        let first = try TestEnv.start(TestEnv.vigil, ["run", try manifest("first"), "--for", "6s"])
+        #expect(Self.waitUntil(20) { access(socket, F_OK) == 0 })
+        let second = try TestEnv.run(TestEnv.vigil, ["run", try manifest("second"), "--for", "500ms"], timeout: 30)
+        #expect(second.stderr.contains("\(socket) is held by another vigil (pid \(first.pid))"), "\(second.stderr)")
+        // The second host's exit left the first's socket in place, and working.
+        #expect(access(socket, F_OK) == 0)
+        let tail = try TestEnv.run(TestEnv.vigil, ["tail", "unix:\(socket)", "--count", "3", "--raw"], timeout: 10)
+        #expect(tail.status == 0, "\(tail.stderr)")
+        #expect(tail.stdout.split(separator: "\n").count == 3)
+        first.signal(SIGINT)
+        let result = first.wait(timeout: 15)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(access(socket, F_OK) != 0, "the owner removes its socket at exit")
+    }
+
+    @Test func twoHostsStartedTogetherOnOneListenPathLeaveOneOwner() throws {
+        let dir = try TestEnv.tempDir()
+        let socket = dir + "/events.sock"
+        let path = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 20ms }
+        sinks:
+          live: { type: socket, listen: "unix:\(socket)" }
+        """, to: path)
+        let a = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "1500ms"])
+        let b = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "3s"])
+        let first = a.wait(timeout: 30)
+        // Whoever won, the path still answers after the host that exited first is gone.
+        let held = [first.stderr].filter { $0.contains("is held by another vigil") }.count
+        let tail = try TestEnv.run(TestEnv.vigil, ["tail", "unix:\(socket)", "--count", "2", "--raw"], timeout: 10)
+        let second = b.wait(timeout: 30)
+        let refusals = [first.stderr, second.stderr].filter { $0.contains("is held by another vigil") }.count
+        #expect(refusals == 1, "exactly one host was refused the path")
+        if held == 1 {
+            #expect(tail.status == 0 && tail.stdout.split(separator: "\n").count == 2, "the owner still serves: \(tail.stderr)")
+        }
+    }
 }
