@@ -319,4 +319,46 @@ final class Progress: Sendable {
         await r.stop(drainTimeout: 100_000_000)
         #expect(r.stats.written == 0)
     }
+
+    @Test func udpCountsEachRefusedDatagramOnceAndNeverAlsoAsWritten() async throws {
+        // A bound, unread UDP socket: datagrams up to the limit are taken.
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        var big: Int32 = 4 << 20
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, socklen_t(MemoryLayout<Int32>.size))
+        withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = bind(fd, $0, len); _ = getsockname(fd, $0, &len) }
+        }
+        let port = UInt16(bigEndian: addr.sin_port)
+        let config = SocketSinkConfig(mode: .connect(.udp(host: "127.0.0.1", port: port)))
+        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        r.start()
+        // Every third event is over the 64 KiB datagram limit.
+        for i in 1...30 {
+            var e = Self.event(i)
+            if i % 3 == 0 { e.fields.append(Field("blob", .string(String(repeating: "x", count: 70_000)))) }
+            r.queue.push(e)
+        }
+        await r.stop(drainTimeout: 1_000_000_000)
+        var got = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 17)
+        while recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 { got += 1 }
+        close(fd)
+        #expect(got == 20)
+        #expect(r.stats.written == 20)
+        #expect(r.stats.lost.tooLarge == 10)
+        #expect(r.stats.lost.total == 10)
+
+        // The peer gone: each send the kernel refuses (ECONNREFUSED, from the
+        // ICMP of an earlier datagram) is one loss; written + lost = sent.
+        let gone = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        gone.start()
+        for i in 1...200 { gone.queue.push(Self.event(i)) }
+        await gone.stop(drainTimeout: 1_000_000_000)
+        #expect(gone.stats.lost.writeFailed > 0)
+        #expect(gone.stats.written + gone.stats.lost.total == 200)
+    }
 }
