@@ -48,40 +48,58 @@ private final class LockStorage: ManagedBuffer<Void, pthread_mutex_t> {
     deinit { withUnsafeMutablePointerToElements { _ = pthread_mutex_destroy($0) } }
 }
 
-/// A lock with a condition variable on the monotonic clock: waits with a
-/// deadline are not stretched or cut short when the wall clock is set.
+/// A condition variable on the monotonic clock, used with a `Lock` (a
+/// queue's "not empty" and "not full" share one lock): waits with a deadline
+/// are neither stretched nor cut short when the wall clock is set.
+package struct ConditionVariable: @unchecked Sendable {
+    private let storage: ConditionStorage
+
+    package init() { storage = ConditionStorage.make() }
+
+    /// Wakes every waiter. With or without the lock held.
+    @inline(__always)
+    package func broadcast() { storage.withUnsafeMutablePointerToElements { _ = pthread_cond_broadcast($0) } }
+
+    /// Wakes one waiter. With or without the lock held.
+    @inline(__always)
+    package func signal() { storage.withUnsafeMutablePointerToElements { _ = pthread_cond_signal($0) } }
+
+    /// Waits, with `lock` held, until woken.
+    package func wait(_ lock: Lock) {
+        lock.withMutex { m in storage.withUnsafeMutablePointerToElements { _ = pthread_cond_wait($0, m) } }
+    }
+
+    /// Waits, with `lock` held, until woken or `deadline` (monotonic ns) has
+    /// passed. Returns false on time-out. A spurious wake-up returns true:
+    /// callers re-check their condition, as with any condition variable.
+    @discardableResult
+    package func wait(_ lock: Lock, until deadline: Int64) -> Bool {
+        let clamped = max(0, deadline)
+        var ts = timespec(tv_sec: Int(clamped / 1_000_000_000), tv_nsec: Int(clamped % 1_000_000_000))
+        return lock.withMutex { m in
+            storage.withUnsafeMutablePointerToElements { pthread_cond_timedwait($0, m, &ts) != ETIMEDOUT }
+        }
+    }
+}
+
+/// A lock with one condition variable.
 package struct ConditionLock: @unchecked Sendable {
     package let mutex: Lock
-    private let condition: ConditionStorage
+    private let condition: ConditionVariable
 
     package init() {
         mutex = Lock()
-        condition = ConditionStorage.make()
+        condition = ConditionVariable()
     }
 
     package func lock() { mutex.lock() }
     package func unlock() { mutex.unlock() }
     package func withLock<T>(_ body: () throws -> T) rethrows -> T { try mutex.withLock(body) }
-
-    /// Wakes every waiter. Call with or without the lock held.
-    package func broadcast() { condition.withUnsafeMutablePointerToElements { _ = pthread_cond_broadcast($0) } }
-    package func signal() { condition.withUnsafeMutablePointerToElements { _ = pthread_cond_signal($0) } }
-
-    /// Waits, with the lock held, until woken.
-    package func wait() {
-        mutex.withMutex { m in condition.withUnsafeMutablePointerToElements { _ = pthread_cond_wait($0, m) } }
-    }
-
-    /// Waits, with the lock held, until woken or `deadline` (monotonic ns)
-    /// has passed. Returns false on time-out.
+    package func broadcast() { condition.broadcast() }
+    package func signal() { condition.signal() }
+    package func wait() { condition.wait(mutex) }
     @discardableResult
-    package func wait(until deadline: Int64) -> Bool {
-        let clamped = max(0, deadline)
-        var ts = timespec(tv_sec: Int(clamped / 1_000_000_000), tv_nsec: Int(clamped % 1_000_000_000))
-        return mutex.withMutex { m in
-            condition.withUnsafeMutablePointerToElements { pthread_cond_timedwait($0, m, &ts) != ETIMEDOUT }
-        }
-    }
+    package func wait(until deadline: Int64) -> Bool { condition.wait(mutex, until: deadline) }
 }
 
 private final class ConditionStorage: ManagedBuffer<Void, pthread_cond_t> {

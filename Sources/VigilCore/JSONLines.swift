@@ -12,7 +12,11 @@
 /// - integers are written exactly; doubles in the shortest form that reads
 ///   back to the same value (`0.1`, `1e-05`, `5e+20`), integral ones with `.0`.
 ///
-/// The time is RFC 3339 in UTC with exactly nine fractional digits.
+/// The time is RFC 3339 in UTC with exactly nine fractional digits. Every
+/// `Int64` a plugin may send is a valid time: the range of nanoseconds since
+/// 1970 is 1677-09-21T00:12:43.145224192Z (`Int64.min`) to
+/// 2262-04-11T23:47:16.854775807Z (`Int64.max`), well inside the four-digit
+/// years of RFC 3339, so nothing is clamped and nothing can overflow.
 public struct JSONLineEncoder: Sendable {
     /// `"host":"…",` pre-encoded once per run.
     private let hostMember: [UInt8]
@@ -45,7 +49,9 @@ public struct JSONLineEncoder: Sendable {
         if second != cachedSecond {
             // The date and time of day are formatted only when the second changes.
             cachedPrefix.removeAll(keepingCapacity: true)
-            Self.appendTimestamp(second * 1_000_000_000, to: &cachedPrefix)
+            // From whole seconds, never `second * 1e9`: for times near
+            // Int64.min the rounded-down second times 1e9 is below Int64.min.
+            Self.appendTimestamp(seconds: second, fraction: 0, to: &cachedPrefix)
             cachedPrefix.removeLast(10)  // "000000000Z"
             cachedSecond = second
         }
@@ -132,6 +138,16 @@ public struct JSONLineEncoder: Sendable {
     /// `2026-11-21T21:50:29.123456789Z` for nanoseconds since the epoch.
     public static func appendTimestamp(_ ns: Int64, to out: inout [UInt8]) {
         let (seconds, fraction) = split(ns)
+        appendTimestamp(seconds: seconds, fraction: fraction, to: &out)
+    }
+
+    /// The same from whole seconds since the epoch and nanoseconds past them
+    /// (0 ≤ fraction < 1e9). Any second an `Int64` of nanoseconds can hold is
+    /// within years 1677…2262; seconds beyond years 0000…9999 are clamped
+    /// there rather than trapping.
+    static func appendTimestamp(seconds unclamped: Int64, fraction: Int64, to out: inout [UInt8]) {
+        // 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
+        let seconds = max(-62_167_219_200, min(253_402_300_799, unclamped))
         var days = seconds / 86_400
         var secondOfDay = seconds % 86_400
         if secondOfDay < 0 {

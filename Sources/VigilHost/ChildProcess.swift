@@ -148,7 +148,7 @@ final class ChildProcess: @unchecked Sendable {
 /// Reads the child's pipe on a thread of its own and hands over whole lines.
 final class LineReader: @unchecked Sendable {
     private let fd: Int32
-    private let lock = NSLockish()
+    private let lock = Lock()
     private var lines: [Substring] = []
     private var eof = false
     let arrived = DispatchSemaphore(value: 0)

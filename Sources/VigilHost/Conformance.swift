@@ -129,7 +129,7 @@ enum ConformanceProtocol {
 /// process dies.
 final class ProtocolWriter: @unchecked Sendable {
     private let fd: Int32
-    private let lock = NSLockish()
+    private let lock = Lock()
 
     init(fd: Int32) { self.fd = fd }
 

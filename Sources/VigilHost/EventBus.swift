@@ -13,7 +13,7 @@ public final class EventBus: @unchecked Sendable {
     let sinks: [SinkRunner]
     /// Sinks whose overflow policy is `block`.
     private let blocking: SinkSet
-    private let lock = NSLockish()
+    private let lock = Lock()
     private var seq: UInt64 = 0
     /// Events that matched no sink.
     let unrouted = Atomic<UInt64>(0)
@@ -49,7 +49,7 @@ public final class EventBus: @unchecked Sendable {
             if reserved.contains(i) {
                 sinks[i].queue.pushReserved(event)
             } else if mustWait.contains(i) && wait {
-                sinks[i].queue.countDropped()  // the wait was given up at shutdown
+                sinks[i].queue.countLostAtShutdown()  // the wait was given up at shutdown
             } else {
                 sinks[i].queue.push(event, force: !wait)
             }
@@ -58,7 +58,8 @@ public final class EventBus: @unchecked Sendable {
     }
 
     /// From now on, producers waiting for room in a blocking sink give up at
-    /// `deadline` (monotonic ns) and their events are counted as dropped.
+    /// `deadline` (monotonic ns) and their events are counted as lost to the
+    /// shutdown.
     func beginShutdown(deadline: Int64) {
         blocking.forEach { sinks[$0].queue.giveUpWaiting(at: deadline) }
     }
@@ -79,9 +80,10 @@ final class SinkQueue: @unchecked Sendable {
     /// Events at the front of `pending` dropped by `drop_oldest`.
     private var head = 0
     private var count: Int { pending.count - head }
-    private var mutex = pthread_mutex_t()
-    private var notEmpty = pthread_cond_t()
-    private var notFull = pthread_cond_t()
+    private let mutex = Lock()
+    /// Both on the monotonic clock: a wall clock step must not stall a sink.
+    private let notEmpty = ConditionVariable()
+    private let notFull = ConditionVariable()
     private var consumerWaiting = false
     /// The consumer woke to a few events and waits a moment for more, so it
     /// drains in batches instead of taking turns with the producer per event.
@@ -106,52 +108,43 @@ final class SinkQueue: @unchecked Sendable {
 
     // Counters, read by stats; written under the mutex.
     private(set) var accepted: UInt64 = 0
-    private(set) var dropped: UInt64 = 0
+    /// Events refused because the queue was full (`queue_full`).
+    private(set) var droppedFull: UInt64 = 0
+    /// Events refused or discarded because the host was shutting down: the
+    /// queue had closed, a producer's wait was given up, or the sink gave up.
+    private(set) var droppedAtShutdown: UInt64 = 0
     private(set) var highWater = 0
 
     init(capacity: Int, overflow: OverflowPolicy) {
         self.capacity = capacity
         self.overflow = overflow
         pending.reserveCapacity(min(capacity, 4096))
-        pthread_mutex_init(&mutex, nil)
-        // Timed waits measure monotonic time: a wall clock step must not stall a sink.
-        var attr = pthread_condattr_t()
-        pthread_condattr_init(&attr)
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
-        pthread_cond_init(&notEmpty, &attr)
-        pthread_cond_init(&notFull, &attr)
-        pthread_condattr_destroy(&attr)
     }
 
-    deinit {
-        pthread_cond_destroy(&notEmpty)
-        pthread_cond_destroy(&notFull)
-        pthread_mutex_destroy(&mutex)
-    }
 
     /// Adds an event without waiting, applying the overflow policy when full
     /// (`force`: a blocking queue takes it over its bound instead).
     func push(_ event: Event, force: Bool = false) {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         if closed {
-            dropped &+= 1
-            pthread_mutex_unlock(&mutex)
+            droppedAtShutdown &+= 1
+            mutex.unlock()
             return
         }
         if count + reserved >= capacity && !force {
             switch overflow {
             case .dropNewest, .block:
-                dropped &+= 1
-                pthread_mutex_unlock(&mutex)
+                droppedFull &+= 1
+                mutex.unlock()
                 return
             case .dropOldest:
                 if count == 0 {
-                    dropped &+= 1
-                    pthread_mutex_unlock(&mutex)
+                    droppedFull &+= 1
+                    mutex.unlock()
                     return
                 }
                 head += 1
-                dropped &+= 1
+                droppedFull &+= 1
                 if head >= capacity {
                     // Amortised: one O(capacity) compaction per `capacity` drops.
                     pending.removeFirst(head)
@@ -165,14 +158,13 @@ final class SinkQueue: @unchecked Sendable {
     /// Waits until the queue has room for one more event and promises it to
     /// the caller. False when the queue closed or the shutdown deadline passed.
     func reserve() -> Bool {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         producersWaiting += 1
         defer { producersWaiting -= 1 }
         while count + reserved >= capacity {
             if closed || monotonicNanoseconds() >= giveUpAt { return false }
-            var deadline = Self.deadline(after: 100_000_000)
-            pthread_cond_timedwait(&notFull, &mutex, &deadline)
+            notFull.wait(mutex, until: monotonicNanoseconds().addingSaturating(100_000_000))
         }
         if closed { return false }
         reserved += 1
@@ -181,27 +173,28 @@ final class SinkQueue: @unchecked Sendable {
 
     /// Adds an event for which `reserve` promised room.
     func pushReserved(_ event: Event) {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         reserved -= 1
         if closed {
-            dropped &+= 1
-            pthread_mutex_unlock(&mutex)
+            droppedAtShutdown &+= 1
+            mutex.unlock()
             return
         }
         appendLocked(event)
     }
 
-    func countDropped() {
-        pthread_mutex_lock(&mutex)
-        dropped &+= 1
-        pthread_mutex_unlock(&mutex)
+    /// Counts an event a producer gave up waiting to queue at shutdown.
+    func countLostAtShutdown() {
+        mutex.lock()
+        droppedAtShutdown &+= 1
+        mutex.unlock()
     }
 
     func giveUpWaiting(at deadline: Int64) {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         giveUpAt = deadline
-        pthread_mutex_unlock(&mutex)
-        pthread_cond_broadcast(&notFull)
+        mutex.unlock()
+        notFull.broadcast()
     }
 
     /// Appends and wakes the consumer; releases the mutex.
@@ -215,17 +208,8 @@ final class SinkQueue: @unchecked Sendable {
         // a batch only when the batch is there.
         let wake = consumerWaiting && (!consumerLingering || depth >= Self.batchThreshold)
         if wake { consumerWaiting = false }
-        pthread_mutex_unlock(&mutex)
-        if wake { pthread_cond_signal(&notEmpty) }
-    }
-
-    static func deadline(after ns: Int64) -> timespec {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        let total = Int64(ts.tv_nsec) + ns
-        ts.tv_sec += Int(total / 1_000_000_000)
-        ts.tv_nsec = Int(total % 1_000_000_000)
-        return ts
+        mutex.unlock()
+        if wake { notEmpty.signal() }
     }
 
     /// Moves every queued event into `batch` (which must be empty; its
@@ -233,22 +217,22 @@ final class SinkQueue: @unchecked Sendable {
     /// for the first. Returns false once the queue is closed and empty.
     func pop(into batch: inout [Event], timeout: Int64) -> Bool {
         precondition(batch.isEmpty)
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         if count == 0 && !closed {
-            var deadline = Self.deadline(after: timeout)
+            let deadline = monotonicNanoseconds().addingSaturating(timeout)
             consumerWaiting = true
             while count == 0 && !closed && !wakeRequested {
-                if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }
+                if !notEmpty.wait(mutex, until: deadline) { break }
             }
             consumerWaiting = false
         }
         if fastArrivals && count > 0 && count < Self.batchThreshold && !closed && producersWaiting == 0 {
             // A few events: give the producers a moment to make it a batch.
-            var deadline = Self.deadline(after: Self.lingerNanoseconds)
+            let deadline = monotonicNanoseconds().addingSaturating(Self.lingerNanoseconds)
             consumerWaiting = true
             consumerLingering = true
             while count < Self.batchThreshold && !closed {
-                if pthread_cond_timedwait(&notEmpty, &mutex, &deadline) == ETIMEDOUT { break }
+                if !notEmpty.wait(mutex, until: deadline) { break }
             }
             consumerLingering = false
             consumerWaiting = false
@@ -269,67 +253,76 @@ final class SinkQueue: @unchecked Sendable {
         }
         let more = !(closed && count == 0)
         let wakeProducers = producersWaiting > 0 && n > 0
-        pthread_mutex_unlock(&mutex)
+        mutex.unlock()
         if skip > 0 { batch.removeFirst(skip) }
-        if wakeProducers { pthread_cond_broadcast(&notFull) }
+        if wakeProducers { notFull.broadcast() }
         return more || n > 0
     }
 
     /// Wakes the consumer without an event (a sink has other work to do).
     func wake() {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         wakeRequested = true
-        pthread_mutex_unlock(&mutex)
-        pthread_cond_signal(&notEmpty)
+        mutex.unlock()
+        notEmpty.signal()
     }
 
     /// Whether `wake` was called since the last time this was asked.
     func takeWakeRequest() -> Bool {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         let requested = wakeRequested
         wakeRequested = false
         return requested
     }
 
-    /// Whether more than `count` events were dropped in all (cheap to ask).
+    /// Whether more than `count` events were dropped for a full queue (cheap to ask).
     func hasDrops(since count: UInt64) -> Bool {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return dropped > count
+        mutex.lock()
+        defer { mutex.unlock() }
+        return droppedFull > count
     }
 
     /// Stops accepting events; the consumer drains what is queued.
     func close() {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         closed = true
-        pthread_mutex_unlock(&mutex)
-        pthread_cond_broadcast(&notEmpty)
-        pthread_cond_broadcast(&notFull)
+        mutex.unlock()
+        notEmpty.broadcast()
+        notFull.broadcast()
     }
 
-    /// Discards everything still queued (a sink that gave up); returns how many.
+    /// Discards everything still queued (a sink that gave up at shutdown);
+    /// returns how many.
     func discardAll() -> Int {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         let n = count
         pending.removeAll()
         head = 0
-        dropped &+= UInt64(n)
-        pthread_mutex_unlock(&mutex)
-        pthread_cond_broadcast(&notFull)
+        droppedAtShutdown &+= UInt64(n)
+        mutex.unlock()
+        notFull.broadcast()
         return n
     }
 
     var depth: Int {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         return count
     }
 
-    struct Counters { var accepted: UInt64; var dropped: UInt64; var depth: Int; var highWater: Int }
+    struct Counters {
+        var accepted: UInt64
+        var queueFull: UInt64
+        var shutdown: UInt64
+        var depth: Int
+        var highWater: Int
+        var dropped: UInt64 { queueFull + shutdown }
+    }
+
     var counters: Counters {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return Counters(accepted: accepted, dropped: dropped, depth: count, highWater: highWater)
+        mutex.lock()
+        defer { mutex.unlock() }
+        return Counters(accepted: accepted, queueFull: droppedFull, shutdown: droppedAtShutdown, depth: count, highWater: highWater)
     }
 }

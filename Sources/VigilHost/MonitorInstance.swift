@@ -41,7 +41,7 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     private var stopping = false
 
     private let accepting = Atomic<Bool>(false)
-    private let lock = NSLockish()
+    private let lock = Lock()
     private var _state: State = .idle
     private var inFlight: (call: String, since: Int64, warned: Bool)?
     /// Availability as the plugin declared it (set_availability), as the host

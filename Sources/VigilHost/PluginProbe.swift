@@ -363,7 +363,7 @@ public final class PluginProbes: @unchecked Sendable {
     /// monitors that use it (`validate`).
     let manifest: Manifest?
     let locator: PluginCatalog
-    private let lock = NSLockish()
+    private let lock = Lock()
     private var reports: [String: ProbeReport] = [:]
     private let trusted: [String]
 

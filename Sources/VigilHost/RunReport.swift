@@ -4,66 +4,117 @@ import Logging
 import VigilABI
 import VigilCore
 
+/// What a run did, written by `--summary FILE` as JSON (snake_case keys)
+/// and told, in part, by the exit lines: per sink what was written and what
+/// was lost, by reason; per monitor what it emitted; per rule with a program,
+/// how its runs went; and the process's CPU time and memory (for benchmarks
+/// and operators' scripts).
+public struct RunSummary: Codable, Sendable {
+    public struct Sink: Codable, Sendable {
+        public var name: String
+        public var type: String
+        /// Events the sink's queue took.
+        public var accepted: UInt64
+        /// Events delivered.
+        public var written: UInt64
+        /// Events lost, by reason (`queue_full`, `shutdown`, `write_failed`,
+        /// `kernel_buffer`, `too_large`).
+        public var lost: LossCounts
+        /// `lost.queue_full + lost.shutdown` (kept for older scripts).
+        public var dropped: UInt64
+        /// `lost.write_failed + lost.kernel_buffer + lost.too_large` (the same).
+        public var failed: UInt64
+        public var highWater: Int
+        public var queueSize: Int
+        /// Monotonic times of the first and last delivery (0: none).
+        public var firstWriteNs: Int64
+        public var lastWriteNs: Int64
+    }
+
+    public struct Monitor: Codable, Sendable {
+        public var name: String
+        public var emitted: UInt64
+        /// Emits refused, in all and by reason (`malformed`, `duplicate_field`…;
+        /// docs/plugins.md has the list).
+        public var refused: UInt64
+        public var refusedBy: [String: UInt64]
+        /// Calls through the handle of a destroyed instance (ignored).
+        public var lateCalls: UInt64
+        /// Log messages cut at 8 KiB.
+        public var logCuts: UInt64
+        public var polls: UInt64
+        public var pollErrors: UInt64
+        public var pollNs: UInt64
+    }
+
+    public struct Action: Codable, Sendable {
+        public var rule: String
+        public var started: Int
+        public var succeeded: Int
+        public var failed: Int
+        public var timedOut: Int
+        public var skipped: Int
+    }
+
+    public var elapsedNs: Int64
+    public var cpuSeconds: Double
+    public var maxRssKib: Int
+    public var privateDirtyKib: Int
+    /// Events sequenced by the host (every emitted event that was not refused).
+    public var events: UInt64
+    /// Events no route sent anywhere (not a loss: nothing asked for them).
+    public var unrouted: UInt64
+    /// Events lost in all sinks, every reason.
+    public var lost: UInt64
+    public var sinks: [Sink]
+    public var monitors: [Monitor]
+    public var actions: [Action]
+
+    /// The summary as one line of JSON.
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(self) + Data("\n".utf8)
+    }
+}
+
 extension VigilRuntime {
-    /// A JSON summary of the run: per sink and per monitor counters, the time
-    /// each sink spent from its first to its last write, and the process's CPU
-    /// time and memory (for benchmarks and for operators' scripts).
-    func writeSummary(to path: String) {
+    /// The counters of the run so far (complete once `run` has returned).
+    func summary() -> RunSummary {
         var usage = rusage()
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
         let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-        var out: [UInt8] = []
-        func key(_ k: String) { JSONLineEncoder.appendString(k, to: &out); out.append(UInt8(ascii: ":")) }
-        func num<T: BinaryInteger>(_ k: String, _ v: T, last: Bool = false) {
-            key(k); JSONLineEncoder.appendInteger(v, to: &out); if !last { out.append(UInt8(ascii: ",")) }
-        }
-        out += Array("{".utf8)
-        num("elapsed_ns", stopped - started)
-        key("cpu_seconds"); JSONLineEncoder.appendDouble(cpu, to: &out); out.append(UInt8(ascii: ","))
-        num("max_rss_kib", usage.ru_maxrss)
-        num("private_dirty_kib", Self.privateDirtyKiB())
-        num("events", bus.lastSequence)
-        num("unrouted", bus.unrouted.load(ordering: .relaxed))
-        key("sinks"); out.append(UInt8(ascii: "["))
-        for (i, runner) in sinks.enumerated() {
+        let sinks = self.sinks.map { runner in
             let s = runner.stats
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "{"))
-            key("name"); JSONLineEncoder.appendString(s.name, to: &out); out.append(UInt8(ascii: ","))
-            key("type"); JSONLineEncoder.appendString(s.type, to: &out); out.append(UInt8(ascii: ","))
-            num("written", s.written); num("dropped", s.dropped); num("failed", s.failed)
-            num("high_water", s.highWater)
-            num("first_write_ns", runner.firstWrite); num("last_write_ns", runner.lastWrite, last: true)
-            out.append(UInt8(ascii: "}"))
+            return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
+                                   dropped: s.dropped, failed: s.failed, highWater: s.highWater,
+                                   queueSize: runner.config.queueCapacity,
+                                   firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite)
         }
-        out += Array("],".utf8)
-        key("monitors"); out.append(UInt8(ascii: "["))
-        for (i, instance) in instances.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "{"))
-            key("name"); JSONLineEncoder.appendString(instance.name, to: &out); out.append(UInt8(ascii: ","))
-            num("emitted", instance.emitted.load(ordering: .relaxed))
-            num("refused", instance.refusals.total)
-            num("polls", instance.polls.load(ordering: .relaxed))
-            num("poll_errors", instance.pollErrors.load(ordering: .relaxed))
-            num("poll_ns", instance.pollNanoseconds.load(ordering: .relaxed), last: true)
-            out.append(UInt8(ascii: "}"))
+        let monitors = instances.map { i in
+            RunSummary.Monitor(name: i.name, emitted: i.emitted.load(ordering: .relaxed), refused: i.refusals.total,
+                               refusedBy: Dictionary(uniqueKeysWithValues: i.refusals.snapshot.map { ($0.reason.name, $0.count) }),
+                               lateCalls: i.lateCalls, logCuts: i.logCuts.load(ordering: .relaxed),
+                               polls: i.polls.load(ordering: .relaxed), pollErrors: i.pollErrors.load(ordering: .relaxed),
+                               pollNs: i.pollNanoseconds.load(ordering: .relaxed))
         }
-        out += Array("],".utf8)
-        key("actions"); out.append(UInt8(ascii: "["))
-        for (i, rule) in resolution.rules.filter({ $0.exec != nil }).enumerated() {
-            let c = actions.counters(for: rule.name)
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "{"))
-            key("rule"); JSONLineEncoder.appendString(rule.name, to: &out); out.append(UInt8(ascii: ","))
-            num("started", c.started); num("succeeded", c.succeeded); num("failed", c.failed)
-            num("timed_out", c.timedOut); num("skipped", c.skipped, last: true)
-            out.append(UInt8(ascii: "}"))
+        let actions = resolution.rules.filter { $0.exec != nil }.map { rule in
+            let c = self.actions.counters(for: rule.name)
+            return RunSummary.Action(rule: rule.name, started: c.started, succeeded: c.succeeded, failed: c.failed,
+                                     timedOut: c.timedOut, skipped: c.skipped)
         }
-        out += Array("]}\n".utf8)
+        return RunSummary(elapsedNs: stopped.subtractingSaturating(started), cpuSeconds: cpu, maxRssKib: usage.ru_maxrss,
+                          privateDirtyKib: Self.privateDirtyKiB(), events: bus.lastSequence,
+                          unrouted: bus.unrouted.load(ordering: .relaxed),
+                          lost: sinks.reduce(0) { $0 &+ $1.lost.total }, sinks: sinks, monitors: monitors, actions: actions)
+    }
+
+    /// Writes `summary` as JSON to `path` (`--summary`).
+    func writeSummary(_ summary: RunSummary, to path: String) {
         do {
-            try Data(out).write(to: URL(fileURLWithPath: path))
+            try summary.json().write(to: URL(fileURLWithPath: path))
         } catch {
             logger.error("cannot write the summary to \(path): \(error)")
         }
@@ -78,23 +129,26 @@ extension VigilRuntime {
         return 0
     }
 
-    /// Logs what every sink delivered and dropped.
-    func report() {
-        var lost = false
-        for stats in sinks.map(\.stats) {
-            let line = "sink \(stats.name) (\(stats.type)): \(stats.written) written, \(stats.dropped) dropped (queue full), \(stats.failed) failed, queue high-water \(stats.highWater)/\(manifest.sinks.first { $0.name == stats.name }!.queueCapacity)"
-            if stats.dropped > 0 || stats.failed > 0 {
-                lost = true
-                logger.warning("\(line)")
+    /// Logs what every sink delivered and lost, by reason. "none lost" only
+    /// when every counter of every sink is zero.
+    func report(_ summary: RunSummary) {
+        for s in summary.sinks {
+            let head = "sink \(s.name) (\(s.type)): \(s.written) written"
+            let tail = "queue high-water \(s.highWater)/\(s.queueSize)"
+            if s.lost.total > 0 {
+                logger.warning("\(head), \(s.lost.total) lost: \(s.lost.description); \(tail)")
             } else {
-                logger.info("\(line)")
+                logger.info("\(head), none lost; \(tail)")
             }
         }
         for instance in instances where instance.refusals.total > 0 {
             let reasons = instance.refusals.snapshot.map { "\($0.count) \($0.reason.name)" }.joined(separator: ", ")
             logger.warning("monitor \(instance.name): emits refused: \(reasons)")
         }
-        if !lost { logger.info("stopped; \(bus.lastSequence) events, none lost") }
+        if summary.lost == 0 {
+            logger.info("stopped; \(summary.events) events, none lost")
+        } else {
+            logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks (exit status 3)")
+        }
     }
-
 }

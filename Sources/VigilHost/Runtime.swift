@@ -79,7 +79,7 @@ public final class VigilRuntime: @unchecked Sendable {
         switch config.kind {
         case .null: return NullSink()
         case .log(let log): return LogSink(config: log, host: host)
-        case .file(let file): return FileSink(config: file, host: host)
+        case .file(let file): return FileSink(config: file, host: host, holdFailedBatches: config.overflow == .block)
         case .socket(let socket):
             switch socket.mode {
             case .connect(let address): return SocketConnectSink(address: address, config: socket, host: host)
@@ -100,13 +100,16 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     /// Runs until SIGINT/SIGTERM or `runFor`: starts sinks, then monitors; on
-    /// the way out stops every monitor, then drains every sink.
-    public func run() async throws {
+    /// the way out stops every monitor, then drains every sink, all within
+    /// one drain deadline. Returns what the run delivered and lost.
+    @discardableResult
+    public func run() async throws -> RunSummary {
         signal(SIGPIPE, SIG_IGN)
+        let drain = DrainDeadline(timeout: options.drainTimeout)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: EarlySignalService(logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
-            .init(service: SinksService(runners: sinks, drainTimeout: options.drainTimeout, logger: logger)),
-            .init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout, drainTimeout: options.drainTimeout)),
+            .init(service: SinksService(runners: sinks, drain: drain, logger: logger)),
+            .init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout, drain: drain)),
         ]
         services.append(.init(service: ReopenService(sinks: sinks, logger: logger)))
         if let runFor = options.runFor {
@@ -127,8 +130,10 @@ public final class VigilRuntime: @unchecked Sendable {
         started = monotonicNanoseconds()
         try await group.run()
         stopped = monotonicNanoseconds()
-        report()
-        if let path = options.summaryPath { writeSummary(to: path) }
+        let summary = summary()
+        report(summary)
+        if let path = options.summaryPath { writeSummary(summary, to: path) }
+        return summary
     }
 
     private let allFinished = Atomic<Bool>(false)

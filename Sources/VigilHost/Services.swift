@@ -8,11 +8,32 @@ import UnixSignals
 import VigilABI
 import VigilCore
 
+/// The one deadline of a shutdown: fixed when shutdown begins, `--drain-timeout`
+/// later, and shared by everything that waits then (producers blocked on a
+/// full `block` sink, rule programs, sinks draining), so shutdown takes about
+/// the drain timeout, not a multiple of it.
+final class DrainDeadline: Sendable {
+    let timeout: Int64
+    private let deadline = Atomic<Int64>(0)
+
+    init(timeout: Int64) { self.timeout = timeout }
+
+    /// The deadline, fixed by the first call (monotonic ns).
+    func begin() -> Int64 {
+        let proposed = max(1, monotonicNanoseconds().addingSaturating(max(0, timeout)))
+        let (exchanged, original) = deadline.compareExchange(expected: 0, desired: proposed, ordering: .acquiringAndReleasing)
+        return exchanged ? proposed : original
+    }
+
+    /// Nanoseconds left until the deadline (0 once past).
+    func remaining() -> Int64 { max(0, begin().subtractingSaturating(monotonicNanoseconds())) }
+}
+
 /// Starts every monitor; at shutdown, stops them all.
 struct SupervisorService: Service {
     let runtime: VigilRuntime
     let stopTimeout: Int64
-    let drainTimeout: Int64
+    let drain: DrainDeadline
 
     func run() async throws {
         for (config, reason) in runtime.resolution.refused {
@@ -30,15 +51,15 @@ struct SupervisorService: Service {
         try? await gracefulShutdown()
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
         // A plugin blocked on a full `block` sink must not hold up its own stop
-        // for ever: such waits give up after the drain timeout.
-        runtime.bus.beginShutdown(deadline: monotonicNanoseconds() + drainTimeout)
+        // for ever: such waits give up at the drain deadline.
+        runtime.bus.beginShutdown(deadline: drain.begin())
         await runtime.stopInstances(timeout: stopTimeout)
         runtime.conditions?.shutdown()
-        // A rule's program still running gets until the drain timeout, then
+        // A rule's program still running gets until the drain deadline, then
         // is killed; the wait is on a thread of its own, not the service's.
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                runtime.actions.shutdown(timeout: drainTimeout)
+            DispatchQueue.global().async { [drain] in
+                runtime.actions.shutdown(timeout: drain.remaining())
                 done.resume()
             }
         }
@@ -64,15 +85,16 @@ struct SupervisorService: Service {
 /// parallel against one deadline, and joins them.
 struct SinksService: Service {
     let runners: [SinkRunner]
-    let drainTimeout: Int64
+    let drain: DrainDeadline
     let logger: Logger
 
     func run() async throws {
         for runner in runners { runner.start() }
         try? await gracefulShutdown()
-        let deadline = monotonicNanoseconds() + drainTimeout
+        let deadline = drain.begin()
+        let drainTimeout = drain.timeout
         for runner in runners { runner.beginStop(deadline: deadline) }
-        for runner in runners where await !runner.join(until: deadline + 1_000_000_000) {
+        for runner in runners where await !runner.join(until: deadline.addingSaturating(1_000_000_000)) {
             logger.error("sink \(runner.config.name) did not finish within \(Units.formatDuration(drainTimeout)) of shutdown; exiting without it")
         }
     }

@@ -10,10 +10,19 @@ import VigilCore
 ///
 /// Modelled on swift-otel's exporters: a batch in, a flush, a shutdown.
 public protocol EventSink: AnyObject, Sendable {
-    /// Writes a batch, in order. Throwing means the batch is lost; the runner
-    /// counts its events as failed and logs the error (rate-limited). A sink
-    /// that can hold events while its peer is away (socket connect) retries
-    /// inside `write`, checking `context.shouldAbandon`.
+    /// Writes a batch, in order.
+    ///
+    /// Loss is counted where it happens, by reason (`LossReason`). Returning
+    /// means every event of the batch was delivered except those the sink
+    /// counted with `context.countLost` during the call (a datagram refused).
+    /// Throwing means the events neither delivered (`SinkWriteError.delivered`,
+    /// a prefix of the batch) nor counted are lost: as `shutdown` when the
+    /// runner is past its drain deadline, else under the error's reason
+    /// (`write_failed` by default). Events of earlier batches found lost
+    /// later (still in a socket's send queue when it broke) are taken back
+    /// with `context.countLostAfterWrite`. A sink that can hold events while
+    /// its peer or disk is away retries inside `write`, checking
+    /// `context.shouldAbandon`.
     func write(_ batch: [Event], context: SinkContext) throws
     /// Periodic housekeeping: fsync interval, flushing slow clients.
     /// Called at least every `tickInterval` nanoseconds while running.
@@ -43,15 +52,34 @@ extension EventSink {
     public func attach(wake: @escaping @Sendable () -> Void) {}
 }
 
+/// Thrown by a sink whose batch got partly through: the first `delivered`
+/// events arrived; the rest are lost under `reason`.
+public struct SinkWriteError: Error, CustomStringConvertible {
+    public var delivered: Int
+    public var reason: LossReason
+    public var underlying: any Error
+
+    public init(delivered: Int, reason: LossReason = .writeFailed, _ underlying: any Error) {
+        self.delivered = delivered
+        self.reason = reason
+        self.underlying = underlying
+    }
+
+    public var description: String { "\(underlying)" }
+}
+
 /// What a sink may know about its runner.
 public final class SinkContext: @unchecked Sendable {
     public let name: String
     public let logger: Logger
     private let closing = Atomic<Bool>(false)
     private let abandonAt = Atomic<Int64>(.max)
-    /// Events lost after the runner handed them to the sink (write errors,
-    /// refused datagrams). The runner adds whole failed batches.
-    let failed = Atomic<UInt64>(0)
+    /// Events lost after the runner handed them to the sink, by reason.
+    let lost = AtomicLossCounts()
+    /// Events delivered (net of those taken back by `countLostAfterWrite`).
+    let written = Atomic<UInt64>(0)
+    /// Events counted lost during the current `write` (sink's thread only).
+    var lostInCall = 0
     /// Set by the runner: housekeeping a sink calls while it waits a long time
     /// inside `write` (e.g. reconnecting), such as logging queue drops.
     var whileWaiting: @Sendable () -> Void = {}
@@ -61,8 +89,39 @@ public final class SinkContext: @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Counts events the sink could not deliver, without failing the batch.
-    public func countFailed(_ n: Int) { failed.add(UInt64(n), ordering: .relaxed) }
+    /// Counts `n` events of the batch in hand as lost, without failing the
+    /// batch. Call from `write` only.
+    public func countLost(_ n: Int, _ reason: LossReason) {
+        guard n > 0 else { return }
+        lostInCall += n
+        lost.add(UInt64(n), reason)
+    }
+
+    /// Counts `n` events of earlier batches, which `write` had returned as
+    /// delivered, as lost after all (bytes that never left a socket's send
+    /// queue). They are taken off `written`.
+    public func countLostAfterWrite(_ n: Int, _ reason: LossReason) {
+        guard n > 0 else { return }
+        written.wrappingSubtract(UInt64(n), ordering: .relaxed)
+        lost.add(UInt64(n), reason)
+    }
+
+    /// Waits `ns` before a retry, in short steps: doing the runner's
+    /// housekeeping meanwhile, and ending early once the sink must give up.
+    public func pause(_ ns: Int64) {
+        let until = monotonicNanoseconds().addingSaturating(max(0, ns))
+        while !shouldAbandon {
+            let left = until - monotonicNanoseconds()
+            if left <= 0 { return }
+            whileWaiting()
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(min(left, 50_000_000)))
+            nanosleep(&ts, nil)
+        }
+    }
+
+    /// The monotonic time (ns) at which a sink must give up at shutdown;
+    /// `Int64.max` while running.
+    public var abandonDeadline: Int64 { abandonAt.load(ordering: .acquiring) }
 
     /// True once the host is shutting down.
     public var isClosing: Bool { closing.load(ordering: .acquiring) }
@@ -86,8 +145,6 @@ final class SinkRunner: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var thread: Thread?
 
-    // Written by the sink thread only; read after join or approximately.
-    private let written = Atomic<UInt64>(0)
     /// Monotonic times of the first and last successful write (0: none yet).
     private(set) var firstWrite: Int64 = 0
     private(set) var lastWrite: Int64 = 0
@@ -129,27 +186,32 @@ final class SinkRunner: @unchecked Sendable {
         var lastTick = monotonicNanoseconds()
         while true {
             let now = monotonicNanoseconds()
-            let more = queue.pop(into: &batch, timeout: max(1_000_000, lastTick + sink.tickInterval - now))
+            let nextTick = lastTick.addingSaturating(sink.tickInterval)
+            let more = queue.pop(into: &batch, timeout: max(1_000_000, nextTick.subtractingSaturating(now)))
             let woke = queue.takeWakeRequest()
             if !batch.isEmpty {
+                context.lostInCall = 0
                 do {
                     try sink.write(batch, context: context)
-                    written.add(UInt64(batch.count), ordering: .relaxed)
-                    let now = monotonicNanoseconds()
-                    if firstWrite == 0 { firstWrite = now }
-                    lastWrite = now
+                    delivered(batch.count - context.lostInCall)
                 } catch {
-                    context.failed.add(UInt64(batch.count), ordering: .relaxed)
-                    reportFailure(error, lost: batch.count)
+                    let partial = error as? SinkWriteError
+                    let done = min(max(0, partial?.delivered ?? 0), batch.count - context.lostInCall)
+                    if done > 0 { delivered(done) }
+                    let rest = batch.count - context.lostInCall - done
+                    // Past the drain deadline, what could not go out is lost to the shutdown.
+                    let reason: LossReason = context.shouldAbandon ? .shutdown : partial?.reason ?? .writeFailed
+                    context.countLost(rest, reason)
+                    reportFailure(error, lost: rest, reason: reason)
                     if context.shouldAbandon {
                         // Shutting down and past the drain deadline: the rest cannot go out either.
                         let rest = queue.discardAll()
-                        if rest > 0 { context.logger.error("gave up at shutdown: \(rest) queued events dropped") }
+                        if rest > 0 { context.logger.error("gave up at shutdown: \(rest) queued events lost") }
                     }
                 }
                 batch.removeAll(keepingCapacity: true)
             }
-            if monotonicNanoseconds() >= lastTick + sink.tickInterval || woke {
+            if monotonicNanoseconds() >= lastTick.addingSaturating(sink.tickInterval) || woke {
                 sink.tick(context: context)
                 lastTick = monotonicNanoseconds()
             }
@@ -162,6 +224,15 @@ final class SinkRunner: @unchecked Sendable {
         }
     }
 
+    /// Counts `n` events of a batch as delivered.
+    private func delivered(_ n: Int) {
+        guard n > 0 else { return }
+        context.written.add(UInt64(n), ordering: .relaxed)
+        let now = monotonicNanoseconds()
+        if firstWrite == 0 { firstWrite = now }
+        lastWrite = now
+    }
+
     private var reportedDrops: UInt64 = 0
     private var lastDropLog: Int64 = 0
 
@@ -171,17 +242,17 @@ final class SinkRunner: @unchecked Sendable {
     private func reportDrops() {
         let now = monotonicNanoseconds()
         guard now - lastDropLog >= 10_000_000_000, queue.hasDrops(since: reportedDrops) else { return }
-        let dropped = queue.counters.dropped
+        let dropped = queue.counters.queueFull
         guard dropped > reportedDrops else { return }
         context.logger.warning("queue full (\(config.queueCapacity) events): \(dropped - reportedDrops) events dropped (overflow: \(config.overflow.rawValue)), \(dropped) in all")
         reportedDrops = dropped
         lastDropLog = now
     }
 
-    private func reportFailure(_ error: any Error, lost: Int) {
+    private func reportFailure(_ error: any Error, lost: Int, reason: LossReason) {
         let now = monotonicNanoseconds()
         if now - lastErrorLog >= 10_000_000_000 {
-            context.logger.error("write failed, \(lost) events lost: \(error)")
+            context.logger.error("write failed, \(lost) events lost (\(reason.name)): \(error)")
             lastErrorLog = now
         } else {
             suppressedErrors += 1
@@ -210,9 +281,9 @@ final class SinkRunner: @unchecked Sendable {
 
     /// `beginStop` and `join` for one sink, with one second of grace after the drain deadline.
     func stop(drainTimeout: Int64) async {
-        let deadline = monotonicNanoseconds() + drainTimeout
+        let deadline = monotonicNanoseconds().addingSaturating(drainTimeout)
         beginStop(deadline: deadline)
-        _ = await join(until: deadline + 1_000_000_000)
+        _ = await join(until: deadline.addingSaturating(1_000_000_000))
     }
 
     struct Stats {
@@ -220,16 +291,22 @@ final class SinkRunner: @unchecked Sendable {
         var type: String
         var accepted: UInt64
         var written: UInt64
-        var dropped: UInt64
-        var failed: UInt64
+        /// Every event lost, by reason: in the queue and in the sink.
+        var lost: LossCounts
         var depth: Int
         var highWater: Int
+        /// Lost before the sink had them (queue full, or closed at shutdown).
+        var dropped: UInt64 { lost.queueFull + lost.shutdown }
+        /// Lost by the sink.
+        var failed: UInt64 { lost.writeFailed + lost.kernelBuffer + lost.tooLarge }
     }
 
     var stats: Stats {
         let q = queue.counters
+        var lost = context.lost.counts
+        lost.queueFull += q.queueFull
+        lost.shutdown += q.shutdown
         return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
-                     written: written.load(ordering: .relaxed), dropped: q.dropped,
-                     failed: context.failed.load(ordering: .relaxed), depth: q.depth, highWater: q.highWater)
+                     written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater)
     }
 }

@@ -80,17 +80,35 @@ final class LogSink: EventSink, @unchecked Sendable {
 /// JSON Lines appended to a file: created (mode 0640, with parent directories)
 /// on first write, rotated by size keeping N files, reopened on SIGHUP
 /// (logrotate's move-then-signal), fsync'd per policy, flushed on exit.
+///
+/// Before each batch it checks that the file it holds open is still the one
+/// at its path: a file deleted (its directory too) or replaced under it is
+/// reopened, recreated as on first write, rather than written into unseen.
+/// A file that does not end in a newline (a line torn by kill -9 or a crash)
+/// gets one before the first new line. A failed write never leaves half a
+/// line; with `overflow: block` the batch is held and retried with backoff
+/// (the producers wait, as `block` promises) until it goes through or the
+/// drain deadline passes at shutdown; otherwise it is lost (`write_failed`).
 final class FileSink: EventSink, @unchecked Sendable {
     private let config: FileSinkConfig
+    private let holdFailedBatches: Bool
     private var encoder: JSONLineEncoder
     private var fd: FileDescriptor?
     private var size: Int64 = 0
     private var buffer: [UInt8] = []
+    /// Events whose lines are in `buffer`, and events of this batch already in the file.
+    private var buffered = 0
+    private var flushed = 0
     private var dirty = false
     private let reopenRequested = Atomic<Bool>(false)
 
-    init(config: FileSinkConfig, host: String) {
+    /// The first and longest wait between retries of a held batch.
+    static let retryMin: Int64 = 100_000_000
+    static let retryMax: Int64 = 5_000_000_000
+
+    init(config: FileSinkConfig, host: String, holdFailedBatches: Bool = false) {
         self.config = config
+        self.holdFailedBatches = holdFailedBatches
         self.encoder = JSONLineEncoder(host: host)
         buffer.reserveCapacity(1 << 20)
     }
@@ -102,28 +120,58 @@ final class FileSink: EventSink, @unchecked Sendable {
 
     func write(_ batch: [Event], context: SinkContext) throws {
         if reopenRequested.exchange(false, ordering: .acquiring) { closeFile(context: context) }
-        let fd = try openIfNeeded()
         buffer.removeAll(keepingCapacity: true)
-        for event in batch {
-            let before = buffer.count
-            encoder.encode(event, into: &buffer)
-            if let limit = config.rotateSize, size + Int64(buffer.count) > limit, size + Int64(before) > 0 {
-                // This line would carry the file past its size: write what
-                // came before it, rotate, and start the new file with it.
-                let line = Array(buffer[before...])
-                buffer.removeSubrange(before...)
-                try flushBuffer(to: self.fd ?? fd)
-                try rotate(context: context)
-                _ = try openIfNeeded()
-                buffer.append(contentsOf: line)
+        buffered = 0
+        flushed = 0
+        do {
+            for event in batch {
+                let before = buffer.count
+                encoder.encode(event, into: &buffer)
+                if let limit = config.rotateSize, size.addingSaturating(Int64(buffer.count)) > limit,
+                   size + Int64(before) > 0 {
+                    // This line would carry the file past its size: write what
+                    // came before it, rotate, and start the new file with it.
+                    let line = Array(buffer[before...])
+                    buffer.removeSubrange(before...)
+                    try flushBuffer(context: context)
+                    try rotate(context: context)
+                    buffer.append(contentsOf: line)
+                }
+                buffered += 1
             }
+            try flushBuffer(context: context)
+        } catch {
+            buffer.removeAll(keepingCapacity: true)
+            throw SinkWriteError(delivered: flushed, error)
         }
-        try flushBuffer(to: self.fd ?? fd)
-        if config.fsync == .always, let fd = self.fd { sync(fd, context: context) }
+        if config.fsync == .always, let fd { sync(fd, context: context) }
     }
 
-    private func flushBuffer(to fd: FileDescriptor) throws {
+    /// Writes `buffer` (whole lines) to the file; with `holdFailedBatches`,
+    /// retries a failure with backoff until it succeeds or the sink must give up.
+    private func flushBuffer(context: SinkContext) throws {
         guard !buffer.isEmpty else { return }
+        var backoff = Self.retryMin
+        var logged = false
+        while true {
+            do {
+                try flushOnce()
+                if logged { context.logger.notice("writing to \(config.path) again") }
+                return
+            } catch {
+                guard holdFailedBatches, !context.shouldAbandon else { throw error }
+                if !logged {
+                    context.logger.error("cannot write to \(config.path): \(error); holding \(buffered) events and retrying (overflow: block)")
+                    logged = true
+                }
+                context.pause(backoff)
+                backoff = min(backoff.multipliedSaturating(by: 2), Self.retryMax)
+            }
+        }
+    }
+
+    private func flushOnce() throws {
+        let fd = try openIfNeeded()
         do {
             try fd.writeAll(buffer)
         } catch {
@@ -131,11 +179,12 @@ final class FileSink: EventSink, @unchecked Sendable {
             // for the next one to be appended to: cut the file back to the last
             // whole line. We are its only writer.
             _ = ftruncate(fd.rawValue, off_t(size))
-            buffer.removeAll(keepingCapacity: true)
             throw error
         }
         size += Int64(buffer.count)
         buffer.removeAll(keepingCapacity: true)
+        flushed += buffered
+        buffered = 0
         dirty = true
     }
 
@@ -161,8 +210,15 @@ final class FileSink: EventSink, @unchecked Sendable {
         closeFile(context: context)
     }
 
+    /// The open file, if it is still the one at the path; else the file at
+    /// the path, opened (created with its directories if need be).
     private func openIfNeeded() throws -> FileDescriptor {
-        if let fd { return fd }
+        if let fd {
+            if isStillAtPath(fd) { return fd }
+            // Deleted or replaced under us: what went into it before stays
+            // there; what comes now goes to the path.
+            closeFile(context: nil)
+        }
         try FileSink.makeParentDirectories(of: config.path)
         let permissions: FilePermissions = [.ownerReadWrite, .groupRead]
         let fd: FileDescriptor
@@ -177,7 +233,28 @@ final class FileSink: EventSink, @unchecked Sendable {
         var st = stat()
         size = fstat(fd.rawValue, &st) == 0 ? Int64(st.st_size) : 0
         self.fd = fd
+        if size > 0 && !FileSink.endsWithNewline(config.path, size: size) {
+            // A line torn by a crash or kill -9: end it, so the next event
+            // starts a line of its own (the torn one stays invalid JSON alone).
+            if (try? fd.writeAll([UInt8(ascii: "\n")])) != nil { size += 1 }
+        }
         return fd
+    }
+
+    /// Whether `fd` is the file at the path: not unlinked, same device and inode.
+    private func isStillAtPath(_ fd: FileDescriptor) -> Bool {
+        var open = stat(), atPath = stat()
+        guard fstat(fd.rawValue, &open) == 0, open.st_nlink > 0, stat(config.path, &atPath) == 0 else { return false }
+        return open.st_dev == atPath.st_dev && open.st_ino == atPath.st_ino
+    }
+
+    /// Whether the file's last byte (of `size`) is a newline.
+    static func endsWithNewline(_ path: String, size: Int64) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return true }  // cannot tell: leave it
+        defer { close(fd) }
+        var last: UInt8 = 0
+        return pread(fd, &last, 1, off_t(size - 1)) != 1 || last == UInt8(ascii: "\n")
     }
 
     /// Closes the file, syncing it first unless the policy is `never` (a
@@ -191,7 +268,8 @@ final class FileSink: EventSink, @unchecked Sendable {
         dirty = false
     }
 
-    /// events.jsonl → events.jsonl.1 → … → events.jsonl.N (the oldest is removed).
+    /// events.jsonl → events.jsonl.1 → … → events.jsonl.N (the oldest is removed);
+    /// the next write opens a new events.jsonl.
     private func rotate(context: SinkContext) throws {
         closeFile(context: context)
         let path = config.path

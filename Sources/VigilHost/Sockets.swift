@@ -52,6 +52,13 @@ public enum Sockets {
                         throw Failure(what: "connect to \(address)", code: e)
                     }
                     setNonBlocking(fd, false)
+                    if isConnectedToItself(fd) {
+                        // Nobody listens on a local port in the ephemeral range, and the
+                        // kernel chose that very port as ours: a TCP self-connect, which
+                        // would swallow the events. It is a refusal.
+                        close(fd)
+                        throw Failure(what: "connect to \(address)", code: ECONNREFUSED)
+                    }
                     var one: Int32 = 1
                     setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
                 } else if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
@@ -62,6 +69,19 @@ public enum Sockets {
                 return fd
             }
         }
+    }
+
+    /// Whether a connected socket's local and peer addresses are the same.
+    static func isConnectedToItself(_ fd: Int32) -> Bool {
+        var local = sockaddr_storage(), peer = sockaddr_storage()
+        var localLength = socklen_t(MemoryLayout<sockaddr_storage>.size), peerLength = localLength
+        let ok = withUnsafeMutablePointer(to: &local) { l in
+            withUnsafeMutablePointer(to: &peer) { p in
+                l.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &localLength) } == 0
+                    && p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &peerLength) } == 0
+            }
+        }
+        return ok && localLength == peerLength && memcmp(&local, &peer, Int(localLength)) == 0
     }
 
     /// A listening stream socket. A unix socket file is created with mode
@@ -173,344 +193,6 @@ public enum Sockets {
             if n > 0 { offset += n; continue }
             if n < 0 && errno == EINTR { continue }
             throw Failure(what: "send", code: n == 0 ? EPIPE : errno)
-        }
-    }
-}
-
-/// Streams JSON Lines to a peer it connects to (`unix:`, `tcp://`, `udp://`).
-/// While the peer is away it reconnects with capped exponential backoff; the
-/// events wait in the sink's queue (bounded by `queue_size`, then the
-/// overflow policy) and in the batch being retried. Sends never block without
-/// a deadline: a peer that stops reading is waited for in short steps, and
-/// given up at shutdown after the drain timeout.
-///
-/// Delivery over a stream is at least once: after a broken connection the
-/// batch is sent again from the start of the line that was cut, so a peer may
-/// see a line it already had (the same `seq`), never half a line.
-final class SocketConnectSink: EventSink, @unchecked Sendable {
-    private let address: SocketAddress
-    private let config: SocketSinkConfig
-    private var encoder: JSONLineEncoder
-    private var fd: Int32 = -1
-    private var backoff: Int64
-    private var nextAttempt: Int64 = 0
-    private var buffer: [UInt8] = []
-    private var loggedDown = false
-    private var isDatagram: Bool { if case .udp = address { true } else { false } }
-
-    init(address: SocketAddress, config: SocketSinkConfig, host: String) {
-        self.address = address
-        self.config = config
-        self.encoder = JSONLineEncoder(host: host)
-        self.backoff = config.reconnectMin
-    }
-
-    /// While connected, notice a peer that went away (once a second).
-    var tickInterval: Int64 { fd >= 0 && !isDatagram ? 1_000_000_000 : SinkTicks.never }
-
-    func write(_ batch: [Event], context: SinkContext) throws {
-        buffer.removeAll(keepingCapacity: true)
-        if isDatagram {
-            try sendDatagrams(batch, context: context)
-            return
-        }
-        for event in batch { encoder.encode(event, into: &buffer) }
-        // A peer that closed while we were idle would swallow the first send
-        // (the kernel takes it, then the connection resets): check first.
-        dropIfPeerClosed()
-        var offset = 0
-        while offset < buffer.count {
-            if fd < 0 { try waitForConnection(context: context) }
-            do {
-                try sendSome(from: &offset, context: context)
-            } catch let error as Sockets.Failure where error.code == ETIMEDOUT {
-                throw error  // given up at shutdown
-            } catch {
-                context.logger.warning("connection to \(address) lost: \(error); reconnecting")
-                close(fd)
-                fd = -1
-                // Start again at the beginning of the line that was cut.
-                offset = (buffer[..<offset].lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 }) ?? 0
-            }
-        }
-    }
-
-    /// Sends from `offset` until the buffer is out, waiting for the socket in
-    /// short steps so a shutdown deadline is noticed.
-    private func sendSome(from offset: inout Int, context: SinkContext) throws {
-        try buffer.withUnsafeBytes { raw in
-            while offset < raw.count {
-                let n = send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                if n > 0 { offset += n; continue }
-                if n < 0 && errno == EINTR { continue }
-                guard n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) else {
-                    throw Sockets.Failure(what: "send", code: n == 0 ? EPIPE : errno)
-                }
-                var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                while poll(&pfd, 1, 100) == 0 {
-                    if context.shouldAbandon {
-                        throw Sockets.Failure(what: "gave up sending to \(address) at shutdown", code: ETIMEDOUT)
-                    }
-                    context.whileWaiting()
-                }
-            }
-        }
-    }
-
-    private func sendDatagrams(_ batch: [Event], context: SinkContext) throws {
-        if fd < 0 { try waitForConnection(context: context) }
-        var failures = 0
-        var firstError: Int32 = 0
-        for event in batch {
-            buffer.removeAll(keepingCapacity: true)
-            encoder.encode(event, into: &buffer)
-            // One event per datagram, never retried: UDP has no delivery guarantee.
-            let n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                failures += 1
-                if firstError == 0 { firstError = errno }
-            }
-        }
-        if failures > 0 {
-            context.countFailed(failures)
-            context.logger.debug("\(failures) datagrams to \(address) not sent: \(String(cString: strerror(firstError)))")
-        }
-    }
-
-    /// Blocks until connected, retrying with backoff; throws when the host is
-    /// shutting down and the drain deadline has passed.
-    private func waitForConnection(context: SinkContext) throws {
-        while fd < 0 {
-            if context.shouldAbandon {
-                throw Sockets.Failure(what: "gave up on \(address) at shutdown", code: ETIMEDOUT)
-            }
-            let now = monotonicNanoseconds()
-            if now >= nextAttempt {
-                do {
-                    fd = try Sockets.connect(address, timeoutMs: 2000)
-                    Sockets.setNonBlocking(fd, true)
-                    // Room for whole batches in the kernel: fewer stalls and
-                    // wake-ups of the peer per batch (the kernel caps the size).
-                    var size: Int32 = 4 << 20
-                    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-                    if loggedDown { context.logger.notice("connected to \(address)") }
-                    loggedDown = false
-                    backoff = config.reconnectMin
-                    return
-                } catch {
-                    if !loggedDown {
-                        context.logger.warning("cannot connect to \(address): \(error); retrying with backoff up to \(Units.formatDuration(config.reconnectMax))")
-                        loggedDown = true
-                    }
-                    nextAttempt = monotonicNanoseconds() + backoff
-                    backoff = min(backoff * 2, config.reconnectMax)
-                }
-            }
-            context.whileWaiting()
-            // Sleep in short steps so a shutdown is noticed promptly.
-            let wait = max(1_000_000, min(nextAttempt - monotonicNanoseconds(), 50_000_000))
-            var ts = timespec(tv_sec: 0, tv_nsec: Int(wait))
-            nanosleep(&ts, nil)
-        }
-    }
-
-    func tick(context: SinkContext) {
-        dropIfPeerClosed()
-    }
-
-    /// Closes the connection if the peer has closed its end (EOF or an error
-    /// pending), so the next send goes to a new connection.
-    private func dropIfPeerClosed() {
-        guard fd >= 0, !isDatagram else { return }
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        if poll(&pfd, 1, 0) == 1 {
-            var scratch = [UInt8](repeating: 0, count: 4096)
-            let n = recv(fd, &scratch, scratch.count, Int32(MSG_DONTWAIT))
-            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-                close(fd)
-                fd = -1
-            }
-        }
-    }
-
-    func shutdown(context: SinkContext) {
-        if fd >= 0 { close(fd) }
-        fd = -1
-    }
-}
-
-/// Listens on `unix:` or `tcp://` and streams every routed event to each
-/// connected client. A client that falls more than `client_buffer` bytes
-/// behind is disconnected; the sink never waits for one.
-final class SocketListenSink: EventSink, @unchecked Sendable {
-    private struct Client {
-        var fd: Int32
-        var pending: [UInt8] = []
-        var sent = 0
-    }
-
-    private let address: SocketAddress
-    private let config: SocketSinkConfig
-    private var encoder: JSONLineEncoder
-    private var listener: Int32 = -1
-    /// Device and inode of the socket file we bound, to remove only that one.
-    private var boundNode: (dev_t, ino_t)?
-    private var clients: [Client] = []
-    private var buffer: [UInt8] = []
-    private var lastBindAttempt: Int64 = 0
-    private var loggedBindFailure = false
-
-    /// Clients accepted by the accept thread, not yet taken by the sink's
-    /// thread; and the function that wakes the sink's thread. Guarded by `lock`.
-    private let lock = NSLockish()
-    private var accepted: [Int32] = []
-    private var wake: @Sendable () -> Void = {}
-    private var acceptThread: Thread?
-    private let acceptDone = DispatchSemaphore(value: 0)
-
-    init(address: SocketAddress, config: SocketSinkConfig, host: String) {
-        self.address = address
-        self.config = config
-        self.encoder = JSONLineEncoder(host: host)
-    }
-
-    /// Ticks only to retry a failed bind or to flush clients with data pending:
-    /// an idle listening sink does not wake at all.
-    var tickInterval: Int64 {
-        if listener < 0 { return 5_000_000_000 }
-        return clients.contains { $0.sent < $0.pending.count } ? 50_000_000 : SinkTicks.never
-    }
-
-    func attach(wake: @escaping @Sendable () -> Void) {
-        lock.withLock { self.wake = wake }
-    }
-
-    /// Binds now, so a bad address is reported when the host starts.
-    func bind(logger: Logger) {
-        openListener(logger: logger)
-    }
-
-    private func openListener(logger: Logger) {
-        guard listener < 0 else { return }
-        lastBindAttempt = monotonicNanoseconds()
-        do {
-            listener = try Sockets.listen(address)
-            if case .unix(let path) = address {
-                var st = stat()
-                if lstat(path, &st) == 0 { boundNode = (st.st_dev, st.st_ino) }
-            }
-            startAccepting(listener)
-            if loggedBindFailure { logger.notice("listening on \(address)") }
-            loggedBindFailure = false
-        } catch {
-            if !loggedBindFailure { logger.error("cannot listen on \(address): \(error); retrying every 5s") }
-            loggedBindFailure = true
-        }
-    }
-
-    func write(_ batch: [Event], context: SinkContext) throws {
-        acceptClients(context: context)
-        guard !clients.isEmpty else { return }
-        buffer.removeAll(keepingCapacity: true)
-        for event in batch { encoder.encode(event, into: &buffer) }
-        for i in clients.indices {
-            if clients[i].sent == clients[i].pending.count {
-                clients[i].pending.removeAll(keepingCapacity: true)
-                clients[i].sent = 0
-            } else if clients[i].sent > 1 << 20 {
-                clients[i].pending.removeFirst(clients[i].sent)
-                clients[i].sent = 0
-            }
-            clients[i].pending.append(contentsOf: buffer)
-        }
-        flushClients(context: context)
-        // What a client could not take now waits for it, up to client_buffer
-        // bytes; past that it is cut off, never waited for.
-        for i in clients.indices where clients[i].pending.count - clients[i].sent > Int(config.clientBuffer) {
-            context.logger.warning("a client of \(address) fell \(clients[i].pending.count - clients[i].sent) bytes behind (client_buffer \(Units.formatSize(config.clientBuffer))); disconnecting it")
-            close(clients[i].fd)
-            clients[i].fd = -1
-        }
-        clients.removeAll { $0.fd < 0 }
-    }
-
-    func tick(context: SinkContext) {
-        if listener < 0, monotonicNanoseconds() - lastBindAttempt >= 5_000_000_000 { openListener(logger: context.logger) }
-        acceptClients(context: context)
-        flushClients(context: context)
-    }
-
-    /// A thread blocked in accept(2): new clients wait for the sink's thread,
-    /// which is woken to take them.
-    private func startAccepting(_ fd: Int32) {
-        let thread = Thread { [self] in
-            while true {
-                let client = accept(fd, nil, nil)
-                if client < 0 {
-                    if errno == EINTR || errno == ECONNABORTED { continue }
-                    break  // the listener was shut down
-                }
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                Sockets.setNonBlocking(client, true)
-                let wake = lock.withLock { accepted.append(client); return self.wake }
-                wake()
-            }
-            acceptDone.signal()
-        }
-        thread.name = "vigil-accept"
-        thread.stackSize = 128 << 10
-        acceptThread = thread
-        thread.start()
-    }
-
-    private func acceptClients(context: SinkContext) {
-        let new = lock.withLock { () -> [Int32] in defer { accepted.removeAll() }; return accepted }
-        for fd in new {
-            clients.append(Client(fd: fd))
-            context.logger.debug("client connected to \(address)")
-        }
-    }
-
-    /// Writes what each client can take now, without blocking; drops clients
-    /// that hung up.
-    private func flushClients(context: SinkContext) {
-        for i in clients.indices where clients[i].fd >= 0 && clients[i].sent < clients[i].pending.count {
-            let fd = clients[i].fd
-            let result: Int = clients[i].pending.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + clients[i].sent, raw.count - clients[i].sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-            }
-            if result > 0 {
-                clients[i].sent += result
-            } else if result < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
-                close(fd)
-                clients[i].fd = -1
-            }
-        }
-        clients.removeAll { $0.fd < 0 }
-    }
-
-    func shutdown(context: SinkContext) {
-        // Give connected clients a moment to take what is pending.
-        let deadline = monotonicNanoseconds() + 1_000_000_000
-        while clients.contains(where: { $0.sent < $0.pending.count }), monotonicNanoseconds() < deadline {
-            flushClients(context: context)
-            var ts = timespec(tv_sec: 0, tv_nsec: 5_000_000)
-            nanosleep(&ts, nil)
-        }
-        for client in clients { close(client.fd) }
-        clients.removeAll()
-        if listener >= 0 {
-            // Unblocks the accept thread (accept fails once the socket is shut down).
-            Glibc.shutdown(listener, Int32(SHUT_RDWR))
-            if acceptThread != nil { _ = acceptDone.wait(timeout: .now() + 1) }
-            close(listener)
-            for fd in lock.withLock({ accepted }) { close(fd) }
-        }
-        listener = -1
-        var st = stat()
-        if case .unix(let path) = address, let node = boundNode, lstat(path, &st) == 0,
-           st.st_dev == node.0, st.st_ino == node.1 {
-            unlink(path)
         }
     }
 }

@@ -223,7 +223,7 @@ final class Condition: @unchecked Sendable {
     }
 
     func wait(nanoseconds: Int64) {
-        let deadline = saturatingAdd(monotonicNanoseconds(), nanoseconds)
+        let deadline = monotonicNanoseconds().addingSaturating(nanoseconds)
         condition.withLock {
             let start = generation
             while generation == start {

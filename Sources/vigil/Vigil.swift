@@ -102,8 +102,13 @@ struct Run: AsyncParsableCommand {
         the sinks. A monitor whose plugin is refused, or whose options are invalid, is reported and skipped; \
         the others run. Plugin files are checked before they are loaded (owner, permissions, ELF headers; \
         docs/plugins.md), and a plugin from outside vigil's own directory and /usr/local/lib/vigil/plugins is \
-        loaded once in a child process first, so that one that crashes or hangs while loading is refused. SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
-        monitor is stopped and every sink drained before exit.
+        loaded once in a child process first, so that one that crashes or hangs while loading is refused. \
+        SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
+        monitor is stopped and every sink drained before exit, within one --drain-timeout.
+
+        Exit status: 0 when every routed event was delivered; 3 when a sink lost events (the exit lines and \
+        --summary say how many, per sink and reason: queue_full, shutdown, write_failed, kernel_buffer, \
+        too_large); 2 for an invalid manifest.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
@@ -146,7 +151,8 @@ struct Run: AsyncParsableCommand {
             logger.error("monitor '\(config.name)' will not run; the others go on")
         }
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
-        try await runtime.run()
+        let summary = try await runtime.run()
+        if summary.lost > 0 { throw ExitCode(3) }
     }
 }
 

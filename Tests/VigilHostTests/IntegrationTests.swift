@@ -239,7 +239,7 @@ import VigilCore
         """, to: manifest)
         let started = Date()
         let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "500ms"], timeout: 30)
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.status == 3, "events were lost in the dead sink: \(result.stderr)")
         #expect(Date().timeIntervalSince(started) < 10)
         #expect(result.stderr.contains("abi_major2.so refused: it was built for Vigil ABI 2.0"))
         #expect(result.stderr.contains("monitor 'old' will not run; the others go on"))
@@ -267,7 +267,7 @@ import VigilCore
         let started = Date()
         let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "2s", "--drain-timeout", "500ms"], timeout: 60)
         let took = Date().timeIntervalSince(started)
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.status == 3, "events were lost in the dead sink: \(result.stderr)")
         #expect(took < 8, "shutdown took \(took) s")
         let events = try parse(try readLines(dir + "/events.jsonl"))
         // 'beat' waits on the dead sink (it routes there); 'cpu' does not and keeps flowing.

@@ -1,4 +1,5 @@
 import Foundation
+import VigilABI
 import Logging
 import Synchronization
 import Testing
@@ -275,5 +276,104 @@ final class Progress: Sendable {
         let e = Event(time: 0, monitor: "cpu", plugin: "cpu", kind: "sample",
                       fields: [Field("usage", .double(0.5)), Field("note", .string("two words")), Field("ok", .bool(true)), Field("n", .int(3))])
         #expect(LogSink.text(e) == #"cpu/sample usage=0.5 note="two words" ok=true n=3"#)
+    }
+
+    @Test func everyInt64TimeEncodesAsAValidTimestampWithoutTrapping() throws {
+        var encoder = JSONLineEncoder(host: "h")
+        for (ns, text) in [(Int64.min, "1677-09-21T00:12:43.145224192Z"), (Int64.min + 1, "1677-09-21T00:12:43.145224193Z"),
+                           (Int64.max, "2262-04-11T23:47:16.854775807Z"), (-1, "1969-12-31T23:59:59.999999999Z"),
+                           (0, "1970-01-01T00:00:00.000000000Z")] {
+            var out: [UInt8] = []
+            encoder.encode(Event(time: ns, monitor: "m", plugin: "p", kind: "k"), into: &out)
+            let line = String(decoding: out, as: UTF8.self)
+            #expect(line.hasPrefix(#"{"time":"\#(text)","#), "\(ns): \(line)")
+            _ = try JSONSerialization.jsonObject(with: Data(out))
+            var stamp: [UInt8] = []
+            JSONLineEncoder.appendTimestamp(ns, to: &stamp)
+            #expect(String(decoding: stamp, as: UTF8.self) == text)
+        }
+    }
+
+    @Test func saturatingArithmeticNeverTraps() {
+        #expect(Int64.max.addingSaturating(1) == .max)
+        #expect(Int64.min.addingSaturating(-1) == .min)
+        #expect(Int64.min.subtractingSaturating(1) == .min)
+        #expect(Int64.max.subtractingSaturating(-1) == .max)
+        #expect((Int64.max / 2 + 1).multipliedSaturating(by: 2) == .max)
+        #expect(Int64.min.multipliedSaturating(by: 2) == .min)
+        #expect(Int64(3).multipliedSaturating(by: -2) == -6)
+        // Timed waits take any deadline: past ones time out at once, the
+        // farthest waits until woken.
+        let lock = Lock(), condition = ConditionVariable()
+        lock.withLock {
+            #expect(!condition.wait(lock, until: .min))
+            #expect(!condition.wait(lock, until: 0))
+        }
+        let woken = Atomic<Bool>(false)
+        Thread.detachNewThread {
+            usleep(20_000)
+            lock.withLock { woken.store(true, ordering: .relaxed) }
+            condition.broadcast()
+        }
+        lock.withLock {
+            while !woken.load(ordering: .relaxed) { condition.wait(lock, until: .max) }
+        }
+    }
+
+    @Test func aHugeReconnectBackoffDoesNotTrap() async throws {
+        // Nobody listens on this path; the backoff from the manifest is
+        // doubled after the first failure: it must saturate, not trap.
+        let dir = try TestEnv.tempDir()
+        var config = SocketSinkConfig(mode: .connect(.unix(path: dir + "/nobody.sock")))
+        config.reconnectMin = 60_000 * 86_400 * 1_000_000_000
+        config.reconnectMax = .max
+        let r = runner(SocketConnectSink(address: .unix(path: dir + "/nobody.sock"), config: config, host: "h"), .socket(config))
+        r.start()
+        for i in 1...3 { r.queue.push(Self.event(i)) }
+        try await Task.sleep(for: .milliseconds(200))
+        await r.stop(drainTimeout: 100_000_000)
+        #expect(r.stats.written == 0)
+    }
+
+    @Test func udpCountsEachRefusedDatagramOnceAndNeverAlsoAsWritten() async throws {
+        // A bound, unread UDP socket: datagrams up to the limit are taken.
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        var big: Int32 = 4 << 20
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, socklen_t(MemoryLayout<Int32>.size))
+        withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = bind(fd, $0, len); _ = getsockname(fd, $0, &len) }
+        }
+        let port = UInt16(bigEndian: addr.sin_port)
+        let config = SocketSinkConfig(mode: .connect(.udp(host: "127.0.0.1", port: port)))
+        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        r.start()
+        // Every third event is over the 64 KiB datagram limit.
+        for i in 1...30 {
+            var e = Self.event(i)
+            if i % 3 == 0 { e.fields.append(Field("blob", .string(String(repeating: "x", count: 70_000)))) }
+            r.queue.push(e)
+        }
+        await r.stop(drainTimeout: 1_000_000_000)
+        var got = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 17)
+        while recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 { got += 1 }
+        close(fd)
+        #expect(got == 20)
+        #expect(r.stats.written == 20)
+        #expect(r.stats.lost.tooLarge == 10)
+        #expect(r.stats.lost.total == 10)
+
+        // The peer gone: each send the kernel refuses (ECONNREFUSED, from the
+        // ICMP of an earlier datagram) is one loss; written + lost = sent.
+        let gone = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        gone.start()
+        for i in 1...200 { gone.queue.push(Self.event(i)) }
+        await gone.stop(drainTimeout: 1_000_000_000)
+        #expect(gone.stats.lost.writeFailed > 0)
+        #expect(gone.stats.written + gone.stats.lost.total == 200)
     }
 }

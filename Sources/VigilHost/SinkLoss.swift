@@ -1,0 +1,99 @@
+import Synchronization
+
+/// Why an event routed to a sink did not reach its destination. Each loss is
+/// counted once, where it happens, under one reason.
+public enum LossReason: Int, CaseIterable, Sendable {
+    /// The sink's queue was full (`drop_newest`, `drop_oldest`).
+    case queueFull
+    /// The host was shutting down: the queue had closed, a producer waiting
+    /// on a `block` sink gave up, or the sink gave up delivering at the drain
+    /// deadline.
+    case shutdown
+    /// The sink's write failed (an I/O error, a datagram refused).
+    case writeFailed
+    /// Handed to the kernel, but still in a socket's send queue, not yet
+    /// taken by the peer, when the connection broke or was given up.
+    case kernelBuffer
+    /// One event too large for the transport (a UDP datagram over 64 KiB).
+    case tooLarge
+
+    /// The name used in the exit line and `--summary` (`queue_full`…).
+    public var name: String {
+        switch self {
+        case .queueFull: "queue_full"
+        case .shutdown: "shutdown"
+        case .writeFailed: "write_failed"
+        case .kernelBuffer: "kernel_buffer"
+        case .tooLarge: "too_large"
+        }
+    }
+}
+
+/// Events lost by one sink, per reason.
+public struct LossCounts: Codable, Sendable, Equatable {
+    public var queueFull: UInt64 = 0
+    public var shutdown: UInt64 = 0
+    public var writeFailed: UInt64 = 0
+    public var kernelBuffer: UInt64 = 0
+    public var tooLarge: UInt64 = 0
+
+    public init() {}
+
+    public subscript(reason: LossReason) -> UInt64 {
+        get {
+            switch reason {
+            case .queueFull: queueFull
+            case .shutdown: shutdown
+            case .writeFailed: writeFailed
+            case .kernelBuffer: kernelBuffer
+            case .tooLarge: tooLarge
+            }
+        }
+        set {
+            switch reason {
+            case .queueFull: queueFull = newValue
+            case .shutdown: shutdown = newValue
+            case .writeFailed: writeFailed = newValue
+            case .kernelBuffer: kernelBuffer = newValue
+            case .tooLarge: tooLarge = newValue
+            }
+        }
+    }
+
+    public var total: UInt64 { LossReason.allCases.reduce(0) { $0 &+ self[$1] } }
+
+    /// `3 queue_full, 0 shutdown, …`: every reason, for the exit line.
+    public var description: String {
+        LossReason.allCases.map { "\(self[$0]) \($0.name)" }.joined(separator: ", ")
+    }
+}
+
+/// The counters a sink's thread adds to and anyone reads: one atomic per
+/// reason, touched once per batch, never per event.
+final class AtomicLossCounts: Sendable {
+    private let writeFailed = Atomic<UInt64>(0)
+    private let kernelBuffer = Atomic<UInt64>(0)
+    private let tooLarge = Atomic<UInt64>(0)
+    private let shutdown = Atomic<UInt64>(0)
+    private let queueFull = Atomic<UInt64>(0)
+
+    private func counter<R>(_ reason: LossReason, _ body: (borrowing Atomic<UInt64>) -> R) -> R {
+        switch reason {
+        case .queueFull: body(queueFull)
+        case .shutdown: body(shutdown)
+        case .writeFailed: body(writeFailed)
+        case .kernelBuffer: body(kernelBuffer)
+        case .tooLarge: body(tooLarge)
+        }
+    }
+
+    func add(_ n: UInt64, _ reason: LossReason) {
+        counter(reason) { _ = $0.add(n, ordering: .relaxed) }
+    }
+
+    var counts: LossCounts {
+        var c = LossCounts()
+        for reason in LossReason.allCases { c[reason] = counter(reason) { $0.load(ordering: .relaxed) } }
+        return c
+    }
+}

@@ -1,0 +1,318 @@
+import VigilABI
+import Foundation
+import Logging
+import VigilCore
+
+/// Streams JSON Lines to a peer it connects to (`unix:`, `tcp://`, `udp://`).
+/// While the peer is away it reconnects with capped exponential backoff; the
+/// events wait in the sink's queue (bounded by `queue_size`, then the
+/// overflow policy) and in the batch being retried. Sends never block without
+/// a deadline: a peer that stops reading is waited for in short steps, and
+/// given up at shutdown after the drain timeout.
+///
+/// Delivery over a stream: bytes the kernel took are not yet delivered. The
+/// sink keeps the stream offsets where recent events end, and when a
+/// connection breaks (or is given up at shutdown) asks the kernel how much
+/// of what it was handed never left the send queue (SIOCOUTQ): events of the
+/// batch in hand that the peer did not get are sent again, from their first
+/// byte, on the next connection; events of earlier batches, already counted
+/// written, are taken back as lost (`kernel_buffer`). At shutdown the sink
+/// waits, until the drain deadline, for the peer to take all it was sent.
+///
+/// Over TCP the count is exact as far as the peer's kernel: bytes it
+/// acknowledged but its program never read (it died with them in its
+/// receive buffer) cannot be seen from here. Over a unix socket the kernel
+/// reports unread memory, not bytes, and forgets it when the peer closes, so
+/// the sink counts from its last look: it may count as lost an event the
+/// peer read just before it died, never the other way round.
+final class SocketConnectSink: EventSink, @unchecked Sendable {
+    private let address: SocketAddress
+    private let config: SocketSinkConfig
+    private var encoder: JSONLineEncoder
+    private var fd: Int32 = -1
+    private var backoff: Int64
+    private var nextAttempt: Int64 = 0
+    private var buffer: [UInt8] = []
+    private var loggedDown = false
+    private var isDatagram: Bool { if case .udp = address { true } else { false } }
+    private var isUnix: Bool { if case .unix = address { true } else { false } }
+
+    // Stream accounting, per connection.
+    /// Bytes handed to the kernel on this connection.
+    private var streamSent: Int64 = 0
+    /// Bytes of this connection known to have reached the peer.
+    private var confirmed: Int64 = 0
+    /// Stream offsets where events of earlier batches end, past `confirmed`
+    /// when last looked at: written, but maybe still in the kernel.
+    private var pastEnds: [Int64] = []
+    private var pastHead = 0
+    /// Buffer offsets where the events of the batch in hand end.
+    private var eventEnds: [Int] = []
+
+    init(address: SocketAddress, config: SocketSinkConfig, host: String) {
+        self.address = address
+        self.config = config
+        self.encoder = JSONLineEncoder(host: host)
+        self.backoff = config.reconnectMin
+    }
+
+    /// While connected, notice a peer that went away (once a second), and
+    /// while the peer has not taken all it was sent, look at the send queue
+    /// often (a unix socket's says nothing once the peer is gone).
+    var tickInterval: Int64 {
+        guard fd >= 0 && !isDatagram else { return SinkTicks.never }
+        return pastHead < pastEnds.count ? 50_000_000 : 1_000_000_000
+    }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        buffer.removeAll(keepingCapacity: true)
+        if isDatagram {
+            try sendDatagrams(batch, context: context)
+            return
+        }
+        eventEnds.removeAll(keepingCapacity: true)
+        for event in batch {
+            encoder.encode(event, into: &buffer)
+            eventEnds.append(buffer.count)
+        }
+        // A peer that closed while we were idle would swallow the first send
+        // (the kernel takes it, then the connection resets): check first.
+        dropIfPeerClosed(context: context)
+        var offset = 0
+        /// The stream offset of `buffer[0]` on the current connection.
+        var base = streamSent
+        while offset < buffer.count {
+            if fd < 0 {
+                do {
+                    try waitForConnection(context: context)
+                } catch {
+                    throw SinkWriteError(delivered: eventsEnding(atOrBefore: offset), reason: .shutdown, error)
+                }
+                base = streamSent - Int64(offset)
+            }
+            do {
+                try sendSome(from: &offset, context: context)
+            } catch let error as Sockets.Failure where error.code == ETIMEDOUT {
+                // Given up at shutdown, the peer not reading: what the kernel
+                // still holds is not delivered.
+                let reached = disconnect(context: context, peerGone: false)
+                throw SinkWriteError(delivered: eventsEnding(atOrBefore: Int(clamping: reached - base)), reason: .shutdown, error)
+            } catch {
+                context.logger.warning("connection to \(address) lost: \(error); reconnecting")
+                let reached = disconnect(context: context, peerGone: true)
+                // Send again from the first event the peer did not get whole.
+                let done = eventsEnding(atOrBefore: min(offset, max(0, Int(clamping: reached - base))))
+                offset = done == 0 ? 0 : eventEnds[done - 1]
+            }
+        }
+        remember(base: base)
+    }
+
+    /// How many events of the batch in hand end at or before buffer offset `limit`.
+    private func eventsEnding(atOrBefore limit: Int) -> Int {
+        var lo = 0, hi = eventEnds.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if eventEnds[mid] <= limit { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
+    /// The batch went to the kernel whole: keep where its events end, as far
+    /// as the peer has not taken them yet.
+    private func remember(base: Int64) {
+        lookAtSendQueue()
+        if pastHead < pastEnds.count && pastEnds[pastEnds.count - 1] <= confirmed {
+            pastEnds.removeAll(keepingCapacity: true)
+            pastHead = 0
+        } else {
+            while pastHead < pastEnds.count && pastEnds[pastHead] <= confirmed { pastHead += 1 }
+        }
+        let first = eventsEnding(atOrBefore: Int(clamping: max(0, confirmed - base)))
+        guard first < eventEnds.count else { return }
+        if pastHead > 4096 && pastHead * 2 > pastEnds.count {
+            pastEnds.removeFirst(pastHead)
+            pastHead = 0
+        }
+        for i in first..<eventEnds.count { pastEnds.append(base + Int64(eventEnds[i])) }
+    }
+
+    /// Bytes handed to the kernel that the peer has not taken (SIOCOUTQ);
+    /// nil if the kernel cannot say.
+    private func unsentBytes() -> Int64? {
+        var n: Int32 = 0
+        return ioctl(fd, UInt(TIOCOUTQ), &n) == 0 ? Int64(max(0, n)) : nil
+    }
+
+    /// Moves `confirmed` up to what the send queue says the peer has taken.
+    private func lookAtSendQueue() {
+        guard fd >= 0, let unsent = unsentBytes() else { return }
+        confirmed = max(confirmed, streamSent - min(unsent, streamSent))
+    }
+
+    /// Closes the connection and settles its account: events of earlier
+    /// batches the peer did not get are counted lost (`kernel_buffer`).
+    /// Returns the stream offset the peer got to.
+    /// `peerGone`: the connection broke, so a unix socket's send queue no
+    /// longer says anything (the kernel freed it); the last look stands.
+    private func disconnect(context: SinkContext, peerGone: Bool) -> Int64 {
+        if fd >= 0 && !(isUnix && peerGone) { lookAtSendQueue() }
+        let lost = pastEnds[pastHead...].reduce(0) { $0 + ($1 > confirmed ? 1 : 0) }
+        if lost > 0 {
+            context.countLostAfterWrite(lost, .kernelBuffer)
+            context.logger.warning("\(lost) events sent to \(address) never left the kernel's send queue; counted lost (kernel_buffer)")
+        }
+        let reached = confirmed
+        if fd >= 0 { close(fd) }
+        fd = -1
+        pastEnds.removeAll(keepingCapacity: true)
+        pastHead = 0
+        streamSent = 0
+        confirmed = 0
+        return reached
+    }
+
+    /// Sends from `offset` until the buffer is out, waiting for the socket in
+    /// short steps so a shutdown deadline is noticed.
+    private func sendSome(from offset: inout Int, context: SinkContext) throws {
+        try buffer.withUnsafeBytes { raw in
+            while offset < raw.count {
+                let n = send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                if n > 0 {
+                    offset += n
+                    streamSent += Int64(n)
+                    continue
+                }
+                if n < 0 && errno == EINTR { continue }
+                guard n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) else {
+                    throw Sockets.Failure(what: "send", code: n == 0 ? EPIPE : errno)
+                }
+                var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                while poll(&pfd, 1, 100) == 0 {
+                    if context.shouldAbandon {
+                        throw Sockets.Failure(what: "gave up sending to \(address) at shutdown", code: ETIMEDOUT)
+                    }
+                    // A unix socket's queue is readable only while the peer lives: look now.
+                    if isUnix { lookAtSendQueue() }
+                    context.whileWaiting()
+                }
+            }
+        }
+    }
+
+    /// One event per datagram, never retried: UDP has no delivery guarantee,
+    /// so a datagram the kernel took counts as written. Each one the kernel
+    /// refused is counted lost, once: `too_large` for an event over the
+    /// datagram limit (EMSGSIZE), `write_failed` for any other error (such
+    /// as ECONNREFUSED, the report of an earlier datagram's ICMP "port
+    /// unreachable": the peer is down).
+    private func sendDatagrams(_ batch: [Event], context: SinkContext) throws {
+        if fd < 0 { try waitForConnection(context: context) }
+        var tooLarge = 0
+        var failed = 0
+        var firstError: Int32 = 0
+        for event in batch {
+            buffer.removeAll(keepingCapacity: true)
+            encoder.encode(event, into: &buffer)
+            var n: Int
+            repeat {
+                n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            } while n < 0 && errno == EINTR
+            if n < 0 {
+                if errno == EMSGSIZE { tooLarge += 1 } else { failed += 1 }
+                if firstError == 0 { firstError = errno }
+            }
+        }
+        context.countLost(tooLarge, .tooLarge)
+        context.countLost(failed, .writeFailed)
+        if tooLarge + failed > 0 {
+            context.logger.debug("\(tooLarge + failed) datagrams to \(address) not sent: \(String(cString: strerror(firstError)))")
+        }
+    }
+
+    /// Blocks until connected, retrying with backoff; throws when the host is
+    /// shutting down and the drain deadline has passed.
+    private func waitForConnection(context: SinkContext) throws {
+        while fd < 0 {
+            if context.shouldAbandon {
+                throw Sockets.Failure(what: "gave up on \(address) at shutdown", code: ETIMEDOUT)
+            }
+            let now = monotonicNanoseconds()
+            if now >= nextAttempt {
+                do {
+                    fd = try Sockets.connect(address, timeoutMs: 2000)
+                    streamSent = 0
+                    confirmed = 0
+                    Sockets.setNonBlocking(fd, true)
+                    // Room for whole batches in the kernel: fewer stalls and
+                    // wake-ups of the peer per batch (the kernel caps the size).
+                    var size: Int32 = 4 << 20
+                    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+                    if loggedDown { context.logger.notice("connected to \(address)") }
+                    loggedDown = false
+                    backoff = config.reconnectMin
+                    return
+                } catch {
+                    if !loggedDown {
+                        context.logger.warning("cannot connect to \(address): \(error); retrying with backoff up to \(Units.formatDuration(config.reconnectMax))")
+                        loggedDown = true
+                    }
+                    // Both from the manifest: any Int64 saturates, never traps.
+                    nextAttempt = monotonicNanoseconds().addingSaturating(max(0, backoff))
+                    backoff = min(backoff.multipliedSaturating(by: 2), config.reconnectMax)
+                }
+            }
+            context.whileWaiting()
+            // Sleep in short steps so a shutdown is noticed promptly.
+            let wait = max(1_000_000, min(nextAttempt.subtractingSaturating(monotonicNanoseconds()), 50_000_000))
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(wait))
+            nanosleep(&ts, nil)
+        }
+    }
+
+    func tick(context: SinkContext) {
+        dropIfPeerClosed(context: context)
+        guard fd >= 0, pastHead < pastEnds.count else { return }
+        lookAtSendQueue()
+        while pastHead < pastEnds.count && pastEnds[pastHead] <= confirmed { pastHead += 1 }
+        if pastHead == pastEnds.count {
+            pastEnds.removeAll(keepingCapacity: true)
+            pastHead = 0
+        }
+    }
+
+    /// Closes the connection if the peer has closed its end (EOF or an error
+    /// pending), so the next send goes to a new connection.
+    private func dropIfPeerClosed(context: SinkContext) {
+        guard fd >= 0, !isDatagram else { return }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        if poll(&pfd, 1, 0) == 1 {
+            var scratch = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &scratch, scratch.count, Int32(MSG_DONTWAIT))
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                _ = disconnect(context: context, peerGone: true)
+            }
+        }
+    }
+
+    /// Waits, until the drain deadline, for the peer to take everything the
+    /// kernel still holds for it; what it did not take is lost (`kernel_buffer`).
+    func shutdown(context: SinkContext) {
+        guard fd >= 0 else { return }
+        if !isDatagram {
+            var gone = false
+            while let unsent = unsentBytes(), unsent > 0, !context.shouldAbandon {
+                if isUnix { lookAtSendQueue() }
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&pfd, 1, 10) == 1 {  // the peer closed or reset
+                    gone = true
+                    break
+                }
+            }
+            _ = disconnect(context: context, peerGone: gone)
+        } else {
+            close(fd)
+            fd = -1
+        }
+    }
+}

@@ -1,0 +1,357 @@
+import Foundation
+import Testing
+import VigilCore
+@testable import VigilHost
+
+/// Regressions found by running the real `vigil` binary as an outsider would:
+/// hostile plugins, dying peers, vanishing files, full disks, kill -9, two
+/// hosts on one socket. Every count is exact: what was delivered plus what
+/// the host counted as lost is what was emitted.
+@Suite(.serialized) struct SinkRunTests {
+    /// The per-sink part of `--summary`.
+    struct SinkSummary {
+        var name: String
+        var written: Int
+        /// By reason, as the JSON names them (`queue_full`…).
+        var lost: [String: Int]
+        var lostTotal: Int { lost.values.reduce(0, +) }
+    }
+
+    struct Summary {
+        var events: Int
+        var sinks: [SinkSummary]
+        subscript(sink name: String) -> SinkSummary? { sinks.first { $0.name == name } }
+    }
+
+    /// `--summary` as a script would read it, by its JSON names.
+    static func summary(_ path: String) throws -> Summary {
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
+        let sinks = (json["sinks"] as? [[String: Any]] ?? []).map { s in
+            SinkSummary(name: s["name"] as? String ?? "", written: s["written"] as? Int ?? -1,
+                        lost: s["lost"] as? [String: Int] ?? [:])
+        }
+        return Summary(events: json["events"] as? Int ?? -1, sinks: sinks)
+    }
+
+    static func lines(_ path: String) throws -> [String] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            .dropLast().map(String.init)
+    }
+
+    /// Polls `condition` every 10 ms for up to `seconds`.
+    @discardableResult
+    static func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !condition() {
+            if Date() >= deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
+    @Test func aPluginCannotForgeHostLinesNorCrashTheEncoderWithItsTime() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          forger: { plugin: log_forger, interval: 1h }
+        sinks:
+          console: { type: log, format: text, stream: stdout }
+          journal: { type: file, path: \(dir)/events.jsonl }
+        """, to: manifest)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "700ms"], timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        let all = (result.stderr + result.stdout).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        // Every line starts with the host's own time stamp: none with the forged one.
+        let year = String(Calendar(identifier: .gregorian).component(.year, from: Date()))
+        #expect(all.allSatisfy { $0.hasPrefix(year + "-") }, "\(all.filter { !$0.hasPrefix(year + "-") })")
+        #expect(!all.contains { $0.hasPrefix("2026-01-01T00:00:00.000Z") })
+        // No raw control characters reach a terminal.
+        #expect(!(result.stderr + result.stdout).unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || $0.value == 0x7F })
+        // The plugin's line is attributed before its text, which is escaped.
+        let warning = all.first { $0.contains("innocent") }
+        #expect(warning?.contains(#" warning [vigil] monitor=forger plugin=log_forger: innocent\n2026-01-01"#) == true, "\(warning ?? "")")
+        #expect(warning?.hasSuffix(#"FORGED log\r\x1b[31mred\x1b[0m\x07"#) == true)
+        // 1 MiB of text is cut to 8 KiB, and the cut is shown.
+        let big = all.first { $0.contains("AAAA") }
+        #expect(big?.hasSuffix("A… [cut \((1 << 20) - 8192) bytes]") == true)
+        #expect((big?.utf8.count ?? 0) < 8192 + 200)
+        // The event's kind and field name, escaped in the text sink.
+        #expect(result.stdout.contains(#"forger/sample\n2026-01-01T00:00:00.000Z critical [vigil] FORGED kind f\n"#))
+        // The times INT64_MIN and INT64_MAX, written as valid RFC 3339.
+        let events = try Self.lines(dir + "/events.jsonl").map { try JSONLineDecoder().decode($0).event }
+        let times = events.filter { $0.monitor == "forger" }.map(\.time)
+        #expect(times == [.min, .max])
+        let text = try String(contentsOfFile: dir + "/events.jsonl", encoding: .utf8)
+        #expect(text.contains(#""time":"1677-09-21T00:12:43.145224192Z""#))
+        #expect(text.contains(#""time":"2262-04-11T23:47:16.854775807Z""#))
+    }
+
+    /// `n` flood events at `rate`/s (0: as fast as possible).
+    static func floodManifest(_ dir: String, count: Int, rate: Int = 0, sink: String) throws -> String {
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, options: { count: \(count), rate: \(rate) } }
+        sinks:
+          out: \(sink)
+        """, to: manifest)
+        return manifest
+    }
+
+    /// The lines of whatever `fd` reads from its start.
+    static func readLines(fd: Int32) -> [Substring] {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var offset: off_t = 0
+        while true {
+            let n = pread(fd, &buffer, buffer.count, offset)
+            if n <= 0 { break }
+            data += buffer[0..<n]
+            offset += off_t(n)
+        }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+    }
+
+    @Test func theFileSinkNoticesItsDirectoryDeletedAndRecreatesIt() throws {
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/out/events.jsonl"
+        let manifest = try Self.floodManifest(dir, count: 3000, rate: 2000, sink: "{ type: file, path: \(path), fsync: never }")
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--summary", dir + "/summary.json"])
+        var st = stat()
+        #expect(Self.waitUntil(20) { stat(path, &st) == 0 && st.st_size > 10_000 })
+        // Keep the first file readable after it is unlinked, to count what went into it.
+        let old = open(path, O_RDONLY)
+        #expect(old >= 0)
+        #expect(try TestEnv.run("/bin/rm", ["-rf", dir + "/out"]).status == 0)
+        let result = vigil.wait(timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        let before = Self.readLines(fd: old)
+        close(old)
+        let after = try Self.lines(path)
+        #expect(!before.isEmpty && !after.isEmpty, "\(before.count) lines before the delete, \(after.count) after")
+        let events = try (before.map(String.init) + after).map { try JSONLineDecoder().decode($0).event }
+        #expect(events.filter { $0.kind == "flood" }.count == 3000)
+        #expect(events.map(\.seq) == Array(1...UInt64(events.count)), "no event lost or repeated across the two files")
+        let summary = try Self.summary(dir + "/summary.json")
+        #expect(summary[sink: "out"]?.written == events.count)
+        #expect(summary[sink: "out"]?.lostTotal == 0)
+    }
+
+    @Test func aLineTornByKill9IsEndedBeforeTheNextRunWrites() throws {
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/events.jsonl"
+        let manifest = try Self.floodManifest(dir, count: 0, sink: "{ type: file, path: \(path), fsync: never, overflow: block }")
+        let first = try TestEnv.start(TestEnv.vigil, ["run", manifest])
+        var st = stat()
+        #expect(Self.waitUntil(20) { stat(path, &st) == 0 && st.st_size > 1 << 20 })
+        first.signal(SIGKILL)
+        _ = first.wait(timeout: 10)
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        if text.hasSuffix("\n") {
+            // The kill fell between two writes: tear the last line as a write cut short would.
+            let handle = FileHandle(forWritingAtPath: path)!
+            handle.seekToEndOfFile()
+            handle.write(Data(#"{"time":"2026-11-2"#.utf8))
+            try handle.close()
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        }
+        let torn = text.split(separator: "\n").count
+        let second = try TestEnv.run(TestEnv.vigil, ["run", try Self.floodManifest(dir, count: 10, sink: "{ type: file, path: \(path) }")],
+                                     timeout: 30)
+        #expect(second.status == 0, "\(second.stderr)")
+        let lines = try Self.lines(path)
+        // Only the torn line is not JSON; the second run's events are whole lines after it.
+        #expect(lines.count == torn + 12)
+        let bad = lines.indices.filter { (try? JSONLineDecoder().decode(lines[$0])) == nil }
+        #expect(bad == [torn - 1])
+        let again = try lines[torn...].map { try JSONLineDecoder().decode($0).event }
+        #expect(again.map(\.seq) == Array(1...12))
+    }
+
+    @Test func aFullDiskHoldsABlockingSinksBatchUntilThereIsRoom() throws {
+        // Disk full, simulated with RLIMIT_FSIZE (SIGXFSZ ignored: write fails
+        // with EFBIG); room is made by moving the full file away, as logrotate would.
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/events.jsonl"
+        let manifest = try Self.floodManifest(dir, count: 8000, sink: "{ type: file, path: \(path), fsync: never, overflow: block, queue_size: 100 }")
+        let vigil = try TestEnv.start("/bin/sh", ["-c", "ulimit -f 512 && trap '' XFSZ && exec \"$0\" \"$@\"", TestEnv.vigil,
+                                                 "run", manifest, "--summary", dir + "/summary.json"])
+        var moved: [String] = []
+        var lastSize: off_t = -1
+        var still = 0
+        let deadline = Date().addingTimeInterval(60)
+        while vigil.isRunning && Date() < deadline {
+            usleep(50_000)
+            var st = stat()
+            guard stat(path, &st) == 0 else { continue }
+            still = st.st_size == lastSize && st.st_size > 0 ? still + 1 : 0
+            lastSize = st.st_size
+            if still >= 4 {  // full: no growth for 200 ms
+                let to = dir + "/full.\(moved.count)"
+                rename(path, to)
+                moved.append(to)
+                still = 0
+            }
+        }
+        let result = vigil.wait(timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(moved.count >= 2, "the limit was hit and room made \(moved.count) times")
+        #expect(result.stderr.contains("holding"), "\(result.stderr)")
+        var events: [Event] = []
+        for file in moved + [path] {
+            let text = try String(contentsOfFile: file, encoding: .utf8)
+            #expect(text.isEmpty || text.hasSuffix("\n"), "\(file) ends with a whole line")
+            events += try Self.lines(file).map { try JSONLineDecoder().decode($0).event }
+        }
+        #expect(events.filter { $0.kind == "flood" }.count == 8000)
+        #expect(events.map(\.seq) == Array(1...UInt64(events.count)))
+        let summary = try Self.summary(dir + "/summary.json")
+        #expect(summary[sink: "out"]?.written == events.count)
+        #expect(summary[sink: "out"]?.lostTotal == 0)
+    }
+
+    @Test func sigtermWithAProducerBlockedOnAFullSinkTakesOneDrainTimeout() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.floodManifest(dir, count: 0, sink: """
+            { type: socket, connect: "unix:\(dir)/nobody.sock", overflow: block, queue_size: 100 }
+            """)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--drain-timeout", "2s", "--summary", dir + "/summary.json"])
+        usleep(800_000)
+        let signalled = Date()
+        vigil.signal(SIGTERM)
+        let result = vigil.wait(timeout: 30)
+        let took = Date().timeIntervalSince(signalled)
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(took < 3.5, "shutdown took \(took) s with --drain-timeout 2s")
+        let summary = try Self.summary(dir + "/summary.json")
+        let out = try #require(summary[sink: "out"])
+        #expect(out.written == 0)
+        #expect(out.lost["queue_full"] == 0, "nothing was dropped for a full queue: block waits")
+        #expect((out.lost["shutdown"] ?? 0) > 100)
+        #expect(out.written + out.lostTotal == summary.events, "every sequenced event is delivered or counted lost")
+        #expect(result.stderr.contains("lost: 0 queue_full, \(out.lost["shutdown"]!) shutdown"), "\(result.stderr)")
+    }
+
+    /// A TCP listener on 127.0.0.1 with a small receive buffer; returns (fd, port).
+    static func tcpListener(receiveBuffer: Int32 = 16_384) throws -> (Int32, UInt16) {
+        // Close-on-exec: a listener inherited by the vigil under test would
+        // stay open (and take connections into its backlog) after we close it.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var size = receiveBuffer
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard ok, listen(fd, 4) == 0 else { throw TestFailure("tcp listener: \(errno)") }
+        return (fd, UInt16(bigEndian: addr.sin_port))
+    }
+
+    @Test func aTCPCollectorThatStallsThenDiesCostsOnlyEventsCountedLost() throws {
+        let dir = try TestEnv.tempDir()
+        let (listener, port) = try Self.tcpListener()
+        let manifest = try Self.floodManifest(dir, count: 0, sink: """
+            { type: socket, connect: "tcp://127.0.0.1:\(port)", overflow: block, queue_size: 1000 }
+            """)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--drain-timeout", "1s", "--summary", dir + "/summary.json"])
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+        let peer = accept(listener, nil, nil)
+        // Read a while, then stop reading: the window closes, vigil's send queue fills.
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while received.count < 200_000 {
+            let n = read(peer, &buffer, buffer.count)
+            if n <= 0 { break }
+            received += buffer[0..<n]
+        }
+        var unread: Int32 = -1
+        var stable = 0
+        while stable < 5 {  // what waits in our receive queue stops growing
+            usleep(100_000)
+            var now: Int32 = 0
+            _ = ioctl(peer, UInt(FIONREAD), &now)
+            stable = now == unread ? stable + 1 : 0
+            unread = now
+        }
+        // Everything the kernel took for us (read, or unread in the queue) counts as delivered to it.
+        let peeked = recv(peer, &buffer, buffer.count, Int32(MSG_PEEK | MSG_DONTWAIT))
+        received += buffer[0..<max(0, peeked)]
+        // The collector dies with data unread (a reset), and nobody listens any more.
+        close(listener)
+        close(peer)
+        usleep(500_000)
+        vigil.signal(SIGTERM)
+        let result = vigil.wait(timeout: 30)
+        #expect(result.status == 3, "\(result.stderr)")
+        let delivered = received.reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+        let summary = try Self.summary(dir + "/summary.json")
+        let out = try #require(summary[sink: "out"])
+        #expect(delivered > 1000)
+        #expect(out.written == delivered, "written counts only what reached the peer: \(out); unread \(unread), peeked \(peeked), received \(received.count)")
+        #expect((out.lost["kernel_buffer"] ?? 0) > 1000, "the send queue's events are lost, and counted: \(out)")
+        #expect(out.lost["queue_full"] == 0)
+        #expect(out.written + out.lostTotal == summary.events, "\(out), \(summary.events) events")
+        #expect(result.stderr.contains("never left the kernel's send queue"), "\(result.stderr)")
+    }
+
+    @Test func twoHostsOnOneListenPathCannotBothClaimIt() throws {
+        let dir = try TestEnv.tempDir()
+        let socket = dir + "/events.sock"
+        func manifest(_ name: String) throws -> String {
+            let path = dir + "/\(name).yaml"
+            try TestEnv.write("""
+            plugin_dirs: [\(try TestEnv.cPlugins())]
+            monitors:
+              beat: { plugin: heartbeat, interval: 20ms }
+            sinks:
+              live: { type: socket, listen: "unix:\(socket)" }
+            """, to: path)
+            return path
+        }
+        let first = try TestEnv.start(TestEnv.vigil, ["run", try manifest("first"), "--for", "6s"])
+        #expect(Self.waitUntil(20) { access(socket, F_OK) == 0 })
+        let second = try TestEnv.run(TestEnv.vigil, ["run", try manifest("second"), "--for", "500ms"], timeout: 30)
+        #expect(second.stderr.contains("\(socket) is held by another vigil (pid \(first.pid))"), "\(second.stderr)")
+        // The second host's exit left the first's socket in place, and working.
+        #expect(access(socket, F_OK) == 0)
+        let tail = try TestEnv.run(TestEnv.vigil, ["tail", "unix:\(socket)", "--count", "3", "--raw"], timeout: 10)
+        #expect(tail.status == 0, "\(tail.stderr)")
+        #expect(tail.stdout.split(separator: "\n").count == 3)
+        first.signal(SIGINT)
+        let result = first.wait(timeout: 15)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(access(socket, F_OK) != 0, "the owner removes its socket at exit")
+    }
+
+    @Test func twoHostsStartedTogetherOnOneListenPathLeaveOneOwner() throws {
+        let dir = try TestEnv.tempDir()
+        let socket = dir + "/events.sock"
+        let path = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 20ms }
+        sinks:
+          live: { type: socket, listen: "unix:\(socket)" }
+        """, to: path)
+        let a = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "1500ms"])
+        let b = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "3s"])
+        let first = a.wait(timeout: 30)
+        // Whoever won, the path still answers after the host that exited first is gone.
+        let held = [first.stderr].filter { $0.contains("is held by another vigil") }.count
+        let tail = try TestEnv.run(TestEnv.vigil, ["tail", "unix:\(socket)", "--count", "2", "--raw"], timeout: 10)
+        let second = b.wait(timeout: 30)
+        let refusals = [first.stderr, second.stderr].filter { $0.contains("is held by another vigil") }.count
+        #expect(refusals == 1, "exactly one host was refused the path")
+        if held == 1 {
+            #expect(tail.status == 0 && tail.stdout.split(separator: "\n").count == 2, "the owner still serves: \(tail.stderr)")
+        }
+    }
+}
