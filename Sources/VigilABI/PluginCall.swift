@@ -40,7 +40,12 @@ package func pluginString(_ s: vigil_str) -> String {
 /// so that a 1 GiB length costs nothing.
 package func pluginString(_ s: vigil_str, limit: Int) -> (text: String, cut: Int) {
     guard s.len > 0, let ptr = s.ptr else { return ("", 0) }
-    let kept = min(s.len, limit)
+    var kept = min(s.len, limit)
+    if kept < s.len {
+        // Back up over UTF-8 continuation bytes: never half a character.
+        let bytes = UnsafeRawPointer(ptr).assumingMemoryBound(to: UInt8.self)
+        while kept > 0 && bytes[kept] & 0xC0 == 0x80 { kept -= 1 }
+    }
     return (String(decoding: UnsafeRawBufferPointer(start: ptr, count: kept), as: UTF8.self), s.len - kept)
 }
 

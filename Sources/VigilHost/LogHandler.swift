@@ -27,7 +27,10 @@ public struct VigilLogHandler: LogHandler {
     private let showLabel: Bool
 
     /// The longest message written whole, in bytes (UTF-8).
-    public static let maxMessageBytes = 8192
+    /// A plugin's message arrives cut at 8 KiB already (`HostLimits`, in
+    /// the host table) with a note of the cut: room is left for the note and
+    /// the attribution, so that one message is never cut twice.
+    public static let maxMessageBytes = HostLimits.logMessageBytes + 256
 
     public init(label: String, fileDescriptor: Int32 = 2, showLabel: Bool = true) {
         self.label = label

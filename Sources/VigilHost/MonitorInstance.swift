@@ -363,7 +363,9 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
 
     func log(level: Int, message: String, cut: Int) {
         if cut > 0 { logCuts.add(1, ordering: .relaxed) }
-        pluginLog(level: level, message: cut > 0 ? "\(message)… [\(cut) more bytes cut]" : message)
+        // The host table copied at most HostLimits.logMessageBytes; the note
+        // uses the log handler's words for a cut.
+        pluginLog(level: level, message: cut > 0 ? "\(message)… [cut \(cut) bytes]" : message)
     }
 
     func now() -> Int64 { clock() }

@@ -187,7 +187,7 @@ public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {
     }
 
     package func log(level: Int, message: String, cut: Int) {
-        record.withLock { $0.logs.append((level, cut > 0 ? "\(message)… [\(cut) more bytes cut]" : message)) }
+        record.withLock { $0.logs.append((level, cut > 0 ? "\(message)… [cut \(cut) bytes]" : message)) }
     }
 
     package func now() -> Int64 { host.clock.now }

@@ -2,7 +2,8 @@
  * lines and to crash the encoders. It logs a warning whose text holds a
  * newline followed by a fake host line, a CR and ANSI escapes; logs a 1 MiB
  * message; emits a `sample` whose kind and field name hold a newline and a
- * fake host line, at time_ns = INT64_MIN; and a plain `sample` at INT64_MAX. */
+ * fake host line; a `sample` at time_ns = INT64_MIN, which the host refuses;
+ * and a plain `sample` at INT64_MAX. */
 #include <stdint.h>
 #include <string.h>
 
@@ -24,13 +25,17 @@ static vigil_status forger_poll(void *self, vigil_error *err) {
     in->api->log(in->host, VIGIL_LOG_INFO, (vigil_str){ big, sizeof big });
 
     event.kind = vigil_str_from_cstr("sample" FORGED " kind");
-    event.time_ns = INT64_MIN;
     field.name = vigil_str_from_cstr("f" FORGED " field\x1b[2J");
     field.value.as.i64 = 1;
     event.fields = &field;
     if (in->api->emit(in->host, &event) != VIGIL_OK)
         return vigil_error_set(err, VIGIL_E_TEMPORARY, "emit refused");
+    /* A time before 1970: the host refuses it (VIGIL_E_INVALID_ARGUMENT) and counts it. */
     event.kind = vigil_str_from_cstr("sample");
+    event.time_ns = INT64_MIN;
+    field.name = vigil_str_from_cstr("value");
+    if (in->api->emit(in->host, &event) != VIGIL_E_INVALID_ARGUMENT)
+        return vigil_error_set(err, VIGIL_E_TEMPORARY, "a negative time was not refused");
     event.time_ns = INT64_MAX;
     field.name = vigil_str_from_cstr("value");
     field.value.as.i64 = 2;
