@@ -64,3 +64,24 @@ import Testing
         #expect(result.status != 0)
     }
 }
+
+/// A descriptor's default interval is held to the manifest's floor, in a
+/// real run: 1 ns would poll without pause (48 k polls/s were seen).
+@Suite struct DefaultIntervalTests {
+    @Test func aOneNanosecondDefaultIsPolledEveryMillisecondAtMost() throws {
+        let dir = try TestEnv.tempDir()
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          fast: { plugin: tiny_interval }
+        sinks:
+          none: { type: null }
+        """, to: dir + "/m.yaml")
+        let result = try TestEnv.run(TestEnv.vigil, ["run", dir + "/m.yaml", "--for", "1s", "--summary", dir + "/s.json"], timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/s.json"))) as? [String: Any]
+        let monitor = (summary?["monitors"] as? [[String: Any]])?.first
+        let polls = (monitor?["polls"] as? Int) ?? -1
+        #expect(polls > 10 && polls <= 1_100, "\(polls) polls in 1 s")
+    }
+}
