@@ -96,34 +96,34 @@ package enum EventLimits {
 package struct EventDecoder: Sendable {
     package let monitor: String
     package let plugin: String
-    private let kinds: [Kind]
-
-    struct Kind: Sendable {
-        var name: String
-        var dynamicFields: Bool
-        var fields: [(name: String, type: ValueType)]
-    }
+    // The declarations as flat arrays, indexed by kind: looking a name up
+    // copies no struct (no retain of a name or a field list per event).
+    private let kindNames: [String]
+    private let fieldNames: [[String]]
+    private let fieldTypes: [[ValueType]]
+    private let dynamicFields: [Bool]
 
     package init(monitor: String, plugin: String, events: [EventSpec]) {
         self.monitor = monitor
         self.plugin = plugin
-        self.kinds = events.map { spec in
-            Kind(name: spec.kind, dynamicFields: spec.dynamicFields, fields: spec.fields.map { ($0.name, $0.type) })
-        }
+        self.kindNames = events.map(\.kind)
+        self.fieldNames = events.map { $0.fields.map(\.name) }
+        self.fieldTypes = events.map { $0.fields.map(\.type) }
+        self.dynamicFields = events.map(\.dynamicFields)
     }
 
-    /// Decodes `event`. `now` gives the time for an event that has none
-    /// (time_ns 0). `kindIndex` is set to the declared kind's index, or -1.
-    /// With `mismatches`, differences from the declarations are appended.
-    @inline(__always)
+    /// Decodes `event`, or throws why the host refuses it. `now` gives the
+    /// time for an event that has none (time_ns 0). `kindIndex` is set to
+    /// the declared kind's index, or -1. With `mismatches`, differences from
+    /// the declarations are appended.
     package func decode(_ event: UnsafePointer<vigil_event>?, now: () -> Int64, kindIndex: inout Int,
-                        mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil) -> Result<Event, EventDefect> {
+                        mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil) throws(EventDefect) -> Event {
         kindIndex = -1
-        guard let event else { return .failure(EventDefect(reason: .malformed, message: "emit was called with a NULL event")) }
+        guard let event else { throw EventDefect(reason: .malformed, message: "emit was called with a NULL event") }
         let size = Int(UnsafeRawPointer(event).loadUnaligned(as: UInt32.self))
         guard size >= ABISizes.event else {
-            return .failure(EventDefect(reason: .malformed,
-                                        message: "an event's size field is \(size); an ABI 1.0 event is at least \(ABISizes.event) bytes"))
+            throw EventDefect(reason: .malformed,
+                              message: "an event's size field is \(size); an ABI 1.0 event is at least \(ABISizes.event) bytes")
         }
         // A newer plugin's larger event is read up to our size; an older,
         // smaller one is copied into a zeroed struct.
@@ -132,76 +132,74 @@ package struct EventDecoder: Sendable {
         // The kind.
         let k = e.kind
         if k.len > 0 && k.ptr == nil {
-            return .failure(EventDefect(reason: .malformed, message: "an event's kind has length \(k.len) but a NULL pointer"))
+            throw EventDefect(reason: .malformed, message: "an event's kind has length \(k.len) but a NULL pointer")
         }
-        guard k.len > 0 else { return .failure(EventDefect(reason: .malformed, message: "an event has an empty kind")) }
+        guard k.len > 0 else { throw EventDefect(reason: .malformed, message: "an event has an empty kind") }
         guard k.len <= EventLimits.nameBytes else {
-            return .failure(EventDefect(reason: .tooLarge,
-                                        message: "an event's kind is \(k.len) bytes long (\(EventLimits.nameBytes) at most)"))
+            throw EventDefect(reason: .tooLarge, message: "an event's kind is \(k.len) bytes long (\(EventLimits.nameBytes) at most)")
         }
-        var declared: Kind?
-        for i in kinds.indices where Self.matches(k, kinds[i].name) {
-            kindIndex = i
-            declared = kinds[i]
+        var declaredIndex = -1
+        for i in kindNames.indices where Self.matches(k, kindNames[i]) {
+            declaredIndex = i
             break
         }
-        let kind = declared?.name ?? pluginString(k)
-        if declared == nil {
+        kindIndex = declaredIndex
+        let kind = declaredIndex >= 0 ? kindNames[declaredIndex] : pluginString(k)
+        if declaredIndex < 0 {
             if EventLimits.reservedKinds.contains(kind) {
-                return .failure(EventDefect(reason: .reservedKind,
-                                            message: "kind '\(kind)' is the host's own; a plugin may not emit it"))
+                throw EventDefect(reason: .reservedKind, message: "kind '\(kind)' is the host's own; a plugin may not emit it")
             }
             mismatches?.pointee.append(.undeclaredKind(kind))
         }
         // Severity and time.
         guard e.severity <= UInt32(VIGIL_SEVERITY_CRITICAL.rawValue), let severity = Severity(rawValue: UInt8(e.severity)) else {
-            return .failure(EventDefect(reason: .badSeverity,
-                                        message: "an event of kind '\(shownText(kind))' has severity \(e.severity); severities are 0 (debug) to 5 (critical)"))
+            throw EventDefect(reason: .badSeverity,
+                              message: "an event of kind '\(shownText(kind))' has severity \(e.severity); severities are 0 (debug) to 5 (critical)")
         }
         guard e.time_ns >= 0 else {
-            return .failure(EventDefect(reason: .badTime,
-                                        message: "an event of kind '\(shownText(kind))' has time_ns \(e.time_ns); times are 0 (now) or nanoseconds since 1970"))
+            throw EventDefect(reason: .badTime,
+                              message: "an event of kind '\(shownText(kind))' has time_ns \(e.time_ns); times are 0 (now) or nanoseconds since 1970")
         }
         // Fields.
         var fields: [Field] = []
         if e.field_count > 0 {
             guard let pointer = e.fields else {
-                return .failure(EventDefect(reason: .malformed,
-                                            message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields but a NULL fields pointer"))
+                throw EventDefect(reason: .malformed,
+                                  message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields but a NULL fields pointer")
             }
             guard e.field_count <= EventLimits.fields else {
-                return .failure(EventDefect(reason: .tooLarge,
-                                            message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields (\(EventLimits.fields) at most)"))
+                throw EventDefect(reason: .tooLarge,
+                                  message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields (\(EventLimits.fields) at most)")
             }
             fields.reserveCapacity(e.field_count)
-            let specs = declared?.fields ?? []
+            let declaredNames = declaredIndex >= 0 ? fieldNames[declaredIndex] : []
             // Declared fields seen so far, by index (duplicates), for the first 64.
             var seenDeclared: UInt64 = 0
             var undeclaredAt: [Int] = []
             for i in 0..<e.field_count {
                 let f = pointer[i]
                 if f.name.len > 0 && f.name.ptr == nil {
-                    return .failure(EventDefect(reason: .malformed,
-                                                message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of length \(f.name.len) but a NULL pointer"))
+                    throw EventDefect(reason: .malformed,
+                                      message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of length \(f.name.len) but a NULL pointer")
                 }
                 guard f.name.len > 0 else {
-                    return .failure(EventDefect(reason: .malformed, message: "field #\(i + 1) of kind '\(shownText(kind))' has an empty name"))
+                    throw EventDefect(reason: .malformed, message: "field #\(i + 1) of kind '\(shownText(kind))' has an empty name")
                 }
                 guard f.name.len <= EventLimits.nameBytes else {
-                    return .failure(EventDefect(reason: .tooLarge,
-                                                message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)"))
+                    throw EventDefect(reason: .tooLarge,
+                                      message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)")
                 }
                 // Plugins emit fields in declared order: try that position first.
-                var index = i < specs.count && Self.matches(f.name, specs[i].name) ? i : -1
-                if index < 0 { for j in specs.indices where Self.matches(f.name, specs[j].name) { index = j; break } }
-                let name = index >= 0 ? specs[index].name : pluginString(f.name)
+                var index = i < declaredNames.count && Self.matches(f.name, declaredNames[i]) ? i : -1
+                if index < 0 { for j in declaredNames.indices where Self.matches(f.name, declaredNames[j]) { index = j; break } }
+                let name = index >= 0 ? declaredNames[index] : pluginString(f.name)
                 if index >= 0 && index < 64 {
                     let bit: UInt64 = 1 << UInt64(index)
-                    if seenDeclared & bit != 0 { return .failure(Self.duplicate(name, kind)) }
+                    if seenDeclared & bit != 0 { throw Self.duplicate(name, kind) }
                     seenDeclared |= bit
                 } else {
                     // Undeclared (or past 64): compared with the others of its sort, rare and few.
-                    for j in undeclaredAt where fields[j].name == name { return .failure(Self.duplicate(name, kind)) }
+                    for j in undeclaredAt where fields[j].name == name { throw Self.duplicate(name, kind) }
                     undeclaredAt.append(fields.count)
                 }
                 let value: FieldValue
@@ -212,35 +210,35 @@ package struct EventDecoder: Sendable {
                 case UInt32(VIGIL_TYPE_STRING.rawValue):
                     let s = f.value.as.str
                     if s.len > 0 && s.ptr == nil {
-                        return .failure(EventDefect(reason: .malformed,
-                                                    message: "string field '\(shownText(name))' of kind '\(shownText(kind))' has length \(s.len) but a NULL pointer"))
+                        throw EventDefect(reason: .malformed,
+                                          message: "string field '\(shownText(name))' of kind '\(shownText(kind))' has length \(s.len) but a NULL pointer")
                     }
                     guard s.len <= EventLimits.stringBytes else {
-                        return .failure(EventDefect(reason: .tooLarge,
-                                                    message: "string field '\(shownText(name))' of kind '\(shownText(kind))' is \(s.len) bytes (\(EventLimits.stringBytes) at most)"))
+                        throw EventDefect(reason: .tooLarge,
+                                          message: "string field '\(shownText(name))' of kind '\(shownText(kind))' is \(s.len) bytes (\(EventLimits.stringBytes) at most)")
                     }
                     value = .string(pluginString(s))
                 default:
                     // Option-only types are a mistake; types past JSON are from a newer ABI.
                     let newer = f.value.type > UInt32(VIGIL_TYPE_JSON.rawValue)
-                    return .failure(EventDefect(reason: newer ? .unsupportedType : .badFieldType,
-                                                message: "field '\(shownText(name))' of kind '\(shownText(kind))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)"))
+                    throw EventDefect(reason: newer ? .unsupportedType : .badFieldType,
+                                      message: "field '\(shownText(name))' of kind '\(shownText(kind))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)")
                 }
-                if mismatches != nil, let declared {
+                if let mismatches, declaredIndex >= 0 {
                     if index >= 0 {
-                        let type = specs[index].type
+                        let type = fieldTypes[declaredIndex][index]
                         if type != value.valueType {
-                            mismatches?.pointee.append(.fieldType(kind: kind, field: name, emitted: value.valueType, declared: type))
+                            mismatches.pointee.append(.fieldType(kind: kind, field: name, emitted: value.valueType, declared: type))
                         }
-                    } else if !declared.dynamicFields {
-                        mismatches?.pointee.append(.undeclaredField(kind: kind, field: name))
+                    } else if !dynamicFields[declaredIndex] {
+                        mismatches.pointee.append(.undeclaredField(kind: kind, field: name))
                     }
                 }
                 fields.append(Field(name, value))
             }
         }
-        return .success(Event(time: e.time_ns != 0 ? e.time_ns : now(), monitor: monitor, plugin: plugin,
-                              kind: kind, severity: severity, fields: fields))
+        return Event(time: e.time_ns != 0 ? e.time_ns : now(), monitor: monitor, plugin: plugin,
+                     kind: kind, severity: severity, fields: fields)
     }
 
     private static func duplicate(_ name: String, _ kind: String) -> EventDefect {

@@ -36,24 +36,20 @@ package enum HostLimits {
 /// Contexts are never freed (a plugin may keep the pointer in a thread that
 /// never ends); each holds its callbacks object.
 package final class HostContext: @unchecked Sendable {
-    /// Read on every call; kept alive by `owner` or, for a context made with
-    /// `retaining: false`, by whoever retires the context before letting
-    /// the callbacks go (the test kit's instances, which destroy themselves
-    /// in deinit).
-    package unowned(unsafe) let callbacks: any PluginHostCallbacks
-    private let owner: (any PluginHostCallbacks)?
+    package let callbacks: any PluginHostCallbacks
     private let retired = Atomic<Bool>(false)
     /// Calls that arrived after `retire`.
     package let lateCalls = Atomic<UInt64>(0)
 
-    private init(callbacks: any PluginHostCallbacks, retaining: Bool) {
+    private init(callbacks: any PluginHostCallbacks) {
         self.callbacks = callbacks
-        self.owner = retaining ? callbacks : nil
     }
 
-    /// A new context for `callbacks`, as the pointer a plugin is given.
-    package static func make(for callbacks: any PluginHostCallbacks, retaining: Bool = true) -> HostContext {
-        HostContext(callbacks: callbacks, retaining: retaining)
+    /// A new context for `callbacks`, as the pointer a plugin is given. The
+    /// context holds `callbacks` for good: a side that must be freed (the
+    /// test kit's instances) hands over a `WeakHostCallbacks`.
+    package static func make(for callbacks: any PluginHostCallbacks) -> HostContext {
+        HostContext(callbacks: callbacks)
     }
 
     /// The pointer handed to the plugin (retained for the life of the process).
@@ -114,6 +110,21 @@ package enum HostTable {
         table.initialize(to: api)
         return UnsafePointer(table)
     }()
+}
+
+/// Callbacks that lead to an object the context must not keep alive (a
+/// test kit's instance, freed by its test): calls after it is gone are
+/// ignored.
+package final class WeakHostCallbacks: PluginHostCallbacks, @unchecked Sendable {
+    private weak var target: (any PluginHostCallbacks)?
+
+    package init(_ target: any PluginHostCallbacks) { self.target = target }
+
+    package func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status { target?.emit(event) ?? VIGIL_E_STOPPED }
+    package func log(level: Int, message: String, cut: Int) { target?.log(level: level, message: message, cut: cut) }
+    package func setAvailability(_ available: Bool, reason: String) { target?.setAvailability(available, reason: reason) }
+    package func now() -> Int64 { target?.now() ?? realtimeNanoseconds() }
+    package func markFinished() { target?.markFinished() }
 }
 
 /// Callbacks that do nothing: the host side of instances created only to be

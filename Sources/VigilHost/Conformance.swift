@@ -211,15 +211,15 @@ final class EmitLedger: @unchecked Sendable {
         }
         var kindIndex = -1
         var mismatches: [DeclarationMismatch] = []
-        switch decoder.decode(event, now: realtimeNanoseconds, kindIndex: &kindIndex, mismatches: &mismatches) {
-        case .failure(let defect):
-            problemLocked("refused by the host (\(defect.reason.name)): \(defect.message)")
-            return defect.status
-        case .success:
-            if kindIndex >= 0 { kindCounts[kindIndex] += 1 }
-            for mismatch in mismatches { problemLocked(mismatch.description) }
-            return VIGIL_OK
+        do {
+            _ = try decoder.decode(event, now: realtimeNanoseconds, kindIndex: &kindIndex, mismatches: &mismatches)
+        } catch {
+            problemLocked("refused by the host (\(error.reason.name)): \(error.message)")
+            return error.status
         }
+        if kindIndex >= 0 { kindCounts[kindIndex] += 1 }
+        for mismatch in mismatches { problemLocked(mismatch.description) }
+        return VIGIL_OK
     }
 }
 

@@ -340,11 +340,11 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
         }
         var kindIndex = -1
         var copy: Event
-        switch decoder.decode(event, now: clock, kindIndex: &kindIndex) {
-        case .success(let event): copy = event
-        case .failure(let defect):
-            refuse(defect)
-            return defect.status
+        do {
+            copy = try decoder.decode(event, now: clock, kindIndex: &kindIndex)
+        } catch {
+            refuse(error)
+            return error.status
         }
         let targets = kindIndex >= 0 ? routes.sinks(kindIndex: kindIndex, severity: copy.severity)
                                      : undeclaredRoute(copy.kind) & routes.severityMask(copy.severity)

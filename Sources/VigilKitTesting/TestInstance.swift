@@ -35,9 +35,10 @@ public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {
         self.name = name
         self.interval = interval
         self.decoder = EventDecoder(monitor: name, plugin: host.description.name, events: host.description.events)
-        // Not retained by its context: the instance destroys itself in deinit
-        // and retires the context first.
-        let context = HostContext.make(for: self, retaining: false)
+        // Reached through a weak proxy: the instance destroys itself in
+        // deinit (and retires the context first), so the context must not
+        // keep it alive.
+        let context = HostContext.make(for: WeakHostCallbacks(self))
         self.context = context
         var out: UnsafeMutableRawPointer?
         let descriptor = host.plugin.descriptor
@@ -165,7 +166,9 @@ public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {
     package func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
         var kindIndex = -1
         var mismatches: [DeclarationMismatch] = []
-        let decoded = decoder.decode(event, now: { host.clock.now }, kindIndex: &kindIndex, mismatches: &mismatches)
+        let decoded = Result { () throws(EventDefect) -> Event in
+            try decoder.decode(event, now: { host.clock.now }, kindIndex: &kindIndex, mismatches: &mismatches)
+        }
         let status = record.withLock { record -> vigil_status in
             guard record.accepting else {
                 let kind = (try? decoded.get().kind) ?? "?"
