@@ -54,22 +54,22 @@ let package = Package(
         .target(name: "CVigilPlugin"),
         // Pure Swift, no I/O: events, manifest model and validation, routing, encoding.
         .target(name: "VigilCore", dependencies: [.product(name: "Yams", package: "Yams")]),
-        // The runtime: loader, instances, bus, sinks, services. The event path
-        // is checked for exclusive access by design (locks), not per access at
-        // run time, which cost a tenth of the emit path in release builds.
         // The ABI boundary, once: the host table, the event decoder, the
         // loader and negotiation, call helpers, the lock. The runtime, the
         // checker, the test kit and the probe all go through it.
         .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilCore"]),
         // Signal handling of `vigil run` from before main (an ELF constructor).
         .target(name: "CVigilEarly"),
+        // The runtime: instances, bus, sinks, services. Swift's run-time
+        // exclusivity checking is on; the queues keep their state behind a
+        // lock (`LockedState`), so the event path makes no checks per event.
         .target(name: "VigilHost", dependencies: [
             "CVigilPlugin", "CVigilEarly", "VigilCore", "VigilABI",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             .product(name: "SystemPackage", package: "swift-system"),
-        ], swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
+        ]),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
         // A test host for plugin authors: runs a monitor type or a built .so

@@ -8,9 +8,9 @@ import Glibc
 /// Use `withLock` where the critical section is a closure; `lock()`/`unlock()`
 /// only where a section must end on another path (the event bus's publish).
 package struct Lock: @unchecked Sendable {
-    private let storage: LockStorage
+    private let storage: LockStorage<Void>
 
-    package init() { storage = LockStorage.make() }
+    package init() { storage = LockStorage.make(()) }
 
     @inline(__always)
     package func lock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) } }
@@ -31,9 +31,49 @@ package struct Lock: @unchecked Sendable {
     }
 }
 
-private final class LockStorage: ManagedBuffer<Void, pthread_mutex_t> {
-    static func make() -> LockStorage {
-        let buffer = create(minimumCapacity: 1) { _ in () }
+/// A mutex and the state it guards in one allocation: the state is reached
+/// through a pointer while the mutex is held, so its accesses need no
+/// run-time exclusivity checks (the lock is the proof), and the mutex never
+/// moves. Hot shared state (a sink's queue) lives in one of these rather than
+/// in a class's stored properties.
+package struct LockedState<State>: @unchecked Sendable {
+    @usableFromInline let storage: LockStorage<State>
+
+    package init(_ initial: State) { storage = LockStorage.make(initial) }
+
+    /// Runs `body` with the lock held and the state to change.
+    @inlinable
+    package func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
+        try storage.withUnsafeMutablePointers { state, mutex in
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(&state.pointee)
+        }
+    }
+
+    /// Runs `body` with the lock held and a pointer to the state: for a
+    /// section that waits on a condition variable, where other threads change
+    /// the state while it waits (through the pointer each read is fresh;
+    /// an `inout` would let the compiler assume nobody else writes it).
+    @inlinable
+    package func withLockedPointer<R>(_ body: (UnsafeMutablePointer<State>) throws -> R) rethrows -> R {
+        try storage.withUnsafeMutablePointers { state, mutex in
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(state)
+        }
+    }
+
+    fileprivate func withMutex<T>(_ body: (UnsafeMutablePointer<pthread_mutex_t>) -> T) -> T {
+        storage.withUnsafeMutablePointerToElements(body)
+    }
+}
+
+@usableFromInline
+final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
+    @usableFromInline
+    static func make(_ initial: State) -> LockStorage {
+        let buffer = create(minimumCapacity: 1) { _ in initial }
         let storage = unsafeDowncast(buffer, to: LockStorage.self)
         storage.withUnsafeMutablePointerToElements { mutex in
             var attributes = pthread_mutexattr_t()
@@ -45,6 +85,7 @@ private final class LockStorage: ManagedBuffer<Void, pthread_mutex_t> {
         return storage
     }
 
+    // The state (the header) is destroyed by ManagedBuffer itself.
     deinit { withUnsafeMutablePointerToElements { _ = pthread_mutex_destroy($0) } }
 }
 
@@ -69,16 +110,25 @@ package struct ConditionVariable: @unchecked Sendable {
         lock.withMutex { m in storage.withUnsafeMutablePointerToElements { _ = pthread_cond_wait($0, m) } }
     }
 
+    /// Waits, inside `state.withLockedPointer`, until woken or `deadline`
+    /// (monotonic ns) has passed; false on time-out (see the other `wait`).
+    @discardableResult
+    package func wait<State>(_ state: LockedState<State>, until deadline: Int64) -> Bool {
+        state.withMutex { m in wait(mutex: m, until: deadline) }
+    }
+
     /// Waits, with `lock` held, until woken or `deadline` (monotonic ns) has
     /// passed. Returns false on time-out. A spurious wake-up returns true:
     /// callers re-check their condition, as with any condition variable.
     @discardableResult
     package func wait(_ lock: Lock, until deadline: Int64) -> Bool {
+        lock.withMutex { m in wait(mutex: m, until: deadline) }
+    }
+
+    private func wait(mutex: UnsafeMutablePointer<pthread_mutex_t>, until deadline: Int64) -> Bool {
         let clamped = max(0, deadline)
         var ts = timespec(tv_sec: Int(clamped / 1_000_000_000), tv_nsec: Int(clamped % 1_000_000_000))
-        return lock.withMutex { m in
-            storage.withUnsafeMutablePointerToElements { pthread_cond_timedwait($0, m, &ts) != ETIMEDOUT }
-        }
+        return storage.withUnsafeMutablePointerToElements { pthread_cond_timedwait($0, mutex, &ts) != ETIMEDOUT }
     }
 }
 

@@ -272,7 +272,7 @@ package final class PluginFile {
         typealias Fn = @convention(c) (UnsafeRawPointer?, UnsafeMutableRawPointer?,
                                        UnsafeMutablePointer<UnsafeMutableRawPointer?>?, Int32) -> Int32
         /// Looked up at run time: Glibc's Swift module hides it (_GNU_SOURCE).
-        nonisolated(unsafe) static let dladdr1: Fn? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "dladdr1")
+        static let dladdr1: Fn? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "dladdr1")
             .map { unsafeBitCast($0, to: Fn.self) }
         /// <dlfcn.h>: ask dladdr1 for the ElfW(Sym) entry.
         static let RTLD_DL_SYMENT: Int32 = 1

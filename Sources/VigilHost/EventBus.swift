@@ -13,8 +13,8 @@ public final class EventBus: @unchecked Sendable {
     let sinks: [SinkRunner]
     /// Sinks whose overflow policy is `block`.
     private let blocking: SinkSet
-    private let lock = Lock()
-    private var seq: UInt64 = 0
+    /// The last sequence number given; the bus lock is this state's.
+    private let seq = LockedState<UInt64>(0)
     /// Events that matched no sink.
     let unrouted = Atomic<UInt64>(0)
 
@@ -37,24 +37,27 @@ public final class EventBus: @unchecked Sendable {
         if wait && !mustWait.isEmpty {
             mustWait.forEach { if sinks[$0].queue.reserve() { reserved.insert($0) } }
         }
-        lock.lock()
-        seq &+= 1
-        event.seq = seq
         if targets.isEmpty {
-            lock.unlock()
+            event.seq = seq.withLock { seq in
+                seq &+= 1
+                return seq
+            }
             unrouted.add(1, ordering: .relaxed)
             return
         }
-        targets.forEach { i in
-            if reserved.contains(i) {
-                sinks[i].queue.pushReserved(event)
-            } else if mustWait.contains(i) && wait {
-                sinks[i].queue.countLostAtShutdown()  // the wait was given up at shutdown
-            } else {
-                sinks[i].queue.push(event, force: !wait)
+        seq.withLock { seq in
+            seq &+= 1
+            event.seq = seq
+            targets.forEach { i in
+                if reserved.contains(i) {
+                    sinks[i].queue.pushReserved(event)
+                } else if mustWait.contains(i) && wait {
+                    sinks[i].queue.countLostAtShutdown()  // the wait was given up at shutdown
+                } else {
+                    sinks[i].queue.push(event, force: !wait)
+                }
             }
         }
-        lock.unlock()
     }
 
     /// From now on, producers waiting for room in a blocking sink give up at
@@ -64,7 +67,7 @@ public final class EventBus: @unchecked Sendable {
         blocking.forEach { sinks[$0].queue.giveUpWaiting(at: deadline) }
     }
 
-    var lastSequence: UInt64 { lock.withLock { seq } }
+    var lastSequence: UInt64 { seq.withLock { $0 } }
 }
 
 /// A sink's bounded queue: many producers, one consumer (the sink's thread).
@@ -72,144 +75,140 @@ public final class EventBus: @unchecked Sendable {
 /// Producers append to an array; the consumer swaps the whole array out in
 /// O(1), so events move from producer to sink without being copied or
 /// retained again. `drop_oldest` skips a prefix (`head`) rather than removing
-/// it, compacting once that prefix reaches the capacity.
-final class SinkQueue: @unchecked Sendable {
+/// it, compacting once that prefix reaches the capacity. All of it is one
+/// `State` behind one lock (no class properties on this path, so no run-time
+/// exclusivity checks).
+final class SinkQueue: Sendable {
     let capacity: Int
     let overflow: OverflowPolicy
-    private var pending: [Event] = []
-    /// Events at the front of `pending` dropped by `drop_oldest`.
-    private var head = 0
-    private var count: Int { pending.count - head }
-    private let mutex = Lock()
+    private let state: LockedState<State>
     /// Both on the monotonic clock: a wall clock step must not stall a sink.
     private let notEmpty = ConditionVariable()
     private let notFull = ConditionVariable()
-    private var consumerWaiting = false
-    /// The consumer woke to a few events and waits a moment for more, so it
-    /// drains in batches instead of taking turns with the producer per event.
-    private var consumerLingering = false
-    private var producersWaiting = 0
     /// How long the consumer lingers, and the depth that ends the linger early.
     static let lingerNanoseconds: Int64 = 200_000
     static let batchThreshold = 512
     /// Lingering pays only when events come fast: below this rate (events/s)
     /// each event is taken at once, so low rates see no added latency.
     static let lingerAboveRate = 100_000
-    /// Events popped in the current measuring window, and when it began: the
-    /// consumer's estimate of the arrival rate. Consumer-side only.
-    private var windowEvents = 0
-    private var windowStart = monotonicNanoseconds()
-    private var fastArrivals = false
-    /// Slots promised to producers of a blocking sink (see `reserve`).
-    private var reserved = 0
-    private var closed = false
-    private var wakeRequested = false
-    private var giveUpAt = Int64.max
 
-    // Counters, read by stats; written under the mutex.
-    private(set) var accepted: UInt64 = 0
-    /// Events refused because the queue was full (`queue_full`).
-    private(set) var droppedFull: UInt64 = 0
-    /// Events refused or discarded because the host was shutting down: the
-    /// queue had closed, a producer's wait was given up, or the sink gave up.
-    private(set) var droppedAtShutdown: UInt64 = 0
-    private(set) var highWater = 0
+    private struct State {
+        var pending: [Event] = []
+        /// Events at the front of `pending` dropped by `drop_oldest`.
+        var head = 0
+        var count: Int { pending.count - head }
+        var consumerWaiting = false
+        /// The consumer woke to a few events and waits a moment for more, so
+        /// it drains in batches instead of taking turns with the producer per event.
+        var consumerLingering = false
+        var producersWaiting = 0
+        /// Events popped in the current measuring window, and when it began:
+        /// the consumer's estimate of the arrival rate.
+        var windowEvents = 0
+        var windowStart = monotonicNanoseconds()
+        var fastArrivals = false
+        /// Slots promised to producers of a blocking sink (see `reserve`).
+        var reserved = 0
+        var closed = false
+        var wakeRequested = false
+        var giveUpAt = Int64.max
+        var accepted: UInt64 = 0
+        /// Events refused because the queue was full (`queue_full`).
+        var droppedFull: UInt64 = 0
+        /// Events refused or discarded because the host was shutting down:
+        /// the queue had closed, a producer's wait was given up, or the sink gave up.
+        var droppedAtShutdown: UInt64 = 0
+        var highWater = 0
+
+        /// Appends; whether the consumer must be woken. A consumer waiting on
+        /// an empty queue is woken at once; one lingering for a batch only
+        /// when the batch is there.
+        @inline(__always)
+        mutating func append(_ event: Event) -> Bool {
+            pending.append(event)
+            accepted &+= 1
+            let depth = count
+            if depth > highWater { highWater = depth }
+            let wake = consumerWaiting && (!consumerLingering || depth >= SinkQueue.batchThreshold)
+            if wake { consumerWaiting = false }
+            return wake
+        }
+    }
 
     init(capacity: Int, overflow: OverflowPolicy) {
         self.capacity = capacity
         self.overflow = overflow
-        pending.reserveCapacity(min(capacity, 4096))
+        var initial = State()
+        initial.pending.reserveCapacity(min(capacity, 4096))
+        state = LockedState(initial)
     }
-
 
     /// Adds an event without waiting, applying the overflow policy when full
     /// (`force`: a blocking queue takes it over its bound instead).
     func push(_ event: Event, force: Bool = false) {
-        mutex.lock()
-        if closed {
-            droppedAtShutdown &+= 1
-            mutex.unlock()
-            return
-        }
-        if count + reserved >= capacity && !force {
-            switch overflow {
-            case .dropNewest, .block:
-                droppedFull &+= 1
-                mutex.unlock()
-                return
-            case .dropOldest:
-                if count == 0 {
-                    droppedFull &+= 1
-                    mutex.unlock()
-                    return
-                }
-                head += 1
-                droppedFull &+= 1
-                if head >= capacity {
-                    // Amortised: one O(capacity) compaction per `capacity` drops.
-                    pending.removeFirst(head)
-                    head = 0
+        let wake = state.withLock { s -> Bool in
+            if s.closed {
+                s.droppedAtShutdown &+= 1
+                return false
+            }
+            if s.count + s.reserved >= capacity && !force {
+                switch overflow {
+                case .dropNewest, .block:
+                    s.droppedFull &+= 1
+                    return false
+                case .dropOldest:
+                    s.droppedFull &+= 1
+                    if s.count == 0 { return false }
+                    s.head += 1
+                    if s.head >= capacity {
+                        // Amortised: one O(capacity) compaction per `capacity` drops.
+                        s.pending.removeFirst(s.head)
+                        s.head = 0
+                    }
                 }
             }
+            return s.append(event)
         }
-        appendLocked(event)
+        if wake { notEmpty.signal() }
     }
 
     /// Waits until the queue has room for one more event and promises it to
     /// the caller. False when the queue closed or the shutdown deadline passed.
     func reserve() -> Bool {
-        mutex.lock()
-        defer { mutex.unlock() }
-        producersWaiting += 1
-        defer { producersWaiting -= 1 }
-        while count + reserved >= capacity {
-            if closed || monotonicNanoseconds() >= giveUpAt { return false }
-            notFull.wait(mutex, until: monotonicNanoseconds().addingSaturating(100_000_000))
+        state.withLockedPointer { s in
+            s.pointee.producersWaiting += 1
+            defer { s.pointee.producersWaiting -= 1 }
+            while s.pointee.count + s.pointee.reserved >= capacity {
+                if s.pointee.closed || monotonicNanoseconds() >= s.pointee.giveUpAt { return false }
+                notFull.wait(state, until: monotonicNanoseconds().addingSaturating(100_000_000))
+            }
+            if s.pointee.closed { return false }
+            s.pointee.reserved += 1
+            return true
         }
-        if closed { return false }
-        reserved += 1
-        return true
     }
 
     /// Adds an event for which `reserve` promised room.
     func pushReserved(_ event: Event) {
-        mutex.lock()
-        reserved -= 1
-        if closed {
-            droppedAtShutdown &+= 1
-            mutex.unlock()
-            return
+        let wake = state.withLock { s -> Bool in
+            s.reserved -= 1
+            if s.closed {
+                s.droppedAtShutdown &+= 1
+                return false
+            }
+            return s.append(event)
         }
-        appendLocked(event)
+        if wake { notEmpty.signal() }
     }
 
     /// Counts an event a producer gave up waiting to queue at shutdown.
     func countLostAtShutdown() {
-        mutex.lock()
-        droppedAtShutdown &+= 1
-        mutex.unlock()
+        state.withLock { $0.droppedAtShutdown &+= 1 }
     }
 
     func giveUpWaiting(at deadline: Int64) {
-        mutex.lock()
-        giveUpAt = deadline
-        mutex.unlock()
+        state.withLock { $0.giveUpAt = deadline }
         notFull.broadcast()
-    }
-
-    /// Appends and wakes the consumer; releases the mutex.
-    @inline(__always)
-    private func appendLocked(_ event: Event) {
-        pending.append(event)
-        accepted &+= 1
-        let depth = count
-        if depth > highWater { highWater = depth }
-        // Wake a consumer waiting on an empty queue at once; one lingering for
-        // a batch only when the batch is there.
-        let wake = consumerWaiting && (!consumerLingering || depth >= Self.batchThreshold)
-        if wake { consumerWaiting = false }
-        mutex.unlock()
-        if wake { notEmpty.signal() }
     }
 
     /// Moves every queued event into `batch` (which must be empty; its
@@ -217,43 +216,44 @@ final class SinkQueue: @unchecked Sendable {
     /// for the first. Returns false once the queue is closed and empty.
     func pop(into batch: inout [Event], timeout: Int64) -> Bool {
         precondition(batch.isEmpty)
-        mutex.lock()
-        if count == 0 && !closed {
-            let deadline = monotonicNanoseconds().addingSaturating(timeout)
-            consumerWaiting = true
-            while count == 0 && !closed && !wakeRequested {
-                if !notEmpty.wait(mutex, until: deadline) { break }
+        let (more, n, skip, wakeProducers) = state.withLockedPointer { s -> (Bool, Int, Int, Bool) in
+            if s.pointee.count == 0 && !s.pointee.closed {
+                let deadline = monotonicNanoseconds().addingSaturating(timeout)
+                s.pointee.consumerWaiting = true
+                while s.pointee.count == 0 && !s.pointee.closed && !s.pointee.wakeRequested {
+                    if !notEmpty.wait(state, until: deadline) { break }
+                }
+                s.pointee.consumerWaiting = false
             }
-            consumerWaiting = false
-        }
-        if fastArrivals && count > 0 && count < Self.batchThreshold && !closed && producersWaiting == 0 {
-            // A few events: give the producers a moment to make it a batch.
-            let deadline = monotonicNanoseconds().addingSaturating(Self.lingerNanoseconds)
-            consumerWaiting = true
-            consumerLingering = true
-            while count < Self.batchThreshold && !closed {
-                if !notEmpty.wait(mutex, until: deadline) { break }
+            if s.pointee.fastArrivals && s.pointee.count > 0 && s.pointee.count < Self.batchThreshold
+                && !s.pointee.closed && s.pointee.producersWaiting == 0 {
+                // A few events: give the producers a moment to make it a batch.
+                let deadline = monotonicNanoseconds().addingSaturating(Self.lingerNanoseconds)
+                s.pointee.consumerWaiting = true
+                s.pointee.consumerLingering = true
+                while s.pointee.count < Self.batchThreshold && !s.pointee.closed {
+                    if !notEmpty.wait(state, until: deadline) { break }
+                }
+                s.pointee.consumerLingering = false
+                s.pointee.consumerWaiting = false
             }
-            consumerLingering = false
-            consumerWaiting = false
+            let n = s.pointee.count
+            let skip = s.pointee.head
+            if n > 0 || skip > 0 {
+                swap(&batch, &s.pointee.pending)
+                s.pointee.head = 0
+            }
+            // Re-estimate the arrival rate every 10 ms of popping.
+            s.pointee.windowEvents += n
+            let now = monotonicNanoseconds()
+            if now - s.pointee.windowStart >= 10_000_000 {
+                s.pointee.fastArrivals = s.pointee.windowEvents * 1_000_000_000 / Int(now - s.pointee.windowStart) >= Self.lingerAboveRate
+                s.pointee.windowEvents = 0
+                s.pointee.windowStart = now
+            }
+            let more = !(s.pointee.closed && s.pointee.count == 0)
+            return (more, n, skip, s.pointee.producersWaiting > 0 && n > 0)
         }
-        let n = count
-        let skip = head
-        if n > 0 || skip > 0 {
-            swap(&batch, &pending)
-            head = 0
-        }
-        // Re-estimate the arrival rate every 10 ms of popping.
-        windowEvents += n
-        let now = monotonicNanoseconds()
-        if now - windowStart >= 10_000_000 {
-            fastArrivals = windowEvents * 1_000_000_000 / Int(now - windowStart) >= Self.lingerAboveRate
-            windowEvents = 0
-            windowStart = now
-        }
-        let more = !(closed && count == 0)
-        let wakeProducers = producersWaiting > 0 && n > 0
-        mutex.unlock()
         if skip > 0 { batch.removeFirst(skip) }
         if wakeProducers { notFull.broadcast() }
         return more || n > 0
@@ -261,33 +261,26 @@ final class SinkQueue: @unchecked Sendable {
 
     /// Wakes the consumer without an event (a sink has other work to do).
     func wake() {
-        mutex.lock()
-        wakeRequested = true
-        mutex.unlock()
+        state.withLock { $0.wakeRequested = true }
         notEmpty.signal()
     }
 
     /// Whether `wake` was called since the last time this was asked.
     func takeWakeRequest() -> Bool {
-        mutex.lock()
-        defer { mutex.unlock() }
-        let requested = wakeRequested
-        wakeRequested = false
-        return requested
+        state.withLock { s in
+            defer { s.wakeRequested = false }
+            return s.wakeRequested
+        }
     }
 
     /// Whether more than `count` events were dropped for a full queue (cheap to ask).
     func hasDrops(since count: UInt64) -> Bool {
-        mutex.lock()
-        defer { mutex.unlock() }
-        return droppedFull > count
+        state.withLock { $0.droppedFull > count }
     }
 
     /// Stops accepting events; the consumer drains what is queued.
     func close() {
-        mutex.lock()
-        closed = true
-        mutex.unlock()
+        state.withLock { $0.closed = true }
         notEmpty.broadcast()
         notFull.broadcast()
     }
@@ -295,21 +288,18 @@ final class SinkQueue: @unchecked Sendable {
     /// Discards everything still queued (a sink that gave up at shutdown);
     /// returns how many.
     func discardAll() -> Int {
-        mutex.lock()
-        let n = count
-        pending.removeAll()
-        head = 0
-        droppedAtShutdown &+= UInt64(n)
-        mutex.unlock()
+        let n = state.withLock { s -> Int in
+            let n = s.count
+            s.pending.removeAll()
+            s.head = 0
+            s.droppedAtShutdown &+= UInt64(n)
+            return n
+        }
         notFull.broadcast()
         return n
     }
 
-    var depth: Int {
-        mutex.lock()
-        defer { mutex.unlock() }
-        return count
-    }
+    var depth: Int { state.withLock { $0.count } }
 
     struct Counters {
         var accepted: UInt64
@@ -321,8 +311,8 @@ final class SinkQueue: @unchecked Sendable {
     }
 
     var counters: Counters {
-        mutex.lock()
-        defer { mutex.unlock() }
-        return Counters(accepted: accepted, queueFull: droppedFull, shutdown: droppedAtShutdown, depth: count, highWater: highWater)
+        state.withLock { s in
+            Counters(accepted: s.accepted, queueFull: s.droppedFull, shutdown: s.droppedAtShutdown, depth: s.count, highWater: s.highWater)
+        }
     }
 }

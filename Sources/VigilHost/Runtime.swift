@@ -96,7 +96,8 @@ public final class VigilRuntime: @unchecked Sendable {
     public static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
-        return String(cString: buffer)
+        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Runs until SIGINT/SIGTERM or `runFor`: starts sinks, then monitors; on
