@@ -5,21 +5,24 @@ import Glibc
 /// moves and it is never copied, whatever holds the `Lock`. A `Lock` is a
 /// reference: copies lock the same mutex.
 ///
+/// Public and `@inlinable`, like `LockedState`: `package` bodies are not
+/// inlined across modules, and the event path locks per event.
+///
 /// Use `withLock` where the critical section is a closure; `lock()`/`unlock()`
 /// only where a section must end on another path (the event bus's publish).
-package struct Lock: @unchecked Sendable {
-    private let storage: LockStorage<Void>
+public struct Lock: @unchecked Sendable {
+    @usableFromInline let storage: LockStorage<Void>
 
-    package init() { storage = LockStorage.make(()) }
+    public init() { storage = LockStorage.make(()) }
 
-    @inline(__always)
-    package func lock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) } }
+    @inlinable
+    public func lock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) } }
 
-    @inline(__always)
-    package func unlock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) } }
+    @inlinable
+    public func unlock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) } }
 
-    @inline(__always)
-    package func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    @inlinable
+    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock()
         defer { unlock() }
         return try body()
@@ -36,14 +39,14 @@ package struct Lock: @unchecked Sendable {
 /// run-time exclusivity checks (the lock is the proof), and the mutex never
 /// moves. Hot shared state (a sink's queue) lives in one of these rather than
 /// in a class's stored properties.
-package struct LockedState<State>: @unchecked Sendable {
+public struct LockedState<State>: @unchecked Sendable {
     @usableFromInline let storage: LockStorage<State>
 
-    package init(_ initial: State) { storage = LockStorage.make(initial) }
+    public init(_ initial: State) { storage = LockStorage.make(initial) }
 
     /// Runs `body` with the lock held and the state to change.
     @inlinable
-    package func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
+    public func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
         try storage.withUnsafeMutablePointers { state, mutex in
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
@@ -56,7 +59,7 @@ package struct LockedState<State>: @unchecked Sendable {
     /// the state while it waits (through the pointer each read is fresh;
     /// an `inout` would let the compiler assume nobody else writes it).
     @inlinable
-    package func withLockedPointer<R>(_ body: (UnsafeMutablePointer<State>) throws -> R) rethrows -> R {
+    public func withLockedPointer<R>(_ body: (UnsafeMutablePointer<State>) throws -> R) rethrows -> R {
         try storage.withUnsafeMutablePointers { state, mutex in
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
@@ -92,18 +95,18 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
 /// A condition variable on the monotonic clock, used with a `Lock` (a
 /// queue's "not empty" and "not full" share one lock): waits with a deadline
 /// are neither stretched nor cut short when the wall clock is set.
-package struct ConditionVariable: @unchecked Sendable {
-    private let storage: ConditionStorage
+public struct ConditionVariable: @unchecked Sendable {
+    @usableFromInline let storage: ConditionStorage
 
-    package init() { storage = ConditionStorage.make() }
+    public init() { storage = ConditionStorage.make() }
 
     /// Wakes every waiter. With or without the lock held.
-    @inline(__always)
-    package func broadcast() { storage.withUnsafeMutablePointerToElements { _ = pthread_cond_broadcast($0) } }
+    @inlinable
+    public func broadcast() { storage.withUnsafeMutablePointerToElements { _ = pthread_cond_broadcast($0) } }
 
     /// Wakes one waiter. With or without the lock held.
-    @inline(__always)
-    package func signal() { storage.withUnsafeMutablePointerToElements { _ = pthread_cond_signal($0) } }
+    @inlinable
+    public func signal() { storage.withUnsafeMutablePointerToElements { _ = pthread_cond_signal($0) } }
 
     /// Waits, with `lock` held, until woken.
     package func wait(_ lock: Lock) {
@@ -152,7 +155,8 @@ package struct ConditionLock: @unchecked Sendable {
     package func wait(until deadline: Int64) -> Bool { condition.wait(mutex, until: deadline) }
 }
 
-private final class ConditionStorage: ManagedBuffer<Void, pthread_cond_t> {
+@usableFromInline
+final class ConditionStorage: ManagedBuffer<Void, pthread_cond_t> {
     static func make() -> ConditionStorage {
         let storage = unsafeDowncast(create(minimumCapacity: 1) { _ in () }, to: ConditionStorage.self)
         storage.withUnsafeMutablePointerToElements { cond in
