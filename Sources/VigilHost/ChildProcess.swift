@@ -7,13 +7,9 @@ import Glibc
 /// arguments what to do, with a pipe for its stream of lines as descriptor 3,
 /// its stdout joined to our stderr (so a plugin's printf cannot garble the
 /// stream), stdin from /dev/null, default signal dispositions, and no Swift
-/// backtracer (a crash must end the child at once, with its signal). The one
-/// spawner of such children.
+/// backtracer (a crash must end the child at once, with its signal). Started
+/// through `Spawn`, like every child.
 final class ChildProcess: @unchecked Sendable {
-    struct SpawnError: Error, CustomStringConvertible {
-        var description: String
-    }
-
     /// The child's descriptor for its stream of lines to the parent.
     static let childFD: Int32 = 3
 
@@ -27,59 +23,23 @@ final class ChildProcess: @unchecked Sendable {
         self.reader = reader
     }
 
-    static func spawn(arguments: [String]) throws -> ChildProcess {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw SpawnError(description: "pipe: \(String(cString: strerror(errno)))") }
-        // Both ends close-on-exec (the child gets the write end as descriptor 3
-        // through dup2, which clears the flag), and clear of 0…3, which the file
-        // actions rewire.
-        let readEnd = fcntl(fds[0], F_DUPFD_CLOEXEC, 10)
-        let writeEnd = fcntl(fds[1], F_DUPFD_CLOEXEC, 10)
-        close(fds[0])
-        close(fds[1])
-        guard readEnd >= 0, writeEnd >= 0 else {
-            let why = String(cString: strerror(errno))
-            if readEnd >= 0 { close(readEnd) }
-            if writeEnd >= 0 { close(writeEnd) }
-            throw SpawnError(description: "fcntl: \(why)")
-        }
-        defer { close(writeEnd) }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, 2, 1)
-        posix_spawn_file_actions_adddup2(&actions, writeEnd, ChildProcess.childFD)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        sigdelset(&defaults, SIGKILL)
-        sigdelset(&defaults, SIGSTOP)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
+    static func spawn(arguments: [String]) throws(SpawnError) -> ChildProcess {
+        let program = "/proc/self/exe"
+        let stream = try Spawn.pipe(for: program)
+        defer { close(stream.write) }
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([CommandLine.arguments.first ?? "vigil"] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for p in argv { free(p) }
-            for p in envp { free(p) }
+        let spawn = Spawn(program: program, arguments: [CommandLine.arguments.first ?? "vigil"] + arguments,
+                          environment: environment,
+                          descriptors: [0: .null, 1: .parent(2), 2: .parent(2), childFD: .parent(stream.write)])
+        let pid: pid_t
+        do {
+            pid = try spawn.start()
+        } catch {
+            close(stream.read)
+            throw error
         }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, envp)
-        guard rc == 0 else {
-            close(readEnd)
-            throw SpawnError(description: "posix_spawn /proc/self/exe: \(String(cString: strerror(rc)))")
-        }
-        let reader = LineReader(fd: readEnd)
+        let reader = LineReader(fd: stream.read)
         reader.start()
         return ChildProcess(pid: pid, reader: reader)
     }
