@@ -5,7 +5,7 @@ import Synchronization
 
 /// Runs rules' exec actions: one child process per run, never through a shell.
 ///
-/// A run is started with `posix_spawnp` on the caller's thread (which is a
+/// A run is started (`posix_spawnp`) on the caller's thread (which is a
 /// plugin's emitting thread, so `run` does nothing that waits on the child)
 /// and then belongs to one supervising thread of its own, which
 ///
@@ -20,11 +20,11 @@ import Synchronization
 ///   and SIGKILL 2 s later;
 /// - reaps the child, counts the outcome and logs it.
 ///
-/// The child is started in a process group of its own (so a timeout or
-/// `shutdown` also ends what it started), with an empty signal mask and the
-/// default disposition of SIGPIPE, SIGTERM, SIGINT and SIGHUP, whatever the
-/// host ignores or blocks. Its stdin, stdout and stderr are pipes; it inherits
-/// no other descriptor of the runner's (they are all close-on-exec).
+/// The child is started through `Spawn` in a process group of its own (so a
+/// timeout or `shutdown` also ends what it started), with an empty signal
+/// mask and every signal at its default disposition, whatever the host
+/// ignores or blocks. Its stdin, stdout and stderr are pipes; it inherits no
+/// other descriptor of the runner's (they are all close-on-exec).
 ///
 /// SIGPIPE: the host ignores it (`Runtime.run`), but the runner does not rely
 /// on that; its supervising threads block SIGPIPE, so a child that exits
@@ -157,7 +157,7 @@ public final class ActionRunner: Sendable {
         do {
             child = try Child.spawn(argv: action.argv, environment: environment)
         } catch {
-            let message = program.isEmpty ? "the action has no program" : "could not start \(program): \(error.reason)"
+            let message = program.isEmpty ? "the action has no program" : "could not start \(error)"
             state.withLock { state in
                 state.spawning -= 1
                 state.keys[key]?.running = nil
@@ -364,75 +364,32 @@ private struct Child: Sendable {
     var stdout: Int32
     var stderr: Int32
 
-    struct SpawnError: Error {
-        var reason: String
-    }
-
+    /// Starts `argv` with the host's environment, `environment` added to it
+    /// (and overriding it): through `Spawn`, `argv[0]` looked up in PATH, in
+    /// a process group of its own.
     static func spawn(argv: [String], environment: [String: String]) throws(SpawnError) -> Child {
-        guard let program = argv.first, !program.isEmpty else { throw SpawnError(reason: "empty argv") }
-        var pipes: [[Int32]] = []
-        defer { for fd in pipes.joined() where fd >= 0 { close(fd) } }
+        let program = argv.first ?? ""
+        guard !program.isEmpty else { throw SpawnError(program: program, step: .spawn, code: ENOENT) }
+        var opened: [Int32] = []
+        defer { for fd in opened { close(fd) } }
+        var pipes: [(read: Int32, write: Int32)] = []
         for _ in 0..<3 {
-            var ends: [Int32] = [-1, -1]
-            guard pipeCloseOnExec(&ends) == 0 else { throw SpawnError(reason: "pipe: \(String(cString: strerror(errno)))") }
+            let ends = try Spawn.pipe(for: program)
+            opened += [ends.read, ends.write]
             pipes.append(ends)
         }
-        // Runner's ends: stdin's write end, the outputs' read ends.
-        let mine = [pipes[0][1], pipes[1][0], pipes[2][0]]
+        // The runner's ends: stdin's write end, the outputs' read ends.
+        let mine = [pipes[0].write, pipes[1].read, pipes[2].read]
         for fd in mine { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on the copies; the originals close at exec.
-        posix_spawn_file_actions_adddup2(&actions, pipes[0][0], 0)
-        posix_spawn_file_actions_adddup2(&actions, pipes[1][1], 1)
-        posix_spawn_file_actions_adddup2(&actions, pipes[2][1], 2)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var env = ProcessInfo.processInfo.environment
-        env.merge(environment) { _, new in new }
-        let cArgv = argv.map { strdup($0) } + [nil]
-        let cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in cArgv + cEnv { free(p) } }
-
-        var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, program, &actions, &attributes, cArgv, cEnv)
-        guard rc == 0 else { throw SpawnError(reason: String(cString: strerror(rc))) }
-        let child = Child(pid: pid, stdin: mine[0], stdout: mine[1], stderr: mine[2])
+        let spawn = Spawn(program: program, searchPath: true, arguments: argv,
+                          environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+                          descriptors: [0: .parent(pipes[0].read), 1: .parent(pipes[1].write), 2: .parent(pipes[2].write)],
+                          newProcessGroup: true)
+        let pid = try spawn.start()
         // Keep the runner's ends open; the deferred close takes the child's.
-        pipes = [[-1, pipes[0][0]], [pipes[1][1], -1], [pipes[2][1], -1]]
-        return child
+        opened = [pipes[0].read, pipes[1].write, pipes[2].write]
+        return Child(pid: pid, stdin: mine[0], stdout: mine[1], stderr: mine[2])
     }
-
-    /// pipe2(O_CLOEXEC), so a process another thread spawns meanwhile cannot
-    /// inherit these ends (Swift's Glibc module does not declare pipe2, which
-    /// needs _GNU_SOURCE; it is looked up once). Where it is missing, pipe(2)
-    /// then FD_CLOEXEC, with that small window.
-    static func pipeCloseOnExec(_ ends: inout [Int32]) -> Int32 {
-        if let pipe2 = pipe2Function { return pipe2(&ends, O_CLOEXEC) }
-        guard pipe(&ends) == 0 else { return -1 }
-        for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        return 0
-    }
-
-    private typealias Pipe2Function = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
-    private static let pipe2Function: Pipe2Function? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2") else { return nil }  // RTLD_DEFAULT
-        return unsafeBitCast(symbol, to: Pipe2Function.self)
-    }()
 
     /// Blocks SIGPIPE on the calling thread, so a write to a pipe whose
     /// reader is gone fails with EPIPE instead of raising the signal.
