@@ -105,6 +105,94 @@ final class ChildProcess: @unchecked Sendable {
     }
 }
 
+extension ChildProcess {
+    /// What a line of the child's stream meant, to `follow`.
+    enum LineMeaning {
+        /// Nothing `follow` needs to know.
+        case other
+        /// A call into the plugin began and must return by this monotonic time.
+        case callBegan(deadline: Int64)
+        /// The call in flight returned.
+        case callEnded
+        /// The child is done and about to leave.
+        case done
+    }
+
+    /// How `follow` ended.
+    enum Ending {
+        /// The child said it was done.
+        case done
+        /// The stream closed before that.
+        case closed
+        /// The child exited before either (what it left in the pipe was read).
+        case exited
+        /// A call passed its deadline; the child was killed.
+        case timedOut
+        /// The child said nothing for `idleTimeout` outside any call; it was killed.
+        case stalled
+    }
+
+    /// Follows the child's stream to its end, handing each line to `onLine`:
+    /// kills the child when a call passes its deadline, or when it is silent
+    /// for `idleTimeout` ns outside any call; once it has exited, reads what
+    /// it left in the pipe (or a process it started holds open) for up to a
+    /// second. Then reaps it: a child that said it was done is given 2 s to
+    /// leave, a killed one nothing, and any other `closeGrace` ns.
+    func follow(idleTimeout: Int64, closeGrace: Int64, onLine: (Substring) -> LineMeaning) -> Ending {
+        var deadline: Int64?
+        var done = false
+        func handle(_ lines: [Substring]) {
+            for line in lines {
+                switch onLine(line) {
+                case .other: break
+                case .callBegan(let by): deadline = by
+                case .callEnded: deadline = nil
+                case .done: done = true
+                }
+            }
+        }
+        var lastLine = monotonicNanoseconds()
+        var ending: Ending
+        while true {
+            let (lines, closed) = reader.take()
+            if !lines.isEmpty { lastLine = monotonicNanoseconds() }
+            handle(lines)
+            if done || closed {
+                ending = done ? .done : .closed
+                break
+            }
+            let now = monotonicNanoseconds()
+            if let deadline, now > deadline {
+                kill()
+                ending = .timedOut
+                break
+            }
+            if deadline == nil && now - lastLine > idleTimeout {
+                kill()
+                ending = .stalled
+                break
+            }
+            if poll() {
+                let until = monotonicNanoseconds() + 1_000_000_000
+                while monotonicNanoseconds() < until {
+                    let (more, closed) = reader.take()
+                    handle(more)
+                    if closed || done { break }
+                    _ = reader.arrived.wait(timeout: .now() + .milliseconds(20))
+                }
+                ending = done ? .done : .exited
+                break
+            }
+            let remaining = deadline.map { $0 - now } ?? (lastLine + idleTimeout - now)
+            let wait = max(1_000_000, min(remaining, 50_000_000))
+            _ = reader.arrived.wait(timeout: .now() + .nanoseconds(Int(wait)))
+        }
+        let killed = ending == .timedOut || ending == .stalled
+        reap(grace: done ? 2_000_000_000 : killed ? 0 : closeGrace)
+        return ending
+    }
+}
+
 /// Reads the child's pipe on a thread of its own and hands over whole lines.
 final class LineReader: @unchecked Sendable {
     private let fd: Int32
