@@ -12,9 +12,10 @@ import Glibc
 ///   be one the map also sets (`[1: .parent(2), 2: .parent(2)]`): sources the
 ///   map would overwrite are first copied above every number in play.
 /// - Nothing else is passed on, because every descriptor Vigil opens is
-///   close-on-exec (`O_CLOEXEC`, `SOCK_CLOEXEC`, `pipe2`, `Spawn.pipe`); the
-///   spawner does not close the others itself. A descriptor opened without it
-///   leaks into every child started while it is open. 0, 1 and 2 are not
+///   close-on-exec (`O_CLOEXEC`, `SOCK_CLOEXEC`, `Spawn.pipe`,
+///   `Sockets.accept`); the spawner does not close the others itself. A
+///   descriptor opened without it leaks into every child started while it is
+///   open (a plugin's own, too: plugins run in the host). 0, 1 and 2 are not
 ///   close-on-exec: one the map leaves out is the parent's own.
 /// - Every signal starts at its default disposition, with none blocked,
 ///   whatever the parent ignores or blocks (the host ignores SIGPIPE; a
@@ -42,7 +43,7 @@ struct Spawn: Sendable {
     var newProcessGroup: Bool
 
     init(program: String, searchPath: Bool = false, arguments: [String], environment: [String: String],
-                descriptors: [Int32: Source], newProcessGroup: Bool = false) {
+         descriptors: [Int32: Source], newProcessGroup: Bool = false) {
         self.program = program
         self.searchPath = searchPath
         self.arguments = arguments
@@ -87,13 +88,14 @@ struct Spawn: Sendable {
     }
 
     /// The map as file actions. A parent descriptor that the map also sets
-    /// is copied out of the way first (dup2 onto a number above all in play:
-    /// in the child, whatever had that number was close-on-exec anyway), and
-    /// that copy closed last. dup2 clears close-on-exec on what it makes.
+    /// is first copied out of the way, onto a number above all in play (what
+    /// the child had there was not meant for it anyway), and that copy is
+    /// closed last. dup2 clears close-on-exec on what it makes.
     private func addFileActions(_ actions: inout posix_spawn_file_actions_t) throws(SpawnError) {
         let targets = Set(descriptors.keys)
+        let inPlay = Array(targets) + descriptors.values.compactMap(\.descriptor)
+        var spare = (inPlay.max() ?? 2) + 1
         var sources: [Int32: Int32] = [:]
-        var spare = (descriptors.keys.map { $0 } + descriptors.values.compactMap(\.descriptor)).max().map { $0 + 1 } ?? 3
         for case .parent(let fd) in Set(descriptors.values) where targets.contains(fd) {
             try check(posix_spawn_file_actions_adddup2(&actions, fd, spare))
             sources[fd] = spare
