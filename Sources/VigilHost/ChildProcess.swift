@@ -8,7 +8,8 @@ import Glibc
 /// its stdout joined to our stderr (so a plugin's printf cannot garble the
 /// stream), stdin from /dev/null, default signal dispositions, and no Swift
 /// backtracer (a crash must end the child at once, with its signal). Started
-/// through `Spawn`, like every child.
+/// through `Spawn`, like every child; `follow` is the parent's side of its
+/// stream.
 final class ChildProcess: @unchecked Sendable {
     /// The child's descriptor for its stream of lines to the parent.
     static let childFD: Int32 = 3

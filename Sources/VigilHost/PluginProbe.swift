@@ -172,6 +172,7 @@ struct ProbeSession {
     }
 
     mutating func follow(_ child: ChildProcess, into report: inout ProbeReport) {
+        // A child whose stream closed before `done` is killed at once.
         let ending = child.follow(idleTimeout: Self.idleTimeout, closeGrace: 0) { line in handle(line, into: &report) }
 
         // How it ended, when it did not end well.
