@@ -266,27 +266,6 @@ extension FieldValue {
     }
 }
 
-/// A plugin string shown in a message or a report line: control characters
-/// escaped, so that a hostile name cannot break the line or forge another.
-package func shownText(_ s: String) -> String {
-    guard s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) }) else {
-        return s
-    }
-    var out = ""
-    for c in s.unicodeScalars {
-        switch c.value {
-        case 0x0A: out += "\\n"
-        case 0x09: out += "\\t"
-        case 0x0D: out += "\\r"
-        case 0..<0x20, 0x7F, 0x80..<0xA0:
-            let hex = String(c.value, radix: 16, uppercase: true)
-            out += "\\u{" + (hex.count < 2 ? "0" + hex : hex) + "}"
-        default: out.unicodeScalars.append(c)
-        }
-    }
-    return out
-}
-
 /// Refused emits of one instance, by reason, with the first message of each
 /// reason kept for the log. Refusals are the unusual path: a lock is fine.
 package final class RefusalCounters: @unchecked Sendable {

@@ -5,30 +5,13 @@ import Synchronization
 
 /// Runs rules' exec actions: one child process per run, never through a shell.
 ///
-/// A run is started with `posix_spawnp` on the caller's thread (which is a
+/// A run is started (`ActionChild.spawn`) on the caller's thread (which is a
 /// plugin's emitting thread, so `run` does nothing that waits on the child)
-/// and then belongs to one supervising thread of its own, which
-///
-/// - writes the event to the child's stdin (non-blocking, so a child that never
-///   reads delays nothing but its own run), then closes it;
-/// - keeps the first `captureLimit` bytes of the child's stdout and stderr
-///   and discards the rest, so a chatty child never stalls on a full pipe;
-/// - waits for the child through a pidfd (`pidfd_open`, Linux 5.3), or where
-///   there is none by checking `waitid(WNOHANG)` every 10 ms, and never with
-///   `waitpid(-1)` or a SIGCHLD handler: the host has other children;
-/// - past the action's timeout sends SIGTERM to the child's process group,
-///   and SIGKILL 2 s later;
-/// - reaps the child, counts the outcome and logs it.
-///
-/// The child is started in a process group of its own (so a timeout or
-/// `shutdown` also ends what it started), with an empty signal mask and the
-/// default disposition of SIGPIPE, SIGTERM, SIGINT and SIGHUP, whatever the
-/// host ignores or blocks. Its stdin, stdout and stderr are pipes; it inherits
-/// no other descriptor of the runner's (they are all close-on-exec).
-///
-/// SIGPIPE: the host ignores it (`Runtime.run`), but the runner does not rely
-/// on that; its supervising threads block SIGPIPE, so a child that exits
-/// without reading its stdin costs an EPIPE, never the host.
+/// and then belongs to one supervising thread of its own, which feeds the
+/// child its stdin, keeps the first `captureLimit` bytes of its stdout and
+/// stderr, ends its process group past the action's timeout (SIGTERM, then
+/// SIGKILL 2 s later) and reaps it (`ActionChild.supervise`), then counts
+/// the outcome and logs it.
 ///
 /// Counting: `failed` counts every run that did not end with exit status 0,
 /// including programs that could not be started and runs that timed out;
@@ -153,11 +136,11 @@ public final class ActionRunner: Sendable {
             break
         }
 
-        let child: Child
+        let child: ActionChild
         do {
-            child = try Child.spawn(argv: action.argv, environment: environment)
+            child = try ActionChild.spawn(argv: action.argv, environment: environment)
         } catch {
-            let message = program.isEmpty ? "the action has no program" : "could not start \(program): \(error.reason)"
+            let message = program.isEmpty ? "the action has no program" : "could not start \(error)"
             state.withLock { state in
                 state.spawning -= 1
                 state.keys[key]?.running = nil
@@ -208,63 +191,18 @@ public final class ActionRunner: Sendable {
 
     // MARK: supervision
 
-    private func supervise(_ child: Child, key: String, action: Action, stdin: [UInt8]) {
-        Child.blockSIGPIPE()
-        var input = stdin[...]
-        var stdinFD = child.stdin
-        if input.isEmpty { close(stdinFD); stdinFD = -1 }
-        var outputs = [Capture(fd: child.stdout), Capture(fd: child.stderr)]
-        let pidfd = Child.pidfdOpen(child.pid)
-        defer { if pidfd >= 0 { close(pidfd) } }
-
+    /// On the run's own thread: the child to its end (`ActionChild.supervise`),
+    /// then the count and the log line.
+    private func supervise(_ child: ActionChild, key: String, action: Action, stdin: [UInt8]) {
         let started = monotonicNanoseconds()
-        let (deadline, overflow) = started.addingReportingOverflow(action.timeout)
-        var termAt = action.timeout > 0 && !overflow ? deadline : Int64.max
-        var killAt = Int64.max
-        var timedOut = false
-
-        while true {
-            var fds: [pollfd] = []
-            if pidfd >= 0 { fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)) }
-            if stdinFD >= 0 { fds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
-            for output in outputs where output.fd >= 0 { fds.append(pollfd(fd: output.fd, events: Int16(POLLIN), revents: 0)) }
-            var wait = min(termAt, killAt) == .max ? Int64.max : min(termAt, killAt) - monotonicNanoseconds()
-            if pidfd < 0 { wait = min(wait, 10_000_000) }
-            let ms: Int32 = wait == .max ? -1 : Int32(clamping: max(0, wait / 1_000_000 + 1))
-            let ready = poll(&fds, nfds_t(fds.count), ms)
-            if ready < 0 && errno != EINTR { usleep(10_000) }
-
-            if stdinFD >= 0, Self.writeSome(stdinFD, &input) {
-                close(stdinFD)
-                stdinFD = -1
-            }
-            for i in outputs.indices { outputs[i].readAvailable() }
-            if Self.hasExited(child.pid) { break }
-
-            let after = monotonicNanoseconds()
-            if after >= termAt {
-                timedOut = true
-                termAt = .max
-                killAt = after + Self.killGrace
-                kill(-child.pid, SIGTERM)
-            } else if after >= killAt {
-                killAt = .max
-                kill(-child.pid, SIGKILL)
-            }
+        // The child is a zombie when `exited` runs: `shutdown` may still
+        // signal its group until it is reaped.
+        let ending = child.supervise(input: stdin, timeout: action.timeout, killGrace: Self.killGrace) {
+            state.withLock { $0.children[child.pid] = true }
         }
-
-        // The child is a zombie: its pid (and so its process group's id) is
-        // not reused before it is reaped, so signalling it stays safe until then.
-        state.withLock { $0.children[child.pid] = true }
-        if timedOut { kill(-child.pid, SIGKILL) }
-        if stdinFD >= 0 { close(stdinFD) }
-        for i in outputs.indices { outputs[i].finish() }
-        var raw: Int32 = 0
-        var reaped: pid_t
-        repeat { reaped = waitpid(child.pid, &raw, 0) } while reaped < 0 && errno == EINTR
-        // Only if the host set SIGCHLD to SIG_IGN (then the kernel reaps, and the status is lost).
-        let status = reaped == child.pid ? Self.describe(raw) : "unknown (reaped by the kernel)"
-        let succeeded = !timedOut && reaped == child.pid && raw == 0
+        let timedOut = ending.timedOut
+        let status = ending.status.map(Self.describe) ?? "unknown (reaped by the kernel)"
+        let succeeded = !timedOut && ending.status == 0
 
         state.withLock { state in
             state.children[child.pid] = nil
@@ -277,8 +215,8 @@ public final class ActionRunner: Sendable {
 
         var metadata: Logger.Metadata = ["rule": "\(key)", "program": "\(action.argv[0])", "status": "\(status)",
                                          "ms": "\((monotonicNanoseconds() - started) / 1_000_000)"]
-        if !outputs[0].text.isEmpty { metadata["stdout"] = "\(outputs[0].text)" }
-        if !outputs[1].text.isEmpty { metadata["stderr"] = "\(outputs[1].text)" }
+        if !ending.stdout.isEmpty { metadata["stdout"] = "\(ending.stdout)" }
+        if !ending.stderr.isEmpty { metadata["stderr"] = "\(ending.stderr)" }
         if succeeded {
             logger.debug("action succeeded", metadata: metadata)
         } else if timedOut {
@@ -289,29 +227,6 @@ public final class ActionRunner: Sendable {
         }
     }
 
-    /// Whether `pid` has exited, without reaping it.
-    private static func hasExited(_ pid: pid_t) -> Bool {
-        var info = siginfo_t()
-        let r = waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT)
-        // ECHILD would mean it was reaped elsewhere; nothing is left to wait for.
-        if r < 0 { return errno == ECHILD }
-        return info._sifields._sigchld.si_pid == pid
-    }
-
-    /// Writes what the pipe takes now. True when there is nothing left to
-    /// write or the child closed its end (EPIPE).
-    private static func writeSome(_ fd: Int32, _ input: inout ArraySlice<UInt8>) -> Bool {
-        while !input.isEmpty {
-            let n = input.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
-            if n > 0 { input = input.dropFirst(n); continue }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return false }
-            Child.consumePendingSIGPIPE()
-            return true
-        }
-        return true
-    }
-
     /// `exit 3`, `signal 9 (SIGKILL)`.
     static func describe(_ raw: Int32) -> String {
         let signal = raw & 0x7f
@@ -320,153 +235,4 @@ public final class ActionRunner: Sendable {
                                       SIGPIPE: "SIGPIPE", SIGSEGV: "SIGSEGV", SIGABRT: "SIGABRT"]
         return names[signal].map { "signal \(signal) (\($0))" } ?? "signal \(signal)"
     }
-}
-
-/// The first `ActionRunner.captureLimit` bytes of one of a child's outputs.
-private struct Capture {
-    var fd: Int32
-    var bytes: [UInt8] = []
-
-    var text: String { String(decoding: bytes, as: UTF8.self) }
-
-    /// Reads what is there without blocking; closes the pipe at end of file.
-    mutating func readAvailable() {
-        guard fd >= 0 else { return }
-        var buffer = [UInt8](repeating: 0, count: 16_384)
-        while true {
-            let n = read(fd, &buffer, buffer.count)
-            if n > 0 {
-                let room = ActionRunner.captureLimit - bytes.count
-                if room > 0 { bytes.append(contentsOf: buffer[0..<min(n, room)]) }
-                continue
-            }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
-            close(fd)
-            fd = -1
-            return
-        }
-    }
-
-    /// After the child exited: keeps what it left in the pipe and closes it,
-    /// even if something the child started still holds the other end.
-    mutating func finish() {
-        readAvailable()
-        if fd >= 0 { close(fd); fd = -1 }
-    }
-}
-
-/// A spawned child and the runner's ends of its pipes (all close-on-exec,
-/// stdin's non-blocking, so the supervisor never waits on one of them).
-private struct Child: Sendable {
-    var pid: pid_t
-    var stdin: Int32
-    var stdout: Int32
-    var stderr: Int32
-
-    struct SpawnError: Error {
-        var reason: String
-    }
-
-    static func spawn(argv: [String], environment: [String: String]) throws(SpawnError) -> Child {
-        guard let program = argv.first, !program.isEmpty else { throw SpawnError(reason: "empty argv") }
-        var pipes: [[Int32]] = []
-        defer { for fd in pipes.joined() where fd >= 0 { close(fd) } }
-        for _ in 0..<3 {
-            var ends: [Int32] = [-1, -1]
-            guard pipeCloseOnExec(&ends) == 0 else { throw SpawnError(reason: "pipe: \(String(cString: strerror(errno)))") }
-            pipes.append(ends)
-        }
-        // Runner's ends: stdin's write end, the outputs' read ends.
-        let mine = [pipes[0][1], pipes[1][0], pipes[2][0]]
-        for fd in mine { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on the copies; the originals close at exec.
-        posix_spawn_file_actions_adddup2(&actions, pipes[0][0], 0)
-        posix_spawn_file_actions_adddup2(&actions, pipes[1][1], 1)
-        posix_spawn_file_actions_adddup2(&actions, pipes[2][1], 2)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var env = ProcessInfo.processInfo.environment
-        env.merge(environment) { _, new in new }
-        let cArgv = argv.map { strdup($0) } + [nil]
-        let cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in cArgv + cEnv { free(p) } }
-
-        var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, program, &actions, &attributes, cArgv, cEnv)
-        guard rc == 0 else { throw SpawnError(reason: String(cString: strerror(rc))) }
-        let child = Child(pid: pid, stdin: mine[0], stdout: mine[1], stderr: mine[2])
-        // Keep the runner's ends open; the deferred close takes the child's.
-        pipes = [[-1, pipes[0][0]], [pipes[1][1], -1], [pipes[2][1], -1]]
-        return child
-    }
-
-    /// pipe2(O_CLOEXEC), so a process another thread spawns meanwhile cannot
-    /// inherit these ends (Swift's Glibc module does not declare pipe2, which
-    /// needs _GNU_SOURCE; it is looked up once). Where it is missing, pipe(2)
-    /// then FD_CLOEXEC, with that small window.
-    static func pipeCloseOnExec(_ ends: inout [Int32]) -> Int32 {
-        if let pipe2 = pipe2Function { return pipe2(&ends, O_CLOEXEC) }
-        guard pipe(&ends) == 0 else { return -1 }
-        for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        return 0
-    }
-
-    private typealias Pipe2Function = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
-    private static let pipe2Function: Pipe2Function? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2") else { return nil }  // RTLD_DEFAULT
-        return unsafeBitCast(symbol, to: Pipe2Function.self)
-    }()
-
-    /// Blocks SIGPIPE on the calling thread, so a write to a pipe whose
-    /// reader is gone fails with EPIPE instead of raising the signal.
-    static func blockSIGPIPE() {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-    }
-
-    /// Takes the SIGPIPE an EPIPE left pending on this thread (it is blocked
-    /// here), so it is never delivered later.
-    static func consumePendingSIGPIPE() {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGPIPE)
-        var zero = timespec(tv_sec: 0, tv_nsec: 0)
-        while sigtimedwait(&set, nil, &zero) < 0 && errno == EINTR {}
-    }
-
-    /// pidfd_open(2) through syscall(2) (Glibc before 2.36 has no wrapper and
-    /// Swift cannot call the variadic syscall()); -1 where the kernel has none.
-    static func pidfdOpen(_ pid: pid_t) -> Int32 {
-        guard let call = syscallFunction else { return -1 }
-        // SYS_pidfd_open on every architecture; a pidfd is always close-on-exec.
-        return Int32(truncatingIfNeeded: call(434, Int(pid), 0))
-    }
-
-    /// syscall(2) with three integer arguments, through a fixed prototype:
-    /// sound where integer arguments travel in the same registers either way
-    /// (the x86-64 and AArch64 Linux ABIs).
-    private typealias SyscallFunction = @convention(c) (Int, Int, Int) -> Int
-    private static let syscallFunction: SyscallFunction? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syscall") else { return nil }  // RTLD_DEFAULT
-        return unsafeBitCast(symbol, to: SyscallFunction.self)
-    }()
 }

@@ -7,13 +7,10 @@ import Glibc
 /// arguments what to do, with a pipe for its stream of lines as descriptor 3,
 /// its stdout joined to our stderr (so a plugin's printf cannot garble the
 /// stream), stdin from /dev/null, default signal dispositions, and no Swift
-/// backtracer (a crash must end the child at once, with its signal). The one
-/// spawner of such children.
+/// backtracer (a crash must end the child at once, with its signal). Started
+/// through `Spawn`, like every child; `follow` is the parent's side of its
+/// stream.
 final class ChildProcess: @unchecked Sendable {
-    struct SpawnError: Error, CustomStringConvertible {
-        var description: String
-    }
-
     /// The child's descriptor for its stream of lines to the parent.
     static let childFD: Int32 = 3
 
@@ -27,59 +24,23 @@ final class ChildProcess: @unchecked Sendable {
         self.reader = reader
     }
 
-    static func spawn(arguments: [String]) throws -> ChildProcess {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw SpawnError(description: "pipe: \(String(cString: strerror(errno)))") }
-        // Both ends close-on-exec (the child gets the write end as descriptor 3
-        // through dup2, which clears the flag), and clear of 0…3, which the file
-        // actions rewire.
-        let readEnd = fcntl(fds[0], F_DUPFD_CLOEXEC, 10)
-        let writeEnd = fcntl(fds[1], F_DUPFD_CLOEXEC, 10)
-        close(fds[0])
-        close(fds[1])
-        guard readEnd >= 0, writeEnd >= 0 else {
-            let why = String(cString: strerror(errno))
-            if readEnd >= 0 { close(readEnd) }
-            if writeEnd >= 0 { close(writeEnd) }
-            throw SpawnError(description: "fcntl: \(why)")
-        }
-        defer { close(writeEnd) }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, 2, 1)
-        posix_spawn_file_actions_adddup2(&actions, writeEnd, ChildProcess.childFD)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        sigdelset(&defaults, SIGKILL)
-        sigdelset(&defaults, SIGSTOP)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
+    static func spawn(arguments: [String]) throws(SpawnError) -> ChildProcess {
+        let program = "/proc/self/exe"
+        let stream = try Spawn.pipe(for: program)
+        defer { close(stream.write) }
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        let argv = ([CommandLine.arguments.first ?? "vigil"] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for p in argv { free(p) }
-            for p in envp { free(p) }
+        let spawn = Spawn(program: program, arguments: [CommandLine.arguments.first ?? "vigil"] + arguments,
+                          environment: environment,
+                          descriptors: [0: .null, 1: .parent(2), 2: .parent(2), childFD: .parent(stream.write)])
+        let pid: pid_t
+        do {
+            pid = try spawn.start()
+        } catch {
+            close(stream.read)
+            throw error
         }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, envp)
-        guard rc == 0 else {
-            close(readEnd)
-            throw SpawnError(description: "posix_spawn /proc/self/exe: \(String(cString: strerror(rc)))")
-        }
-        let reader = LineReader(fd: readEnd)
+        let reader = LineReader(fd: stream.read)
         reader.start()
         return ChildProcess(pid: pid, reader: reader)
     }
@@ -142,6 +103,94 @@ final class ChildProcess: @unchecked Sendable {
     static func signalName(_ signal: Int32) -> String {
         let text = strsignal(signal).map { String(cString: $0) } ?? ""
         return text.isEmpty ? shortSignalName(signal) : "\(shortSignalName(signal)) (\(text))"
+    }
+}
+
+extension ChildProcess {
+    /// What a line of the child's stream meant, to `follow`.
+    enum LineMeaning {
+        /// Nothing `follow` needs to know.
+        case other
+        /// A call into the plugin began and must return by this monotonic time.
+        case callBegan(deadline: Int64)
+        /// The call in flight returned.
+        case callEnded
+        /// The child is done and about to leave.
+        case done
+    }
+
+    /// How `follow` ended.
+    enum Ending {
+        /// The child said it was done.
+        case done
+        /// The stream closed before that.
+        case closed
+        /// The child exited before either (what it left in the pipe was read).
+        case exited
+        /// A call passed its deadline; the child was killed.
+        case timedOut
+        /// The child said nothing for `idleTimeout` outside any call; it was killed.
+        case stalled
+    }
+
+    /// Follows the child's stream to its end, handing each line to `onLine`:
+    /// kills the child when a call passes its deadline, or when it is silent
+    /// for `idleTimeout` ns outside any call; once it has exited, reads what
+    /// it left in the pipe (or a process it started holds open) for up to a
+    /// second. Then reaps it: a child that said it was done is given 2 s to
+    /// leave, a killed one nothing, and any other `closeGrace` ns.
+    func follow(idleTimeout: Int64, closeGrace: Int64, onLine: (Substring) -> LineMeaning) -> Ending {
+        var deadline: Int64?
+        var done = false
+        func handle(_ lines: [Substring]) {
+            for line in lines {
+                switch onLine(line) {
+                case .other: break
+                case .callBegan(let by): deadline = by
+                case .callEnded: deadline = nil
+                case .done: done = true
+                }
+            }
+        }
+        var lastLine = monotonicNanoseconds()
+        var ending: Ending
+        while true {
+            let (lines, closed) = reader.take()
+            if !lines.isEmpty { lastLine = monotonicNanoseconds() }
+            handle(lines)
+            if done || closed {
+                ending = done ? .done : .closed
+                break
+            }
+            let now = monotonicNanoseconds()
+            if let deadline, now > deadline {
+                kill()
+                ending = .timedOut
+                break
+            }
+            if deadline == nil && now - lastLine > idleTimeout {
+                kill()
+                ending = .stalled
+                break
+            }
+            if poll() {
+                let until = monotonicNanoseconds() + 1_000_000_000
+                while monotonicNanoseconds() < until {
+                    let (more, closed) = reader.take()
+                    handle(more)
+                    if closed || done { break }
+                    _ = reader.arrived.wait(timeout: .now() + .milliseconds(20))
+                }
+                ending = done ? .done : .exited
+                break
+            }
+            let remaining = deadline.map { $0 - now } ?? (lastLine + idleTimeout - now)
+            let wait = max(1_000_000, min(remaining, 50_000_000))
+            _ = reader.arrived.wait(timeout: .now() + .nanoseconds(Int(wait)))
+        }
+        let killed = ending == .timedOut || ending == .stalled
+        reap(grace: done ? 2_000_000_000 : killed ? 0 : closeGrace)
+        return ending
     }
 }
 

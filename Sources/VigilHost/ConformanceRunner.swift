@@ -58,7 +58,6 @@ struct ReportState {
     var step: String?
     var inFlight: (call: String, instance: String, since: Int64)?
     var lastEnded: (call: String, instance: String)?
-    var lastLine = monotonicNanoseconds()
     var refused: String?
     var unusable: String?
     var done = false
@@ -89,7 +88,8 @@ struct ReportState {
 
     static func ms(_ ns: Int64) -> String { String(format: "%.3f", Double(ns) / 1e6) }
 
-    mutating func handle(_ line: Substring) {
+    /// Takes one line of the child's stream into the report.
+    mutating func handle(_ line: Substring) -> ChildProcess.LineMeaning {
         let f = ConformanceProtocol.split(line)
         func field(_ i: Int) -> String { i < f.count ? f[i] : "" }
         switch field(0) {
@@ -98,13 +98,16 @@ struct ReportState {
         case "step":
             step = field(1)
         case "begin":
-            inFlight = (field(1), field(2), monotonicNanoseconds())
+            let now = monotonicNanoseconds()
+            inFlight = (field(1), field(2), now)
+            return .callBegan(deadline: now + timeout)
         case "end":
             inFlight = nil
             lastEnded = (field(1), field(2))
             let ns = Int64(field(3)) ?? 0
             let status = field(4)
             timing(field(2), "\(field(1)) \(Self.ms(ns))" + (status == "VIGIL_OK" || field(1) == "load" ? "" : " (\(status))"))
+            return .callEnded
         case "check":
             switch field(2) {
             case "pass": passed += 1; row("PASS", field(1), field(3))
@@ -114,9 +117,12 @@ struct ReportState {
             }
         case "refused": refused = field(1)
         case "unusable": unusable = field(1)
-        case "done": done = true
+        case "done":
+            done = true
+            return .done
         default: break  // a line from a newer vigil, or a torn last line: ignored
         }
+        return .other
     }
 
     /// "poll of instance a", "load (dlopen and the entry point)".
@@ -130,44 +136,8 @@ struct ReportState {
         // Outside calls the child only waits briefly (push plugins, late emits):
         // silence for this long means it is stuck.
         let idleDeadline = timeout + 10_000_000_000
-        var timedOut: (call: String, instance: String)?
-        var stalled = false
-        var eof = false
-        while true {
-            let (lines, closed) = child.reader.take()
-            if !lines.isEmpty { lastLine = monotonicNanoseconds() }
-            for line in lines { handle(line) }
-            eof = closed
-            if done || eof { break }
-            let now = monotonicNanoseconds()
-            if let call = inFlight, now - call.since > timeout {
-                child.kill()
-                timedOut = (call.call, call.instance)
-                break
-            }
-            if inFlight == nil && now - lastLine > idleDeadline {
-                child.kill()
-                stalled = true
-                break
-            }
-            if child.poll() {
-                // Exited: what it wrote is still in the pipe, or held open by a
-                // process it started; read until closed, briefly.
-                let until = monotonicNanoseconds() + 1_000_000_000
-                while monotonicNanoseconds() < until {
-                    let (more, closed) = child.reader.take()
-                    for line in more { handle(line) }
-                    if closed || done { break }
-                    _ = child.reader.arrived.wait(timeout: .now() + .milliseconds(20))
-                }
-                break
-            }
-            let remaining = inFlight.map { $0.since + timeout - now } ?? (lastLine + idleDeadline - now)
-            let wait = max(1_000_000, min(remaining, 50_000_000))
-            _ = child.reader.arrived.wait(timeout: .now() + .nanoseconds(Int(wait)))
-        }
-        // After `done` the child leaves at once; give it a moment, then make sure.
-        child.reap(grace: done ? 2_000_000_000 : (timedOut != nil || stalled ? 0 : 1_000_000_000))
+        // A child whose stream closed before `done` gets a second to exit.
+        let ending = child.follow(idleTimeout: idleDeadline, closeGrace: 1_000_000_000) { line in handle(line) }
 
         if let refused {
             error("vigil: " + PluginRefusal(path: path, reason: refused).description)
@@ -180,11 +150,11 @@ struct ReportState {
 
         let where_ = step ?? "checker"
         var ended: String?
-        if let timedOut {
+        if ending == .timedOut, let timedOut = inFlight {
             ended = "\(Self.describe(call: timedOut.call, instance: timedOut.instance)) did not return within "
                 + "\(Units.formatDuration(timeout)) (--timeout); the checker process was killed"
             timing(timedOut.instance, "\(timedOut.call) >\(Self.ms(timeout)) (killed)")
-        } else if stalled {
+        } else if ending == .stalled {
             ended = "the checker process went silent for \(Units.formatDuration(idleDeadline)) outside any plugin call and was killed"
         } else if let signal = child.signal, !(done && signal == SIGKILL) {
             let name = ChildProcess.signalName(signal)

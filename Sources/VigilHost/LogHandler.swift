@@ -11,9 +11,9 @@ import VigilCore
 /// A line cannot be forged from inside: every control character in the
 /// message, metadata and label (newline, carriage return, ESC and the ANSI
 /// sequences it starts, DEL, the C1 controls) is written escaped (`\n`, `\r`,
-/// `\t`, `\x1b`, `\u0085`), so the only line starts are the ones this handler
-/// writes. A message longer than `maxMessageBytes` is cut, and the cut says
-/// how much went (`… [cut 1040384 bytes]`).
+/// `\t`, `\x1b`, `\u0085`: `shownText`), so the only line starts are the
+/// ones this handler writes. A message longer than `maxMessageBytes` is cut,
+/// and the cut says how much went (`… [cut 1040384 bytes]`).
 ///
 /// What a plugin logs (`vigil_host_api.log`, metadata `plugin`) is told
 /// apart from the host's own lines: it comes after the host-written
@@ -51,7 +51,7 @@ public struct VigilLogHandler: LogHandler {
         line.append(contentsOf: VigilLogHandler.levelName(event.level).utf8)
         if showLabel {
             line.append(contentsOf: " [".utf8)
-            Self.appendEscaped(label, to: &line)
+            appendShownText(label, to: &line)
             line.append(UInt8(ascii: "]"))
         }
         var merged = metadata
@@ -63,15 +63,15 @@ public struct VigilLogHandler: LogHandler {
             line.append(UInt8(ascii: " "))
             line.append(contentsOf: key.utf8)
             line.append(UInt8(ascii: "="))
-            Self.appendEscaped("\(value)", to: &line)
+            appendShownText("\(value)", to: &line)
         }
         line.append(contentsOf: (merged["plugin"] != nil ? ": " : " ").utf8)
         Self.appendMessage("\(event.message)", to: &line)
         for key in merged.keys.sorted() where key != "monitor" && key != "sink" && key != "plugin" {
             line.append(UInt8(ascii: " "))
-            Self.appendEscaped(key, to: &line)
+            appendShownText(key, to: &line)
             line.append(UInt8(ascii: "="))
-            Self.appendEscaped("\(merged[key]!)", to: &line)
+            appendShownText("\(merged[key]!)", to: &line)
         }
         line.append(UInt8(ascii: "\n"))
         VigilLogHandler.writeAll(fd, line)
@@ -83,59 +83,15 @@ public struct VigilLogHandler: LogHandler {
         var message = message
         message.withUTF8 { bytes in
             guard bytes.count > maxMessageBytes else {
-                appendEscaped(bytes, to: &out)
+                appendShownText(bytes, to: &out)
                 return
             }
             // Back up over UTF-8 continuation bytes: never half a character.
             var keep = maxMessageBytes
             while keep > 0 && bytes[keep] & 0xC0 == 0x80 { keep -= 1 }
-            appendEscaped(UnsafeBufferPointer(rebasing: bytes[..<keep]), to: &out)
+            appendShownText(UnsafeBufferPointer(rebasing: bytes[..<keep]), to: &out)
             out.append(contentsOf: "… [cut \(bytes.count - keep) bytes]".utf8)
         }
-    }
-
-    static func appendEscaped(_ text: String, to out: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { appendEscaped($0, to: &out) }
-    }
-
-    private static let hex: StaticString = "0123456789abcdef"
-
-    /// UTF-8 with every control character escaped: C0 (`\n`, `\r`, `\t`,
-    /// else `\xHH`), DEL (`\x7f`) and C1 (U+0080…U+009F as `\u00HH`; some
-    /// terminals take U+009B as the start of an escape sequence). Clean runs
-    /// are copied whole.
-    static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-        var runStart = 0
-        var i = 0
-        while i < bytes.count {
-            let b = bytes[i]
-            let isC1 = b == 0xC2 && i + 1 < bytes.count && bytes[i + 1] >= 0x80 && bytes[i + 1] <= 0x9F
-            guard b < 0x20 || b == 0x7F || isC1 else {
-                i += 1
-                continue
-            }
-            if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
-            out.append(UInt8(ascii: "\\"))
-            switch b {
-            case 0x0A: out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(UInt8(ascii: "t"))
-            case 0xC2:
-                let c = bytes[i + 1]
-                out.append(contentsOf: "u00".utf8)
-                out.append(hex.utf8Start[Int(c >> 4)])
-                out.append(hex.utf8Start[Int(c & 0xF)])
-                i += 1
-            default:
-                out.append(UInt8(ascii: "x"))
-                out.append(hex.utf8Start[Int(b >> 4)])
-                out.append(hex.utf8Start[Int(b & 0xF)])
-            }
-            i += 1
-            runStart = i
-        }
-        if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
     }
 
     static func levelName(_ level: Logger.Level) -> String {

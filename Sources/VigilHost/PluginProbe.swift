@@ -140,7 +140,8 @@ struct ProbeSession {
 
     static let loadCall = "load (dlopen, its constructors and vigil_plugin_entry)"
 
-    mutating func handle(_ line: Substring, into report: inout ProbeReport) {
+    /// Takes one line of the child's stream into `report`.
+    mutating func handle(_ line: Substring, into report: inout ProbeReport) -> ChildProcess.LineMeaning {
         let f = ConformanceProtocol.split(line)
         func field(_ i: Int) -> String { i < f.count ? f[i] : "" }
         switch field(0) {
@@ -149,66 +150,37 @@ struct ProbeSession {
             let subject = field(2)
             let timeout = field(1) == "create" ? creates.first { $0.monitor == subject }?.timeout ?? loadTimeout : loadTimeout
             inFlight = (field(1), subject, now, now + timeout)
+            return .callBegan(deadline: now + timeout)
         case "end":
             inFlight = nil
             if field(1) == "create" && field(2) != PluginProbe.timingInstance {
                 let status = vigil_status(rawValue: UInt32(bitPattern: Int32(field(4)) ?? Int32(VIGIL_E_FATAL.rawValue)))
                 report.creates[field(2)] = .returned(status: status, message: field(5))
             }
+            return .callEnded
         case "plugin": report.load = .loaded(name: field(1), version: field(2), abi: field(3))
         case "refused": report.load = .refused(reason: field(2), notAPlugin: field(1) == "noentry")
         case "skip": report.creates[field(1)] = .skipped(field(2))
         case "timing":
             report.timing = (Int64(field(1)) ?? 0, field(2) == "-" ? nil : Int64(field(2)))
-        case "done": done = true
+        case "done":
+            done = true
+            return .done
         default: break  // a torn last line
         }
+        return .other
     }
 
     mutating func follow(_ child: ChildProcess, into report: inout ProbeReport) {
-        var lastLine = monotonicNanoseconds()
-        var timedOut: (call: String, subject: String, after: Int64)?
-        var stalled = false
-        while true {
-            let (lines, closed) = child.reader.take()
-            if !lines.isEmpty { lastLine = monotonicNanoseconds() }
-            for line in lines { handle(line, into: &report) }
-            if done || closed { break }
-            let now = monotonicNanoseconds()
-            if let call = inFlight, now > call.deadline {
-                child.kill()
-                timedOut = (call.call, call.subject, call.deadline - call.since)
-                break
-            }
-            if inFlight == nil && now - lastLine > Self.idleTimeout {
-                child.kill()
-                stalled = true
-                break
-            }
-            if child.poll() {
-                // Exited: what it wrote may still be in the pipe.
-                let until = monotonicNanoseconds() + 1_000_000_000
-                while monotonicNanoseconds() < until {
-                    let (more, closed) = child.reader.take()
-                    for line in more { handle(line, into: &report) }
-                    if closed || done { break }
-                    _ = child.reader.arrived.wait(timeout: .now() + .milliseconds(20))
-                }
-                break
-            }
-            let remaining = inFlight.map { $0.deadline - now } ?? (lastLine + Self.idleTimeout - now)
-            let wait = max(1_000_000, min(remaining, 50_000_000))
-            _ = child.reader.arrived.wait(timeout: .now() + .nanoseconds(Int(wait)))
-        }
-        child.reap(grace: done ? 2_000_000_000 : 0)
+        // A child whose stream closed before `done` is killed at once.
+        let ending = child.follow(idleTimeout: Self.idleTimeout, closeGrace: 0) { line in handle(line, into: &report) }
 
         // How it ended, when it did not end well.
         var failure: String?
-        var call = inFlight
-        if let timedOut {
-            call = (timedOut.call, timedOut.subject, 0, 0)
-            failure = "did not return within \(Units.formatDuration(timedOut.after)); the probe was killed"
-        } else if stalled {
+        let call = inFlight
+        if ending == .timedOut, let call {
+            failure = "did not return within \(Units.formatDuration(call.deadline - call.since)); the probe was killed"
+        } else if ending == .stalled {
             failure = "the probe process went silent for \(Units.formatDuration(Self.idleTimeout)) outside any plugin call and was killed"
         } else if let signal = child.signal, !(done && signal == SIGKILL) {
             failure = "crashed with \(ChildProcess.signalName(signal))"

@@ -112,12 +112,11 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
     private func startAccepting(_ fd: Int32) {
         let thread = Thread { [self] in
             while true {
-                let client = accept(fd, nil, nil)
+                let client = Sockets.accept(fd)
                 if client < 0 {
                     if errno == EINTR || errno == ECONNABORTED { continue }
                     break  // the listener was shut down
                 }
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                 Sockets.setNonBlocking(client, true)
                 let wake = lock.withLock { accepted.append(client); return self.wake }
                 wake()

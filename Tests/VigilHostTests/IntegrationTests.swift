@@ -19,7 +19,7 @@ import VigilCore
             fd = try Sockets.listen(.unix(path: path))
             let fd = self.fd
             Thread.detachNewThread { [self] in
-                let client = accept(fd, nil, nil)
+                let client = Sockets.accept(fd)
                 var buffer = [UInt8](repeating: 0, count: 65_536)
                 while client >= 0 {
                     let n = read(client, &buffer, buffer.count)

@@ -125,7 +125,7 @@ import VigilCore
         var st = stat()
         #expect(Self.waitUntil(20) { stat(path, &st) == 0 && st.st_size > 10_000 })
         // Keep the first file readable after it is unlinked, to count what went into it.
-        let old = open(path, O_RDONLY)
+        let old = open(path, O_RDONLY | O_CLOEXEC)
         #expect(old >= 0)
         #expect(try TestEnv.run("/bin/rm", ["-rf", dir + "/out"]).status == 0)
         let result = vigil.wait(timeout: 30)
@@ -266,7 +266,7 @@ import VigilCore
         let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--drain-timeout", "1s", "--summary", dir + "/summary.json"])
         var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         #expect(poll(&pfd, 1, 20_000) == 1)
-        let peer = accept(listener, nil, nil)
+        let peer = Sockets.accept(listener)
         // Read a while, then stop reading: the window closes, vigil's send queue fills.
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 1 << 20)

@@ -183,14 +183,14 @@ final class Progress: Sendable {
         for i in 1...100 { r.queue.push(Self.event(i)) }
         try await Task.sleep(for: .milliseconds(150))
         let listener = try Sockets.listen(.tcp(host: "127.0.0.1", port: port))
-        let client = accept(listener, nil, nil)
+        let client = Sockets.accept(listener)
         let first = readAll(client, until: 100)
         #expect(first.count == 100)
         // The peer goes away; the next events reach the next connection.
         close(client)
         try await Task.sleep(for: .milliseconds(300))
         for i in 101...150 { r.queue.push(Self.event(i)) }
-        let again = accept(listener, nil, nil)
+        let again = Sockets.accept(listener)
         let second = readAll(again, until: 50)
         let seqs = second.compactMap { try? JSONLineDecoder().decode($0).event.seq }
         #expect(seqs.suffix(50) == (101...150).map(UInt64.init))
@@ -199,7 +199,7 @@ final class Progress: Sendable {
     }
 
     @Test func udpConnectSinkSendsOneDatagramPerEvent() async throws {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+@testable import VigilHost
 
 /// Paths and helpers shared by the host tests: the repository, the build's
 /// products (the real `vigil` binary and the Swift plugins), and the C plugins,
@@ -85,10 +86,15 @@ struct TestFailure: Error, CustomStringConvertible {
 
 /// A child process whose output is collected in the background.
 ///
-/// Spawned with posix_spawn on pipes this class owns and closes exactly once:
-/// Foundation's Process and Pipe on Linux could close a descriptor number
-/// twice, and under parallel tests the second close hit a socket another
-/// test was reading (a listen-sink test lost its client mid-stream).
+/// Started with the host's own `Spawn` (stdin /dev/null, signals at their
+/// defaults, as from a shell) on close-on-exec pipes this class owns and
+/// closes exactly once: Foundation's Process and Pipe on Linux could close a
+/// descriptor number twice, and under parallel tests the second close hit a
+/// socket another test was reading (a listen-sink test lost its client
+/// mid-stream). Close-on-exec from the start (`Spawn.pipe`), so a child
+/// another test starts meanwhile cannot hold a write end open and keep this
+/// one's reader waiting. Every descriptor the tests open is close-on-exec,
+/// for the same reason.
 final class RunningProcess: @unchecked Sendable {
     let pid: pid_t
     private let collected = Mutex<(Data, Data)>((Data(), Data()))
@@ -96,31 +102,25 @@ final class RunningProcess: @unchecked Sendable {
     private let exit = Mutex<Int32?>(nil)
 
     init(_ program: String, _ arguments: [String], environment: [String: String]?) throws {
-        var out: [Int32] = [-1, -1], err: [Int32] = [-1, -1]
-        guard pipe(&out) == 0 else { throw TestFailure("pipe: \(errno)") }
-        guard pipe(&err) == 0 else { close(out[0]); close(out[1]); throw TestFailure("pipe: \(errno)") }
-        for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, out[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, err[1], 2)
-        var env = ProcessInfo.processInfo.environment
-        if let environment { env.merge(environment) { _, new in new } }
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var child: pid_t = 0
-        let rc = posix_spawn(&child, program, &actions, nil, argv, envp)
-        close(out[1])
-        close(err[1])
-        guard rc == 0 else {
-            close(out[0]); close(err[0])
-            throw TestFailure("posix_spawn \(program): \(String(cString: strerror(rc)))")
+        let out = try Spawn.pipe(for: program)
+        let err: (read: Int32, write: Int32)
+        do {
+            err = try Spawn.pipe(for: program)
+        } catch {
+            close(out.read); close(out.write)
+            throw error
         }
-        pid = child
-        for (fd, isOut) in [(out[0], true), (err[0], false)] {
+        let spawn = Spawn(program: program, arguments: [program] + arguments,
+                          environment: ProcessInfo.processInfo.environment.merging(environment ?? [:]) { _, new in new },
+                          descriptors: [0: .null, 1: .parent(out.write), 2: .parent(err.write)])
+        defer { close(out.write); close(err.write) }
+        do {
+            pid = try spawn.start()
+        } catch {
+            close(out.read); close(err.read)
+            throw error
+        }
+        for (fd, isOut) in [(out.read, true), (err.read, false)] {
             readers.enter()
             let thread = Thread { [self] in
                 var data = Data()

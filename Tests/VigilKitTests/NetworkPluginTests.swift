@@ -193,7 +193,7 @@ private final class LoopbackSocket {
     struct Failure: Error {}
 
     init(listen: Bool) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure() }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

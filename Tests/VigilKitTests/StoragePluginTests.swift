@@ -306,7 +306,7 @@ import VigilKitTesting
             let file = path + relative
             try mkdir(String(relative[..<(relative.lastIndex(of: "/") ?? relative.startIndex)]))
             let temporary = file + ".new"
-            guard let handle = fopen(temporary, "w") else { throw TreeError("fopen \(temporary): errno \(errno)") }
+            guard let handle = fopen(temporary, "we") else { throw TreeError("fopen \(temporary): errno \(errno)") }
             let bytes = Array(text.utf8)
             let written = bytes.isEmpty ? 0 : fwrite(bytes, 1, bytes.count, handle)
             fclose(handle)
@@ -326,7 +326,7 @@ import VigilKitTesting
         }
 
         static func read(_ file: String) throws -> [UInt8] {
-            guard let handle = fopen(file, "r") else { throw TreeError("fopen \(file): errno \(errno)") }
+            guard let handle = fopen(file, "re") else { throw TreeError("fopen \(file): errno \(errno)") }
             defer { fclose(handle) }
             var bytes: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)

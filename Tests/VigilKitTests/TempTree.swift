@@ -78,7 +78,7 @@ class TempTree {
     }
 
     static func read(_ file: String) throws -> [UInt8] {
-        let fd = open(file, O_RDONLY)
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure(description: "open \(file) failed") }
         defer { close(fd) }
         var bytes: [UInt8] = []
@@ -92,7 +92,7 @@ class TempTree {
     }
 
     static func write(_ file: String, bytes: [UInt8]) throws {
-        let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Failure(description: "open \(file) for writing failed") }
         defer { close(fd) }
         guard Glibc.write(fd, bytes, bytes.count) == bytes.count else { throw Failure(description: "write \(file) failed") }

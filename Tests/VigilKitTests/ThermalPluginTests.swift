@@ -270,7 +270,7 @@ final class FixtureCopy {
     }
 
     func write(_ relative: String, _ text: String) throws {
-        guard let file = fopen(path + "/" + relative, "w") else {
+        guard let file = fopen(path + "/" + relative, "we") else {
             throw Failure(description: "cannot write \(relative): errno \(errno)")
         }
         fputs(text, file)
@@ -302,7 +302,7 @@ final class FixtureCopy {
             closedir(dir)
             for name in names { try copyTree(from + "/" + name, to + "/" + name) }
         default:
-            guard let input = fopen(from, "r"), let output = fopen(to, "w") else { throw Failure(description: "cannot copy \(from)") }
+            guard let input = fopen(from, "re"), let output = fopen(to, "we") else { throw Failure(description: "cannot copy \(from)") }
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
                 let n = fread(&buffer, 1, buffer.count, input)

@@ -1,0 +1,308 @@
+@preconcurrency import CVigilPlugin
+import Foundation
+import Glibc
+import VigilABI
+import VigilCore
+
+/// The checks, in the order they run and are reported: each announces its
+/// `step`, makes its calls through the session and reports one `check` line.
+extension ConformanceSession {
+    func run() {
+        defer { out.send("done") }
+        guard load() else { return }
+        checkDescription()
+        guard bindOptions() else { return }
+        guard let a = checkCreate() else {
+            finalChecks()
+            return
+        }
+        let running = checkLifecycle(a)
+        checkStopWhenStopped(a)
+        if running { checkTwoInstances() } else {
+            report(Name.twoInstances, CheckOutcome(skipped: "the first instance did not run"))
+        }
+        finalChecks()
+    }
+
+    private func load() -> Bool {
+        out.send("step", Name.negotiation)
+        var outcome: Result<LoadedPlugin, PluginRefusal>!
+        _ = call("load", nil) { _ in
+            // Warnings of skipped rules go to our stderr, which is the parent's.
+            outcome = PluginLoader.load(path: request.path, vetting: PluginVetting(
+                policy: PluginFilePolicy(allowUnsafe: request.allowUnsafePlugins)))
+            return VIGIL_OK
+        }
+        switch outcome! {
+        case .failure(let refusal):
+            out.send("refused", refusal.reason)
+            return false
+        case .success(let loaded):
+            if let expected = request.expectedName, loaded.description.name != expected {
+                out.send("refused", "the file describes itself as plugin '\(loaded.description.name)', not '\(expected)'")
+                return false
+            }
+            plugin = loaded
+        }
+        let d = plugin.description
+        ledger = EmitLedger(plugin: d)
+        let interval = d.defaultInterval > 0 ? Units.formatDuration(d.defaultInterval) : "10s (the host's default)"
+        out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)", d.polled ? "polled, default interval \(interval)" : "push (not polled)", d.path)
+        out.send("check", Name.negotiation, "pass",
+                 "chose ABI \(d.abiMajor).\(d.abiMinor); this host speaks \(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)")
+        return true
+    }
+
+    private func checkDescription() {
+        out.send("step", Name.description)
+        let d = plugin.description
+        var outcome = CheckOutcome()
+        // The loader refuses a description with problems; asked again here so
+        // that this check stands on its own.
+        for problem in d.problems() { outcome.fail(problem) }
+        for event in d.events where event.fields.isEmpty && !event.dynamicFields {
+            outcome.notes.append("kind '\(shownText(event.kind))' declares no fields")
+        }
+        let defaults = d.options.filter { $0.defaultText != nil }.count
+        let dynamic = d.events.filter(\.dynamicFields).map { "'\($0.kind)'" }
+        var detail = d.options.isEmpty ? "no options, "
+            : "\(d.options.count) option\(d.options.count == 1 ? "" : "s") (\(defaults) with a default, which type-check\(defaults == 1 ? "s" : "")), "
+        detail += "\(d.events.count) event kind\(d.events.count == 1 ? "" : "s")"
+        if !dynamic.isEmpty { detail += " (dynamic fields: \(dynamic.joined(separator: ", ")))" }
+        report(Name.description, outcome, pass: detail)
+    }
+
+    /// Declared defaults, then `--options`, then `--option`: every declared
+    /// option's value, or why there is none.
+    private func bindOptions() -> Bool {
+        let d = plugin.description
+        let location = SourceLocation(file: "defaults", line: 1, column: 1)
+        let (defaults, _) = OptionBinder.bind(MonitorConfig(name: "check", plugin: d.path, location: location), to: d)
+        var values: [String: OptionValue] = [:]
+        for option in defaults { values[option.name] = option.value }
+        var given: [(String, ConfigNode)] = []
+        if let yaml = request.optionsYAML {
+            let (node, problems) = ConfigParser(file: "--options", environment: ProcessInfo.processInfo.environment).parse(yaml)
+            if let error = problems.first(where: { $0.level == .error }) {
+                out.send("unusable", "--options: \(error.message)")
+                return false
+            }
+            guard case .mapping(let entries, _)? = node else {
+                out.send("unusable", "--options must be a YAML mapping of option names to values, e.g. '{threads: 2}'")
+                return false
+            }
+            given += entries.map { ($0.key.text, $0.value) }
+        }
+        for pair in request.optionPairs {
+            guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
+                out.send("unusable", "--option \(pair): write NAME=VALUE")
+                return false
+            }
+            let name = String(pair[..<eq]), text = String(pair[pair.index(after: eq)...])
+            let where_ = SourceLocation(file: "--option \(name)", line: 1, column: 1)
+            var node = ConfigNode.scalar(ConfigScalar(text, at: where_))
+            // A json option takes any YAML: parse it, as a manifest's value would be.
+            if d.options.first(where: { $0.name == name })?.type == .json, !text.isEmpty,
+               case (let parsed?, let problems) = ConfigParser(file: where_.file, environment: [:]).parse(text),
+               !problems.contains(where: { $0.level == .error }) {
+                node = parsed
+            }
+            given.append((name, node))
+        }
+        let declared = d.options.map(\.name)
+        for (name, node) in given {
+            guard let spec = d.options.first(where: { $0.name == name }) else {
+                let hint = Suggest.hint(for: name, in: declared)
+                    ?? (declared.isEmpty ? "plugin '\(d.name)' takes no options" : "its options: \(declared.joined(separator: ", "))")
+                out.send("unusable", "unknown option '\(name)' for plugin '\(d.name)' (\(hint))")
+                return false
+            }
+            switch OptionBinder.convert(node, to: spec.type) {
+            case .success(let value): values[name] = value
+            case .failure(let why):
+                out.send("unusable", "option '\(name)' of plugin '\(d.name)' must be \(spec.type.withArticle): \(why)")
+                return false
+            }
+        }
+        let name = createCheckName
+        let missing = d.options.filter { values[$0.name] == nil }
+        if !missing.isEmpty {
+            let list = missing.map { "'\($0.name)' (\($0.type))" }.joined(separator: ", ")
+            let example = missing.map { "--option \($0.name)=VALUE" }.joined(separator: " ")
+            out.send("check", name, "skip",
+                     "option\(missing.count == 1 ? "" : "s") \(list) \(missing.count == 1 ? "is" : "are") required and \(missing.count == 1 ? "has" : "have") no default: give \(missing.count == 1 ? "it" : "them") with \(example)")
+            out.send("check", "instance checks", "skip", "not run without an instance")
+            return false
+        }
+        options = d.options.map { ($0.name, values[$0.name] ?? .none) }
+        return true
+    }
+
+    private var createCheckName: String {
+        request.optionPairs.isEmpty && request.optionsYAML == nil ? Name.createDefaults : Name.createGiven
+    }
+
+    private func checkCreate() -> ProbeInstance? {
+        let name = createCheckName
+        out.send("step", name)
+        let (a, result) = create("a")
+        let shownOptions = options.map { "\($0.name)=\($0.value)" }.joined(separator: ", ")
+        var outcome = CheckOutcome()
+        if result.status == VIGIL_E_UNAVAILABLE || result.status == VIGIL_E_TEMPORARY {
+            outcome.skipped = "create returned \(result.said) (retried later by the host)"
+        } else if !result.ok {
+            outcome.fail("create returned \(result.said)")
+        }
+        report(name, outcome, pass: options.isEmpty ? "no options" : shownOptions)
+        guard result.ok else {
+            out.send("check", "instance checks", "skip", "not run without an instance")
+            return nil
+        }
+        return a
+    }
+
+    /// start, then poll (or, for a push plugin, a wait for events), then stop,
+    /// on each instance; then a wait for late emits. False when not every
+    /// instance could start.
+    private func round(_ instances: [ProbeInstance], _ outcome: inout CheckOutcome) -> Bool {
+        var started: [ProbeInstance] = []
+        for p in instances {
+            let result = start(p)
+            if result.ok {
+                started.append(p)
+                continue
+            }
+            if result.status == VIGIL_E_UNAVAILABLE || result.status == VIGIL_E_TEMPORARY {
+                outcome.skipped = "start of instance \(p.id) returned \(result.said) (the source may not exist on this machine)"
+            } else {
+                outcome.fail("start of instance \(p.id) returned \(result.said)")
+            }
+            break
+        }
+        if started.count == instances.count {
+            if polled {
+                for p in started {
+                    let result = poll(p)
+                    switch result.status {
+                    case VIGIL_OK: break
+                    case VIGIL_E_TEMPORARY, VIGIL_E_UNAVAILABLE:
+                        outcome.notes.append("poll of instance \(p.id) returned \(result.said) (tolerated by the host)")
+                    default:
+                        outcome.fail("poll of instance \(p.id) returned \(result.said) (the host would stop and destroy the instance)")
+                    }
+                }
+            } else {
+                let before = started.map(accepted)
+                if !waitForEvents(started, since: before) {
+                    let silent = zip(started, before).filter { accepted($0) == $1 }.map(\.0.id)
+                    outcome.notes.append("push plugin: no event from instance \(silent.joined(separator: ", ")) within \(Units.formatDuration(request.pushWait)) of start")
+                }
+            }
+        }
+        for p in started {
+            let result = stop(p)
+            if !result.ok { outcome.fail("stop of instance \(p.id) returned \(result.said)") }
+        }
+        // Emits that arrive now are late: counted by the ledger.
+        sleep(nanoseconds: request.lateWindow)
+        return started.count == instances.count
+    }
+
+    /// start → poll → stop → start → poll → stop on one instance. Returns
+    /// whether the instance ran.
+    private func checkLifecycle(_ a: ProbeInstance) -> Bool {
+        out.send("step", Name.lifecycle)
+        var outcome = CheckOutcome()
+        var ran = round([a], &outcome)
+        if ran && outcome.failures.isEmpty { ran = round([a], &outcome) }
+        let events = accepted(a)
+        let how = polled ? "start, poll, stop, twice" : "start, wait for events, stop, twice"
+        report(Name.lifecycle, outcome, pass: "\(how): \(events) event\(events == 1 ? "" : "s") accepted")
+        return ran && outcome.failures.isEmpty
+    }
+
+    /// The header: stop on a stopped instance must be harmless; then destroy.
+    private func checkStopWhenStopped(_ a: ProbeInstance) {
+        out.send("step", Name.stopStopped)
+        var outcome = CheckOutcome()
+        let stopped = stop(a)
+        if !stopped.ok { outcome.fail("stop of a stopped instance returned \(stopped.said)") }
+        // Start is idempotent too: a second start of a started instance does nothing.
+        let first = start(a)
+        if first.ok {
+            let second = start(a)
+            if !second.ok { outcome.fail("start of a started instance returned \(second.said)") }
+            let stop = stop(a)
+            if !stop.ok { outcome.fail("stop after a second start returned \(stop.said)") }
+        } else if first.status != VIGIL_E_UNAVAILABLE && first.status != VIGIL_E_TEMPORARY {
+            outcome.fail("start after stop returned \(first.said)")
+        }  // unavailable here (no source on this machine) is not a failure, as in the first round
+        _ = destroy(a)
+        report(Name.stopStopped, outcome, pass: "stop of a stopped and start of a started instance returned VIGIL_OK")
+    }
+
+    /// Two instances created and started together, both stopped, both destroyed.
+    private func checkTwoInstances() {
+        out.send("step", Name.twoInstances)
+        var outcome = CheckOutcome()
+        let (b, rb) = create("b")
+        var created = [b]
+        if rb.ok {
+            let (c, rc) = create("c")
+            if rc.ok { created.append(c) } else { outcome.fail("create of instance c (while b exists) returned \(rc.said)") }
+        } else {
+            outcome.fail("create of instance b returned \(rb.said)")
+            created = []
+        }
+        if created.count == 2 { _ = round(created, &outcome) }
+        for p in created { _ = destroy(p) }
+        let events = created.map { "\($0.id): \(accepted($0))" }.joined(separator: ", ")
+        report(Name.twoInstances, outcome, pass: "created, started, \(polled ? "polled" : "watched"), stopped and destroyed side by side; events \(events)")
+    }
+
+    private func finalChecks() {
+        let (total, fromThreads, threads, counts, problems, others) = ledger.lock.withLock {
+            (ledger.total, ledger.fromPluginThreads, ledger.pluginThreads.count, ledger.kindCounts,
+             ledger.problemOrder.map { ($0, ledger.problemCounts[$0] ?? 0) }, ledger.otherProblems)
+        }
+        let perProbe = ledger.lock.withLock {
+            probes.map { ($0.id, $0.beforeStart, $0.afterStop, $0.firstLateDelay, $0.finished) }
+        }
+
+        out.send("step", Name.pluginThreads)
+        if fromThreads > 0 {
+            out.send("check", Name.pluginThreads, "info",
+                     "seen: \(fromThreads) of \(total) emits came from \(threads) thread\(threads == 1 ? "" : "s") other than the calling one (accepted, as the ABI allows)")
+        } else {
+            out.send("check", Name.pluginThreads, "info",
+                     total == 0 ? "none seen (no emits at all)" : "none seen: all \(total) emits came from the calling thread")
+        }
+
+        out.send("step", Name.noLateEmit)
+        var late = CheckOutcome()
+        let after = perProbe.filter { $0.2 > 0 }.map { id, _, count, delay, _ in
+            "instance \(id): \(count)" + (delay.map { String(format: ", the first %.1f ms after stop returned", Double($0) / 1e6) } ?? "")
+        }
+        if !after.isEmpty {
+            late.fail("emits arrived after stop returned (refused with VIGIL_E_STOPPED): \(after.joined(separator: "; ")); stop must join every thread that emits")
+        }
+        let before = perProbe.filter { $0.1 > 0 }.map { "instance \($0.0): \($0.1)" }
+        if !before.isEmpty {
+            late.fail("emits arrived before start (refused with VIGIL_E_STOPPED): \(before.joined(separator: "; ")); create must not emit")
+        }
+        report(Name.noLateEmit, late,
+               pass: "none in the \(Units.formatDuration(request.lateWindow)) after each stop")
+
+        out.send("step", Name.declarations)
+        var matching = CheckOutcome()
+        for (message, count) in problems {
+            matching.fail(count > 1 ? "\(message) (\(count) times)" : message)
+        }
+        if others > 0 { matching.fail("\(others) more mismatches") }
+        let seen = zip(ledger.kinds, counts).filter { $0.1 > 0 }.map { "\($0.0.kind) \($0.1)" }
+        let detail = total == 0 ? "no events were emitted"
+            : "\(total) event\(total == 1 ? "" : "s")\(seen.isEmpty ? "" : ": " + seen.joined(separator: ", "))"
+        report(Name.declarations, matching, pass: detail)
+    }
+}
+
