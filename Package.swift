@@ -60,11 +60,14 @@ let package = Package(
         .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilCore"]),
         // Signal handling of `vigil run` from before main (an ELF constructor).
         .target(name: "CVigilEarly"),
+        // Linux calls Swift's Glibc does not declare (memfd, eventfd, pipe2,
+        // accept4, pidfd, PR_SET_PDEATHSIG) and atomics on shared memory.
+        .target(name: "CVigilSys"),
         // The runtime: instances, bus, sinks, services. Swift's run-time
         // exclusivity checking is on; the queues keep their state behind a
         // lock (`LockedState`), so the event path makes no checks per event.
         .target(name: "VigilHost", dependencies: [
-            "CVigilPlugin", "CVigilEarly", "VigilCore", "VigilABI",
+            "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilCore", "VigilABI",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

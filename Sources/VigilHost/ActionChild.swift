@@ -1,3 +1,4 @@
+import CVigilSys
 import VigilABI
 import Foundation
 import Glibc
@@ -170,22 +171,8 @@ struct ActionChild: Sendable {
         while sigtimedwait(&set, nil, &zero) < 0 && errno == EINTR {}
     }
 
-    /// pidfd_open(2) through syscall(2) (Glibc before 2.36 has no wrapper and
-    /// Swift cannot call the variadic syscall()); -1 where the kernel has none.
-    private static func pidfdOpen(_ pid: pid_t) -> Int32 {
-        guard let call = syscallFunction else { return -1 }
-        // SYS_pidfd_open on every architecture; a pidfd is always close-on-exec.
-        return Int32(truncatingIfNeeded: call(434, Int(pid), 0))
-    }
-
-    /// syscall(2) with three integer arguments, through a fixed prototype:
-    /// sound where integer arguments travel in the same registers either way
-    /// (the x86-64 and AArch64 Linux ABIs).
-    private typealias SyscallFunction = @convention(c) (Int, Int, Int) -> Int
-    private static let syscallFunction: SyscallFunction? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syscall") else { return nil }  // RTLD_DEFAULT
-        return unsafeBitCast(symbol, to: SyscallFunction.self)
-    }()
+    /// pidfd_open(2); -1 where the kernel has none (a pidfd is always close-on-exec).
+    private static func pidfdOpen(_ pid: pid_t) -> Int32 { vigil_pidfd_open(pid) }
 }
 
 /// The first `ActionRunner.captureLimit` bytes of one of a child's outputs.

@@ -1,3 +1,4 @@
+import CVigilSys
 import Foundation
 import Logging
 import VigilABI
@@ -182,22 +183,8 @@ public enum Sockets {
 
     /// The next connection on `listener`, close-on-exec from the start
     /// (`accept4(SOCK_CLOEXEC)`), so a child spawned meanwhile cannot hold
-    /// it open; -1 with errno set, as accept(2). Swift's Glibc module does not
-    /// declare accept4 (it needs _GNU_SOURCE); it is looked up once, and where
-    /// it is missing: accept(2), then FD_CLOEXEC, with that small window.
-    static func accept(_ listener: Int32) -> Int32 {
-        if let accept4 = accept4Function { return accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue)) }
-        let fd = Glibc.accept(listener, nil, nil)
-        if fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        return fd
-    }
-
-    private typealias Accept4Function = @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?,
-                                                        UnsafeMutablePointer<socklen_t>?, Int32) -> Int32
-    private static let accept4Function: Accept4Function? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "accept4") else { return nil }  // RTLD_DEFAULT
-        return unsafeBitCast(symbol, to: Accept4Function.self)
-    }()
+    /// it open; -1 with errno set, as accept(2).
+    static func accept(_ listener: Int32) -> Int32 { vigil_accept_cloexec(listener) }
 
     static func setNonBlocking(_ fd: Int32, _ on: Bool) {
         let flags = fcntl(fd, F_GETFL)

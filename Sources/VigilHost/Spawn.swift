@@ -1,3 +1,4 @@
+import CVigilSys
 import Foundation
 import Glibc
 
@@ -121,25 +122,9 @@ struct Spawn: Sendable {
     /// end into the child to pass it on. `program` is named in the error.
     static func pipe(for program: String) throws(SpawnError) -> (read: Int32, write: Int32) {
         var ends: [Int32] = [-1, -1]
-        guard pipeCloseOnExec(&ends) == 0 else { throw SpawnError(program: program, step: .pipe, code: errno) }
+        guard vigil_pipe_cloexec(&ends) == 0 else { throw SpawnError(program: program, step: .pipe, code: errno) }
         return (ends[0], ends[1])
     }
-
-    /// Swift's Glibc module does not declare pipe2 (it needs _GNU_SOURCE); it
-    /// is looked up once. Where it is missing: pipe(2), then FD_CLOEXEC, with
-    /// that small window.
-    private static func pipeCloseOnExec(_ ends: inout [Int32]) -> Int32 {
-        if let pipe2 = pipe2Function { return pipe2(&ends, O_CLOEXEC) }
-        guard Glibc.pipe(&ends) == 0 else { return -1 }
-        for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        return 0
-    }
-
-    private typealias Pipe2Function = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
-    private static let pipe2Function: Pipe2Function? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2") else { return nil }  // RTLD_DEFAULT
-        return unsafeBitCast(symbol, to: Pipe2Function.self)
-    }()
 }
 
 extension Spawn.Source {

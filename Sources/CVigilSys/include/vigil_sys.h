@@ -1,0 +1,44 @@
+/* vigil_sys.h — the Linux calls Swift's Glibc module does not declare
+ * (they need _GNU_SOURCE), and atomics on memory shared with another
+ * process (the isolation runner's ring), which Swift's `Atomic` cannot
+ * address. Nothing here is part of the plugin contract. */
+#ifndef VIGIL_SYS_H
+#define VIGIL_SYS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+
+/** memfd_create(name, MFD_CLOEXEC); -1 with errno on failure. */
+int vigil_memfd_create(const char *name);
+
+/** eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK). */
+int vigil_eventfd(void);
+
+/** pipe2(fds, O_CLOEXEC). */
+int vigil_pipe_cloexec(int fds[2]);
+
+/** accept4(fd, NULL, NULL, SOCK_CLOEXEC). */
+int vigil_accept_cloexec(int fd);
+
+/** socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds). */
+int vigil_seqpacket_pair(int fds[2]);
+
+/** prctl(PR_SET_PDEATHSIG, signal): this process gets `signal` when the
+ *  thread that created it ends. */
+int vigil_set_parent_death_signal(int signal);
+
+/** pidfd_open(pid, 0) through syscall(2); -1 with errno where the kernel has none. */
+int vigil_pidfd_open(pid_t pid);
+
+/* Atomics on shared memory. Acquire loads and release stores order the
+ * ring's data against its positions; the full fence orders a "sleeping"
+ * flag against a position (the two sides' check-then-sleep). */
+static inline uint64_t vigil_load_acquire_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void vigil_store_release_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline uint32_t vigil_load_acquire_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void vigil_store_release_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline uint32_t vigil_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline void vigil_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+#endif
