@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "vigil_sys.h"
 
+#include <sys/socket.h>
+
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>

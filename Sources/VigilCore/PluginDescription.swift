@@ -214,6 +214,11 @@ public enum OptionValue: Sendable, Equatable, CustomStringConvertible {
 public struct BoundOption: Sendable, Equatable {
     public var name: String
     public var value: OptionValue
+
+    public init(name: String, value: OptionValue) {
+        self.name = name
+        self.value = value
+    }
 }
 
 /// Checks a monitor's `options:` against a plugin's declared options and

@@ -18,6 +18,16 @@ final class HostEvents: @unchecked Sendable {
             FieldSpec(name: "call", type: .string), FieldSpec(name: "status", type: .string),
             FieldSpec(name: "message", type: .string),
         ]),
+        EventSpec(kind: "instance_crashed", doc: "A monitor's runner process ended in a call or between calls: a crash, an exit, a hang or a crossed limit.", fields: [
+            FieldSpec(name: "monitor", type: .string), FieldSpec(name: "plugin", type: .string),
+            FieldSpec(name: "call", type: .string), FieldSpec(name: "signal", type: .string),
+            FieldSpec(name: "exit_status", type: .int), FieldSpec(name: "reason", type: .string),
+            FieldSpec(name: "last_log", type: .string),
+        ]),
+        EventSpec(kind: "instance_quarantined", doc: "A monitor restarted too often and waits for its plugin file to change or for a restart to be asked for.", fields: [
+            FieldSpec(name: "monitor", type: .string), FieldSpec(name: "plugin", type: .string),
+            FieldSpec(name: "restarts", type: .int, unit: "count"), FieldSpec(name: "window_s", type: .double, unit: "seconds"),
+        ]),
         EventSpec(kind: "stopping", doc: "The host is stopping its monitors, then draining its sinks.", fields: [
             FieldSpec(name: "reason", type: .string),
         ]),
@@ -47,6 +57,24 @@ final class HostEvents: @unchecked Sendable {
         publish("instance_failed", .error, [
             Field("monitor", .string(monitor)), Field("plugin", .string(plugin)), Field("call", .string(call)),
             Field("status", .string(status)), Field("message", .string(message)),
+        ])
+    }
+
+    /// `plugin` is the file's path; `signal` and `exit_status` are present
+    /// when the runner ended that way; `last_log` is its last log lines.
+    func instanceCrashed(monitor: String, plugin: String, call: String, death: RunnerDeath, lastLog: [String]) {
+        var fields = [Field("monitor", .string(monitor)), Field("plugin", .string(plugin)), Field("call", .string(call))]
+        if let signal = death.signal { fields.append(Field("signal", .string(ChildProcess.shortSignalName(signal)))) }
+        if let code = death.exitCode { fields.append(Field("exit_status", .int(Int64(code)))) }
+        fields.append(Field("reason", .string(death.description)))
+        fields.append(Field("last_log", .string(lastLog.joined(separator: "\n"))))
+        publish("instance_crashed", .error, fields)
+    }
+
+    func instanceQuarantined(monitor: String, plugin: String, restarts: Int, window: Int64) {
+        publish("instance_quarantined", .critical, [
+            Field("monitor", .string(monitor)), Field("plugin", .string(plugin)),
+            Field("restarts", .int(Int64(restarts))), Field("window_s", .double(Double(window) / 1e9)),
         ])
     }
 

@@ -8,12 +8,18 @@ import VigilCore
 
 /// One monitor of the manifest: a plugin instance with its options, driven on
 /// its own serial queue (so a slow poll delays no other monitor), with its
-/// events copied, stamped and routed on the caller's thread.
-final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
-    enum State: String { case idle, running, retrying, failed, stopped }
+/// events copied, stamped and routed on the caller's thread. The plugin runs
+/// in this process or in a runner (`transport`); the instance is the same
+/// either way, and supervises a runner: a crash, a hang or a crossed limit is
+/// reported and restarted as the manifest says, then quarantined.
+final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
+    enum State: String { case idle, running, retrying, restarting, quarantined, failed, stopped }
 
     let name: String
-    let plugin: LoadedPlugin
+    /// The plugin as it described itself (in this process or in its runner).
+    let description: PluginDescription
+    /// Where the plugin's code runs.
+    let transport: any PluginTransport
     let options: [BoundOption]
     /// Poll interval in nanoseconds; 0 for push-only plugins.
     let interval: Int64
@@ -32,10 +38,6 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     private let availabilityKind: Int
 
     // Touched only on `queue`.
-    private var handle: UnsafeMutableRawPointer?
-    /// The context given to the plugin for the current create attempt;
-    /// retired when that instance is destroyed (or its create failed).
-    private var hostContext: HostContext?
     private var timer: DispatchSourceTimer?
     private var startRetryDelay: Int64 = 0
     private var stopping = false
@@ -75,8 +77,20 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     /// Log messages cut at `HostLimits.logMessageBytes`, and bytes cut.
     let logCuts = Atomic<UInt64>(0)
     /// Calls through contexts of destroyed instances (ignored).
-    var lateCalls: UInt64 { lock.withLock { retiredContexts.reduce(0) { $0 + $1.lateCalls.load(ordering: .relaxed) } } }
-    private var retiredContexts: [HostContext] = []
+    var lateCalls: UInt64 { transport.lateCalls }
+    /// The plugin's last log lines, for a crash report. Guarded by `lock`.
+    private var recentLog: [String] = []
+    static let recentLogLines = 5
+
+    // Supervision (runners only), on `queue`.
+    private var budget: RestartBudget
+    /// The plugin file when the instance was quarantined: the quarantine
+    /// holds until the file changes or a restart is asked for.
+    private var quarantinedFile: PluginFileIdentity?
+    private var quarantineCheck: DispatchSourceTimer?
+    /// Runner crashes, hangs and limit kills so far.
+    let crashes = Atomic<UInt64>(0)
+    let restarts = Atomic<UInt64>(0)
     let polls = Atomic<UInt64>(0)
     let pollErrors = Atomic<UInt64>(0)
     let pollNanoseconds = Atomic<UInt64>(0)
@@ -86,16 +100,17 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     /// Thresholds and rules that read this monitor's events; nil when none does.
     private let conditions: ConditionProcessor?
 
-    init(config: MonitorConfig, plugin: LoadedPlugin, options: [BoundOption], bus: EventBus,
-         routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
-         conditions: ConditionProcessor? = nil,
+    init(config: MonitorConfig, description: PluginDescription, transport: any PluginTransport, options: [BoundOption],
+         bus: EventBus, routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
+         conditions: ConditionProcessor? = nil, supervision: SupervisionConfig = SupervisionConfig(),
          clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
         self.name = config.name
         self.conditions = conditions
         self.config = config
-        self.plugin = plugin
+        self.description = description
+        self.transport = transport
         self.options = options
-        let description = plugin.description
+        self.budget = RestartBudget(config: supervision)
         self.interval = description.effectiveInterval(config.interval)
         self.timeout = config.timeout ?? max(5_000_000_000, self.interval)
         var logger = logger
@@ -123,8 +138,8 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     func launch() {
         queue.async { [self] in
             guard !stopping else { return }
-            if handle == nil {
-                let (status, message) = create()
+            if !transport.hasInstance {
+                guard case .returned(let status, let message) = create() else { return }
                 switch status {
                 case VIGIL_OK:
                     break
@@ -158,50 +173,35 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
         queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { body() }
     }
 
-    /// One create attempt, with a context of its own: a failed attempt's
-    /// context is retired at once, so nothing the plugin left behind reaches
-    /// the next attempt's instance.
-    private func create() -> (vigil_status, String) {
-        var out: UnsafeMutableRawPointer?
-        let context = HostContext.make(for: self)
-        let result = withCreateArgs(name: name, options: options, interval: interval, host: context.pointer,
-                                    api: HostTable.shared) { args in
-            call("create") { err in plugin.descriptor.create(&args, &out, err) }
-        }
-        guard result.0 == VIGIL_OK, let out else {
-            retire(context)
-            return result.0 == VIGIL_OK ? (VIGIL_E_FATAL, "create returned OK but no instance") : result
-        }
-        handle = out
-        hostContext = context
-        return result
+    /// One create attempt; a failed one leaves nothing behind (its context
+    /// is retired, or its runner gone). A crash is handled here.
+    private func create() -> CallOutcome {
+        let outcome = call("create") { transport.create(name: name, options: options, interval: interval,
+                                                        receiver: self, timeout: timeout) }
+        if case .crashed(let death) = outcome { crashed(call: "create", death: death) }
+        return outcome
     }
 
-    /// Destroys the plugin's instance and retires its context. On `queue`.
+    /// Destroys the plugin's instance, if any. On `queue`.
     private func destroyInstance() {
-        guard let handle else { return }
         accepting.store(false, ordering: .releasing)
-        plugin.descriptor.destroy(handle)
-        self.handle = nil
-        if let hostContext { retire(hostContext) }
-        hostContext = nil
-    }
-
-    private func retire(_ context: HostContext) {
-        context.retire()
-        lock.withLock { retiredContexts.append(context) }
+        transport.destroy(timeout: timeout)
     }
 
     private func startInstance() {
-        guard let handle, !stopping else { return }
+        guard transport.hasInstance, !stopping else { return }
         accepting.store(true, ordering: .releasing)
-        let (status, message) = call("start") { err in plugin.descriptor.start(handle, err) }
+        let outcome = call("start") { transport.start(timeout: timeout) }
+        guard case .returned(let status, let message) = outcome else {
+            if case .crashed(let death) = outcome { crashed(call: "start", death: death) }
+            return
+        }
         switch status {
         case VIGIL_OK:
             set(.running)
             startRetryDelay = 0
             if inferredUnavailable { infer(available: true, reason: "") }
-            if plugin.descriptor.poll != nil {
+            if transport.polls {
                 pollOnce()
                 scheduleTimer()
             }
@@ -232,11 +232,15 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     }
 
     private func pollOnce() {
-        guard let handle, let poll = plugin.descriptor.poll, !stopping else { return }
+        guard transport.hasInstance, transport.polls, !stopping else { return }
         let started = monotonicNanoseconds()
-        let (status, message) = call("poll") { err in poll(handle, err) }
-        polls.add(1, ordering: .relaxed)
+        let number = polls.add(1, ordering: .relaxed).newValue
+        let outcome = call("poll") { transport.poll(timeout: timeout) }
         pollNanoseconds.add(UInt64(max(0, monotonicNanoseconds() - started)), ordering: .relaxed)
+        guard case .returned(let status, let message) = outcome else {
+            if case .crashed(let death) = outcome { crashed(call: "poll #\(number)", death: death) }
+            return
+        }
         switch status {
         case VIGIL_OK:
             if inferredUnavailable { infer(available: true, reason: "") }
@@ -254,7 +258,10 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
             pollErrors.add(1, ordering: .relaxed)
             timer?.cancel()
             timer = nil
-            _ = call("stop") { err in plugin.descriptor.stop(handle, err) }
+            if case .crashed(let death) = call("stop", { transport.stop(timeout: timeout) }) {
+                crashed(call: "stop", death: death)
+                return
+            }
             accepting.store(false, ordering: .releasing)
             fail(call: "poll", status: status, message: message)
         }
@@ -264,13 +271,110 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     private func fail(call: String, status: vigil_status, message: String) {
         let why = message.isEmpty ? "no reason given" : message
         let at = status == VIGIL_E_INVALID_CONFIG ? " at \(config.locate(pluginMessage: why).location)" : ""
-        logger.error("\(call) failed (\(Self.statusName(status)))\(at): \(why); the monitor is stopped, the others go on")
-        set(.failed)
-        defer { onDone() }
+        let supervised = transport.runnerPID != nil || transport is RunnerTransport
+        logger.error("\(call) failed (\(Self.statusName(status)))\(at): \(why)\(supervised ? "" : "; the monitor is stopped, the others go on")")
         destroyInstance()
-        hostEvents.instanceFailed(monitor: name, plugin: plugin.description.name, call: call,
+        hostEvents.instanceFailed(monitor: name, plugin: description.name, call: call,
                                   status: Self.statusName(status), message: why)
+        if supervised {
+            supervise(finished: false)
+        } else {
+            stopForGood()
+        }
+    }
+
+    /// The monitor will not run again (failed, or its policy says never).
+    private func stopForGood() {
+        set(.failed)
         conditions?.monitorGone(name)
+        onDone()
+    }
+
+    // MARK: - supervision (runners)
+
+    /// The runner ended in `call` (a crash, an exit, a hang killed, a
+    /// limit): reported with the plugin's last words, then supervised.
+    private func crashed(call: String, death: RunnerDeath) {
+        accepting.store(false, ordering: .releasing)
+        (transport as? RunnerTransport)?.discard()
+        timer?.cancel()
+        timer = nil
+        crashes.add(1, ordering: .relaxed)
+        let lastWords = lock.withLock { recentLog }
+        logger.error("the plugin's runner ended in \(call): \(death)\(lastWords.isEmpty ? "" : "; its last log lines: \(lastWords.joined(separator: " | "))")")
+        hostEvents.instanceCrashed(monitor: name, plugin: description.path, call: call, death: death, lastLog: lastWords)
+        guard !stopping else { return }
+        supervise(finished: false)
+    }
+
+    /// The runner died while no call was in flight (a plugin thread
+    /// crashed between polls): handled on the queue like a crash in a call.
+    private func runnerDied(_ death: RunnerDeath) {
+        queue.async { [self] in
+            guard !stopping, state == .running || state == .retrying else { return }
+            crashed(call: "running (between calls)", death: death)
+        }
+    }
+
+    /// Restarts, quarantines or stops the monitor as its policy says. On `queue`.
+    private func supervise(finished: Bool) {
+        let decision = budget.decide(now: monotonicNanoseconds(), jitter: Double.random(in: 0..<1), finished: finished)
+        switch decision {
+        case .stop:
+            stopForGood()
+        case .restart(let after):
+            set(.restarting)
+            restarts.add(1, ordering: .relaxed)
+            logger.notice("restarting in \(RunnerProcess.seconds(after)) (restart \(budget.restarts(now: monotonicNanoseconds())) of at most \(budget.config.maxRestarts) in \(RunnerProcess.seconds(budget.config.restartWindow)))")
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: after))) { [self] in
+                guard !stopping, state == .restarting else { return }
+                launch()
+            }
+        case .quarantine:
+            quarantine()
+        }
+    }
+
+    /// Too many restarts: the monitor waits for its plugin file to change
+    /// (checked every few seconds) or for `requestRestart`.
+    private func quarantine() {
+        set(.quarantined)
+        let restarts = budget.config.maxRestarts
+        logger.error("quarantined: \(restarts) restarts within \(RunnerProcess.seconds(budget.config.restartWindow)); it stays stopped until \(description.path) changes or a restart is asked for")
+        hostEvents.instanceQuarantined(monitor: name, plugin: description.path, restarts: restarts,
+                                       window: budget.config.restartWindow)
+        quarantinedFile = PluginFileIdentity(path: description.path)
+        let check = DispatchSource.makeTimerSource(queue: queue)
+        check.schedule(deadline: .now() + .seconds(5), repeating: .seconds(5), leeway: .seconds(1))
+        check.setEventHandler { [weak self] in
+            guard let self, self.state == .quarantined else { return }
+            let now = PluginFileIdentity(path: self.description.path)
+            if now != nil && now != self.quarantinedFile {
+                self.logger.notice("\(self.description.path) changed: leaving quarantine")
+                self.leaveQuarantine()
+            }
+        }
+        quarantineCheck = check
+        check.resume()
+    }
+
+    private func leaveQuarantine() {
+        quarantineCheck?.cancel()
+        quarantineCheck = nil
+        quarantinedFile = nil
+        budget.reset()
+        set(.idle)
+        launch()
+    }
+
+    /// An operator asks for the monitor to run again (out of quarantine, or
+    /// after it failed for good).
+    func requestRestart() {
+        queue.async { [self] in
+            guard !stopping, state == .quarantined || state == .failed else { return }
+            logger.notice("restart asked for")
+            leaveQuarantine()
+        }
     }
 
     /// Creates the instance and destroys it again, on its queue; returns the
@@ -278,10 +382,14 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
     func timeCreate() -> Result<Int64, PluginRefusal> {
         queue.sync {
             let started = monotonicNanoseconds()
-            let (status, message) = create()
+            let outcome = create()
             let took = monotonicNanoseconds() - started
-            guard status == VIGIL_OK else {
-                return .failure(PluginRefusal(path: plugin.description.path, reason: "create: \(message)"))
+            guard case .returned(VIGIL_OK, _) = outcome else {
+                let why = switch outcome {
+                case .returned(_, let message): message
+                case .crashed(let death): death.description
+                }
+                return .failure(PluginRefusal(path: description.path, reason: "create: \(why)"))
             }
             destroyInstance()
             return .success(took)
@@ -294,26 +402,31 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
             stopping = true
             timer?.cancel()
             timer = nil
-            if let handle {
+            quarantineCheck?.cancel()
+            quarantineCheck = nil
+            if transport.hasInstance {
                 if state == .running {
-                    let (status, message) = call("stop") { err in plugin.descriptor.stop(handle, err) }
-                    if status != VIGIL_OK {
+                    switch call("stop", { transport.stop(timeout: timeout) }) {
+                    case .returned(let status, let message) where status != VIGIL_OK:
                         logger.warning("stop returned \(Self.statusName(status)): \(message)")
+                    case .crashed(let death):
+                        crashed(call: "stop", death: death)
+                    default:
+                        break
                     }
                 }
                 destroyInstance()
             }
-            if state != .failed { set(.stopped) }
+            if state != .failed && state != .quarantined { set(.stopped) }
             completion()
         }
     }
 
-    /// Runs one call into the plugin with a fresh error buffer, recording it
-    /// for the watchdog.
-    private func call(_ what: String, _ body: (UnsafeMutablePointer<vigil_error>) -> vigil_status) -> (vigil_status, String) {
+    /// Runs one call into the plugin, recording it for the watchdog.
+    private func call(_ what: String, _ body: () -> CallOutcome) -> CallOutcome {
         lock.withLock { inFlight = (what, monotonicNanoseconds(), false) }
         defer { lock.withLock { inFlight = nil } }
-        return withPluginError(body)
+        return body()
     }
 
     /// The call in progress if it has run past `deadline` (and was not reported yet).
@@ -372,12 +485,35 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
 
     func pluginLog(level: Int, message: String) {
         let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
-        logger.log(level: severity.logLevel, "\(message)", metadata: ["plugin": "\(plugin.description.name)"])
+        lock.withLock {
+            if recentLog.count == Self.recentLogLines { recentLog.removeFirst() }
+            recentLog.append(String(message.utf8.prefix(512)) ?? String(decoding: message.utf8.prefix(512), as: UTF8.self))
+        }
+        logger.log(level: severity.logLevel, "\(message)", metadata: ["plugin": "\(description.name)"])
     }
+
+    /// An emit the plugin's runner refused (its decoder is this one's).
+    func countRefusal(_ defect: EventDefect) { refuse(defect) }
 
     func markFinished() {
         guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
         logger.info("finished: nothing more to emit")
+        if transport is RunnerTransport && budget.config.restart == .always {
+            // `restart: always` runs it again, as after a failure.
+            queue.async { [self] in
+                guard !stopping else { return }
+                finished.store(false, ordering: .releasing)
+                timer?.cancel()
+                timer = nil
+                if case .crashed(let death) = call("stop", { transport.stop(timeout: timeout) }) {
+                    crashed(call: "stop", death: death)
+                    return
+                }
+                destroyInstance()
+                supervise(finished: true)
+            }
+            return
+        }
         conditions?.monitorGone(name)
         onDone()
     }
@@ -453,7 +589,7 @@ final class MonitorInstance: PluginHostCallbacks, @unchecked Sendable {
         } else {
             logger.notice("source unavailable: \(effective.1)\(skipped)")
         }
-        var event = Event(time: clock(), monitor: name, plugin: plugin.description.name, kind: "availability",
+        var event = Event(time: clock(), monitor: name, plugin: description.name, kind: "availability",
                           severity: effective.0 ? .info : .notice,
                           fields: [Field("available", .bool(effective.0)), Field("reason", .string(effective.1))])
         // Never waits: this runs under the instance lock, maybe on a plugin's thread.

@@ -30,7 +30,8 @@ public enum PluginTiming {
         hostEvents.connect(bus: bus, compiler: compiler)
         var logger = Logger(label: "timing")
         logger.logLevel = .critical
-        let instance = MonitorInstance(config: config, plugin: plugin, options: options, bus: bus, routes: compiler,
+        let instance = MonitorInstance(config: config, description: plugin.description, transport: InProcessTransport(plugin: plugin),
+                                       options: options, bus: bus, routes: compiler,
                                        hostEvents: hostEvents, logger: logger)
         switch instance.timeCreate() {
         case .success(let ns): return .success((load, ns))

@@ -69,7 +69,8 @@ public final class VigilRuntime: @unchecked Sendable {
                                  compiler: compiler, runner: actions, host: host, logger: logger)
         self.conditions = conditions
         self.instances = resolution.monitors.filter(\.config.enabled).map { monitor in
-            MonitorInstance(config: monitor.config, plugin: monitor.plugin, options: monitor.options, bus: bus,
+            MonitorInstance(config: monitor.config, description: monitor.plugin.description,
+                            transport: InProcessTransport(plugin: monitor.plugin), options: monitor.options, bus: bus,
                             routes: compiler, hostEvents: hostEvents, logger: logger,
                             conditions: conditions?.watches(monitor.config.name) == true ? conditions : nil)
         }

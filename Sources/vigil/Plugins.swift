@@ -7,7 +7,7 @@ import VigilHost
 struct Plugins: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List and describe the plugins this host can load.",
-        subcommands: [List.self, Describe.self, Check.self, Probe.self])
+        subcommands: [List.self, Describe.self, Check.self, Probe.self, Runner.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -82,6 +82,28 @@ struct Plugins: AsyncParsableCommand {
             // Plugin threads may still run: leave now.
             fflush(nil)
             _exit(0)
+        }
+    }
+
+    /// A plugin runner (PluginRunner.swift): one monitor under
+    /// `isolation: process`, started by the host with its channel as
+    /// descriptors 3–6.
+    struct Runner: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run one plugin for the host that started this process.", shouldDisplay: false)
+
+        @Argument var plugin: String
+        @Option var parent: Int32
+        @Flag(name: .customLong("allow-unsafe-plugins")) var allowUnsafePlugins = false
+        @Option(name: .customLong("open-files")) var openFiles: Int?
+        @Option var user: String?
+
+        func run() async throws {
+            let code = PluginRunner.run(PluginRunner.Request(path: plugin, allowUnsafe: allowUnsafePlugins, parent: parent,
+                                                             openFiles: openFiles, user: user))
+            // Plugin threads may still run: leave now.
+            fflush(nil)
+            _exit(code)
         }
     }
 

@@ -46,7 +46,8 @@ final class Harness: @unchecked Sendable {
         let compiler = RouteCompiler(manifest: manifest)
         let hostEvents = HostEvents(clock: realtimeNanoseconds)
         hostEvents.connect(bus: bus, compiler: compiler)
-        instance = MonitorInstance(config: monitor.config, plugin: monitor.plugin, options: monitor.options, bus: bus,
+        instance = MonitorInstance(config: monitor.config, description: monitor.plugin.description,
+                                   transport: InProcessTransport(plugin: monitor.plugin), options: monitor.options, bus: bus,
                                    routes: compiler, hostEvents: hostEvents, logger: logger)
         runner.start()
     }

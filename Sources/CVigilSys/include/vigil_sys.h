@@ -7,7 +7,6 @@
 
 #include <stdint.h>
 #include <sys/types.h>
-#include <sys/socket.h>
 
 /** memfd_create(name, MFD_CLOEXEC); -1 with errno on failure. */
 int vigil_memfd_create(const char *name);

@@ -1,0 +1,292 @@
+@preconcurrency import CVigilPlugin
+import CVigilSys
+import Foundation
+import Glibc
+import Synchronization
+import VigilABI
+import VigilCore
+
+/// The plugin's side of `isolation: process`: this executable run again
+/// (`vigil plugins runner`, hidden), loading one plugin file exactly as the
+/// host does and answering the host's calls with it. The plugin meets the
+/// same host table and the same decoder as in the host: only the transport
+/// differs. Events, logs, availability and `finished` go into the ring, in
+/// the order the plugin made them; each call's reply goes on the control
+/// socket after the records the call produced.
+///
+/// Descriptors, set up by `RunnerProcess`: 3 the control socket (SEQPACKET),
+/// 4 the ring's memfd, 5 the host's eventfd (records are waiting), 6 ours
+/// (room in the ring).
+public enum PluginRunner {
+    public struct Request: Sendable {
+        public var path: String
+        public var allowUnsafe: Bool
+        /// The host's pid: a runner whose parent is already gone exits.
+        public var parent: pid_t
+        public var openFiles: Int?
+        public var memory: Int64?
+        public var user: String?
+
+        public init(path: String, allowUnsafe: Bool, parent: pid_t, openFiles: Int? = nil, memory: Int64? = nil,
+                    user: String? = nil) {
+            self.path = path
+            self.allowUnsafe = allowUnsafe
+            self.parent = parent
+            self.openFiles = openFiles
+            self.memory = memory
+            self.user = user
+        }
+    }
+
+    static let controlFD: Int32 = 3
+    static let ringFD: Int32 = 4
+    static let dataEventFD: Int32 = 5
+    static let spaceEventFD: Int32 = 6
+
+    /// Runs until the host closes the control socket; the process's exit code.
+    public static func run(_ request: Request) -> Int32 {
+        // Dies with the host, and never outlives a host that died before this line.
+        _ = vigil_set_parent_death_signal(SIGKILL)
+        guard getppid() == request.parent else { return 70 }
+        // A crash is the host's to report: no core file.
+        setLimit(RLIMIT_CORE, 0)
+        if let n = request.openFiles { setLimit(RLIMIT_NOFILE, rlim_t(n)) }
+        for fd in [controlFD, ringFD, dataEventFD, spaceEventFD] { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        let control = ControlSocket(fd: controlFD)
+
+        if let user = request.user, let why = switchUser(user) {
+            control.send(RunnerWire.encodeRefusal(why))
+            return 0
+        }
+        let ring: SharedRing
+        do {
+            ring = try SharedRing.attach(fd: ringFD)
+        } catch {
+            control.send(RunnerWire.encodeRefusal("the runner could not map its ring: \(error)"))
+            return 0
+        }
+        // The host already warned of every rule the override skips.
+        let vetting = PluginVetting(policy: PluginFilePolicy(allowUnsafe: request.allowUnsafe), warn: { _ in })
+        let plugin: LoadedPlugin
+        switch PluginLoader.load(path: request.path, vetting: vetting) {
+        case .failure(let refusal):
+            control.send(RunnerWire.encodeRefusal(refusal.reason))
+            return 0
+        case .success(let loaded):
+            plugin = loaded
+        }
+        guard let description = try? plugin.description.jsonData() else {
+            control.send(RunnerWire.encodeRefusal("the plugin's self-description cannot be encoded"))
+            return 0
+        }
+        control.send(RunnerWire.encodeHello(description: Array(description)))
+
+        let writer = RingWriter(ring: ring, dataEvent: dataEventFD, spaceEvent: spaceEventFD)
+        let session = RunnerSession(plugin: plugin, writer: writer)
+        while let message = control.receive() {
+            guard let reply = session.handle(message) else { break }
+            control.send(reply)
+        }
+        session.end()
+        return 0
+    }
+
+    private static func setLimit(_ resource: __rlimit_resource, _ value: rlim_t) {
+        var limit = rlimit(rlim_cur: value, rlim_max: value)
+        _ = setrlimit(__rlimit_resource_t(resource.rawValue), &limit)
+    }
+
+    /// Becomes `user` (a name or a numeric uid) with its primary group and
+    /// no others; why not, or nil.
+    private static func switchUser(_ user: String) -> String? {
+        var uid: uid_t
+        var gid: gid_t
+        if let entry = getpwnam(user) {
+            uid = entry.pointee.pw_uid
+            gid = entry.pointee.pw_gid
+        } else if let n = UInt32(user) {
+            uid = n
+            gid = getpwuid(n)?.pointee.pw_gid ?? n
+        } else {
+            return "no user '\(user)' on this host"
+        }
+        guard geteuid() == 0 || geteuid() == uid else {
+            return "running as user '\(user)' needs the host to run as root"
+        }
+        if geteuid() == uid { return nil }
+        var groups = [gid]
+        guard setgroups(1, &groups) == 0, setgid(gid) == 0, setuid(uid) == 0 else {
+            return "could not become user '\(user)': \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+}
+
+/// One plugin instance at a time in the runner, and the host calls it makes.
+private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
+    private let plugin: LoadedPlugin
+    private let writer: RingWriter
+    private var handle: UnsafeMutableRawPointer?
+    private var context: HostContext?
+    private var retired: [HostContext] = []
+    private var decoder: EventDecoder
+    private let accepting = Atomic<Bool>(false)
+
+    init(plugin: LoadedPlugin, writer: RingWriter) {
+        self.plugin = plugin
+        self.writer = writer
+        self.decoder = EventDecoder(monitor: "", plugin: plugin.description.name, events: plugin.description.events)
+    }
+
+    /// The reply to one call, or nil when the message is not one.
+    func handle(_ message: [UInt8]) -> [UInt8]? {
+        message.withUnsafeBytes { raw -> [UInt8]? in
+            var r = WireReader(raw)
+            guard let op = r.u8().flatMap(RunnerWire.Call.init(rawValue:)) else { return nil }
+            let (status, text): (vigil_status, String)
+            switch op {
+            case .create:
+                guard let request = RunnerWire.decodeCreate(&r) else { return nil }
+                (status, text) = create(request)
+            case .start:
+                guard let handle else { return reply(VIGIL_E_STOPPED, "no instance") }
+                accepting.store(true, ordering: .releasing)
+                (status, text) = withPluginError { err in plugin.descriptor.start(handle, err) }
+                if status != VIGIL_OK { accepting.store(false, ordering: .releasing) }
+            case .poll:
+                guard let handle, let poll = plugin.descriptor.poll else { return reply(VIGIL_E_STOPPED, "no instance") }
+                (status, text) = withPluginError { err in poll(handle, err) }
+            case .stop:
+                guard let handle else { return reply(VIGIL_E_STOPPED, "no instance") }
+                (status, text) = withPluginError { err in plugin.descriptor.stop(handle, err) }
+                accepting.store(false, ordering: .releasing)
+            case .destroy:
+                destroy()
+                (status, text) = (VIGIL_OK, "")
+            }
+            return reply(status, text)
+        }
+    }
+
+    private func reply(_ status: vigil_status, _ message: String) -> [UInt8] {
+        let late = (retired + (context.map { [$0] } ?? [])).reduce(UInt64(0)) { $0 &+ $1.lateCalls.load(ordering: .relaxed) }
+        return RunnerWire.encodeReply(status: status, message: message, lateCalls: late)
+    }
+
+    private func create(_ request: RunnerWire.CreateRequest) -> (vigil_status, String) {
+        destroy()
+        decoder = EventDecoder(monitor: request.name, plugin: plugin.description.name, events: plugin.description.events)
+        let context = HostContext.make(for: self)
+        var out: UnsafeMutableRawPointer?
+        let result = withCreateArgs(name: request.name, options: request.options, interval: request.interval,
+                                    host: context.pointer, api: HostTable.shared) { args in
+            withPluginError { err in plugin.descriptor.create(&args, &out, err) }
+        }
+        guard result.0 == VIGIL_OK, let out else {
+            context.retire()
+            retired.append(context)
+            return result.0 == VIGIL_OK ? (VIGIL_E_FATAL, "create returned OK but no instance") : result
+        }
+        handle = out
+        self.context = context
+        return result
+    }
+
+    private func destroy() {
+        accepting.store(false, ordering: .releasing)
+        guard let handle else { return }
+        plugin.descriptor.destroy(handle)
+        self.handle = nil
+        if let context {
+            context.retire()
+            retired.append(context)
+        }
+        context = nil
+    }
+
+    /// The host closed the channel: the instance goes as at shutdown.
+    func end() { destroy() }
+
+    // MARK: - the plugin's calls (any thread)
+
+    func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
+        guard accepting.load(ordering: .acquiring) else {
+            return refuse(EventDefect(reason: .stopped, message: "emit outside start…stop"))
+        }
+        var kindIndex = -1
+        let decoded: Event
+        do {
+            decoded = try decoder.decode(event, now: realtimeNanoseconds, kindIndex: &kindIndex)
+        } catch {
+            return refuse(error)
+        }
+        let length = RunnerWire.eventBytes(decoded)
+        guard writer.write(.event, length: length, { RunnerWire.encodeEvent(decoded, at: $0) }) else {
+            return refuse(EventDefect(reason: .tooLarge, message:
+                "an event of kind '\(shownText(decoded.kind))' encodes to \(length) bytes; an isolated plugin's event is at most \(writer.maxPayload)"))
+        }
+        return VIGIL_OK
+    }
+
+    /// Sends the refusal for the host to count and returns its status.
+    private func refuse(_ defect: EventDefect) -> vigil_status {
+        var w = WireWriter()
+        w.u32(UInt32(defect.reason.rawValue))
+        w.string(String(decoding: defect.message.utf8.prefix(4096), as: UTF8.self))
+        let bytes = w.bytes
+        writer.write(.refused, length: bytes.count) { p in bytes.withUnsafeBytes { p.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+        return defect.status
+    }
+
+    func log(level: Int, message: String, cut: Int) {
+        var w = WireWriter(capacity: message.utf8.count + 12)
+        w.u32(UInt32(clamping: max(0, level)))
+        w.u32(UInt32(clamping: max(0, cut)))
+        w.string(message)
+        let bytes = w.bytes
+        writer.write(.log, length: bytes.count) { p in bytes.withUnsafeBytes { p.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+    }
+
+    func setAvailability(_ available: Bool, reason: String) {
+        var w = WireWriter()
+        w.u8(available ? 1 : 0)
+        w.string(reason)
+        let bytes = w.bytes
+        writer.write(.availability, length: bytes.count) { p in bytes.withUnsafeBytes { p.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+    }
+
+    func now() -> Int64 { realtimeNanoseconds() }
+
+    func markFinished() {
+        writer.write(.finished, length: 0) { _ in }
+    }
+}
+
+/// One end of the SEQPACKET control socket: whole messages, blocking.
+final class ControlSocket: @unchecked Sendable {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(fd: Int32) { self.fd = fd }
+
+    func send(_ message: [UInt8]) {
+        message.withUnsafeBytes { raw in
+            while Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) < 0 && errno == EINTR {}
+        }
+    }
+
+    /// The next message (valid until the next call); nil at end of stream,
+    /// on error, or for a message longer than `RunnerWire.maxMessage`.
+    func receive() -> [UInt8]? {
+        // The next message's length first (MSG_PEEK | MSG_TRUNC), so the
+        // buffer is only as large as the largest message seen.
+        var n = 0
+        repeat { n = recv(fd, nil, 0, Int32(MSG_PEEK | MSG_TRUNC)) } while n < 0 && errno == EINTR
+        guard n > 0, n <= RunnerWire.maxMessage else { return nil }
+        if buffer.count < n { buffer = [UInt8](repeating: 0, count: n) }
+        var got = 0
+        repeat { got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, n, 0) } } while got < 0 && errno == EINTR
+        guard got == n else { return nil }
+        return Array(buffer[0..<n])
+    }
+}

@@ -1,0 +1,211 @@
+@preconcurrency import CVigilPlugin
+import Foundation
+import VigilABI
+import VigilCore
+
+/// How a monitor's lifecycle calls reach its plugin: in this process, or in
+/// a runner process (`isolation: process`). The instance above it is the
+/// same either way (it stamps, routes, infers availability, supervises);
+/// only where the plugin's code runs differs. Calls are made from the
+/// instance's queue, one at a time.
+protocol PluginTransport: AnyObject, Sendable {
+    /// Whether the plugin polls.
+    var polls: Bool { get }
+    /// Whether an instance exists (created, not destroyed).
+    var hasInstance: Bool { get }
+    /// One create attempt, whose host calls reach `receiver`. A failed attempt
+    /// leaves nothing behind.
+    func create(name: String, options: [BoundOption], interval: Int64, receiver: any RunnerReceiver,
+                timeout: Int64) -> CallOutcome
+    func start(timeout: Int64) -> CallOutcome
+    func poll(timeout: Int64) -> CallOutcome
+    func stop(timeout: Int64) -> CallOutcome
+    /// Destroys the instance, if any; nothing of it reaches the receiver after.
+    func destroy(timeout: Int64)
+    /// Calls the plugin made through contexts of destroyed instances.
+    var lateCalls: UInt64 { get }
+    /// The process the plugin runs in, when not this one.
+    var runnerPID: pid_t? { get }
+}
+
+enum CallOutcome {
+    /// The plugin's status and message.
+    case returned(vigil_status, String)
+    /// The plugin's process ended during the call (or was ended: a hang, a limit).
+    case crashed(RunnerDeath)
+}
+
+/// The plugin's code in this process: calls through its descriptor, with a
+/// host context per create attempt.
+final class InProcessTransport: PluginTransport, @unchecked Sendable {
+    let plugin: LoadedPlugin
+    private var handle: UnsafeMutableRawPointer?
+    private var context: HostContext?
+    private let retired = LockedState<[HostContext]>([])
+
+    init(plugin: LoadedPlugin) { self.plugin = plugin }
+
+    var polls: Bool { plugin.descriptor.poll != nil }
+    var hasInstance: Bool { handle != nil }
+    var runnerPID: pid_t? { nil }
+
+    func create(name: String, options: [BoundOption], interval: Int64, receiver: any RunnerReceiver,
+                timeout: Int64) -> CallOutcome {
+        var out: UnsafeMutableRawPointer?
+        let context = HostContext.make(for: receiver)
+        let result = withCreateArgs(name: name, options: options, interval: interval, host: context.pointer,
+                                    api: HostTable.shared) { args in
+            withPluginError { err in plugin.descriptor.create(&args, &out, err) }
+        }
+        guard result.0 == VIGIL_OK, let out else {
+            retire(context)
+            return .returned(result.0 == VIGIL_OK ? VIGIL_E_FATAL : result.0,
+                             result.0 == VIGIL_OK ? "create returned OK but no instance" : result.1)
+        }
+        handle = out
+        self.context = context
+        return .returned(result.0, result.1)
+    }
+
+    func start(timeout: Int64) -> CallOutcome {
+        guard let handle else { return .returned(VIGIL_E_STOPPED, "no instance") }
+        let (status, message) = withPluginError { err in plugin.descriptor.start(handle, err) }
+        return .returned(status, message)
+    }
+
+    func poll(timeout: Int64) -> CallOutcome {
+        guard let handle, let poll = plugin.descriptor.poll else { return .returned(VIGIL_E_STOPPED, "no instance") }
+        let (status, message) = withPluginError { err in poll(handle, err) }
+        return .returned(status, message)
+    }
+
+    func stop(timeout: Int64) -> CallOutcome {
+        guard let handle else { return .returned(VIGIL_E_STOPPED, "no instance") }
+        let (status, message) = withPluginError { err in plugin.descriptor.stop(handle, err) }
+        return .returned(status, message)
+    }
+
+    func destroy(timeout: Int64) {
+        guard let handle else { return }
+        plugin.descriptor.destroy(handle)
+        self.handle = nil
+        if let context { retire(context) }
+        context = nil
+    }
+
+    private func retire(_ context: HostContext) {
+        context.retire()
+        retired.withLock { $0.append(context) }
+    }
+
+    var lateCalls: UInt64 {
+        retired.withLock { $0.reduce(0) { $0 &+ $1.lateCalls.load(ordering: .relaxed) } }
+    }
+}
+
+/// The plugin's code in a runner process. A runner serves one instance;
+/// a create after a crash starts a new one, which must describe the plugin
+/// as the first did (a file replaced under the host is refused).
+final class RunnerTransport: PluginTransport, @unchecked Sendable {
+    struct Launch: Sendable {
+        var path: String
+        var allowUnsafe: Bool
+        var openFiles: Int?
+        var user: String?
+        /// Deadline of loading the plugin in a new runner.
+        var loadTimeout: Int64
+    }
+
+    let launch: Launch
+    let description: PluginDescription
+    private var process: RunnerProcess?
+    private var created = false
+    /// Told when the runner dies outside a call (on the runner's channel thread).
+    private let onDeath: @Sendable (RunnerDeath) -> Void
+    private let late = LockedState<UInt64>(0)
+
+    /// A transport over `first`, the runner that described the plugin.
+    init(first: RunnerProcess, launch: Launch, onDeath: @escaping @Sendable (RunnerDeath) -> Void) {
+        self.process = first
+        self.launch = launch
+        self.description = first.description
+        self.onDeath = onDeath
+    }
+
+    var polls: Bool { description.polled }
+    var hasInstance: Bool { created }
+    var runnerPID: pid_t? { process?.pid }
+
+    func create(name: String, options: [BoundOption], interval: Int64, receiver: any RunnerReceiver,
+                timeout: Int64) -> CallOutcome {
+        if process == nil || process?.isDead == true {
+            process = nil
+            do {
+                let fresh = try RunnerProcess.start(path: launch.path, allowUnsafe: launch.allowUnsafe,
+                                                    openFiles: launch.openFiles, user: launch.user,
+                                                    loadTimeout: launch.loadTimeout)
+                guard fresh.description.sameContract(as: description) else {
+                    fresh.finish()
+                    return .crashed(RunnerDeath(killedBecause: "the plugin file changed: it no longer describes the kinds and options it was started with"))
+                }
+                process = fresh
+            } catch {
+                return .crashed(RunnerDeath(killedBecause: "a new runner could not load the plugin: \(error)"))
+            }
+        }
+        guard let process else { return .crashed(RunnerDeath()) }
+        let onDeath = onDeath
+        process.attach(receiver) { death in onDeath(death) }
+        let outcome = call(RunnerWire.encodeCreate(name: name, options: options, interval: interval), "create", timeout)
+        if case .returned(VIGIL_OK, _) = outcome { created = true }
+        return outcome
+    }
+
+    func start(timeout: Int64) -> CallOutcome { call(RunnerWire.encodeCall(.start), "start", timeout) }
+
+    func poll(timeout: Int64) -> CallOutcome { call(RunnerWire.encodeCall(.poll), "poll", timeout) }
+
+    func stop(timeout: Int64) -> CallOutcome { call(RunnerWire.encodeCall(.stop), "stop", timeout) }
+
+    /// Destroys the instance and lets its runner go: the next create starts
+    /// a fresh process, so nothing an instance left behind reaches the next.
+    func destroy(timeout: Int64) {
+        guard let process else { return }
+        if created && !process.isDead { _ = call(RunnerWire.encodeCall(.destroy), "destroy", timeout) }
+        created = false
+        late.withLock { $0 &+= process.lateCalls }
+        process.finish()
+        self.process = nil
+    }
+
+    /// The runner ended outside a call: forget it (its death was reported).
+    func discard() {
+        created = false
+        if let process { late.withLock { $0 &+= process.lateCalls } }
+        process = nil
+    }
+
+    var lateCalls: UInt64 { late.withLock { $0 } &+ (process?.lateCalls ?? 0) }
+
+    private func call(_ message: [UInt8], _ name: String, _ timeout: Int64) -> CallOutcome {
+        guard let process else { return .returned(VIGIL_E_STOPPED, "no instance") }
+        switch process.call(message, timeout: timeout, name: name) {
+        case .reply(let status, let text):
+            return .returned(status, text)
+        case .died(let death):
+            created = false
+            late.withLock { $0 &+= process.lateCalls }
+            self.process = nil
+            return .crashed(death)
+        }
+    }
+}
+
+extension PluginDescription {
+    /// Whether `other` offers what a monitor was set up with: the same
+    /// kinds, fields and options (a runner restarted on a replaced file
+    /// must not change the routes and options the host bound).
+    func sameContract(as other: PluginDescription) -> Bool {
+        name == other.name && events == other.events && options == other.options
+    }
+}

@@ -1,0 +1,316 @@
+import CVigilSys
+import Foundation
+import Glibc
+import VigilABI
+
+/// The isolation channel's data path: a byte ring in a memfd mapped by the
+/// host and by one runner. The runner (the one producer, its plugin's threads
+/// taking turns under a lock) appends records; the host (the one consumer)
+/// copies each out and hands it on. Positions only grow; a record never
+/// straddles the end of the ring (a pad record fills the gap).
+///
+/// Wake-ups cost nothing while both sides are busy: the consumer sleeps on
+/// an eventfd only after saying so in the header and seeing the ring empty;
+/// the producer writes that eventfd only when it sees the consumer asleep
+/// (the same for a producer waiting for room). An idle channel makes no
+/// system call at all.
+///
+/// The ring is memory the plugin's process can write: the host reads the
+/// header and every record as hostile (positions out of order, lengths past
+/// the data, unknown types), copies a record out before reading it, and
+/// treats anything inconsistent as a broken channel.
+final class SharedRing: @unchecked Sendable {
+    /// Header layout: each field the other side writes on a cache line of its own.
+    enum Layout {
+        static let magic: UInt32 = 0x5649_474C  // "VIGL"
+        static let version: UInt32 = 1
+        static let headerBytes = 256
+        static let magicOffset = 0
+        static let versionOffset = 4
+        static let capacityOffset = 8
+        static let headOffset = 64
+        static let tailOffset = 128
+        static let consumerSleepingOffset = 192
+        static let producerSleepingOffset = 196
+        /// Record header: payload length (u32), type (u32).
+        static let recordHeader = 8
+    }
+
+    /// Ring data bytes by default: room for ~50 k small events in flight.
+    static let defaultCapacity = 4 << 20
+
+    let fd: Int32
+    let capacity: Int
+    /// The largest payload of one record: a quarter of the ring, so a full
+    /// record always fits behind a pad.
+    let maxPayload: Int
+    private let base: UnsafeMutableRawPointer
+    private let mappedBytes: Int
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private init(fd: Int32, base: UnsafeMutableRawPointer, capacity: Int, mappedBytes: Int) {
+        self.fd = fd
+        self.base = base
+        self.capacity = capacity
+        self.mappedBytes = mappedBytes
+        self.maxPayload = capacity / 4 - Layout.recordHeader
+    }
+
+    deinit {
+        munmap(base, mappedBytes)
+        close(fd)
+    }
+
+    /// A new ring (the host's side): a memfd of the header and `capacity`
+    /// bytes (a power of two), mapped shared.
+    static func create(capacity: Int = defaultCapacity) throws -> SharedRing {
+        precondition(capacity >= 4096 && capacity & (capacity - 1) == 0)
+        let fd = vigil_memfd_create("vigil-ring")
+        guard fd >= 0 else { throw Failure(description: "memfd_create: \(String(cString: strerror(errno)))") }
+        let size = Layout.headerBytes + capacity
+        guard ftruncate(fd, off_t(size)) == 0 else {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            throw Failure(description: "ftruncate ring to \(size) bytes: \(why)")
+        }
+        let ring = try map(fd: fd, size: size, capacity: capacity)
+        ring.base.storeBytes(of: Layout.magic, toByteOffset: Layout.magicOffset, as: UInt32.self)
+        ring.base.storeBytes(of: Layout.version, toByteOffset: Layout.versionOffset, as: UInt32.self)
+        ring.base.storeBytes(of: UInt64(capacity), toByteOffset: Layout.capacityOffset, as: UInt64.self)
+        return ring
+    }
+
+    /// The ring the host made (the runner's side), from its inherited descriptor.
+    static func attach(fd: Int32) throws -> SharedRing {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw Failure(description: "fstat ring: \(String(cString: strerror(errno)))") }
+        let size = Int(st.st_size)
+        guard size > Layout.headerBytes else { throw Failure(description: "the ring is \(size) bytes") }
+        let capacity = size - Layout.headerBytes
+        guard capacity >= 4096, capacity & (capacity - 1) == 0 else {
+            throw Failure(description: "the ring's capacity \(capacity) is not a power of two")
+        }
+        let ring = try map(fd: fd, size: size, capacity: capacity)
+        guard ring.base.load(fromByteOffset: Layout.magicOffset, as: UInt32.self) == Layout.magic,
+              ring.base.load(fromByteOffset: Layout.versionOffset, as: UInt32.self) == Layout.version,
+              ring.base.load(fromByteOffset: Layout.capacityOffset, as: UInt64.self) == UInt64(capacity) else {
+            throw Failure(description: "the ring's header is not this version's")
+        }
+        return ring
+    }
+
+    private static func map(fd: Int32, size: Int, capacity: Int) throws -> SharedRing {
+        guard let p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            throw Failure(description: "mmap ring: \(why)")
+        }
+        return SharedRing(fd: fd, base: p, capacity: capacity, mappedBytes: size)
+    }
+
+    // MARK: - header fields
+
+    var head: UnsafeMutablePointer<UInt64> { (base + Layout.headOffset).assumingMemoryBound(to: UInt64.self) }
+    var tail: UnsafeMutablePointer<UInt64> { (base + Layout.tailOffset).assumingMemoryBound(to: UInt64.self) }
+    var consumerSleeping: UnsafeMutablePointer<UInt32> {
+        (base + Layout.consumerSleepingOffset).assumingMemoryBound(to: UInt32.self)
+    }
+    var producerSleeping: UnsafeMutablePointer<UInt32> {
+        (base + Layout.producerSleepingOffset).assumingMemoryBound(to: UInt32.self)
+    }
+
+    /// Data byte `position` (mod capacity).
+    @inline(__always)
+    func data(at position: UInt64) -> UnsafeMutableRawPointer {
+        base + Layout.headerBytes + Int(position & UInt64(capacity - 1))
+    }
+
+    @inline(__always)
+    static func recordBytes(payload: Int) -> Int { (Layout.recordHeader + payload + 7) & ~7 }
+
+    /// Adds one to an eventfd (non-blocking: a full counter already wakes).
+    static func signal(_ eventFD: Int32) {
+        var one: UInt64 = 1
+        _ = Glibc.write(eventFD, &one, 8)
+    }
+
+    /// Empties an eventfd's counter.
+    static func drain(_ eventFD: Int32) {
+        var value: UInt64 = 0
+        _ = Glibc.read(eventFD, &value, 8)
+    }
+}
+
+/// Record types.
+enum RingRecord: UInt32 {
+    case pad = 0
+    /// An event the runner's decoder accepted (`RunnerWire.encodeEvent`).
+    case event = 1
+    /// level (u32), bytes cut (u32), message.
+    case log = 2
+    /// available (u8), reason.
+    case availability = 3
+    /// The plugin called `finished`.
+    case finished = 4
+    /// An emit the runner refused: reason (u32, `EmitRefusal`), message.
+    case refused = 5
+}
+
+/// The runner's end: appends records, waiting for room when the host is
+/// behind (the plugin's emit waits, as it does in-process behind a full
+/// blocking sink). Any thread; one record at a time.
+final class RingWriter: @unchecked Sendable {
+    private let ring: SharedRing
+    /// The host sleeps on this one; the runner sleeps on `spaceEvent`.
+    private let dataEvent: Int32
+    private let spaceEvent: Int32
+    private let lock = Lock()
+    /// Our copy of the head (we are its only writer).
+    private var head: UInt64 = 0
+
+    init(ring: SharedRing, dataEvent: Int32, spaceEvent: Int32) {
+        self.ring = ring
+        self.dataEvent = dataEvent
+        self.spaceEvent = spaceEvent
+    }
+
+    var maxPayload: Int { ring.maxPayload }
+
+    /// Appends a record of `length` payload bytes that `fill` writes. False
+    /// when the payload is larger than a record may be.
+    @discardableResult
+    func write(_ type: RingRecord, length: Int, _ fill: (UnsafeMutableRawPointer) -> Void) -> Bool {
+        guard length >= 0, length <= ring.maxPayload else { return false }
+        let need = SharedRing.recordBytes(payload: length)
+        lock.lock()
+        defer { lock.unlock() }
+        let toEnd = ring.capacity - Int(head & UInt64(ring.capacity - 1))
+        let pad = need > toEnd ? toEnd : 0
+        waitForRoom(pad + need)
+        if pad > 0 {
+            let p = ring.data(at: head)
+            p.storeBytes(of: UInt32(pad - SharedRing.Layout.recordHeader).littleEndian, as: UInt32.self)
+            p.storeBytes(of: RingRecord.pad.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
+            head &+= UInt64(pad)
+        }
+        let p = ring.data(at: head)
+        p.storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
+        p.storeBytes(of: type.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
+        fill(p + SharedRing.Layout.recordHeader)
+        head &+= UInt64(need)
+        vigil_store_release_u64(ring.head, head)
+        vigil_fence()
+        if vigil_load_acquire_u32(ring.consumerSleeping) != 0 && vigil_exchange_u32(ring.consumerSleeping, 0) != 0 {
+            SharedRing.signal(dataEvent)
+        }
+        return true
+    }
+
+    /// Waits until `bytes` are free. The host being gone ends this process
+    /// (PR_SET_PDEATHSIG), so the wait needs no deadline of its own.
+    private func waitForRoom(_ bytes: Int) {
+        while true {
+            let tail = vigil_load_acquire_u64(ring.tail)
+            if ring.capacity - Int(truncatingIfNeeded: head &- tail) >= bytes { return }
+            _ = vigil_exchange_u32(ring.producerSleeping, 1)
+            vigil_fence()
+            let again = vigil_load_acquire_u64(ring.tail)
+            if ring.capacity - Int(truncatingIfNeeded: head &- again) >= bytes {
+                vigil_store_release_u32(ring.producerSleeping, 0)
+                return
+            }
+            var pfd = pollfd(fd: spaceEvent, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, 1000)
+            SharedRing.drain(spaceEvent)
+        }
+    }
+}
+
+/// The host's end: takes records in order, each copied out of shared memory
+/// before it is read. One thread.
+final class RingReader: @unchecked Sendable {
+    private let ring: SharedRing
+    private let dataEvent: Int32
+    private let spaceEvent: Int32
+    private var tail: UInt64 = 0
+    /// Private copy of the current record's payload.
+    private let scratch: UnsafeMutableRawPointer
+
+    init(ring: SharedRing, dataEvent: Int32, spaceEvent: Int32) {
+        self.ring = ring
+        self.dataEvent = dataEvent
+        self.spaceEvent = spaceEvent
+        self.scratch = .allocate(byteCount: max(ring.maxPayload, 8), alignment: 16)
+    }
+
+    deinit { scratch.deallocate() }
+
+    enum Next {
+        /// The payload is a private copy, valid until the next call.
+        case record(RingRecord, UnsafeRawBufferPointer)
+        case empty
+        /// The ring's header or a record is inconsistent: the runner broke the channel.
+        case corrupt(String)
+    }
+
+    /// The next record, if one was published.
+    func next() -> Next {
+        while true {
+            let head = vigil_load_acquire_u64(ring.head)
+            if head == tail { return .empty }
+            let available = head &- tail
+            guard available <= UInt64(ring.capacity), available >= UInt64(SharedRing.Layout.recordHeader) else {
+                return .corrupt("the ring's write position moved to \(head) from \(tail)")
+            }
+            let p = ring.data(at: tail)
+            let length = Int(UInt32(littleEndian: p.load(as: UInt32.self)))
+            let rawType = UInt32(littleEndian: p.load(fromByteOffset: 4, as: UInt32.self))
+            let toEnd = ring.capacity - Int(tail & UInt64(ring.capacity - 1))
+            let bytes = SharedRing.recordBytes(payload: length)
+            guard length <= ring.maxPayload || (rawType == RingRecord.pad.rawValue && bytes == toEnd),
+                  bytes <= toEnd, UInt64(bytes) <= available else {
+                return .corrupt("a record of \(length) bytes runs past the data written (\(available) bytes)")
+            }
+            guard let type = RingRecord(rawValue: rawType) else {
+                return .corrupt("a record has the unknown type \(rawType)")
+            }
+            if type == .pad {
+                advance(by: bytes)
+                continue
+            }
+            scratch.copyMemory(from: p + SharedRing.Layout.recordHeader, byteCount: length)
+            advance(by: bytes)
+            return .record(type, UnsafeRawBufferPointer(start: scratch, count: length))
+        }
+    }
+
+    private func advance(by bytes: Int) {
+        tail &+= UInt64(bytes)
+        vigil_store_release_u64(ring.tail, tail)
+        vigil_fence()
+        if vigil_load_acquire_u32(ring.producerSleeping) != 0 && vigil_exchange_u32(ring.producerSleeping, 0) != 0 {
+            SharedRing.signal(spaceEvent)
+        }
+    }
+
+    /// Says the consumer is about to sleep on the data eventfd; false (and
+    /// not sleeping) when a record arrived meanwhile.
+    func prepareToSleep() -> Bool {
+        _ = vigil_exchange_u32(ring.consumerSleeping, 1)
+        vigil_fence()
+        if vigil_load_acquire_u64(ring.head) != tail {
+            vigil_store_release_u32(ring.consumerSleeping, 0)
+            return false
+        }
+        return true
+    }
+
+    /// After a sleep: the flag is ours again and the eventfd empty.
+    func wokeUp() {
+        vigil_store_release_u32(ring.consumerSleeping, 0)
+        SharedRing.drain(dataEvent)
+    }
+}

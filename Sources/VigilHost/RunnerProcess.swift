@@ -1,0 +1,377 @@
+@preconcurrency import CVigilPlugin
+import CVigilSys
+import Foundation
+import Glibc
+import VigilABI
+import VigilCore
+
+/// What the host does with a runner's records: the instance's own host
+/// functions (`MonitorInstance`), so an isolated plugin's events take the
+/// same path as an in-process plugin's.
+protocol RunnerReceiver: PluginHostCallbacks {
+    /// An emit the runner's decoder refused (the plugin got the status).
+    func countRefusal(_ defect: EventDefect)
+}
+
+/// How a runner ended.
+struct RunnerDeath: Sendable, CustomStringConvertible {
+    /// The signal that killed it, or nil.
+    var signal: Int32?
+    /// Its exit status, or nil.
+    var exitCode: Int32?
+    /// Why the host killed it, when it did (a call past its timeout, a limit).
+    var killedBecause: String?
+
+    var description: String {
+        var text: String
+        if let signal {
+            text = "killed by \(ChildProcess.signalName(signal))"
+        } else if let exitCode {
+            text = "exited with status \(exitCode)"
+        } else {
+            text = "ended"
+        }
+        if let killedBecause { text = "\(killedBecause); \(text)" }
+        return text
+    }
+}
+
+/// The host's end of one plugin runner (`PluginRunner`): the process, its
+/// control socket and ring, and a thread that takes the ring's records in
+/// order and the replies after them. Calls are made one at a time (the
+/// instance's queue) and wait for their reply, the runner's death or their
+/// deadline; a call past its deadline kills the runner.
+final class RunnerProcess: @unchecked Sendable {
+    struct StartFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    enum Outcome {
+        case reply(vigil_status, String)
+        case died(RunnerDeath)
+    }
+
+    let pid: pid_t
+    /// The plugin as the runner loaded and described it.
+    let description: PluginDescription
+    private let control: ControlSocket
+    private let ring: SharedRing
+    private let reader: RingReader
+    private let dataEvent: Int32
+    private let spaceEvent: Int32
+
+    private let state = ConditionLock()
+    private var receiver: (any RunnerReceiver)?
+    private var pendingReply: (vigil_status, String)?
+    private var death: RunnerDeath?
+    private var killReason: String?
+    /// Calls of destroyed instances the runner ignored (it counts them).
+    private(set) var lateCalls: UInt64 = 0
+    /// Called once, on the channel thread, when the runner dies outside a call.
+    private var onDeath: (@Sendable (RunnerDeath) -> Void)?
+    private var callInFlight = false
+    /// Records that arrived with no receiver (none should).
+    private var strayRecords = 0
+    /// Room for a rebuilt event's fields.
+    private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
+
+    private init(pid: pid_t, description: PluginDescription, control: ControlSocket, ring: SharedRing,
+                 dataEvent: Int32, spaceEvent: Int32) {
+        self.pid = pid
+        self.description = description
+        self.control = control
+        self.ring = ring
+        self.dataEvent = dataEvent
+        self.spaceEvent = spaceEvent
+        self.reader = RingReader(ring: ring, dataEvent: dataEvent, spaceEvent: spaceEvent)
+    }
+
+    deinit {
+        close(control.fd)
+        close(dataEvent)
+        close(spaceEvent)
+        fieldScratch.deallocate()
+    }
+
+    /// Starts a runner for `path` and waits (up to `loadTimeout`) for it to
+    /// load the plugin and describe it. A refusal, a crash or a hang while
+    /// loading is a `StartFailure` naming it.
+    static func start(path: String, allowUnsafe: Bool, openFiles: Int? = nil, user: String? = nil,
+                      loadTimeout: Int64, ringCapacity: Int = SharedRing.defaultCapacity) throws(StartFailure) -> RunnerProcess {
+        let ring: SharedRing
+        do { ring = try SharedRing.create(capacity: ringCapacity) } catch { throw StartFailure(description: "\(error)") }
+        var pair: [Int32] = [-1, -1]
+        guard vigil_seqpacket_pair(&pair) == 0 else {
+            throw StartFailure(description: "socketpair: \(String(cString: strerror(errno)))")
+        }
+        let dataEvent = vigil_eventfd(), spaceEvent = vigil_eventfd()
+        guard dataEvent >= 0, spaceEvent >= 0 else {
+            let why = String(cString: strerror(errno))
+            for fd in [pair[0], pair[1], dataEvent, spaceEvent] where fd >= 0 { close(fd) }
+            throw StartFailure(description: "eventfd: \(why)")
+        }
+        var arguments = [CommandLine.arguments.first ?? "vigil", "plugins", "runner", path, "--parent", "\(getpid())"]
+        if allowUnsafe { arguments.append("--allow-unsafe-plugins") }
+        if let n = openFiles { arguments += ["--open-files", "\(n)"] }
+        if let user { arguments += ["--user", user] }
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let spawn = Spawn(program: "/proc/self/exe", arguments: arguments, environment: environment,
+                          descriptors: [0: .null, 1: .parent(2), 2: .parent(2),
+                                        PluginRunner.controlFD: .parent(pair[1]), PluginRunner.ringFD: .parent(ring.fd),
+                                        PluginRunner.dataEventFD: .parent(dataEvent),
+                                        PluginRunner.spaceEventFD: .parent(spaceEvent)],
+                          newProcessGroup: true)
+        let pid: pid_t
+        do {
+            pid = try spawn.start()
+        } catch {
+            for fd in [pair[0], pair[1], dataEvent, spaceEvent] { close(fd) }
+            throw StartFailure(description: "cannot start a runner: \(error)")
+        }
+        close(pair[1])
+        let control = ControlSocket(fd: pair[0])
+        // The hello: the description, or why the plugin was refused.
+        var pfd = pollfd(fd: control.fd, events: Int16(POLLIN), revents: 0)
+        let deadline = monotonicNanoseconds().addingSaturating(loadTimeout)
+        var ready: Int32 = 0
+        repeat {
+            let left = max(0, deadline - monotonicNanoseconds())
+            ready = poll(&pfd, 1, Int32(clamping: (left + 999_999) / 1_000_000))
+        } while ready < 0 && errno == EINTR
+        func abandon(_ why: String) -> StartFailure {
+            _ = kill(pid, SIGKILL)
+            let death = Self.reap(pid)
+            for fd in [control.fd, dataEvent, spaceEvent] { close(fd) }
+            return StartFailure(description: death.map { "\(why) (\($0))" } ?? why)
+        }
+        guard ready > 0 else {
+            throw abandon("loading took longer than \(Double(loadTimeout) / 1e9) s")
+        }
+        guard let hello = control.receive() else {
+            throw abandon("the runner died while loading the plugin")
+        }
+        let parsed: Result<PluginDescription, StartFailure> = hello.withUnsafeBytes { raw in
+            var r = WireReader(raw)
+            guard r.u8() == RunnerWire.Message.hello.rawValue, let ok = r.u8() else {
+                return .failure(StartFailure(description: "the runner sent no greeting"))
+            }
+            if ok == 0 { return .failure(StartFailure(description: r.string() ?? "refused")) }
+            guard let json = r.bytes() else { return .failure(StartFailure(description: "the runner's greeting is cut short")) }
+            do {
+                return .success(try PluginDescription(json: Data(json)))
+            } catch {
+                return .failure(StartFailure(description: "the runner's description of the plugin is not valid: \(error)"))
+            }
+        }
+        let description: PluginDescription
+        switch parsed {
+        case .failure(let failure): throw abandon(failure.description)
+        case .success(let d): description = d
+        }
+        let process = RunnerProcess(pid: pid, description: description, control: control, ring: ring,
+                                    dataEvent: dataEvent, spaceEvent: spaceEvent)
+        Thread.detachNewThread { process.channel() }
+        return process
+    }
+
+    /// Where the runner's records go from now on, and who hears of a death
+    /// outside a call.
+    func attach(_ receiver: any RunnerReceiver, onDeath: @escaping @Sendable (RunnerDeath) -> Void) {
+        state.withLock {
+            self.receiver = receiver
+            self.onDeath = onDeath
+        }
+    }
+
+    /// Makes one call and waits for its reply; past `timeout` the runner is
+    /// killed and the call ends with its death.
+    func call(_ message: [UInt8], timeout: Int64, name: String) -> Outcome {
+        state.lock()
+        if let death {
+            state.unlock()
+            return .died(death)
+        }
+        callInFlight = true
+        pendingReply = nil
+        state.unlock()
+        control.send(message)
+        let deadline = monotonicNanoseconds().addingSaturating(timeout)
+        state.lock()
+        defer {
+            callInFlight = false
+            state.unlock()
+        }
+        while pendingReply == nil && death == nil {
+            if monotonicNanoseconds() >= deadline {
+                state.unlock()
+                terminate(because: "\(name) ran past its timeout of \(Self.seconds(timeout))")
+                state.lock()
+                while death == nil { state.wait() }
+                break
+            }
+            state.wait(until: deadline)
+        }
+        if let (status, message) = pendingReply {
+            pendingReply = nil
+            return .reply(status, message)
+        }
+        return .died(death!)
+    }
+
+    /// Kills the runner because of `reason` (SIGTERM, then SIGKILL a second
+    /// later); its death is reported with the reason.
+    func terminate(because reason: String) {
+        let first = state.withLock { () -> Bool in
+            guard death == nil, killReason == nil else { return false }
+            killReason = reason
+            return true
+        }
+        guard first else { return }
+        _ = kill(pid, SIGTERM)
+        let pid = pid
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
+            if self?.state.withLock({ self?.death == nil }) ?? false { _ = kill(pid, SIGKILL) }
+        }
+    }
+
+    /// Ends a runner whose instance was destroyed: the runner exits when
+    /// its control socket closes; one that does not within a second is killed.
+    func finish() {
+        shutdown(control.fd, Int32(SHUT_RDWR))
+        let pid = pid
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
+            if self?.state.withLock({ self?.death == nil }) ?? true { _ = kill(pid, SIGKILL) }
+        }
+    }
+
+    var isDead: Bool { state.withLock { death != nil } }
+
+    // MARK: - the channel thread
+
+    private func channel() {
+        var fds = [pollfd(fd: control.fd, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: dataEvent, events: Int16(POLLIN), revents: 0)]
+        while true {
+            if let broken = drainRing() {
+                terminate(because: "the runner broke its channel: \(broken)")
+            }
+            guard reader.prepareToSleep() else { continue }
+            let n = poll(&fds, 2, -1)
+            reader.wokeUp()
+            if n < 0 && errno != EINTR { break }
+            guard fds[0].revents != 0 else { continue }
+            // Everything written before the reply is in the ring: take it first.
+            if let broken = drainRing() { terminate(because: "the runner broke its channel: \(broken)") }
+            guard let message = control.receive() else { break }
+            guard handle(message) else {
+                terminate(because: "the runner sent a message that is not a reply")
+                continue
+            }
+        }
+        // The runner closed its end: what it wrote before dying is delivered.
+        _ = drainRing()
+        var ending = Self.reap(pid) ?? RunnerDeath()
+        let (receiverOnDeath, inCall) = state.withLock { () -> ((@Sendable (RunnerDeath) -> Void)?, Bool) in
+            ending.killedBecause = killReason
+            death = ending
+            return (onDeath, callInFlight)
+        }
+        state.broadcast()
+        if !inCall { receiverOnDeath?(ending) }
+    }
+
+    /// Takes every record published so far; why the channel is broken, or nil.
+    private func drainRing() -> String? {
+        let receiver = state.withLock { self.receiver }
+        while true {
+            switch reader.next() {
+            case .empty:
+                return nil
+            case .corrupt(let why):
+                return why
+            case .record(let type, let payload):
+                guard let receiver else {
+                    strayRecords += 1
+                    continue
+                }
+                if let why = deliver(type, payload, to: receiver) { return why }
+            }
+        }
+    }
+
+    private func deliver(_ type: RingRecord, _ payload: UnsafeRawBufferPointer, to receiver: any RunnerReceiver) -> String? {
+        var r = WireReader(payload)
+        switch type {
+        case .event:
+            let status = RunnerWire.withEvent(payload, fields: fieldScratch) { receiver.emit($0) }
+            if status == nil { return "an event record is malformed" }
+        case .log:
+            guard let level = r.u32(), let cut = r.u32(), let message = r.bytes() else { return "a log record is malformed" }
+            // Re-cut: the runner's table cut it, but the ring is the plugin's memory.
+            let (text, more) = pluginText(message, limit: HostLimits.logMessageBytes)
+            receiver.log(level: Int(level), message: text, cut: Int(cut) + more)
+        case .availability:
+            guard let available = r.u8(), let reason = r.bytes() else { return "an availability record is malformed" }
+            receiver.setAvailability(available != 0, reason: pluginText(reason, limit: HostLimits.reasonBytes).0)
+        case .finished:
+            receiver.markFinished()
+        case .refused:
+            guard let raw = r.u32(), let message = r.bytes() else { return "a refusal record is malformed" }
+            let reason = EmitRefusal(rawValue: Int(raw)) ?? .malformed
+            receiver.countRefusal(EventDefect(reason: reason, message: pluginText(message, limit: 4096).0))
+        case .pad:
+            break
+        }
+        return nil
+    }
+
+    /// A reply; false for anything else.
+    private func handle(_ message: [UInt8]) -> Bool {
+        message.withUnsafeBytes { raw in
+            var r = WireReader(raw)
+            guard r.u8() == RunnerWire.Message.reply.rawValue, let status = r.u32(), let text = r.bytes(),
+                  let late = r.u64() else { return false }
+            state.withLock {
+                pendingReply = (vigil_status(rawValue: status), pluginText(text, limit: pluginErrorCapacity).0)
+                lateCalls = late
+            }
+            state.broadcast()
+            return true
+        }
+    }
+
+    /// Waits for `pid` to end (killing it if it has not a moment after its
+    /// channel closed); its ending, or nil if it was not our child.
+    private static func reap(_ pid: pid_t) -> RunnerDeath? {
+        var status: Int32 = 0
+        for _ in 0..<50 {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid { return death(status) }
+            if r < 0 && errno != EINTR { return nil }
+            usleep(2_000)
+        }
+        _ = kill(pid, SIGKILL)
+        while true {
+            let r = waitpid(pid, &status, 0)
+            if r == pid { return death(status) }
+            if r < 0 && errno != EINTR { return nil }
+        }
+    }
+
+    private static func death(_ status: Int32) -> RunnerDeath {
+        let low = status & 0x7F
+        if low == 0 { return RunnerDeath(signal: nil, exitCode: (status >> 8) & 0xFF) }
+        return RunnerDeath(signal: low, exitCode: nil)
+    }
+
+    static func seconds(_ ns: Int64) -> String {
+        ns % 1_000_000_000 == 0 ? "\(ns / 1_000_000_000)s" : String(format: "%.3fs", Double(ns) / 1e9)
+    }
+}
+
+/// Bytes from the runner, read as a plugin's string is: capped at `limit`
+/// on a character boundary (the table's own cut); the text and the bytes cut.
+private func pluginText(_ bytes: UnsafeRawBufferPointer, limit: Int) -> (String, Int) {
+    pluginString(vigil_str(ptr: bytes.baseAddress?.assumingMemoryBound(to: CChar.self), len: bytes.count), limit: limit)
+}

@@ -1,0 +1,223 @@
+@preconcurrency import CVigilPlugin
+import VigilABI
+import VigilCore
+
+/// What crosses between the host and a plugin runner: calls and replies on
+/// the control socket (one SEQPACKET message each), events and the plugin's
+/// other host calls as ring records. Both ends are this binary; the host
+/// reads everything as if it were not.
+enum RunnerWire {
+    /// A control message is at most this long (a description with many
+    /// options is the longest): a longer one breaks the channel.
+    static let maxMessage = 4 << 20
+
+    enum Call: UInt8 {
+        case create = 1, start, poll, stop, destroy
+        var name: String {
+            switch self {
+            case .create: "create"
+            case .start: "start"
+            case .poll: "poll"
+            case .stop: "stop"
+            case .destroy: "destroy"
+            }
+        }
+    }
+
+    enum Message: UInt8 {
+        /// ok (u8); then the description (JSON) or the refusal.
+        case hello = 1
+        /// status (i32), message, calls after destroy so far (u64).
+        case reply = 2
+    }
+
+    // MARK: - calls (host → runner)
+
+    static func encodeCreate(name: String, options: [BoundOption], interval: Int64) -> [UInt8] {
+        var w = WireWriter()
+        w.u8(Call.create.rawValue)
+        w.string(name)
+        w.i64(interval)
+        w.u32(UInt32(clamping: options.count))
+        for option in options {
+            w.string(option.name)
+            encode(option.value, into: &w)
+        }
+        return w.bytes
+    }
+
+    static func encodeCall(_ call: Call) -> [UInt8] { [call.rawValue] }
+
+    struct CreateRequest {
+        var name: String
+        var interval: Int64
+        var options: [BoundOption]
+    }
+
+    static func decodeCreate(_ r: inout WireReader) -> CreateRequest? {
+        guard let name = r.string(), let interval = r.i64(), let count = r.u32() else { return nil }
+        var options: [BoundOption] = []
+        for _ in 0..<min(Int(count), 65_536) {
+            guard let name = r.string(), let value = decodeOptionValue(&r) else { return nil }
+            options.append(BoundOption(name: name, value: value))
+        }
+        return r.failed ? nil : CreateRequest(name: name, interval: interval, options: options)
+    }
+
+    private static func encode(_ value: OptionValue, into w: inout WireWriter) {
+        switch value {
+        case .none: w.u8(0)
+        case .bool(let b): w.u8(1); w.u8(b ? 1 : 0)
+        case .int(let i): w.u8(2); w.i64(i)
+        case .double(let d): w.u8(3); w.f64(d)
+        case .string(let s): w.u8(4); w.string(s)
+        case .duration(let ns): w.u8(5); w.i64(ns)
+        case .size(let n): w.u8(6); w.i64(n)
+        case .json(let text): w.u8(7); w.string(text)
+        }
+    }
+
+    private static func decodeOptionValue(_ r: inout WireReader) -> OptionValue? {
+        switch r.u8() {
+        case 0: .none
+        case 1: r.u8().map { .bool($0 != 0) }
+        case 2: r.i64().map { .int($0) }
+        case 3: r.f64().map { .double($0) }
+        case 4: r.string().map { .string($0) }
+        case 5: r.i64().map { .duration($0) }
+        case 6: r.i64().map { .size($0) }
+        case 7: r.string().map { .json($0) }
+        default: nil
+        }
+    }
+
+    // MARK: - messages (runner → host)
+
+    static func encodeReply(status: vigil_status, message: String, lateCalls: UInt64) -> [UInt8] {
+        var w = WireWriter()
+        w.u8(Message.reply.rawValue)
+        w.u32(status.rawValue)
+        w.string(message)
+        w.u64(lateCalls)
+        return w.bytes
+    }
+
+    static func encodeHello(description: [UInt8]) -> [UInt8] {
+        var w = WireWriter(capacity: description.count + 8)
+        w.u8(Message.hello.rawValue)
+        w.u8(1)
+        w.u32(UInt32(clamping: description.count))
+        for byte in description { w.u8(byte) }
+        return w.bytes
+    }
+
+    static func encodeRefusal(_ reason: String) -> [UInt8] {
+        var w = WireWriter()
+        w.u8(Message.hello.rawValue)
+        w.u8(0)
+        w.string(reason)
+        return w.bytes
+    }
+
+    // MARK: - ring records
+
+    /// Bytes `encodeEvent` writes for `event`.
+    static func eventBytes(_ event: Event) -> Int {
+        var n = 8 + 1 + 4 + event.kind.utf8.count + 4
+        for field in event.fields {
+            n += 4 + field.name.utf8.count + 1
+            switch field.value {
+            case .double, .int: n += 8
+            case .bool: n += 1
+            case .string(let s): n += 4 + s.utf8.count
+            }
+        }
+        return n
+    }
+
+    /// Writes `event` (as `eventBytes` counted) at `p`: time, severity, kind,
+    /// then each field's name, ABI type and value.
+    static func encodeEvent(_ event: Event, at p: UnsafeMutableRawPointer) {
+        var at = p
+        func put<T>(_ v: T) {
+            at.storeBytes(of: v, as: T.self)
+            at += MemoryLayout<T>.size
+        }
+        func putString(_ s: String) {
+            var s = s
+            s.withUTF8 { utf8 in
+                put(UInt32(utf8.count).littleEndian)
+                if let b = utf8.baseAddress { at.copyMemory(from: b, byteCount: utf8.count) }
+                at += utf8.count
+            }
+        }
+        put(event.time.littleEndian)
+        put(event.severity.rawValue)
+        putString(event.kind)
+        put(UInt32(event.fields.count).littleEndian)
+        for field in event.fields {
+            putString(field.name)
+            switch field.value {
+            case .double(let d):
+                put(UInt8(VIGIL_TYPE_DOUBLE.rawValue))
+                put(d.bitPattern.littleEndian)
+            case .int(let i):
+                put(UInt8(VIGIL_TYPE_INT.rawValue))
+                put(i.littleEndian)
+            case .bool(let b):
+                put(UInt8(VIGIL_TYPE_BOOL.rawValue))
+                put(UInt8(b ? 1 : 0))
+            case .string(let s):
+                put(UInt8(VIGIL_TYPE_STRING.rawValue))
+                putString(s)
+            }
+        }
+    }
+
+    /// Rebuilds a plugin's `vigil_event` from an event record, pointing into
+    /// `payload`, with `fields` as room for the fields (`EventLimits.fields`
+    /// of them), and hands it to `body` — for the host's decoder to judge as
+    /// it judges an in-process plugin's. Nil when the record is not an event
+    /// record (the runner broke the channel).
+    static func withEvent<R>(_ payload: UnsafeRawBufferPointer, fields: UnsafeMutablePointer<vigil_field>,
+                             _ body: (UnsafePointer<vigil_event>) -> R) -> R? {
+        var r = WireReader(payload)
+        guard let time = r.i64(), let severity = r.u8(), let kind = r.bytes(), let count = r.u32() else { return nil }
+        var event = vigil_event()
+        event.size = UInt32(MemoryLayout<vigil_event>.size)
+        event.kind = vigil_str(ptr: kind.baseAddress?.assumingMemoryBound(to: CChar.self), len: kind.count)
+        event.severity = UInt32(severity)
+        event.time_ns = time
+        event.field_count = Int(count)
+        event.fields = UnsafePointer(fields)
+        // More fields than the decoder takes: it refuses on the count alone.
+        if Int(count) <= EventLimits.fields {
+            for i in 0..<Int(count) {
+                guard let name = r.bytes(), let type = r.u8() else { return nil }
+                var value = vigil_value()
+                value.type = UInt32(type)
+                switch UInt32(type) {
+                case VIGIL_TYPE_DOUBLE.rawValue:
+                    guard let d = r.f64() else { return nil }
+                    value.as.f64 = d
+                case VIGIL_TYPE_INT.rawValue:
+                    guard let v = r.i64() else { return nil }
+                    value.as.i64 = v
+                case VIGIL_TYPE_BOOL.rawValue:
+                    guard let b = r.u8() else { return nil }
+                    value.as.boolean = Int32(b != 0 ? 1 : 0)
+                case VIGIL_TYPE_STRING.rawValue:
+                    guard let s = r.bytes() else { return nil }
+                    value.as.str = vigil_str(ptr: s.baseAddress?.assumingMemoryBound(to: CChar.self), len: s.count)
+                default:
+                    return nil
+                }
+                fields[i] = vigil_field(name: vigil_str(ptr: name.baseAddress?.assumingMemoryBound(to: CChar.self),
+                                                        len: name.count),
+                                        value: value)
+            }
+            guard r.atEnd else { return nil }
+        }
+        return withUnsafePointer(to: &event) { body($0) }
+    }
+}
