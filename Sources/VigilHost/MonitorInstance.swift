@@ -126,6 +126,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         self.availabilityKind = kinds.firstIndex(of: "availability")!
         self.routes = compiler.routes(monitor: config.name, kinds: kinds)
         self.queue = DispatchQueue(label: "vigil.monitor.\(config.name)")
+        (transport as? RunnerTransport)?.whenDiedOutsideACall { [weak self] death in self?.runnerDied(death) }
     }
 
     var state: State { lock.withLock { _state } }

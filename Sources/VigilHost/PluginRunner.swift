@@ -75,16 +75,15 @@ public enum PluginRunner {
         case .success(let loaded):
             plugin = loaded
         }
-        guard let description = try? plugin.description.jsonData() else {
-            control.send(RunnerWire.encodeRefusal("the plugin's self-description cannot be encoded"))
-            return 0
-        }
-        control.send(RunnerWire.encodeHello(description: Array(description)))
+        control.send(RunnerWire.encodeHello(description: Array(plugin.description.json().utf8)))
 
         let writer = RingWriter(ring: ring, dataEvent: dataEventFD, spaceEvent: spaceEventFD)
         let session = RunnerSession(plugin: plugin, writer: writer)
         while let message = control.receive() {
-            guard let reply = session.handle(message) else { break }
+            guard let reply = session.handle(message) else {
+                FileHandle.standardError.write(Data("vigil runner: the host sent a message that is not a call; leaving\n".utf8))
+                break
+            }
             control.send(reply)
         }
         session.end()

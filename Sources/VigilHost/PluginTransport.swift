@@ -114,6 +114,8 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
         var user: String?
         /// Deadline of loading the plugin in a new runner.
         var loadTimeout: Int64
+        /// The `vigil` executable (this one, but for tests).
+        var program = "/proc/self/exe"
     }
 
     let launch: Launch
@@ -121,15 +123,19 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
     private var process: RunnerProcess?
     private var created = false
     /// Told when the runner dies outside a call (on the runner's channel thread).
-    private let onDeath: @Sendable (RunnerDeath) -> Void
+    private let onDeath = LockedState<@Sendable (RunnerDeath) -> Void>({ _ in })
     private let late = LockedState<UInt64>(0)
 
     /// A transport over `first`, the runner that described the plugin.
-    init(first: RunnerProcess, launch: Launch, onDeath: @escaping @Sendable (RunnerDeath) -> Void) {
+    init(first: RunnerProcess, launch: Launch) {
         self.process = first
         self.launch = launch
         self.description = first.description
-        self.onDeath = onDeath
+    }
+
+    /// Who hears of a runner that died outside a call (the instance).
+    func whenDiedOutsideACall(_ handler: @escaping @Sendable (RunnerDeath) -> Void) {
+        onDeath.withLock { $0 = handler }
     }
 
     var polls: Bool { description.polled }
@@ -143,7 +149,7 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
             do {
                 let fresh = try RunnerProcess.start(path: launch.path, allowUnsafe: launch.allowUnsafe,
                                                     openFiles: launch.openFiles, user: launch.user,
-                                                    loadTimeout: launch.loadTimeout)
+                                                    loadTimeout: launch.loadTimeout, program: launch.program)
                 guard fresh.description.sameContract(as: description) else {
                     fresh.finish()
                     return .crashed(RunnerDeath(killedBecause: "the plugin file changed: it no longer describes the kinds and options it was started with"))
@@ -155,7 +161,7 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
         }
         guard let process else { return .crashed(RunnerDeath()) }
         let onDeath = onDeath
-        process.attach(receiver) { death in onDeath(death) }
+        process.attach(receiver) { death in onDeath.withLock { $0 }(death) }
         let outcome = call(RunnerWire.encodeCreate(name: name, options: options, interval: interval), "create", timeout)
         if case .returned(VIGIL_OK, _) = outcome { created = true }
         return outcome

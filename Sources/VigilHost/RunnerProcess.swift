@@ -96,8 +96,10 @@ final class RunnerProcess: @unchecked Sendable {
     /// Starts a runner for `path` and waits (up to `loadTimeout`) for it to
     /// load the plugin and describe it. A refusal, a crash or a hang while
     /// loading is a `StartFailure` naming it.
+    /// `program` is this executable (tests name the `vigil` binary: theirs is the test runner).
     static func start(path: String, allowUnsafe: Bool, openFiles: Int? = nil, user: String? = nil,
-                      loadTimeout: Int64, ringCapacity: Int = SharedRing.defaultCapacity) throws(StartFailure) -> RunnerProcess {
+                      loadTimeout: Int64, ringCapacity: Int = SharedRing.defaultCapacity,
+                      program: String = "/proc/self/exe") throws(StartFailure) -> RunnerProcess {
         let ring: SharedRing
         do { ring = try SharedRing.create(capacity: ringCapacity) } catch { throw StartFailure(description: "\(error)") }
         var pair: [Int32] = [-1, -1]
@@ -110,13 +112,14 @@ final class RunnerProcess: @unchecked Sendable {
             for fd in [pair[0], pair[1], dataEvent, spaceEvent] where fd >= 0 { close(fd) }
             throw StartFailure(description: "eventfd: \(why)")
         }
-        var arguments = [CommandLine.arguments.first ?? "vigil", "plugins", "runner", path, "--parent", "\(getpid())"]
+        var arguments = [program == "/proc/self/exe" ? CommandLine.arguments.first ?? "vigil" : program,
+                         "plugins", "runner", path, "--parent", "\(getpid())"]
         if allowUnsafe { arguments.append("--allow-unsafe-plugins") }
         if let n = openFiles { arguments += ["--open-files", "\(n)"] }
         if let user { arguments += ["--user", user] }
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        let spawn = Spawn(program: "/proc/self/exe", arguments: arguments, environment: environment,
+        let spawn = Spawn(program: program, arguments: arguments, environment: environment,
                           descriptors: [0: .null, 1: .parent(2), 2: .parent(2),
                                         PluginRunner.controlFD: .parent(pair[1]), PluginRunner.ringFD: .parent(ring.fd),
                                         PluginRunner.dataEventFD: .parent(dataEvent),
@@ -159,7 +162,9 @@ final class RunnerProcess: @unchecked Sendable {
             if ok == 0 { return .failure(StartFailure(description: r.string() ?? "refused")) }
             guard let json = r.bytes() else { return .failure(StartFailure(description: "the runner's greeting is cut short")) }
             do {
-                return .success(try PluginDescription(json: Data(json)))
+                var description = try PluginDescription(json: String(decoding: json, as: UTF8.self))
+                description.path = path
+                return .success(description)
             } catch {
                 return .failure(StartFailure(description: "the runner's description of the plugin is not valid: \(error)"))
             }

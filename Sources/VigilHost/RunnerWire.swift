@@ -79,7 +79,7 @@ enum RunnerWire {
 
     private static func decodeOptionValue(_ r: inout WireReader) -> OptionValue? {
         switch r.u8() {
-        case 0: .none
+        case 0: OptionValue.none
         case 1: r.u8().map { .bool($0 != 0) }
         case 2: r.i64().map { .int($0) }
         case 3: r.f64().map { .double($0) }

@@ -1,12 +1,6 @@
 import Foundation
 import VigilCore
 
-// TEMPORARY until PluginDescription is Codable (branch iso-describe).
-extension PluginDescription {
-    func jsonData() throws -> Data { Data(path.utf8) }
-    init(json: Data) throws { throw CocoaError(.coderInvalidValue) }
-}
-
 // TEMPORARY until branch iso-manifest lands.
 public enum RestartPolicy: String, Sendable, CaseIterable { case onFailure = "on-failure", always, never }
 public struct SupervisionConfig: Sendable, Equatable {

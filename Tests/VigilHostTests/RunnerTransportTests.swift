@@ -1,0 +1,123 @@
+import Foundation
+import Logging
+import Testing
+import VigilABI
+import VigilCore
+@testable import VigilHost
+
+/// The isolation transport on its own: a real runner process (the `vigil`
+/// binary) loading a real plugin file, driven by a `MonitorInstance` as
+/// `vigil run` drives it, its events captured after the bus.
+@Suite(.serialized) struct RunnerTransportTests {
+    final class IsolatedHarness: @unchecked Sendable {
+        let capture = CaptureSink()
+        let runner: SinkRunner
+        let instance: MonitorInstance
+        let transport: RunnerTransport
+
+        init(plugin: String, options: String, interval: String = "1h", restart: String = "never",
+             timeout: String = "5s") throws {
+            let text = """
+            monitors:
+              m:
+                plugin: \(plugin)
+                interval: \(interval)
+                timeout: \(timeout)
+                options: \(options)
+            sinks:
+              capture: { type: null, queue_size: 100000 }
+            """
+            let (manifest, diagnostics) = ManifestLoader(file: "harness.yaml").load(text)
+            guard let manifest else { throw TestFailure("harness manifest: \(diagnostics)") }
+            let path = plugin
+            let first: RunnerProcess
+            do {
+                first = try RunnerProcess.start(path: path, allowUnsafe: true, loadTimeout: 5_000_000_000,
+                                                program: TestEnv.vigil)
+            } catch {
+                throw TestFailure("runner: \(error)")
+            }
+            let config = manifest.monitors[0]
+            let (options, problems) = OptionBinder.bind(config, to: first.description)
+            guard problems.isEmpty else { throw TestFailure("options: \(problems)") }
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            runner = SinkRunner(config: manifest.sinks[0], sink: capture, logger: logger)
+            let bus = EventBus(sinks: [runner])
+            let compiler = RouteCompiler(manifest: manifest)
+            let hostEvents = HostEvents(clock: realtimeNanoseconds)
+            hostEvents.connect(bus: bus, compiler: compiler)
+            var supervision = SupervisionConfig()
+            supervision.restart = RestartPolicy(rawValue: restart)!
+            supervision.backoffMin = 50_000_000
+            supervision.backoffMax = 200_000_000
+            supervision.maxRestarts = 2
+            transport = RunnerTransport(first: first, launch: .init(path: path, allowUnsafe: true, loadTimeout: 5_000_000_000,
+                                                                    program: TestEnv.vigil))
+            instance = MonitorInstance(config: config, description: first.description, transport: transport,
+                                       options: options, bus: bus, routes: compiler, hostEvents: hostEvents,
+                                       logger: logger, supervision: supervision)
+            runner.start()
+        }
+
+        var events: [Event] { capture.events.withLock { $0 } }
+
+        @discardableResult
+        func waitFor(_ count: Int, timeout: Double = 10, where predicate: (Event) -> Bool = { _ in true }) -> [Event] {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                let matching = events.filter(predicate)
+                if matching.count >= count { return matching }
+                usleep(2_000)
+            }
+            return events.filter(predicate)
+        }
+
+        func stop() async {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                instance.shutdown { c.resume() }
+            }
+            await runner.stop(drainTimeout: 1_000_000_000)
+        }
+    }
+
+    @Test func eventsCrossFromTheRunnerInOrderWithTheHostsStamps() async throws {
+        let h = try IsolatedHarness(plugin: try TestEnv.cPlugin("faulty"), options: "{}", interval: "20ms")
+        h.instance.launch()
+        let samples = h.waitFor(10) { $0.kind == "sample" }
+        await h.stop()
+        #expect(samples.count >= 10)
+        #expect(samples.allSatisfy { $0.monitor == "m" && $0.plugin == "faulty" })
+        // The plugin's own counter (field n) and the host's seq both increase by one.
+        let ns = samples.compactMap { e -> Int64? in if case .int(let n)? = e.fields.first(where: { $0.name == "n" })?.value { n } else { nil } }
+        #expect(ns == Array(0..<Int64(ns.count)))
+        #expect(zip(samples, samples.dropFirst()).allSatisfy { $0.seq < $1.seq })
+    }
+
+    @Test func aCrashInPollIsReportedWithTheCallAndTheSignal() async throws {
+        let h = try IsolatedHarness(plugin: try TestEnv.cPlugin("faulty"), options: "{ fault: segv_poll, at: 3 }",
+                                    interval: "20ms")
+        h.instance.launch()
+        let crashed = h.waitFor(1) { $0.kind == "instance_crashed" }
+        await h.stop()
+        let fields = Dictionary(uniqueKeysWithValues: (crashed.first?.fields ?? []).map { ($0.name, $0.value) })
+        #expect(fields["monitor"] == .string("m"))
+        #expect(fields["call"] == .string("poll #3"))
+        #expect(fields["signal"] == .string("SIGSEGV"))
+        // Emitted before the crash (one per poll, the third before raising): delivered.
+        #expect(h.events.filter { $0.kind == "sample" }.count == 3)
+    }
+
+    @Test func aHungPollIsKilledAtItsTimeoutAndRestarted() async throws {
+        let h = try IsolatedHarness(plugin: try TestEnv.cPlugin("faulty"), options: "{ fault: loop_poll, at: 2 }",
+                                    interval: "20ms", restart: "on-failure", timeout: "300ms")
+        h.instance.launch()
+        let crashes = h.waitFor(2, timeout: 20) { $0.kind == "instance_crashed" }
+        await h.stop()
+        #expect(crashes.count >= 2)
+        let reason = crashes.first?.fields.first { $0.name == "reason" }?.value
+        guard case .string(let text)? = reason else { Issue.record("no reason"); return }
+        #expect(text.contains("poll ran past its timeout"))
+        #expect(h.instance.restarts.load(ordering: .relaxed) >= 1)
+    }
+}
