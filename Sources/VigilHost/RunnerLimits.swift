@@ -1,0 +1,73 @@
+import Foundation
+import Glibc
+import VigilCore
+
+/// The watchdog of an isolated monitor's `limits:` (osquery's way with its
+/// extensions): once a second it reads the runner's resident memory and
+/// CPU time from /proc; memory over the limit kills the runner at once, CPU
+/// over the limit for `cpuStrikes` seconds in a row kills it too, and the
+/// crash report says which limit and by how much. `open_files` is the
+/// runner's own RLIMIT_NOFILE (set before the plugin loads).
+struct RunnerLimits: Sendable {
+    let limits: ResourceLimits
+    /// Consecutive seconds over the CPU limit that end a runner.
+    static let cpuStrikes = 3
+
+    private var lastPID: pid_t = 0
+    private var lastCPU: Int64 = 0
+    private var lastAt: Int64 = 0
+    private var strikes = 0
+
+    init(limits: ResourceLimits) { self.limits = limits }
+
+    var isEmpty: Bool { limits.memory == nil && limits.cpuPercent == nil }
+
+    /// Why `pid` must be ended now, or nil. `now` is monotonic nanoseconds.
+    mutating func check(pid: pid_t, now: Int64) -> String? {
+        guard !isEmpty, let sample = Self.sample(pid: pid) else { return nil }
+        if let memory = limits.memory, sample.resident > memory {
+            return "memory limit: resident \(Units.formatSize(sample.resident)) is over the limit of \(Units.formatSize(memory))"
+        }
+        guard let cpu = limits.cpuPercent else { return nil }
+        defer {
+            lastPID = pid
+            lastCPU = sample.cpu
+            lastAt = now
+        }
+        guard pid == lastPID, now > lastAt else {
+            strikes = 0
+            return nil
+        }
+        let used = Double(sample.cpu - lastCPU) / Double(now - lastAt) * 100
+        strikes = used > cpu ? strikes + 1 : 0
+        guard strikes >= Self.cpuStrikes else { return nil }
+        strikes = 0
+        return String(format: "cpu limit: %.0f%% of a core for %d s, over the limit of %@", used, Self.cpuStrikes,
+                      Units.formatPercent(cpu))
+    }
+
+    /// Resident bytes and CPU nanoseconds (user + system) of `pid`.
+    static func sample(pid: pid_t) -> (resident: Int64, cpu: Int64)? {
+        guard let statm = read("/proc/\(pid)/statm"), let stat = read("/proc/\(pid)/stat") else { return nil }
+        let pages = statm.split(separator: " ")
+        guard pages.count > 1, let resident = Int64(pages[1]) else { return nil }
+        // Fields after the command (which may hold spaces and parentheses).
+        guard let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // utime and stime are fields 14 and 15 of stat(5); the state (field 3) is fields[0] here.
+        guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
+        let tick = Int64(max(1, sysconf(Int32(_SC_CLK_TCK))))
+        let page = Int64(max(1, sysconf(Int32(_SC_PAGESIZE))))
+        return (resident.multipliedSaturating(by: page), (user + system).multipliedSaturating(by: 1_000_000_000 / tick))
+    }
+
+    private static func read(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n], as: UTF8.self)
+    }
+}
