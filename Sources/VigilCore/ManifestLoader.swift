@@ -9,8 +9,8 @@ public struct ManifestLoader {
         self.environment = environment
     }
 
-    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins"]
-    static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"]
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins", "isolation"]
+    static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"] + isolationKeys
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
     static let sinkKeys: [String: [String]] = [
         "log": ["stream", "format"],
@@ -58,8 +58,10 @@ public struct ManifestLoader {
         if let allow = top["allow_unsafe_plugins"] {
             manifest.allowUnsafePlugins = d.bool(allow, what: "'allow_unsafe_plugins'") ?? false
         }
+        let isolation = top["isolation"].flatMap { loadIsolation($0, &d) }
+        (manifest.isolation, manifest.isolationLocation) = (isolation?.0, isolation?.1)
         if let monitors = top["monitors"] {
-            manifest.monitors = loadMonitors(monitors, &d)
+            manifest.monitors = loadMonitors(monitors, isolation: isolation, &d)
         } else {
             d.error(root.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
         }
@@ -94,7 +96,7 @@ public struct ManifestLoader {
 
     // MARK: monitors
 
-    private func loadMonitors(_ node: ConfigNode, _ d: inout Diags) -> [MonitorConfig] {
+    private func loadMonitors(_ node: ConfigNode, isolation: (Isolation, SourceLocation)?, _ d: inout Diags) -> [MonitorConfig] {
         guard case .mapping(let entries, _) = node else {
             if node.scalar?.isNull == true { return [] }
             d.error(node.location, "'monitors' must be a mapping of monitor names to settings, not \(node.kindName)")
@@ -131,6 +133,7 @@ public struct ManifestLoader {
             }
             if let enabled = keys["enabled"] { monitor.enabled = d.bool(enabled, what: "'enabled'") ?? true }
             if let thresholds = keys["thresholds"] { monitor.thresholds = loadThresholds(thresholds, monitor: name, &d) }
+            loadIsolationKeys(keys, into: &monitor, inherited: isolation, &d)
             if let options = keys["options"] {
                 monitor.optionsLocation = options.location
                 switch options {
@@ -469,6 +472,21 @@ struct Diags {
     mutating func choice<Choice: RawRepresentable & CaseIterable>(_ node: ConfigNode, what: String, of _: Choice.Type) -> Choice?
     where Choice.RawValue == String {
         choice(node, what: what, from: Choice.allCases.map(\.rawValue)).flatMap(Choice.init(rawValue:))
+    }
+
+    /// A percentage with its sign (`25%`, `12.5%`) within `range`. A bare
+    /// number is refused: whether `2` means 2% or two of something is the
+    /// reader's guess.
+    mutating func percent(_ node: ConfigNode, what: String, in range: ClosedRange<Double>, hint: String) -> Double? {
+        guard case .scalar(let s) = node, let value = Units.parsePercent(s.text) else {
+            error(node.location, "\(what) is not a percentage: \(node.kindName)\(quotedText(node))", hint: hint)
+            return nil
+        }
+        guard range.contains(value) else {
+            error(node.location, "\(what) must be between \(Units.formatPercent(range.lowerBound)) and \(Units.formatPercent(range.upperBound)), not \(s.text)")
+            return nil
+        }
+        return value
     }
 
     /// A severity by name, also accepting the aliases `Severity(name:)` knows
