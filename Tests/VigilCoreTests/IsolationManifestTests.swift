@@ -230,67 +230,49 @@ struct IsolationManifestTests {
         #expect(monitor(m, "c")?.limits == ResourceLimits(openFiles: 64))
     }
 
-    @Test("limits.cpu: a percentage from 1% to 6400%; a bare number is refused")
-    func cpu() {
-        let cpuHint = "write a percentage of one core: 25% for a quarter of a core, 200% for two cores"
+    /// `  a: { plugin: cpu, ` is 20 characters: a value of `user:` is at column 27, of `limits: { cpu:` at 36.
+    @Test("one bad value of limits.cpu, limits.open_files, limits or user, refused at its place", arguments: [
+        ("limits: { cpu: 0.5% }", 36, "'limits.cpu' must be between 1% and 6400%, not 0.5%"),
+        ("limits: { cpu: 6401% }", 36, "'limits.cpu' must be between 1% and 6400%, not 6401%"),
+        ("limits: { cpu: 99999999999999999999999999999999% }", 36,
+         "'limits.cpu' must be between 1% and 6400%, not 99999999999999999999999999999999%"),
+        ("limits: { cpu: 1.2.3% }", 36, "'limits.cpu' is not a percentage: a string '1.2.3%'"),
+        ("limits: { cpu: \"%\" }", 36, "'limits.cpu' is not a percentage: a string '%'"),
+        ("limits: { cpu: [25%] }", 36, "'limits.cpu' is not a percentage: a list"),
+        ("limits: { cpu: 1e3% }", 36, "'limits.cpu' is not a percentage: a string '1e3%'"),
+        ("limits: { open_files: 8 }", 43, "'limits.open_files' must be between 16 and 1048576, not 8"),
+        ("limits: { open_files: 2000000 }", 43, "'limits.open_files' must be between 16 and 1048576, not 2000000"),
+        ("limits: { open_files: many }", 43, "'limits.open_files' must be a whole number, not a string 'many'"),
+        ("limits: [memory]", 29, "'limits' must be a mapping, not a list"),
+        ("user: \"svc\\tname\"", 27, "'user' holds a control character (U+09)"),
+        ("user: \"svc\\u0085\"", 27, "'user' holds a control character (U+85)"),
+        ("user: [nobody]", 27, "'user' must be a string, not a list"),
+        ("user:", 27, "'user' must be a string, not nothing (null)"),
+        ("user: 4294967295", 27, "'user' 4294967295 is not a uid: a numeric user is at most 4294967294"),
+        ("user: 99999999999999999999999", 27, "'user' 99999999999999999999999 is not a uid"),
+    ])
+    func oneBadValue(setting: String, column: Int, message: String) throws {
+        let (m, d) = load("monitors:\n  a: { plugin: cpu, \(setting) }\n" + aSink)
+        expectCount(d, 1)
+        expectDiagnostic(d, at: 2, column, message)
+        let a = try #require(monitor(m, "a"))
+        #expect(a.limits.isEmpty && a.user == nil && a.userLocation == nil)
+    }
+
+    @Test("the refusals that say how to write the value")
+    func hints() {
         let (_, d) = load("""
             monitors:
               a: { plugin: cpu, limits: { cpu: 25 } }
-              b: { plugin: cpu, limits: { cpu: 0.5% } }
-              c: { plugin: cpu, limits: { cpu: 6401% } }
-              d: { plugin: cpu, limits: { cpu: 1.2.3% } }
-              e: { plugin: cpu, limits: { cpu: "%" } }
-              f: { plugin: cpu, limits: { cpu: [25%] } }
-              g: { plugin: cpu, limits: { cpu: 1e3% } }
-              h: { plugin: cpu, limits: { cpu: 99999999999999999999999999999999% } }
+              b: { plugin: cpu, limits: 5 }
+              c: { plugin: cpu, user: "" }
             """ + "\n" + aSink)
-        expectCount(d, 8)
-        expectDiagnostic(d, at: 2, 36, "'limits.cpu' is not a percentage: a number '25'", hint: .equals(cpuHint))
-        expectDiagnostic(d, at: 3, 36, "'limits.cpu' must be between 1% and 6400%, not 0.5%", hint: .none)
-        expectDiagnostic(d, at: 4, 36, "'limits.cpu' must be between 1% and 6400%, not 6401%")
-        expectDiagnostic(d, at: 5, 36, "'limits.cpu' is not a percentage: a string '1.2.3%'")
-        expectDiagnostic(d, at: 6, 36, "'limits.cpu' is not a percentage: a string '%'")
-        expectDiagnostic(d, at: 7, 36, "'limits.cpu' is not a percentage: a list")
-        expectDiagnostic(d, at: 8, 36, "'limits.cpu' is not a percentage: a string '1e3%'")
-        expectDiagnostic(d, at: 9, 36, "'limits.cpu' must be between 1% and 6400%, not 99999999999999999999999999999999%")
-    }
-
-    @Test("limits.open_files from 16 to 1048576; limits must be a mapping")
-    func openFilesAndShape() {
-        let (_, d) = load("""
-            monitors:
-              a: { plugin: cpu, limits: { open_files: 8 } }
-              b: { plugin: cpu, limits: { open_files: 2000000 } }
-              c: { plugin: cpu, limits: { open_files: many } }
-              d: { plugin: cpu, limits: 5 }
-            """ + "\n" + aSink)
-        expectCount(d, 4)
-        expectDiagnostic(d, at: 2, 43, "'limits.open_files' must be between 16 and 1048576, not 8")
-        expectDiagnostic(d, at: 3, 43, "'limits.open_files' must be between 16 and 1048576, not 2000000")
-        expectDiagnostic(d, at: 4, 43, "'limits.open_files' must be a whole number, not a string 'many'")
-        expectDiagnostic(d, at: 5, 29, "'limits' must be a mapping, not a number",
+        expectCount(d, 3)
+        expectDiagnostic(d, at: 2, 36, "'limits.cpu' is not a percentage: a number '25'",
+                         hint: .equals("write a percentage of one core: 25% for a quarter of a core, 200% for two cores"))
+        expectDiagnostic(d, at: 3, 29, "'limits' must be a mapping, not a number",
                          hint: .equals("limits: { memory: 200MiB, cpu: 25%, open_files: 256 }"))
-    }
-
-    @Test("user: a string, not empty, without control characters; a numeric one fits a uid")
-    func user() {
-        let (m, d) = load("""
-            monitors:
-              a: { plugin: cpu, user: "" }
-              b: { plugin: cpu, user: "svc\\tname" }
-              c: { plugin: cpu, user: [nobody] }
-              d: { plugin: cpu, user: 4294967295 }
-              e: { plugin: cpu, user: 99999999999999999999999 }
-              f: { plugin: cpu, user: }
-            """ + "\n" + aSink)
-        expectCount(d, 6)
-        expectDiagnostic(d, at: 2, 27, "'user' is empty", hint: .equals("name a user (nobody) or give a numeric uid (65534)"))
-        expectDiagnostic(d, at: 3, 27, "'user' holds a control character (U+09)")
-        expectDiagnostic(d, at: 4, 27, "'user' must be a string, not a list")
-        expectDiagnostic(d, at: 5, 27, "'user' 4294967295 is not a uid: a numeric user is at most 4294967294")
-        expectDiagnostic(d, at: 6, 27, "'user' 99999999999999999999999 is not a uid")
-        expectDiagnostic(d, at: 7, 27, "'user' must be a string, not nothing (null)")
-        #expect(m?.monitors.allSatisfy { $0.user == nil && $0.userLocation == nil } == true)
+        expectDiagnostic(d, at: 4, 27, "'user' is empty", hint: .equals("name a user (nobody) or give a numeric uid (65534)"))
     }
 
     // MARK: isolation: none
