@@ -15,6 +15,11 @@ public struct Manifest: Sendable {
     public var sinks: [SinkConfig]
     /// Conditions over several monitors' latest values (see RulesConfig.swift).
     public var rules: [RuleConfig] = []
+    /// The top-level `isolation:`: every monitor's that does not say its own.
+    /// Nil: the host's rule decides (see IsolationConfig.swift).
+    public var isolation: Isolation?
+    /// Where the top-level `isolation:` value is written.
+    public var isolationLocation: SourceLocation?
 
     public init(file: String, host: String? = nil, logLevel: Severity = .info, pluginDirs: [String] = [],
                 monitors: [MonitorConfig] = [], sinks: [SinkConfig] = []) {
@@ -56,6 +61,22 @@ public struct MonitorConfig: Sendable {
     public var options: [ConfigEntry]
     /// Thresholds on the monitor's numeric fields.
     public var thresholds: [ThresholdConfig] = []
+    /// Where the plugin runs. Nil: the manifest's top-level `isolation:`,
+    /// else the host's rule.
+    public var isolation: Isolation?
+    /// Where the monitor's own `isolation:` value is written.
+    public var isolationLocation: SourceLocation?
+    /// How an isolated monitor's runner is restarted (isolation: process only).
+    public var supervision = SupervisionConfig()
+    /// What an isolated monitor's runner may use (isolation: process only).
+    public var limits = ResourceLimits()
+    /// Where the `limits:` mapping is written.
+    public var limitsLocation: SourceLocation?
+    /// Run the runner as this user, a name or a numeric uid (isolation:
+    /// process only). Nil: as the user vigil runs as.
+    public var user: String?
+    /// Where the `user:` value is written.
+    public var userLocation: SourceLocation?
     public var location: SourceLocation
     public var pluginLocation: SourceLocation
     public var optionsLocation: SourceLocation
@@ -241,4 +262,22 @@ public enum ManifestLimits {
     public static let maxQueueSize: Int64 = 1 << 24
     /// A unix socket path, in bytes: `sun_path` is 108 bytes with its NUL.
     public static let maxUnixPathBytes = 107
+    /// The shortest wait before restarting a runner: less is a busy loop of forks.
+    public static let minRestartBackoff: Int64 = 10_000_000
+    /// The shortest window in which restarts are counted against `max_restarts`.
+    public static let minRestartWindow: Int64 = 1_000_000_000
+    /// Restarts allowed within one window (0: report the failure, never restart).
+    public static let maxRestarts: Int64 = 1000
+    /// The least memory a runner may be limited to: a runner is the vigil
+    /// binary, and the Swift runtime and Foundation it loads take about 18MiB
+    /// (resident) before the plugin does anything.
+    public static let minRunnerMemory: Int64 = 32 << 20
+    /// CPU limits, in percent of one core: from 1% to 64 cores.
+    public static let cpuPercent: ClosedRange<Double> = 1...6400
+    /// RLIMIT_NOFILE of a runner: at least its standard streams, its channel to
+    /// the host and a few for the plugin; at most Linux's default `fs.nr_open`,
+    /// past which the limit cannot be raised without changing the machine.
+    public static let openFiles: ClosedRange<Int64> = 16...1_048_576
+    /// The largest numeric uid: `(uid_t)-1` means "no change" to setresuid.
+    public static let maxUID: Int64 = 4_294_967_294
 }

@@ -9,8 +9,8 @@ public struct ManifestLoader {
         self.environment = environment
     }
 
-    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins"]
-    static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"]
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins", "isolation"]
+    static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"] + isolationKeys
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
     static let sinkKeys: [String: [String]] = [
         "log": ["stream", "format"],
@@ -58,8 +58,10 @@ public struct ManifestLoader {
         if let allow = top["allow_unsafe_plugins"] {
             manifest.allowUnsafePlugins = d.bool(allow, what: "'allow_unsafe_plugins'") ?? false
         }
+        let isolation = top["isolation"].flatMap { loadIsolation($0, &d) }
+        (manifest.isolation, manifest.isolationLocation) = (isolation?.0, isolation?.1)
         if let monitors = top["monitors"] {
-            manifest.monitors = loadMonitors(monitors, &d)
+            manifest.monitors = loadMonitors(monitors, isolation: isolation, &d)
         } else {
             d.error(root.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
         }
@@ -94,7 +96,7 @@ public struct ManifestLoader {
 
     // MARK: monitors
 
-    private func loadMonitors(_ node: ConfigNode, _ d: inout Diags) -> [MonitorConfig] {
+    private func loadMonitors(_ node: ConfigNode, isolation: (Isolation, SourceLocation)?, _ d: inout Diags) -> [MonitorConfig] {
         guard case .mapping(let entries, _) = node else {
             if node.scalar?.isNull == true { return [] }
             d.error(node.location, "'monitors' must be a mapping of monitor names to settings, not \(node.kindName)")
@@ -131,6 +133,7 @@ public struct ManifestLoader {
             }
             if let enabled = keys["enabled"] { monitor.enabled = d.bool(enabled, what: "'enabled'") ?? true }
             if let thresholds = keys["thresholds"] { monitor.thresholds = loadThresholds(thresholds, monitor: name, &d) }
+            loadIsolationKeys(keys, into: &monitor, inherited: isolation, &d)
             if let options = keys["options"] {
                 monitor.optionsLocation = options.location
                 switch options {
@@ -199,8 +202,7 @@ public struct ManifestLoader {
                 sink.queueCapacity = Int(n)
             }
             if let overflow = keys["overflow"] {
-                sink.overflow = d.choice(overflow, what: "'overflow'", from: OverflowPolicy.allCases.map(\.rawValue))
-                    .flatMap(OverflowPolicy.init(rawValue:)) ?? .dropOldest
+                sink.overflow = d.choice(overflow, what: "'overflow'", of: OverflowPolicy.self) ?? .dropOldest
             }
             result.append(sink)
         }
@@ -232,12 +234,10 @@ public struct ManifestLoader {
     private func logSink(_ keys: Keys, _ d: inout Diags) -> SinkKind? {
         var config = LogSinkConfig()
         if let stream = keys["stream"] {
-            config.stream = d.choice(stream, what: "'stream'", from: LogSinkConfig.Stream.allCases.map(\.rawValue))
-                .flatMap(LogSinkConfig.Stream.init(rawValue:)) ?? .stderr
+            config.stream = d.choice(stream, what: "'stream'", of: LogSinkConfig.Stream.self) ?? .stderr
         }
         if let format = keys["format"] {
-            config.format = d.choice(format, what: "'format'", from: LogSinkConfig.Format.allCases.map(\.rawValue))
-                .flatMap(LogSinkConfig.Format.init(rawValue:)) ?? .text
+            config.format = d.choice(format, what: "'format'", of: LogSinkConfig.Format.self) ?? .text
         }
         return .log(config)
     }
@@ -254,25 +254,20 @@ public struct ManifestLoader {
         }
         var config = FileSinkConfig(path: path)
         config.pathLocation = pathNode.location
-        if let rotate = keys["rotate"] {
-            if case .mapping(let entries, _) = rotate {
-                let r = Keys(entries, context: "'rotate' of sink '\(name)'", known: ["size", "keep"])
-                r.reportUnknown(into: &d)
-                if let size = r["size"], let bytes = d.size(size, what: "'rotate.size'") {
-                    if bytes < 4096 { d.error(size.location, "'rotate.size' must be at least 4KiB") } else { config.rotateSize = bytes }
-                } else if r["size"] == nil {
-                    d.error(rotate.location, "'rotate' needs a 'size'", hint: "rotate: { size: 64MiB, keep: 5 }")
-                }
-                if let keep = r["keep"], let n = d.int(keep, what: "'rotate.keep'", in: 1...1000) {
-                    config.rotateKeep = Int(n)
-                }
-            } else {
-                d.error(rotate.location, "'rotate' must be a mapping, not \(rotate.kindName)", hint: "rotate: { size: 64MiB, keep: 5 }")
+        if let rotate = keys["rotate"],
+           let r = Keys(nested: rotate, what: "'rotate'", of: "sink '\(name)'", known: ["size", "keep"],
+                        example: "rotate: { size: 64MiB, keep: 5 }", &d) {
+            if let size = r["size"], let bytes = d.size(size, what: "'rotate.size'") {
+                if bytes < 4096 { d.error(size.location, "'rotate.size' must be at least 4KiB") } else { config.rotateSize = bytes }
+            } else if r["size"] == nil {
+                d.error(rotate.location, "'rotate' needs a 'size'", hint: "rotate: { size: 64MiB, keep: 5 }")
+            }
+            if let keep = r["keep"], let n = d.int(keep, what: "'rotate.keep'", in: 1...1000) {
+                config.rotateKeep = Int(n)
             }
         }
         if let fsync = keys["fsync"] {
-            config.fsync = d.choice(fsync, what: "'fsync'", from: FileSinkConfig.Fsync.allCases.map(\.rawValue))
-                .flatMap(FileSinkConfig.Fsync.init(rawValue:)) ?? .interval
+            config.fsync = d.choice(fsync, what: "'fsync'", of: FileSinkConfig.Fsync.self) ?? .interval
         }
         if let interval = keys["fsync_interval"], let ns = d.duration(interval, what: "'fsync_interval'") {
             config.fsyncInterval = max(ns, 1_000_000)
@@ -324,6 +319,18 @@ struct Keys {
         self.entries = entries
         self.context = context
         self.known = known
+    }
+
+    /// The keys of a mapping nested in another (`rotate:` of a sink, `limits:`
+    /// of a monitor), its unknown keys reported; nil, reported, when `node` is
+    /// not a mapping. `example` is the hint for that.
+    init?(nested node: ConfigNode, what: String, of context: String, known: [String], example: String, _ d: inout Diags) {
+        guard case .mapping(let entries, _) = node else {
+            d.error(node.location, "\(what) must be a mapping, not \(node.kindName)", hint: example)
+            return nil
+        }
+        self.init(entries, context: "\(what) of \(context)", known: known)
+        reportUnknown(into: &d)
     }
 
     subscript(key: String) -> ConfigNode? {
@@ -459,6 +466,27 @@ struct Diags {
             return nil
         }
         return s.text
+    }
+
+    /// One of an enum's raw values.
+    mutating func choice<Choice: RawRepresentable & CaseIterable>(_ node: ConfigNode, what: String, of _: Choice.Type) -> Choice?
+    where Choice.RawValue == String {
+        choice(node, what: what, from: Choice.allCases.map(\.rawValue)).flatMap(Choice.init(rawValue:))
+    }
+
+    /// A percentage with its sign (`25%`, `12.5%`) within `range`. A bare
+    /// number is refused: whether `2` means 2% or two of something is the
+    /// reader's guess.
+    mutating func percent(_ node: ConfigNode, what: String, in range: ClosedRange<Double>, hint: String) -> Double? {
+        guard case .scalar(let s) = node, let value = Units.parsePercent(s.text) else {
+            error(node.location, "\(what) is not a percentage: \(node.kindName)\(quotedText(node))", hint: hint)
+            return nil
+        }
+        guard range.contains(value) else {
+            error(node.location, "\(what) must be between \(Units.formatPercent(range.lowerBound)) and \(Units.formatPercent(range.upperBound)), not \(s.text)")
+            return nil
+        }
+        return value
     }
 
     /// A severity by name, also accepting the aliases `Severity(name:)` knows

@@ -86,7 +86,8 @@ public enum ManifestText {
         return (Unicode.Scalar(value), length)
     }
 
-    private static func hex(_ v: some BinaryInteger) -> String {
+    /// `0A`, `7F`, `FFFE`: a byte or code point as messages show it (after `0x` or `U+`).
+    static func hex(_ v: some BinaryInteger) -> String {
         let digits = String(v, radix: 16, uppercase: true)
         return String(repeating: "0", count: max(0, (v > 0xFF ? 4 : 2) - digits.count)) + digits
     }

@@ -256,8 +256,7 @@ extension ManifestLoader {
                     }
                     if let g = keys["exec_min_gap"], let ns = d.duration(g, what: "'exec_min_gap'") { exec.minGap = ns }
                     if let o = keys["exec_on"] {
-                        exec.on = d.choice(o, what: "'exec_on'", from: ExecConfig.Trigger.allCases.map(\.rawValue))
-                            .flatMap(ExecConfig.Trigger.init(rawValue:)) ?? .activate
+                        exec.on = d.choice(o, what: "'exec_on'", of: ExecConfig.Trigger.self) ?? .activate
                     }
                     rule.exec = exec
                 }

@@ -1,4 +1,4 @@
-/// Parsing and printing of the manifest's durations and sizes.
+/// Parsing and printing of the manifest's durations, sizes and percentages.
 ///
 /// Numbers are read exactly, in integer arithmetic: a value that does not fit
 /// in Int64 nanoseconds or bytes is refused (nil), never rounded through a
@@ -70,6 +70,23 @@ public enum Units {
             return "\(bytes / size)\(name)"
         }
         return "\(bytes)"
+    }
+
+    /// Parses `25%`, `150%`, `12.5%`, `25 %`: the number before the sign, or
+    /// nil for anything else (a bare number included). A number too large for
+    /// a Double is infinity, for the caller's range to refuse.
+    public static func parsePercent(_ text: String) -> Double? {
+        let s = text.trimmingSpaces()
+        guard s.hasSuffix("%") else { return nil }
+        let number = s.dropLast().trimmingSpaces()
+        guard number.contains(where: { ("0"..."9").contains($0) }), number.allSatisfy(Self.isNumberCharacter),
+              number.count(where: { $0 == "." }) <= 1 else { return nil }
+        return Double(number)
+    }
+
+    /// `25%`, `12.5%`.
+    public static func formatPercent(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value))%" : "\(value)%"
     }
 
     private static func isNumberCharacter(_ c: Character) -> Bool {

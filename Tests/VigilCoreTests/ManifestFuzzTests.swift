@@ -227,7 +227,8 @@ struct ManifestMutator {
             bytes.insert(controls[Int(rng.next() % UInt64(controls.count))], at: position())
         case .hugeNumber:
             let numbers = ["99999999999999999999999", "9223372036854775808", "-9223372036854775809", "1e400", "99999999999999999999d",
-                           "106752d", "8EiB", "9999999PiB", "0x7FFFFFFFFFFFFFFFF", "0.0000000000000000000001s", ".inf", "18446744073709551616"]
+                           "106752d", "8EiB", "9999999PiB", "0x7FFFFFFFFFFFFFFFF", "0.0000000000000000000001s", ".inf", "18446744073709551616",
+                           "99999999999999999999999%", "0.0000000001%"]
             let text = numbers[Int(rng.next() % UInt64(numbers.count))]
             let at = valuePosition()
             let end = bytes[at...].firstIndex { $0 == 0x0A || $0 == 0x2C || $0 == 0x7D || $0 == 0x5D || $0 == 0x20 } ?? bytes.count

@@ -343,7 +343,7 @@ struct UnknownKeyTests {
         expectCount(d, 2)
         expectDiagnostic(d, at: 4, 1, "unknown key 'hosts' in the manifest", hint: .equals("did you mean 'host'?"))
         expectDiagnostic(d, at: 5, 1, "unknown key 'colour' in the manifest",
-                         hint: .equals("known keys: host, log_level, plugin_dirs, monitors, sinks, rules, allow_unsafe_plugins"))
+                         hint: .equals("known keys: host, log_level, plugin_dirs, monitors, sinks, rules, allow_unsafe_plugins, isolation"))
     }
 
     @Test("unknown monitor key: intervall → did you mean 'interval'?")
@@ -364,7 +364,8 @@ struct UnknownKeyTests {
                                     hint: .equals("did you mean 'interval'?"))
         #expect(diag?.description == "test.yaml:4:5: error: unknown key 'intervall' in monitor 'cpu'\n  hint: did you mean 'interval'?")
         expectDiagnostic(d, at: 7, 5, "unknown key 'colour' in monitor 'memory'",
-                         hint: .equals("known keys: plugin, interval, timeout, enabled, options, thresholds"))
+                         hint: .equals("known keys: plugin, interval, timeout, enabled, options, thresholds, isolation, restart, "
+                                       + "restart_backoff, max_restarts, restart_window, limits, user"))
     }
 
     @Test("unknown sink keys, including another sink type's key and a key of 'rotate'")

@@ -273,3 +273,22 @@ struct DiagnosticFormattingTests {
         #expect(Severity.critical.rawValue == 5)
     }
 }
+
+// MARK: - Percentages
+
+@Suite("Units: percentages")
+struct PercentTests {
+    @Test("read with their sign; a bare number, two points or no digit is not a percentage", arguments: [
+        ("25%", 25), ("150%", 150), ("12.5%", 12.5), (" 25 % ", 25), (".5%", 0.5), ("5.%", 5),
+        ("25", nil), ("%", nil), (".%", nil), ("1.2.3%", nil), ("-5%", nil), ("1e3%", nil), ("inf%", nil), ("25%%", nil),
+    ] as [(String, Double?)])
+    func parse(text: String, value: Double?) {
+        #expect(Units.parsePercent(text) == value)
+    }
+
+    @Test func format() {
+        #expect(Units.formatPercent(1) == "1%")
+        #expect(Units.formatPercent(6400) == "6400%")
+        #expect(Units.formatPercent(12.5) == "12.5%")
+    }
+}

@@ -132,7 +132,8 @@ struct ManifestFuzzBinaryTests {
     @Test func mutatedManifestsThroughTheRealBinary() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let sources = ["manifests/default.yaml", "manifests/examples/ffi.yaml", "manifests/examples/journal.yaml"]
+        let sources = ["manifests/default.yaml", "manifests/examples/ffi.yaml", "manifests/examples/journal.yaml",
+                       "manifests/examples/isolation.yaml"]
         var state: UInt64 = 0xB1_4A_11
         func next() -> UInt64 {  // SplitMix64: fixed seed, cases reproduce
             state &+= 0x9E37_79B9_7F4A_7C15
@@ -161,7 +162,7 @@ struct ManifestFuzzBinaryTests {
                 cases += 1
             }
         }
-        #expect(cases == 36)
+        #expect(cases == 48)
         #expect(Date().timeIntervalSince(started) < 60)
     }
 }
