@@ -84,6 +84,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     // Supervision (runners only), on `queue`.
     private var budget: RestartBudget
+    /// The runner's `limits:`, checked by the host's watchdog. Guarded by `lock`.
+    private var limitWatch: RunnerLimits
     /// The plugin file when the instance was quarantined: the quarantine
     /// holds until the file changes or a restart is asked for.
     private var quarantinedFile: PluginFileIdentity?
@@ -102,7 +104,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     init(config: MonitorConfig, description: PluginDescription, transport: any PluginTransport, options: [BoundOption],
          bus: EventBus, routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
-         conditions: ConditionProcessor? = nil, supervision: SupervisionConfig = SupervisionConfig(),
+         conditions: ConditionProcessor? = nil,
          clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
         self.name = config.name
         self.conditions = conditions
@@ -110,7 +112,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         self.description = description
         self.transport = transport
         self.options = options
-        self.budget = RestartBudget(config: supervision)
+        self.budget = RestartBudget(config: config.supervision)
+        self.limitWatch = RunnerLimits(limits: config.limits)
         self.interval = description.effectiveInterval(config.interval)
         self.timeout = config.timeout ?? max(5_000_000_000, self.interval)
         var logger = logger
@@ -366,6 +369,17 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         budget.reset()
         set(.idle)
         launch()
+    }
+
+    /// The watchdog's look at the runner's limits (once a second, any thread):
+    /// a runner over one is ended, and its death says which.
+    func checkLimits() {
+        guard let runner = transport as? RunnerTransport, let pid = runner.runnerPID else { return }
+        let why = lock.withLock { limitWatch.check(pid: pid, now: monotonicNanoseconds()) }
+        if let why {
+            logger.error("\(why): ending its runner")
+            runner.terminate(because: why)
+        }
     }
 
     /// An operator asks for the monitor to run again (out of quarantine, or

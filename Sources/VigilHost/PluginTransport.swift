@@ -184,6 +184,10 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
         self.process = nil
     }
 
+    /// Ends the runner because of `reason` (a limit crossed); its death is
+    /// reported through the call in flight or as a death outside one.
+    func terminate(because reason: String) { process?.terminate(because: reason) }
+
     /// The runner ended outside a call: forget it (its death was reported).
     func discard() {
         created = false

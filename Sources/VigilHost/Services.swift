@@ -67,11 +67,13 @@ struct SupervisorService: Service {
     }
 
     /// Reports calls into plugins that run past their deadline (the monitor's
-    /// `timeout`), once per call, checking every second (few wakeups at idle).
+    /// `timeout`), once per call, and ends runners over their `limits:`,
+    /// checking every second (few wakeups at idle).
     static func watch(_ runtime: VigilRuntime) async {
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(1))
             for instance in runtime.instances {
+                instance.checkLimits()
                 if let (call, elapsed) = instance.overdueCall(deadline: instance.timeout) {
                     instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (timeout \(Units.formatDuration(instance.timeout))); this monitor's next calls wait, the others go on")
                 }

@@ -37,7 +37,11 @@ import VigilCore
             } catch {
                 throw TestFailure("runner: \(error)")
             }
-            let config = manifest.monitors[0]
+            var config = manifest.monitors[0]
+            config.supervision.restart = RestartPolicy(rawValue: restart)!
+            config.supervision.backoffMin = 50_000_000
+            config.supervision.backoffMax = 200_000_000
+            config.supervision.maxRestarts = 2
             let (options, problems) = OptionBinder.bind(config, to: first.description)
             guard problems.isEmpty else { throw TestFailure("options: \(problems)") }
             var logger = Logger(label: "test")
@@ -47,16 +51,11 @@ import VigilCore
             let compiler = RouteCompiler(manifest: manifest)
             let hostEvents = HostEvents(clock: realtimeNanoseconds)
             hostEvents.connect(bus: bus, compiler: compiler)
-            var supervision = SupervisionConfig()
-            supervision.restart = RestartPolicy(rawValue: restart)!
-            supervision.backoffMin = 50_000_000
-            supervision.backoffMax = 200_000_000
-            supervision.maxRestarts = 2
             transport = RunnerTransport(first: first, launch: .init(path: path, allowUnsafe: true, loadTimeout: 5_000_000_000,
                                                                     program: TestEnv.vigil))
             instance = MonitorInstance(config: config, description: first.description, transport: transport,
                                        options: options, bus: bus, routes: compiler, hostEvents: hostEvents,
-                                       logger: logger, supervision: supervision)
+                                       logger: logger)
             runner.start()
         }
 
