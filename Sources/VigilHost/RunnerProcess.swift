@@ -257,17 +257,24 @@ final class RunnerProcess: @unchecked Sendable {
     private func channel() {
         var fds = [pollfd(fd: control.fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: dataEvent, events: Int16(POLLIN), revents: 0)]
+        // Once the ring is found broken it is read no more: the runner is
+        // being ended, and only its channel's end is awaited.
+        var broken = false
         while true {
-            if let broken = drainRing() {
-                terminate(because: "the runner broke its channel: \(broken)")
+            if !broken, let why = drainRing() {
+                broken = true
+                terminate(because: "the runner broke its channel: \(why)")
             }
-            guard reader.prepareToSleep() else { continue }
-            let n = poll(&fds, 2, -1)
-            reader.wokeUp()
+            if !broken && !reader.prepareToSleep() { continue }
+            let n = poll(&fds, broken ? 1 : 2, -1)
+            if !broken { reader.wokeUp() }
             if n < 0 && errno != EINTR { break }
             guard fds[0].revents != 0 else { continue }
             // Everything written before the reply is in the ring: take it first.
-            if let broken = drainRing() { terminate(because: "the runner broke its channel: \(broken)") }
+            if !broken, let why = drainRing() {
+                broken = true
+                terminate(because: "the runner broke its channel: \(why)")
+            }
             guard let message = control.receive() else { break }
             guard handle(message) else {
                 terminate(because: "the runner sent a message that is not a reply")
@@ -275,7 +282,7 @@ final class RunnerProcess: @unchecked Sendable {
             }
         }
         // The runner closed its end: what it wrote before dying is delivered.
-        _ = drainRing()
+        if !broken { _ = drainRing() }
         var ending = Self.reap(pid) ?? RunnerDeath()
         let (receiverOnDeath, inCall) = state.withLock { () -> ((@Sendable (RunnerDeath) -> Void)?, Bool) in
             ending.killedBecause = killReason

@@ -120,3 +120,19 @@ import VigilCore
         #expect(h.instance.restarts.load(ordering: .relaxed) >= 1)
     }
 }
+
+extension RunnerTransportTests {
+    /// A plugin that writes into the ring it shares with the host (it can:
+    /// the mapping is in its process) breaks its channel, nothing more.
+    @Test func aRunnerThatCorruptsItsRingIsEndedAndReported() async throws {
+        let h = try IsolatedHarness(plugin: try TestEnv.cPlugin("ring_scribbler"), options: "{}", interval: "20ms")
+        h.instance.launch()
+        let crashed = h.waitFor(1) { $0.kind == "instance_crashed" }
+        await h.stop()
+        let reason = crashed.first?.fields.first { $0.name == "reason" }?.value
+        guard case .string(let text)? = reason else { Issue.record("no crash reported"); return }
+        #expect(text.contains("broke its channel"))
+        // The record before the scribble was delivered.
+        #expect(h.events.contains { $0.kind == "sample" })
+    }
+}
