@@ -199,12 +199,7 @@ package enum PluginLoader {
             return refuse("its entry point refused the host's ABI \(host) (status \(status.rawValue)): \(why)")
         }
         let chosen = "\(result.abi_major).\(result.abi_minor)"
-        guard Int(result.abi_major) == Int(VIGIL_ABI_MAJOR) else {
-            return refuse("it was built for Vigil ABI \(chosen); this host speaks ABI \(host) (major \(VIGIL_ABI_MAJOR) only). Rebuild it against this host's vigil_plugin.h")
-        }
-        guard Int(result.abi_minor) <= Int(VIGIL_ABI_MINOR) else {
-            return refuse("it needs Vigil ABI \(chosen), newer than this host's ABI \(host). Upgrade vigil, or rebuild the plugin against ABI \(host)")
-        }
+        if let problem = abiProblem(major: Int(result.abi_major), minor: Int(result.abi_minor)) { return refuse(problem) }
         guard let rawDescriptor = result.descriptor else {
             return refuse("malformed self-description: its entry point returned no descriptor")
         }
@@ -224,6 +219,19 @@ package enum PluginLoader {
         case .success(let description):
             return .success(LoadedPlugin(description: description, descriptor: descriptor))
         }
+    }
+
+    /// Why this host cannot speak the ABI version a plugin chose, or nil.
+    package static func abiProblem(major: Int, minor: Int) -> String? {
+        let host = "\(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)"
+        let chosen = "\(major).\(minor)"
+        guard major == Int(VIGIL_ABI_MAJOR) else {
+            return "it was built for Vigil ABI \(chosen); this host speaks ABI \(host) (major \(VIGIL_ABI_MAJOR) only). Rebuild it against this host's vigil_plugin.h"
+        }
+        guard minor >= 0, minor <= Int(VIGIL_ABI_MINOR) else {
+            return "it needs Vigil ABI \(chosen), newer than this host's ABI \(host). Upgrade vigil, or rebuild the plugin against ABI \(host)"
+        }
+        return nil
     }
 
     struct Malformed: Error, CustomStringConvertible {
@@ -279,24 +287,30 @@ package enum PluginLoader {
         }
     }
 
-    /// A descriptor string: UTF-8 (repaired), at most 64 KiB, NULL only when empty.
+    /// A descriptor string: UTF-8 (repaired), at most `PluginDescription.maxTextBytes`
+    /// (checked before reading it), NULL only when empty.
     static func text(_ s: vigil_str, _ what: String) throws -> String {
         if s.len == 0 { return "" }
         guard let ptr = s.ptr else { throw Malformed(why: "\(what) has length \(s.len) but a NULL pointer") }
-        guard s.len <= 65_536 else { throw Malformed(why: "\(what) is \(s.len) bytes long (64 KiB at most)") }
+        let limit = PluginDescription.maxTextBytes
+        guard s.len <= limit else {
+            throw Malformed(why: "\(what) is \(s.len) bytes long (\(Units.formatSize(Int64(limit))) at most)")
+        }
         return String(decoding: UnsafeRawBufferPointer(start: ptr, count: s.len), as: UTF8.self)
     }
 
     /// Reads an array of size-prefixed structs: the element stride is the size
     /// the plugin wrote in the first element; each element must carry the same
-    /// size, at least the 1.0 size, a multiple of 8 and at most 4096. Each is
+    /// size, at least the 1.0 size, a multiple of 8 and at most 4096; at most
+    /// `PluginDescription.maxDeclarations` elements (checked before reading). Each is
     /// copied as min(its size, ours) into a zeroed struct: fields a newer
     /// plugin added are ignored, fields an older one lacks read as zero.
     static func array<Element, T>(_ base: UnsafePointer<Element>?, count: Int, minimum: Int, what: String,
                                   _ convert: (Element) throws -> T) throws -> [T] {
         if count == 0 { return [] }
         guard let base else { throw Malformed(why: "\(count) \(what)s declared but the pointer is NULL") }
-        guard count <= 4096 else { throw Malformed(why: "\(count) \(what)s declared (4096 at most)") }
+        let limit = PluginDescription.maxDeclarations
+        guard count <= limit else { throw Malformed(why: "\(count) \(what)s declared (\(limit) at most)") }
         let raw = UnsafeRawPointer(base)
         let stride = Int(raw.loadUnaligned(as: UInt32.self))
         guard stride >= minimum, stride % 8 == 0, stride <= 4096 else {

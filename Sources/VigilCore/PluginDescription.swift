@@ -28,13 +28,19 @@ public enum ValueType: UInt32, Sendable, CaseIterable, CustomStringConvertible {
     public var isFieldType: Bool { rawValue <= ValueType.string.rawValue }
 }
 
-public struct OptionSpec: Sendable, Equatable {
+public struct OptionSpec: Sendable, Equatable, Codable {
     public var name: String
     public var type: ValueType
     /// The default as YAML text; nil when there is none.
     public var defaultText: String?
     public var doc: String
     public var required: Bool
+
+    /// Its JSON keys (PluginDescriptionJSON.swift).
+    enum CodingKeys: String, CodingKey {
+        case name, type, doc, required
+        case defaultText = "default_text"
+    }
 
     public init(name: String, type: ValueType, defaultText: String?, doc: String, required: Bool = false) {
         self.name = name
@@ -45,7 +51,7 @@ public struct OptionSpec: Sendable, Equatable {
     }
 }
 
-public struct FieldSpec: Sendable, Equatable {
+public struct FieldSpec: Sendable, Equatable, Codable {
     public var name: String
     public var type: ValueType
     public var unit: String
@@ -59,13 +65,19 @@ public struct FieldSpec: Sendable, Equatable {
     }
 }
 
-public struct EventSpec: Sendable, Equatable {
+public struct EventSpec: Sendable, Equatable, Codable {
     public var kind: String
     public var doc: String
     public var fields: [FieldSpec]
     /// Fields beyond `fields` are named by the instance's options (ABI 1.2
     /// `VIGIL_EVENT_DYNAMIC_FIELDS`): `fields` lists only those always present.
     public var dynamicFields: Bool
+
+    /// Its JSON keys (PluginDescriptionJSON.swift).
+    enum CodingKeys: String, CodingKey {
+        case kind, doc, fields
+        case dynamicFields = "dynamic_fields"
+    }
 
     public init(kind: String, doc: String, fields: [FieldSpec], dynamicFields: Bool = false) {
         self.kind = kind
@@ -93,8 +105,11 @@ extension PluginDescription {
 }
 
 /// What a plugin says about itself: enough to validate a manifest and to
-/// document the plugin, without starting anything.
-public struct PluginDescription: Sendable {
+/// document the plugin, without starting anything. Read from a plugin's
+/// descriptor in the process that loaded it (`PluginLoader`), or from that
+/// process's JSON (`init(json:)`, PluginDescriptionJSON.swift); both are held
+/// to `problems()`.
+public struct PluginDescription: Sendable, Equatable, Codable {
     public var name: String
     public var version: String
     public var summary: String
@@ -107,6 +122,12 @@ public struct PluginDescription: Sendable {
     /// Whether the host polls it (it has a `poll` callback).
     public var polled: Bool
     public var path: String
+
+    /// Its JSON keys (PluginDescriptionJSON.swift).
+    enum CodingKeys: String, CodingKey {
+        case name, version, summary, options, events, polled, path
+        case abiMajor = "abi_major", abiMinor = "abi_minor", defaultInterval = "default_interval_ns"
+    }
 
     public init(name: String, version: String, summary: String, abiMajor: Int, abiMinor: Int,
                 options: [OptionSpec], events: [EventSpec], defaultInterval: Int64, polled: Bool, path: String) {
@@ -133,10 +154,19 @@ public struct PluginDescription: Sendable {
     /// may neither declare nor emit them, so that it cannot forge them.
     public static let reservedKinds: Set<String> = ["availability", "threshold", "rule"]
 
+    /// The longest text a description may hold (a name, a doc, a default):
+    /// 64 KiB of UTF-8.
+    public static let maxTextBytes = 65_536
+    /// The most options, event kinds, or fields of one kind, a description
+    /// may declare.
+    public static let maxDeclarations = 4096
+
     /// Problems with the description itself (names, types, defaults that do
-    /// not type-check). Empty for a well-formed description.
+    /// not type-check, texts and lists over the limits). Empty for a
+    /// well-formed description. The one judge of a description, wherever it
+    /// was read.
     public func problems() -> [String] {
-        var problems: [String] = []
+        var problems = sizeProblems()
         if !Self.isIdentifier(name, allowDash: true) { problems.append("plugin name '\(name)' is not [a-z][a-z0-9_-]*") }
         var seen = Set<String>()
         for option in options {
@@ -172,6 +202,42 @@ public struct PluginDescription: Sendable {
             }
         }
         if defaultInterval < 0 { problems.append("default interval is negative") }
+        return problems
+    }
+
+    /// Texts over `maxTextBytes` and lists over `maxDeclarations`. A
+    /// descriptor read in-process never has them (the loader stops reading
+    /// at these limits); a description that arrives as JSON might.
+    func sizeProblems() -> [String] {
+        var problems: [String] = []
+        func text(_ s: String?, _ what: @autoclosure () -> String) {
+            if let s, s.utf8.count > Self.maxTextBytes {
+                problems.append("\(what()) is \(s.utf8.count) bytes long (\(Units.formatSize(Int64(Self.maxTextBytes))) at most)")
+            }
+        }
+        func list(_ count: Int, _ what: @autoclosure () -> String) {
+            if count > Self.maxDeclarations { problems.append("\(count) \(what())s declared (\(Self.maxDeclarations) at most)") }
+        }
+        text(name, "name")
+        text(version, "version")
+        text(summary, "description")
+        list(options.count, "option")
+        list(events.count, "event kind")
+        for option in options {
+            text(option.name, "option name")
+            text(option.defaultText, "option default")
+            text(option.doc, "option doc")
+        }
+        for event in events {
+            text(event.kind, "event kind")
+            text(event.doc, "event doc")
+            list(event.fields.count, "field of '\(event.kind.prefix(64))'")
+            for field in event.fields {
+                text(field.name, "field name")
+                text(field.unit, "field unit")
+                text(field.doc, "field doc")
+            }
+        }
         return problems
     }
 
