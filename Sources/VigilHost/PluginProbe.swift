@@ -10,16 +10,21 @@ import VigilCore
 /// destroys instances of it with a manifest's options, and reports each step
 /// on its pipe. A crash or a hang costs the child, never this process: the
 /// parent enforces a deadline on each call and names the signal or the
-/// deadline, and the call. Used by `vigil plugins list` and `vigil validate`
-/// for every plugin, and by `vigil run` for plugins from untrusted
-/// directories before it loads them itself.
+/// deadline, and the call. The parent takes the description the child sends
+/// as untrusted input: held to the same checks as a description read
+/// in-process, else the plugin is refused. Used by `vigil plugins list`,
+/// `describe` and `vigil validate` for every plugin, which they then never
+/// load themselves, and by `vigil run` for plugins from untrusted directories
+/// before it loads them itself.
 ///
 /// The child → parent stream, one line a step, fields as in
 /// `ConformanceProtocol` (tab-separated, escaped):
 ///
 ///     begin   CALL  SUBJECT                   a call is about to be made (load -, create MONITOR)
 ///     end     CALL  SUBJECT  NS  [STATUS  MESSAGE]   …and returned after NS nanoseconds
-///     plugin  NAME  VERSION  ABI              the plugin loaded and described itself
+///     description JSON                        the plugin loaded and described itself, in full
+///                                             (`PluginDescription.json()`; never cut, at most
+///                                             `ChildProcess.maxLineBytes`)
 ///     refused KIND  REASON                    the loader refused it (KIND: noentry, refused)
 ///     skip    MONITOR  REASON                 a monitor that was not created (options do not bind)
 ///     timing  LOAD_NS  CREATE_NS|-            with --timing: load, and create with default options
@@ -70,7 +75,7 @@ public struct PluginProber: Sendable {
                 report.load = .failed("cannot start the probe process: \(error)")
                 return report
             }
-            var session = ProbeSession(loadTimeout: loadTimeout, creates: remaining)
+            var session = ProbeSession(path: path, loadTimeout: loadTimeout, creates: remaining)
             session.follow(child, into: &report)
             // Loaded but a create ended the child: go on after that monitor.
             guard case .loaded = report.load, let stopped = session.failedCreate,
@@ -86,7 +91,10 @@ public struct ProbeReport: Sendable {
     public enum Load: Sendable {
         /// Not reported: the child ended before it loaded anything.
         case unknown
-        case loaded(name: String, version: String, abi: String)
+        /// It loaded, and described itself: the description the child sent,
+        /// as well-formed as one this process would read (its `path` is the
+        /// file probed).
+        case loaded(PluginDescription)
         /// The loader refused it (in the child); `notAPlugin` when it exports no entry symbol.
         case refused(reason: String, notAPlugin: Bool)
         /// It crashed or hung while loading, or the child could not run.
@@ -108,6 +116,11 @@ public struct ProbeReport: Sendable {
     /// With timing: nanoseconds to load, and to create (and destroy) one instance with default options.
     public var timing: (load: Int64, create: Int64?)?
 
+    /// The plugin's self-description, when it loaded.
+    public var pluginDescription: PluginDescription? {
+        if case .loaded(let description) = load { description } else { nil }
+    }
+
     /// Why the file is refused, or nil when it loaded.
     public var refusal: String? {
         switch load {
@@ -122,6 +135,8 @@ public struct ProbeReport: Sendable {
 /// The parent's side of one child: reads its lines, keeps the call in
 /// flight, kills the child past that call's deadline.
 struct ProbeSession {
+    /// The file the child was told to load.
+    let path: String
     let loadTimeout: Int64
     let creates: [PluginProber.Create]
     /// Outside any call the child only reads the manifest and binds options:
@@ -133,7 +148,8 @@ struct ProbeSession {
     /// The monitor whose create ended the child.
     var failedCreate: String?
 
-    init(loadTimeout: Int64, creates: [PluginProber.Create]) {
+    init(path: String, loadTimeout: Int64, creates: [PluginProber.Create]) {
+        self.path = path
         self.loadTimeout = loadTimeout
         self.creates = creates
     }
@@ -158,7 +174,7 @@ struct ProbeSession {
                 report.creates[field(2)] = .returned(status: status, message: field(5))
             }
             return .callEnded
-        case "plugin": report.load = .loaded(name: field(1), version: field(2), abi: field(3))
+        case "description": report.load = described(line, json: field(1))
         case "refused": report.load = .refused(reason: field(2), notAPlugin: field(1) == "noentry")
         case "skip": report.creates[field(1)] = .skipped(field(2))
         case "timing":
@@ -169,6 +185,29 @@ struct ProbeSession {
         default: break  // a torn last line
         }
         return .other
+    }
+
+    /// The load a `description` line reports: the description, read as
+    /// `init(json:)` reads untrusted JSON and held to the ABI versions this
+    /// host speaks, as the loader holds it; else a refusal that says why.
+    func described(_ line: Substring, json: String) -> ProbeReport.Load {
+        func malformed(_ why: String) -> ProbeReport.Load {
+            .refused(reason: "malformed self-description: \(why)", notAPlugin: false)
+        }
+        guard line.utf8.count <= ChildProcess.maxLineBytes else {
+            return malformed("the probe process sent a description line over \(Units.formatSize(Int64(ChildProcess.maxLineBytes)))")
+        }
+        var description: PluginDescription
+        do {
+            description = try PluginDescription(json: json)
+        } catch {
+            return malformed("\(error)")
+        }
+        if let problem = PluginLoader.abiProblem(major: description.abiMajor, minor: description.abiMinor) {
+            return .refused(reason: problem, notAPlugin: false)
+        }
+        description.path = path
+        return .loaded(description)
     }
 
     mutating func follow(_ child: ChildProcess, into report: inout ProbeReport) {
@@ -262,8 +301,7 @@ public enum PluginProbe {
         case .success(let loaded):
             plugin = loaded
         }
-        let d = plugin.description
-        out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)")
+        out.sendWhole("description", plugin.description.json())
         if request.timing {
             // Under the load's deadline: a create that hangs ends the timing, not the listing.
             out.send("begin", "create", PluginProbe.timingInstance)

@@ -42,9 +42,9 @@ struct Plugins: AsyncParsableCommand {
                 case .success(let file):
                     let report = prober.probe(path: file.realPath, timing: timing)
                     switch report.load {
-                    case .loaded(let name, let version, let abi):
+                    case .loaded(let d):
                         let time = report.timing.map { String(format: "%.3f", Double($0.load + ($0.create ?? 0)) / 1e6) } ?? "-"
-                        rows.append([name, version, abi] + (timing ? [time] : []) + [path])
+                        rows.append([d.name, d.version, "\(d.abiMajor).\(d.abiMinor)"] + (timing ? [time] : []) + [path])
                     case .refused(_, notAPlugin: true):
                         continue
                     default:
