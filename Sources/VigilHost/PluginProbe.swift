@@ -356,11 +356,23 @@ public enum PluginProbe {
     }
 }
 
-/// Probes run for one catalog, at most once per file, and what they found:
-/// the hook a catalog's vetting calls before it loads a file in-process.
+/// A plugin known only by what its probe child said: the description it sent
+/// (held to the checks of an in-process load; `path` as the plugin was named)
+/// and the rest of the probe's report (the creates of `validate`, timing).
+/// Nothing of it runs in this process.
+public struct ProbedPlugin: DescribedPlugin {
+    public var description: PluginDescription
+    public var report: ProbeReport
+}
+
+/// Probes of plugin files, at most once per file, and what they found:
+/// plugins described by their probe child alone (`describe`, for `validate`
+/// and `plugins describe`, which never load a plugin), and the hook a
+/// catalog's vetting calls before it loads a file in-process (`vetting`, for
+/// `run`).
 public final class PluginProbes: @unchecked Sendable {
     public enum Scope: Sendable {
-        /// Every file (`validate`, `plugins describe`).
+        /// Every file.
         case all
         /// Files outside the vigil executable's directory and the system
         /// plugin directory (`run`): those are the host's own.
@@ -368,23 +380,65 @@ public final class PluginProbes: @unchecked Sendable {
     }
 
     public let prober: PluginProber
+    /// What `vetting` probes.
     let scope: Scope
     /// With a manifest: each file's probe also creates the instances of the
     /// monitors that use it (`validate`).
     let manifest: Manifest?
-    let locator: PluginCatalog
+    /// Each probe also times the load and a create with default options.
+    let timing: Bool
+    /// Finds plugin files, and checks them in this process before they are
+    /// probed (owner, permissions, ELF headers; none of their code runs).
+    public let catalog: PluginCatalog
     private let lock = Lock()
     private var reports: [String: ProbeReport] = [:]
+    /// By real path: the file checks' verdict, once per file (their warnings too).
+    private var vetted: [String: Result<String, PluginFileRefusal>] = [:]
     private let trusted: [String]
 
-    public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String]) {
+    /// `warn` takes the warnings of the file checks the unsafe-plugins
+    /// override skips (default: standard error).
+    public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String],
+                timing: Bool = false, warn: (@Sendable (String) -> Void)? = nil) {
         self.prober = prober
         self.scope = scope
         self.manifest = manifest
-        self.locator = PluginCatalog(directories: directories)
+        self.timing = timing
+        self.catalog = PluginCatalog(directories: directories, vetting: PluginVetting(
+            policy: PluginFilePolicy(allowUnsafe: prober.allowUnsafe), warn: warn ?? PluginVetting.warnOnStandardError))
         self.trusted = [PluginCatalog.executableDirectory(), PluginCatalog.systemDirectory].compactMap { dir in
-            dir.flatMap { realpath($0, nil) }.map { p in defer { free(p) }; return String(cString: p) }
+            dir.flatMap(PluginFile.realPath(of:))
         }
+    }
+
+    /// The plugin a manifest or the command line names (a name to look up,
+    /// or a path), as its probe child described it.
+    public func describe(reference: String) -> Result<ProbedPlugin, PluginRefusal> {
+        catalog.load(reference: reference, using: describe(path:))
+    }
+
+    /// The plugin at `path`: checked here, loaded and described in its probe child.
+    public func describe(path: String) -> Result<ProbedPlugin, PluginRefusal> {
+        let realPath: String
+        switch vet(path) {
+        case .failure(let refusal): return .failure(PluginRefusal(path: path, reason: refusal.reason))
+        case .success(let checked): realPath = checked
+        }
+        let report = report(for: realPath)
+        guard var description = report.pluginDescription else {
+            return .failure(PluginRefusal(path: path, reason: report.refusal ?? "no description"))
+        }
+        description.path = path
+        return .success(ProbedPlugin(description: description, report: report))
+    }
+
+    /// The file checks of `path`, once per file: its real path, or why it is refused.
+    func vet(_ path: String) -> Result<String, PluginFileRefusal> {
+        let key = PluginFile.realPath(of: path) ?? path
+        if let known = lock.withLock({ vetted[key] }) { return known }
+        let result = catalog.vetting.open(path).map(\.realPath)
+        lock.withLock { vetted[key] = result }
+        return result
     }
 
     /// The vetting a catalog runs each file through: the file checks under
@@ -402,7 +456,7 @@ public final class PluginProbes: @unchecked Sendable {
     /// The probe of the file at `realPath`, run on first use.
     public func report(for realPath: String) -> ProbeReport {
         if let known = lock.withLock({ reports[realPath] }) { return known }
-        let report = prober.probe(path: realPath, manifest: manifest?.file, creates: creates(for: realPath))
+        let report = prober.probe(path: realPath, manifest: manifest?.file, creates: creates(for: realPath), timing: timing)
         lock.withLock { reports[realPath] = report }
         return report
     }
@@ -410,15 +464,16 @@ public final class PluginProbes: @unchecked Sendable {
     /// The manifest's monitors whose plugin is the file at `realPath`.
     func creates(for realPath: String) -> [PluginProber.Create] {
         guard let manifest else { return [] }
-        let base = manifest.directory
         return manifest.monitors.compactMap { monitor in
-            let reference = monitor.pluginIsPath && !monitor.plugin.hasPrefix("/") && !base.isEmpty
-                ? "\(base)/\(monitor.plugin)" : monitor.plugin
-            guard let path = monitor.pluginIsPath ? reference : locator.locate(reference),
-                  let real = realpath(path, nil).map({ p in defer { free(p) }; return String(cString: p) }),
-                  real == realPath else { return nil }
+            guard let path = file(of: monitor, in: manifest), PluginFile.realPath(of: path) == realPath else { return nil }
             return PluginProber.Create(monitor: monitor.name, timeout: Self.createTimeout(monitor))
         }
+    }
+
+    /// The file of `monitor`'s plugin, if there is one to find.
+    func file(of monitor: MonitorConfig, in manifest: Manifest) -> String? {
+        let reference = manifest.pluginReference(of: monitor)
+        return monitor.pluginIsPath ? reference : catalog.locate(reference)
     }
 
     /// The deadline of create, as `MonitorInstance` gives every call: the

@@ -95,26 +95,17 @@ struct Plugins: AsyncParsableCommand {
         @OptionGroup var plugins: PluginDirOptions
 
         func run() async throws {
-            // Loaded in a child process first: a crash there is a refusal.
-            let probes = plugins.probes(manifest: nil, scope: .all)
-            let catalog = plugins.catalog(manifest: nil, probes: probes)
-            var timingLine: String?
-            if timing {
-                // Timed in a fresh child, where nothing is loaded yet.
-                let path = plugin.contains("/") || plugin.hasSuffix(".so") ? plugin : catalog.locate(plugin) ?? plugin
-                let report = probes.prober.probe(path: path, timing: true)
-                if let t = report.timing {
-                    let create = t.create.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "n/a (required options)"
-                    timingLine = String(format: "timing: load %.3f ms, create ", Double(t.load) / 1e6) + create
-                }
-            }
-            switch catalog.load(reference: plugin) {
+            // Loaded, described and timed in a child process only: a crash there is a refusal.
+            switch plugins.probes(manifest: nil, scope: .all, timing: timing).describe(reference: plugin) {
             case .failure(let refusal):
                 FileHandle.standardError.write(Data("vigil: \(refusal)\n".utf8))
                 throw ExitCode(1)
-            case .success(let loaded):
-                print(Self.render(loaded.description))
-                if let timingLine { print(timingLine) }
+            case .success(let probed):
+                print(Self.render(probed.description))
+                if timing, let t = probed.report.timing {
+                    let create = t.create.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "n/a (required options)"
+                    print(String(format: "timing: load %.3f ms, create ", Double(t.load) / 1e6) + create)
+                }
             }
         }
 

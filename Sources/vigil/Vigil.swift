@@ -36,10 +36,12 @@ struct PluginDirOptions: ParsableArguments {
         PluginProber(command: ["plugins", "probe"], allowUnsafe: allowUnsafe(manifest))
     }
 
-    /// Probes of plugin files in a child process, before this process loads them.
-    func probes(manifest: Manifest?, scope: PluginProbes.Scope, creating: Bool = false) -> PluginProbes {
+    /// Probes of plugin files in a child process: what `validate` and
+    /// `plugins describe` know of a plugin, and what `run` checks before it
+    /// loads one itself.
+    func probes(manifest: Manifest?, scope: PluginProbes.Scope, creating: Bool = false, timing: Bool = false) -> PluginProbes {
         PluginProbes(prober: prober(manifest: manifest), scope: scope, manifest: creating ? manifest : nil,
-                     directories: directories(manifest: manifest))
+                     directories: directories(manifest: manifest), timing: timing)
     }
 
     func catalog(manifest: Manifest?, probes: PluginProbes? = nil,
@@ -197,10 +199,9 @@ struct Validate: AsyncParsableCommand {
         var all = diagnostics
         if let loaded {
             // Every plugin file is loaded, and each monitor's instance created,
-            // in a child process first: a crash or a hang is an error, not our end.
-            let probes = plugins.probes(manifest: loaded, scope: .all, creating: true)
-            let resolution = ManifestResolution.resolve(loaded, catalog: plugins.catalog(manifest: loaded, probes: probes))
-            all += resolution.diagnostics + resolution.validateInstances(probes: probes)
+            // in a child process only: a crash or a hang is an error, not our end.
+            let resolution = ResolvedManifest.resolve(loaded, probes: plugins.probes(manifest: loaded, scope: .all, creating: true))
+            all += resolution.diagnostics + resolution.validateInstances()
         }
         ManifestFile.print(all)
         let errors = all.filter { $0.level == .error }.count
