@@ -127,9 +127,11 @@ extension ResolvedManifest where Plugin == LoadedPlugin {
 }
 
 extension ResolvedManifest where Plugin == ProbedPlugin {
-    /// Has each monitor's plugin described by its probe child; loads none here.
+    /// Has each monitor's plugin described by its probe child (several
+    /// children at once); loads none here.
     public static func resolve(_ manifest: Manifest, probes: PluginProbes) -> Self {
-        resolve(manifest, catalog: probes.catalog, load: probes.describe(reference:))
+        probes.probeAll(paths: manifest.monitors.compactMap { probes.file(of: $0, in: manifest) })
+        return resolve(manifest, catalog: probes.catalog, load: probes.describe(reference:))
     }
 
     /// Each monitor's instance was created with its options and destroyed at

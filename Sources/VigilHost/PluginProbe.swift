@@ -387,6 +387,8 @@ public final class PluginProbes: @unchecked Sendable {
     let manifest: Manifest?
     /// Each probe also times the load and a create with default options.
     let timing: Bool
+    /// How many probe children `probeAll` runs at once.
+    public let parallelism: Int
     /// Finds plugin files, and checks them in this process before they are
     /// probed (owner, permissions, ELF headers; none of their code runs).
     public let catalog: PluginCatalog
@@ -399,11 +401,13 @@ public final class PluginProbes: @unchecked Sendable {
     /// `warn` takes the warnings of the file checks the unsafe-plugins
     /// override skips (default: standard error).
     public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String],
-                timing: Bool = false, warn: (@Sendable (String) -> Void)? = nil) {
+                timing: Bool = false, parallelism: Int = PluginProbes.defaultParallelism,
+                warn: (@Sendable (String) -> Void)? = nil) {
         self.prober = prober
         self.scope = scope
         self.manifest = manifest
         self.timing = timing
+        self.parallelism = max(1, parallelism)
         self.catalog = PluginCatalog(directories: directories, vetting: PluginVetting(
             policy: PluginFilePolicy(allowUnsafe: prober.allowUnsafe), warn: warn ?? PluginVetting.warnOnStandardError))
         self.trusted = [PluginCatalog.executableDirectory(), PluginCatalog.systemDirectory].compactMap { dir in
@@ -432,8 +436,54 @@ public final class PluginProbes: @unchecked Sendable {
         return .success(ProbedPlugin(description: description, report: report))
     }
 
+    /// One probe child per CPU, at least 2 (much of a probe is the child's
+    /// exec and dynamic linking, not ours to wait on), at most 4.
+    public static var defaultParallelism: Int { min(4, max(2, ProcessInfo.processInfo.activeProcessorCount)) }
+
+    /// Probes the files at `paths` that pass the file checks, `parallelism`
+    /// children at a time, so that `describe` and `report` find them done. The
+    /// checks run here first, one file after another, so that their warnings
+    /// come in the order of `paths`.
+    public func probeAll(paths: [String]) {
+        var files: [String] = []
+        for path in paths {
+            guard case .success(let realPath) = vet(path), !files.contains(realPath),
+                  lock.withLock({ reports[realPath] == nil }) else { continue }
+            files.append(realPath)
+        }
+        let found = Self.inParallel(files.count, width: parallelism) { [self, files] i in
+            prober.probe(path: files[i], manifest: manifest?.file, creates: creates(for: files[i]), timing: timing)
+        }
+        lock.withLock {
+            for (realPath, report) in zip(files, found) { reports[realPath] = report }
+        }
+    }
+
+    /// `body(0..<count)` on at most `width` threads at once; the results in index order.
+    static func inParallel<T: Sendable>(_ count: Int, width: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+        let state = LockedState<(next: Int, results: [T?])>((0, Array(repeating: nil, count: count)))
+        let finished = DispatchGroup()
+        for _ in 0..<min(width, count) {
+            finished.enter()
+            Thread.detachNewThread {
+                while true {
+                    let i = state.withLock { s in
+                        defer { s.next += 1 }
+                        return s.next
+                    }
+                    guard i < count else { break }
+                    let result = body(i)
+                    state.withLock { $0.results[i] = result }
+                }
+                finished.leave()
+            }
+        }
+        finished.wait()
+        return state.withLock { $0.results.map { $0! } }
+    }
+
     /// The file checks of `path`, once per file: its real path, or why it is refused.
-    func vet(_ path: String) -> Result<String, PluginFileRefusal> {
+    package func vet(_ path: String) -> Result<String, PluginFileRefusal> {
         let key = PluginFile.realPath(of: path) ?? path
         if let known = lock.withLock({ vetted[key] }) { return known }
         let result = catalog.vetting.open(path).map(\.realPath)

@@ -29,18 +29,18 @@ struct Plugins: AsyncParsableCommand {
 
         func run() async throws {
             let manifest = self.manifest.flatMap { ManifestFile.load($0).0 }
-            let catalog = plugins.catalog(manifest: manifest)
-            let prober = plugins.prober(manifest: manifest)
+            let probes = plugins.probes(manifest: manifest, scope: .all, timing: timing)
+            let paths = probes.catalog.discover()
+            // Checked here (none of its code runs), then loaded in child processes, several at once.
+            probes.probeAll(paths: paths)
             var rows: [[String]] = []
             var refused: [String] = []
-            for path in catalog.discover() {
-                // Checked here (none of its code runs), then loaded in a child.
-                switch catalog.vetting.open(path) {
+            for path in paths {
+                switch probes.vet(path) {
                 case .failure(let refusal):
                     refused.append(refusal.description)
-                    continue
-                case .success(let file):
-                    let report = prober.probe(path: file.realPath, timing: timing)
+                case .success(let realPath):
+                    let report = probes.report(for: realPath)
                     switch report.load {
                     case .loaded(let d):
                         let time = report.timing.map { String(format: "%.3f", Double($0.load + ($0.create ?? 0)) / 1e6) } ?? "-"
@@ -53,7 +53,7 @@ struct Plugins: AsyncParsableCommand {
                 }
             }
             if rows.isEmpty {
-                print("no plugins found in \(catalog.directories.joined(separator: ", "))")
+                print("no plugins found in \(probes.catalog.directories.joined(separator: ", "))")
             } else {
                 printTable(header: ["NAME", "VERSION", "ABI"] + (timing ? ["LOAD+CREATE MS"] : []) + ["PATH"], rows: rows)
             }
