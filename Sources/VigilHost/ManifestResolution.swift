@@ -41,10 +41,12 @@ public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
         for monitor in manifest.monitors {
             switch load(manifest.pluginReference(of: monitor)) {
             case .failure(let refusal):
-                let names = catalog.discoverNames()
-                let hint = monitor.pluginIsPath ? nil : Suggest.hint(for: monitor.plugin, in: names)
+                // Found but refused: the refusal says why; not found: what is there.
+                let found = monitor.pluginIsPath || catalog.locate(monitor.plugin) != nil
+                let names = found ? [] : catalog.discoverNames()
+                let hint = found ? nil : Suggest.hint(for: monitor.plugin, in: names)
                     ?? (names.isEmpty ? nil : "plugins found: \(names.joined(separator: ", "))")
-                let message = monitor.pluginIsPath || catalog.locate(monitor.plugin) != nil
+                let message = found
                     ? "monitor '\(monitor.name)': \(refusal)"
                     : "unknown plugin '\(monitor.plugin)' for monitor '\(monitor.name)' (searched \(catalog.directories.joined(separator: ", ")))"
                 result.diagnostics.append(Diagnostic(at: monitor.pluginLocation, message, hint: hint))
