@@ -15,8 +15,8 @@ struct Plugins: AsyncParsableCommand {
             discussion: """
             Searches --plugin-dir, the manifest's plugin_dirs (with --manifest), the directory of the vigil \
             executable, then /usr/local/lib/vigil/plugins. Each .so file is checked in this process (owner, \
-            permissions, ELF headers; docs/plugins.md), then loaded in a child process, so that a plugin that \
-            crashes or hangs while loading is refused, not the end of the listing. Shared objects that are not \
+            permissions, ELF headers; docs/plugins.md), then loaded in a child process only (several at once), \
+            so that a plugin that crashes or hangs while loading is refused, not the end of the listing. Shared objects that are not \
             Vigil plugins (no vigil_plugin_entry) are skipped. Plugins that load are listed on stdout; each file \
             refused is reported on stderr after the table, with the rule it broke. Exits 0 when no file was \
             refused, 1 when one was (the table is still complete).
@@ -87,7 +87,11 @@ struct Plugins: AsyncParsableCommand {
 
     struct Describe: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a plugin's self-description: options with types, defaults and docs; event kinds and fields.")
+            abstract: "Show a plugin's self-description: options with types, defaults and docs; event kinds and fields.",
+            discussion: """
+            The plugin is loaded in a child process only, which sends its description back: one that crashes \
+            or hangs while loading is refused (exit 1), never the end of this command.
+            """)
 
         @Argument(help: "A plugin name, or a path to a .so file.") var plugin: String
         @Flag(help: "Also time loading (dlopen, negotiation, self-description) and creating one instance with default options.")

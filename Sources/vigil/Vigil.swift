@@ -182,7 +182,7 @@ struct Validate: AsyncParsableCommand {
         instance is created with its options and destroyed at once, so that the plugin can refuse values only \
         it can check (reported at the option's place when the plugin names it); none is started. Plugin files \
         are checked before they are loaded (owner, permissions, ELF headers; docs/plugins.md), and each is \
-        loaded and its instances created in a child process first, each create under its monitor's timeout \
+        loaded and its instances created in a child process only, never in this one, each create under its monitor's timeout \
         (else the larger of 5s and its interval): a plugin that crashes or hangs is an error at its monitor, \
         naming the signal or the deadline. \
         A manifest is plain UTF-8 YAML of at most 4MiB: NUL bytes, control characters, tags and a second document \
