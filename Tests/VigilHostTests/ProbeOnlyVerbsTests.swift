@@ -17,6 +17,13 @@ import Testing
         return dir
     }
 
+    /// `dir`/vigil.yaml: `body` after a `plugin_dirs` naming `dir`.
+    func writeManifest(in dir: String, _ body: String) throws -> String {
+        let path = dir + "/vigil.yaml"
+        try TestEnv.write("plugin_dirs: [\(dir)]\n" + body, to: path)
+        return path
+    }
+
     @Test func describePrintsAGoodPluginInFullAndRefusesACrashingOne() throws {
         let dir = try pluginDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -71,9 +78,7 @@ import Testing
     @Test func validateChecksOptionsKindsAndFieldsOfTheGoodBesideTheRefused() throws {
         let dir = try pluginDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let manifest = dir + "/vigil.yaml"
-        try TestEnv.write("""
-        plugin_dirs: [\(dir)]
+        let manifest = try writeManifest(in: dir, """
         monitors:
           beat:
             plugin: heartbeat
@@ -86,7 +91,7 @@ import Testing
           crash: { plugin: create_crashes }
         sinks:
           out: { type: log, match: ["pulse/pulse"] }
-        """, to: manifest)
+        """)
         let result = try TestEnv.run(TestEnv.vigil, ["validate", manifest], timeout: 120)
         #expect(result.status == 1)
         func reported(_ text: String) -> Bool { result.stderr.contains("\(manifest):\(text)\n") }
@@ -123,14 +128,12 @@ import Testing
     @Test func noneOfThemLoadsAPluginInTheVigilProcess() throws {
         let dir = try pluginDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let manifest = dir + "/vigil.yaml"
-        try TestEnv.write("""
-        plugin_dirs: [\(dir)]
+        let manifest = try writeManifest(in: dir, """
         monitors:
           good: { plugin: good_minimal, interval: 100ms }
           beat: { plugin: heartbeat }
         sinks: { out: { type: null } }
-        """, to: manifest)
+        """)
         for verb in [["validate", manifest], ["plugins", "list", "--plugin-dir", dir], ["plugins", "describe", "\(dir)/heartbeat.so"],
                      ["plugins", "describe", "--timing", "\(dir)/heartbeat.so"]] {
             let (vigil, children, output) = try loaders(of: dir, verb)
