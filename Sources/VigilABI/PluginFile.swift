@@ -154,7 +154,7 @@ package final class PluginFile {
         func refuse(_ rule: PluginFileRefusal.Rule, _ reason: String) -> Result<PluginFile, PluginFileRefusal> {
             .failure(PluginFileRefusal(path: path, rule: rule, reason: reason))
         }
-        guard let real = realpath(path, nil).map({ p in defer { free(p) }; return String(cString: p) }) else {
+        guard let real = realPath(of: path) else {
             return refuse(.unreadable, "cannot read the file: \(errorText())")
         }
         var named = stat()
@@ -276,6 +276,12 @@ package final class PluginFile {
             .map { unsafeBitCast($0, to: Fn.self) }
         /// <dlfcn.h>: ask dladdr1 for the ElfW(Sym) entry.
         static let RTLD_DL_SYMENT: Int32 = 1
+    }
+
+    /// realpath(3): the path with every symlink, `.` and `..` resolved;
+    /// nil when it cannot be resolved (errno says why).
+    package static func realPath(of path: String) -> String? {
+        realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) }
     }
 
     package static func parent(of path: String) -> String {

@@ -2,9 +2,16 @@
 import Glibc
 import VigilCore
 
+/// A plugin known by its self-description: loaded in this process
+/// (`LoadedPlugin`), or loaded by another process that sent its description
+/// (a probe child: `ProbedPlugin`). What resolving a manifest needs of a plugin.
+public protocol DescribedPlugin: Sendable {
+    var description: PluginDescription { get }
+}
+
 /// A plugin module that passed negotiation: resident for the life of the
 /// process (loaded with RTLD_NODELETE; never closed).
-public final class LoadedPlugin: @unchecked Sendable {
+public final class LoadedPlugin: DescribedPlugin, @unchecked Sendable {
     public let description: PluginDescription
     /// The plugin's descriptor, copied into a zeroed struct of the host's size.
     package let descriptor: vigil_plugin_descriptor
@@ -84,13 +91,21 @@ public final class PluginCatalog: @unchecked Sendable {
 
     /// Loads the plugin a manifest names: a name to look up, or a path.
     public func load(reference: String) -> Result<LoadedPlugin, PluginRefusal> {
+        load(reference: reference, using: load(path:))
+    }
+
+    /// The plugin a manifest names — a name to look up, or a path — as
+    /// `load` gets it from a file: loaded here, or described by a process
+    /// that loaded it. A plugin found by name must describe itself by that name.
+    package func load<Plugin: DescribedPlugin>(reference: String, using load: (String) -> Result<Plugin, PluginRefusal>)
+        -> Result<Plugin, PluginRefusal> {
         let isPath = reference.contains("/") || reference.hasSuffix(".so")
-        if isPath { return load(path: reference) }
+        if isPath { return load(reference) }
         guard let path = locate(reference) else {
             return .failure(PluginRefusal(path: reference, reason:
                 "no plugin named '\(reference)' in \(directories.joined(separator: ", "))"))
         }
-        let result = load(path: path)
+        let result = load(path)
         if case .success(let plugin) = result, plugin.description.name != reference {
             return .failure(PluginRefusal(path: path, reason:
                 "the file describes itself as plugin '\(plugin.description.name)', not '\(reference)'"))
@@ -100,7 +115,7 @@ public final class PluginCatalog: @unchecked Sendable {
 
     /// Loads, negotiates with and validates the plugin at `path`, once per file.
     public func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
-        let key = realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? path
+        let key = PluginFile.realPath(of: path) ?? path
         return lock.withLock {
             if let cached = loaded[key] { return cached }
             let result = PluginLoader.load(path: path, vetting: vetting)

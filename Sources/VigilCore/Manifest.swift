@@ -43,6 +43,13 @@ public struct Manifest: Sendable {
         pluginDirs.map { $0.hasPrefix("/") || directory.isEmpty ? $0 : "\(directory)/\($0)" }
     }
 
+    /// What `monitor`'s `plugin:` names: a plugin name to look up, or a path,
+    /// a relative one resolved against `directory` like `plugin_dirs`.
+    public func pluginReference(of monitor: MonitorConfig) -> String {
+        monitor.pluginIsPath && !monitor.plugin.hasPrefix("/") && !directory.isEmpty
+            ? "\(directory)/\(monitor.plugin)" : monitor.plugin
+    }
+
     /// The name of the host's own monitor, under which it emits events about itself.
     public static let hostMonitorName = "vigil"
 }

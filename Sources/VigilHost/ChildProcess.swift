@@ -1,6 +1,7 @@
 import VigilABI
 import Foundation
 import Glibc
+import VigilCore
 
 /// A child process that may load a plugin on our behalf (`vigil plugins
 /// check`, the plugin probe): this executable run again, told by its
@@ -24,6 +25,11 @@ final class ChildProcess: @unchecked Sendable {
         self.reader = reader
     }
 
+    /// The longest line taken from a child's stream: room for the largest
+    /// plugin description (`PluginDescription.maxJSONBytes`) and the words
+    /// around it. A longer line is handed on cut (see `LineReader`).
+    static let maxLineBytes = PluginDescription.maxJSONBytes + 65_536
+
     static func spawn(arguments: [String]) throws(SpawnError) -> ChildProcess {
         let program = "/proc/self/exe"
         let stream = try Spawn.pipe(for: program)
@@ -40,7 +46,7 @@ final class ChildProcess: @unchecked Sendable {
             close(stream.read)
             throw error
         }
-        let reader = LineReader(fd: stream.read)
+        let reader = LineReader(fd: stream.read, maxLineBytes: maxLineBytes)
         reader.start()
         return ChildProcess(pid: pid, reader: reader)
     }
@@ -195,28 +201,44 @@ extension ChildProcess {
 }
 
 /// Reads the child's pipe on a thread of its own and hands over whole lines.
+/// A line longer than `maxLineBytes` is handed over cut to `maxLineBytes + 1`
+/// bytes, so that whoever reads it can tell it was too long; the rest of it
+/// is dropped as it arrives, so a child cannot make this process hold more.
 final class LineReader: @unchecked Sendable {
     private let fd: Int32
+    private let maxLineBytes: Int
     private let lock = Lock()
     private var lines: [Substring] = []
     private var eof = false
     let arrived = DispatchSemaphore(value: 0)
 
-    init(fd: Int32) { self.fd = fd }
+    init(fd: Int32, maxLineBytes: Int) {
+        self.fd = fd
+        self.maxLineBytes = maxLineBytes
+    }
 
     func start() {
         Thread.detachNewThread { [self] in
             var pending: [UInt8] = []
+            func keep(_ part: ArraySlice<UInt8>) {
+                pending += part.prefix(maxLineBytes + 1 - pending.count)
+            }
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
-                pending += buffer[0..<n]
-                guard let last = pending.lastIndex(of: UInt8(ascii: "\n")) else { continue }
-                let text = String(decoding: pending[..<last], as: UTF8.self)
-                pending.removeSubrange(...last)
-                lock.withLock { lines += text.split(separator: "\n", omittingEmptySubsequences: false) }
+                var complete: [Substring] = []
+                var start = 0
+                while let newline = buffer[start..<n].firstIndex(of: UInt8(ascii: "\n")) {
+                    keep(buffer[start..<newline])
+                    complete.append(Substring(String(decoding: pending, as: UTF8.self)))
+                    pending.removeAll(keepingCapacity: true)
+                    start = newline + 1
+                }
+                keep(buffer[start..<n])
+                guard !complete.isEmpty else { continue }
+                lock.withLock { lines += complete }
                 arrived.signal()
             }
             if !pending.isEmpty {

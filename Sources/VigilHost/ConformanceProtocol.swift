@@ -80,6 +80,17 @@ final class ProtocolWriter: @unchecked Sendable {
             }
             line = cut + "…"
         }
+        write(line)
+    }
+
+    /// Like `send`, for a line that is no use cut (a plugin's description):
+    /// sent whole, in as many writes as it takes. A process that dies
+    /// meanwhile leaves a torn line, which its reader refuses.
+    func sendWhole(_ fields: String...) {
+        write(fields.map(ConformanceProtocol.escape).joined(separator: "\t"))
+    }
+
+    private func write(_ line: String) {
         let bytes = Array((line + "\n").utf8)
         lock.withLock {
             var offset = 0

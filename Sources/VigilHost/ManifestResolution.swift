@@ -8,12 +8,17 @@ import UnixSignals
 import VigilABI
 import VigilCore
 
-/// Resolves a manifest's plugins and options. Shared by `vigil validate` and
-/// `vigil run`, so both report the same problems at the same places.
-public struct ManifestResolution: Sendable {
+/// A manifest whose plugins are resolved in this process (`vigil run`).
+public typealias ManifestResolution = ResolvedManifest<LoadedPlugin>
+
+/// Resolves a manifest's plugins and options, whatever knows the plugins:
+/// `vigil run` loads them (`LoadedPlugin`), `vigil validate` has each one's
+/// probe child describe it (`ProbedPlugin`) and loads none. Both report the
+/// same problems at the same places.
+public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
     public struct Monitor: Sendable {
         public var config: MonitorConfig
-        public var plugin: LoadedPlugin
+        public var plugin: Plugin
         public var options: [BoundOption]
     }
 
@@ -27,20 +32,21 @@ public struct ManifestResolution: Sendable {
     public var thresholds: [ThresholdSpec] = []
     public var rules: [RuleSpec] = []
 
-    /// Loads each monitor's plugin and binds its options. A relative plugin
-    /// path is taken relative to the manifest's directory, like `plugin_dirs`.
-    public static func resolve(_ manifest: Manifest, catalog: PluginCatalog) -> ManifestResolution {
-        var result = ManifestResolution()
-        let base = manifest.directory
+    /// Gets each monitor's plugin from `load` (given a name to find in
+    /// `catalog`'s directories, or a path; a relative one is taken relative to
+    /// the manifest's directory, like `plugin_dirs`) and binds its options.
+    public static func resolve(_ manifest: Manifest, catalog: PluginCatalog,
+                               load: (String) -> Result<Plugin, PluginRefusal>) -> Self {
+        var result = Self()
         for monitor in manifest.monitors {
-            let reference = monitor.pluginIsPath && !monitor.plugin.hasPrefix("/") && !base.isEmpty
-                ? "\(base)/\(monitor.plugin)" : monitor.plugin
-            switch catalog.load(reference: reference) {
+            switch load(manifest.pluginReference(of: monitor)) {
             case .failure(let refusal):
-                let names = catalog.discoverNames()
-                let hint = monitor.pluginIsPath ? nil : Suggest.hint(for: monitor.plugin, in: names)
+                // Found but refused: the refusal says why; not found: what is there.
+                let found = monitor.pluginIsPath || catalog.locate(monitor.plugin) != nil
+                let names = found ? [] : catalog.discoverNames()
+                let hint = found ? nil : Suggest.hint(for: monitor.plugin, in: names)
                     ?? (names.isEmpty ? nil : "plugins found: \(names.joined(separator: ", "))")
-                let message = monitor.pluginIsPath || catalog.locate(monitor.plugin) != nil
+                let message = found
                     ? "monitor '\(monitor.name)': \(refusal)"
                     : "unknown plugin '\(monitor.plugin)' for monitor '\(monitor.name)' (searched \(catalog.directories.joined(separator: ", ")))"
                 result.diagnostics.append(Diagnostic(at: monitor.pluginLocation, message, hint: hint))
@@ -113,22 +119,38 @@ public struct ManifestResolution: Sendable {
         return diagnostics
     }
 
-    /// Creates each monitor's instance with its options and destroys it at
+}
+
+extension ResolvedManifest where Plugin == LoadedPlugin {
+    /// Loads each monitor's plugin in this process.
+    public static func resolve(_ manifest: Manifest, catalog: PluginCatalog) -> Self {
+        resolve(manifest, catalog: catalog, load: catalog.load(reference:))
+    }
+}
+
+extension ResolvedManifest where Plugin == ProbedPlugin {
+    /// Has each monitor's plugin described by its probe child (several
+    /// children at once); loads none here.
+    public static func resolve(_ manifest: Manifest, probes: PluginProbes) -> Self {
+        probes.probeAll(paths: manifest.monitors.compactMap { probes.file(of: $0, in: manifest) })
+        return resolve(manifest, catalog: probes.catalog, load: probes.describe(reference:))
+    }
+
+    /// Each monitor's instance was created with its options and destroyed at
     /// once, none started, so that what only the plugin can check (a library
     /// that is not there, a signature that does not parse) is reported before
     /// anything runs, at the place in the manifest the plugin's message names.
-    /// The instances are created in the probe child of their plugin's file
-    /// (`probes`, built with this manifest), each under its monitor's call
+    /// The instances were created in the probe child of their plugin's file
+    /// (the `PluginProbes` built with this manifest), each under its monitor's call
     /// deadline: a create that crashes or hangs is an error at the monitor,
     /// naming the signal or the deadline.
-    public func validateInstances(probes: PluginProbes) -> [Diagnostic] {
+    public func validateInstances() -> [Diagnostic] {
         var diagnostics: [Diagnostic] = []
         for monitor in monitors {
             let name = monitor.config.name
             let path = monitor.plugin.description.path
-            let real = realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? path
             let status: vigil_status, text: String
-            switch probes.report(for: real).creates[name] {
+            switch monitor.plugin.report.creates[name] {
             case .returned(let s, let message)?:
                 (status, text) = (s, message)
             case .failed(let why)?:
@@ -161,7 +183,7 @@ public struct ManifestResolution: Sendable {
     }
 }
 
-extension ManifestResolution {
+extension ResolvedManifest {
     /// What the file system says of each file sink's `path`, as this user sees it
     /// now: an existing directory there is an error (the sink could never open
     /// it), so is a file where a parent directory must be; a file or nearest

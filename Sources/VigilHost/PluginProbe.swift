@@ -10,16 +10,21 @@ import VigilCore
 /// destroys instances of it with a manifest's options, and reports each step
 /// on its pipe. A crash or a hang costs the child, never this process: the
 /// parent enforces a deadline on each call and names the signal or the
-/// deadline, and the call. Used by `vigil plugins list` and `vigil validate`
-/// for every plugin, and by `vigil run` for plugins from untrusted
-/// directories before it loads them itself.
+/// deadline, and the call. The parent takes the description the child sends
+/// as untrusted input: held to the same checks as a description read
+/// in-process, else the plugin is refused. Used by `vigil plugins list`,
+/// `describe` and `vigil validate` for every plugin, which they then never
+/// load themselves, and by `vigil run` for plugins from untrusted directories
+/// before it loads them itself.
 ///
 /// The child → parent stream, one line a step, fields as in
 /// `ConformanceProtocol` (tab-separated, escaped):
 ///
 ///     begin   CALL  SUBJECT                   a call is about to be made (load -, create MONITOR)
 ///     end     CALL  SUBJECT  NS  [STATUS  MESSAGE]   …and returned after NS nanoseconds
-///     plugin  NAME  VERSION  ABI              the plugin loaded and described itself
+///     description JSON                        the plugin loaded and described itself, in full
+///                                             (`PluginDescription.json()`; never cut, at most
+///                                             `ChildProcess.maxLineBytes`)
 ///     refused KIND  REASON                    the loader refused it (KIND: noentry, refused)
 ///     skip    MONITOR  REASON                 a monitor that was not created (options do not bind)
 ///     timing  LOAD_NS  CREATE_NS|-            with --timing: load, and create with default options
@@ -70,7 +75,7 @@ public struct PluginProber: Sendable {
                 report.load = .failed("cannot start the probe process: \(error)")
                 return report
             }
-            var session = ProbeSession(loadTimeout: loadTimeout, creates: remaining)
+            var session = ProbeSession(path: path, loadTimeout: loadTimeout, creates: remaining)
             session.follow(child, into: &report)
             // Loaded but a create ended the child: go on after that monitor.
             guard case .loaded = report.load, let stopped = session.failedCreate,
@@ -86,7 +91,10 @@ public struct ProbeReport: Sendable {
     public enum Load: Sendable {
         /// Not reported: the child ended before it loaded anything.
         case unknown
-        case loaded(name: String, version: String, abi: String)
+        /// It loaded, and described itself: the description the child sent,
+        /// as well-formed as one this process would read (its `path` is the
+        /// file probed).
+        case loaded(PluginDescription)
         /// The loader refused it (in the child); `notAPlugin` when it exports no entry symbol.
         case refused(reason: String, notAPlugin: Bool)
         /// It crashed or hung while loading, or the child could not run.
@@ -108,6 +116,11 @@ public struct ProbeReport: Sendable {
     /// With timing: nanoseconds to load, and to create (and destroy) one instance with default options.
     public var timing: (load: Int64, create: Int64?)?
 
+    /// The plugin's self-description, when it loaded.
+    public var pluginDescription: PluginDescription? {
+        if case .loaded(let description) = load { description } else { nil }
+    }
+
     /// Why the file is refused, or nil when it loaded.
     public var refusal: String? {
         switch load {
@@ -122,6 +135,8 @@ public struct ProbeReport: Sendable {
 /// The parent's side of one child: reads its lines, keeps the call in
 /// flight, kills the child past that call's deadline.
 struct ProbeSession {
+    /// The file the child was told to load.
+    let path: String
     let loadTimeout: Int64
     let creates: [PluginProber.Create]
     /// Outside any call the child only reads the manifest and binds options:
@@ -133,7 +148,8 @@ struct ProbeSession {
     /// The monitor whose create ended the child.
     var failedCreate: String?
 
-    init(loadTimeout: Int64, creates: [PluginProber.Create]) {
+    init(path: String, loadTimeout: Int64, creates: [PluginProber.Create]) {
+        self.path = path
         self.loadTimeout = loadTimeout
         self.creates = creates
     }
@@ -158,7 +174,7 @@ struct ProbeSession {
                 report.creates[field(2)] = .returned(status: status, message: field(5))
             }
             return .callEnded
-        case "plugin": report.load = .loaded(name: field(1), version: field(2), abi: field(3))
+        case "description": report.load = described(line, json: field(1))
         case "refused": report.load = .refused(reason: field(2), notAPlugin: field(1) == "noentry")
         case "skip": report.creates[field(1)] = .skipped(field(2))
         case "timing":
@@ -169,6 +185,29 @@ struct ProbeSession {
         default: break  // a torn last line
         }
         return .other
+    }
+
+    /// The load a `description` line reports: the description, read as
+    /// `init(json:)` reads untrusted JSON and held to the ABI versions this
+    /// host speaks, as the loader holds it; else a refusal that says why.
+    func described(_ line: Substring, json: String) -> ProbeReport.Load {
+        func malformed(_ why: String) -> ProbeReport.Load {
+            .refused(reason: "malformed self-description: \(why)", notAPlugin: false)
+        }
+        guard line.utf8.count <= ChildProcess.maxLineBytes else {
+            return malformed("the probe process sent a description line over \(Units.formatSize(Int64(ChildProcess.maxLineBytes)))")
+        }
+        var description: PluginDescription
+        do {
+            description = try PluginDescription(json: json)
+        } catch {
+            return malformed("\(error)")
+        }
+        if let problem = PluginLoader.abiProblem(major: description.abiMajor, minor: description.abiMinor) {
+            return .refused(reason: problem, notAPlugin: false)
+        }
+        description.path = path
+        return .loaded(description)
     }
 
     mutating func follow(_ child: ChildProcess, into report: inout ProbeReport) {
@@ -262,8 +301,7 @@ public enum PluginProbe {
         case .success(let loaded):
             plugin = loaded
         }
-        let d = plugin.description
-        out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)")
+        out.sendWhole("description", plugin.description.json())
         if request.timing {
             // Under the load's deadline: a create that hangs ends the timing, not the listing.
             out.send("begin", "create", PluginProbe.timingInstance)
@@ -318,11 +356,23 @@ public enum PluginProbe {
     }
 }
 
-/// Probes run for one catalog, at most once per file, and what they found:
-/// the hook a catalog's vetting calls before it loads a file in-process.
+/// A plugin known only by what its probe child said: the description it sent
+/// (held to the checks of an in-process load; `path` as the plugin was named)
+/// and the rest of the probe's report (the creates of `validate`, timing).
+/// Nothing of it runs in this process.
+public struct ProbedPlugin: DescribedPlugin {
+    public var description: PluginDescription
+    public var report: ProbeReport
+}
+
+/// Probes of plugin files, at most once per file, and what they found:
+/// plugins described by their probe child alone (`describe`, for `validate`
+/// and `plugins describe`, which never load a plugin), and the hook a
+/// catalog's vetting calls before it loads a file in-process (`vetting`, for
+/// `run`).
 public final class PluginProbes: @unchecked Sendable {
     public enum Scope: Sendable {
-        /// Every file (`validate`, `plugins describe`).
+        /// Every file.
         case all
         /// Files outside the vigil executable's directory and the system
         /// plugin directory (`run`): those are the host's own.
@@ -330,23 +380,115 @@ public final class PluginProbes: @unchecked Sendable {
     }
 
     public let prober: PluginProber
+    /// What `vetting` probes.
     let scope: Scope
     /// With a manifest: each file's probe also creates the instances of the
     /// monitors that use it (`validate`).
     let manifest: Manifest?
-    let locator: PluginCatalog
+    /// Each probe also times the load and a create with default options.
+    let timing: Bool
+    /// How many probe children `probeAll` runs at once.
+    public let parallelism: Int
+    /// Finds plugin files, and checks them in this process before they are
+    /// probed (owner, permissions, ELF headers; none of their code runs).
+    public let catalog: PluginCatalog
     private let lock = Lock()
     private var reports: [String: ProbeReport] = [:]
+    /// By real path: the file checks' verdict, once per file (their warnings too).
+    private var vetted: [String: Result<String, PluginFileRefusal>] = [:]
     private let trusted: [String]
 
-    public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String]) {
+    /// `warn` takes the warnings of the file checks the unsafe-plugins
+    /// override skips (default: standard error).
+    public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String],
+                timing: Bool = false, parallelism: Int = PluginProbes.defaultParallelism,
+                warn: (@Sendable (String) -> Void)? = nil) {
         self.prober = prober
         self.scope = scope
         self.manifest = manifest
-        self.locator = PluginCatalog(directories: directories)
+        self.timing = timing
+        self.parallelism = max(1, parallelism)
+        self.catalog = PluginCatalog(directories: directories, vetting: PluginVetting(
+            policy: PluginFilePolicy(allowUnsafe: prober.allowUnsafe), warn: warn ?? PluginVetting.warnOnStandardError))
         self.trusted = [PluginCatalog.executableDirectory(), PluginCatalog.systemDirectory].compactMap { dir in
-            dir.flatMap { realpath($0, nil) }.map { p in defer { free(p) }; return String(cString: p) }
+            dir.flatMap(PluginFile.realPath(of:))
         }
+    }
+
+    /// The plugin a manifest or the command line names (a name to look up,
+    /// or a path), as its probe child described it.
+    public func describe(reference: String) -> Result<ProbedPlugin, PluginRefusal> {
+        catalog.load(reference: reference, using: describe(path:))
+    }
+
+    /// The plugin at `path`: checked here, loaded and described in its probe child.
+    public func describe(path: String) -> Result<ProbedPlugin, PluginRefusal> {
+        let realPath: String
+        switch vet(path) {
+        case .failure(let refusal): return .failure(PluginRefusal(path: path, reason: refusal.reason))
+        case .success(let checked): realPath = checked
+        }
+        let report = report(for: realPath)
+        guard var description = report.pluginDescription else {
+            return .failure(PluginRefusal(path: path, reason: report.refusal ?? "no description"))
+        }
+        description.path = path
+        return .success(ProbedPlugin(description: description, report: report))
+    }
+
+    /// One probe child per CPU, at least 2 (much of a probe is the child's
+    /// exec and dynamic linking, not ours to wait on), at most 4.
+    public static var defaultParallelism: Int { min(4, max(2, ProcessInfo.processInfo.activeProcessorCount)) }
+
+    /// Probes the files at `paths` that pass the file checks, `parallelism`
+    /// children at a time, so that `describe` and `report` find them done. The
+    /// checks run here first, one file after another, so that their warnings
+    /// come in the order of `paths`.
+    public func probeAll(paths: [String]) {
+        var files: [String] = []
+        for path in paths {
+            guard case .success(let realPath) = vet(path), !files.contains(realPath),
+                  lock.withLock({ reports[realPath] == nil }) else { continue }
+            files.append(realPath)
+        }
+        let found = Self.inParallel(files.count, width: parallelism) { [self, files] i in
+            prober.probe(path: files[i], manifest: manifest?.file, creates: creates(for: files[i]), timing: timing)
+        }
+        lock.withLock {
+            for (realPath, report) in zip(files, found) { reports[realPath] = report }
+        }
+    }
+
+    /// `body(0..<count)` on at most `width` threads at once; the results in index order.
+    static func inParallel<T: Sendable>(_ count: Int, width: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+        let state = LockedState<(next: Int, results: [T?])>((0, Array(repeating: nil, count: count)))
+        let finished = DispatchGroup()
+        for _ in 0..<min(width, count) {
+            finished.enter()
+            Thread.detachNewThread {
+                while true {
+                    let i = state.withLock { s in
+                        defer { s.next += 1 }
+                        return s.next
+                    }
+                    guard i < count else { break }
+                    let result = body(i)
+                    state.withLock { $0.results[i] = result }
+                }
+                finished.leave()
+            }
+        }
+        finished.wait()
+        return state.withLock { $0.results.map { $0! } }
+    }
+
+    /// The file checks of `path`, once per file: its real path, or why it is refused.
+    package func vet(_ path: String) -> Result<String, PluginFileRefusal> {
+        let key = PluginFile.realPath(of: path) ?? path
+        if let known = lock.withLock({ vetted[key] }) { return known }
+        let result = catalog.vetting.open(path).map(\.realPath)
+        lock.withLock { vetted[key] = result }
+        return result
     }
 
     /// The vetting a catalog runs each file through: the file checks under
@@ -364,7 +506,7 @@ public final class PluginProbes: @unchecked Sendable {
     /// The probe of the file at `realPath`, run on first use.
     public func report(for realPath: String) -> ProbeReport {
         if let known = lock.withLock({ reports[realPath] }) { return known }
-        let report = prober.probe(path: realPath, manifest: manifest?.file, creates: creates(for: realPath))
+        let report = prober.probe(path: realPath, manifest: manifest?.file, creates: creates(for: realPath), timing: timing)
         lock.withLock { reports[realPath] = report }
         return report
     }
@@ -372,15 +514,16 @@ public final class PluginProbes: @unchecked Sendable {
     /// The manifest's monitors whose plugin is the file at `realPath`.
     func creates(for realPath: String) -> [PluginProber.Create] {
         guard let manifest else { return [] }
-        let base = manifest.directory
         return manifest.monitors.compactMap { monitor in
-            let reference = monitor.pluginIsPath && !monitor.plugin.hasPrefix("/") && !base.isEmpty
-                ? "\(base)/\(monitor.plugin)" : monitor.plugin
-            guard let path = monitor.pluginIsPath ? reference : locator.locate(reference),
-                  let real = realpath(path, nil).map({ p in defer { free(p) }; return String(cString: p) }),
-                  real == realPath else { return nil }
+            guard let path = file(of: monitor, in: manifest), PluginFile.realPath(of: path) == realPath else { return nil }
             return PluginProber.Create(monitor: monitor.name, timeout: Self.createTimeout(monitor))
         }
+    }
+
+    /// The file of `monitor`'s plugin, if there is one to find.
+    func file(of monitor: MonitorConfig, in manifest: Manifest) -> String? {
+        let reference = manifest.pluginReference(of: monitor)
+        return monitor.pluginIsPath ? reference : catalog.locate(reference)
     }
 
     /// The deadline of create, as `MonitorInstance` gives every call: the

@@ -15,8 +15,8 @@ struct Plugins: AsyncParsableCommand {
             discussion: """
             Searches --plugin-dir, the manifest's plugin_dirs (with --manifest), the directory of the vigil \
             executable, then /usr/local/lib/vigil/plugins. Each .so file is checked in this process (owner, \
-            permissions, ELF headers; docs/plugins.md), then loaded in a child process, so that a plugin that \
-            crashes or hangs while loading is refused, not the end of the listing. Shared objects that are not \
+            permissions, ELF headers; docs/plugins.md), then loaded in a child process only (several at once), \
+            so that a plugin that crashes or hangs while loading is refused, not the end of the listing. Shared objects that are not \
             Vigil plugins (no vigil_plugin_entry) are skipped. Plugins that load are listed on stdout; each file \
             refused is reported on stderr after the table, with the rule it broke. Exits 0 when no file was \
             refused, 1 when one was (the table is still complete).
@@ -29,22 +29,22 @@ struct Plugins: AsyncParsableCommand {
 
         func run() async throws {
             let manifest = self.manifest.flatMap { ManifestFile.load($0).0 }
-            let catalog = plugins.catalog(manifest: manifest)
-            let prober = plugins.prober(manifest: manifest)
+            let probes = plugins.probes(manifest: manifest, scope: .all, timing: timing)
+            let paths = probes.catalog.discover()
+            // Checked here (none of its code runs), then loaded in child processes, several at once.
+            probes.probeAll(paths: paths)
             var rows: [[String]] = []
             var refused: [String] = []
-            for path in catalog.discover() {
-                // Checked here (none of its code runs), then loaded in a child.
-                switch catalog.vetting.open(path) {
+            for path in paths {
+                switch probes.vet(path) {
                 case .failure(let refusal):
                     refused.append(refusal.description)
-                    continue
-                case .success(let file):
-                    let report = prober.probe(path: file.realPath, timing: timing)
+                case .success(let realPath):
+                    let report = probes.report(for: realPath)
                     switch report.load {
-                    case .loaded(let name, let version, let abi):
+                    case .loaded(let d):
                         let time = report.timing.map { String(format: "%.3f", Double($0.load + ($0.create ?? 0)) / 1e6) } ?? "-"
-                        rows.append([name, version, abi] + (timing ? [time] : []) + [path])
+                        rows.append([d.name, d.version, "\(d.abiMajor).\(d.abiMinor)"] + (timing ? [time] : []) + [path])
                     case .refused(_, notAPlugin: true):
                         continue
                     default:
@@ -53,7 +53,7 @@ struct Plugins: AsyncParsableCommand {
                 }
             }
             if rows.isEmpty {
-                print("no plugins found in \(catalog.directories.joined(separator: ", "))")
+                print("no plugins found in \(probes.catalog.directories.joined(separator: ", "))")
             } else {
                 printTable(header: ["NAME", "VERSION", "ABI"] + (timing ? ["LOAD+CREATE MS"] : []) + ["PATH"], rows: rows)
             }
@@ -109,7 +109,11 @@ struct Plugins: AsyncParsableCommand {
 
     struct Describe: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a plugin's self-description: options with types, defaults and docs; event kinds and fields.")
+            abstract: "Show a plugin's self-description: options with types, defaults and docs; event kinds and fields.",
+            discussion: """
+            The plugin is loaded in a child process only, which sends its description back: one that crashes \
+            or hangs while loading is refused (exit 1), never the end of this command.
+            """)
 
         @Argument(help: "A plugin name, or a path to a .so file.") var plugin: String
         @Flag(help: "Also time loading (dlopen, negotiation, self-description) and creating one instance with default options.")
@@ -117,26 +121,17 @@ struct Plugins: AsyncParsableCommand {
         @OptionGroup var plugins: PluginDirOptions
 
         func run() async throws {
-            // Loaded in a child process first: a crash there is a refusal.
-            let probes = plugins.probes(manifest: nil, scope: .all)
-            let catalog = plugins.catalog(manifest: nil, probes: probes)
-            var timingLine: String?
-            if timing {
-                // Timed in a fresh child, where nothing is loaded yet.
-                let path = plugin.contains("/") || plugin.hasSuffix(".so") ? plugin : catalog.locate(plugin) ?? plugin
-                let report = probes.prober.probe(path: path, timing: true)
-                if let t = report.timing {
-                    let create = t.create.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "n/a (required options)"
-                    timingLine = String(format: "timing: load %.3f ms, create ", Double(t.load) / 1e6) + create
-                }
-            }
-            switch catalog.load(reference: plugin) {
+            // Loaded, described and timed in a child process only: a crash there is a refusal.
+            switch plugins.probes(manifest: nil, scope: .all, timing: timing).describe(reference: plugin) {
             case .failure(let refusal):
                 FileHandle.standardError.write(Data("vigil: \(refusal)\n".utf8))
                 throw ExitCode(1)
-            case .success(let loaded):
-                print(Self.render(loaded.description))
-                if let timingLine { print(timingLine) }
+            case .success(let probed):
+                print(Self.render(probed.description))
+                if timing, let t = probed.report.timing {
+                    let create = t.create.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "n/a (required options)"
+                    print(String(format: "timing: load %.3f ms, create ", Double(t.load) / 1e6) + create)
+                }
             }
         }
 

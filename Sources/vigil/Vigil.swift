@@ -36,10 +36,12 @@ struct PluginDirOptions: ParsableArguments {
         PluginProber(command: ["plugins", "probe"], allowUnsafe: allowUnsafe(manifest))
     }
 
-    /// Probes of plugin files in a child process, before this process loads them.
-    func probes(manifest: Manifest?, scope: PluginProbes.Scope, creating: Bool = false) -> PluginProbes {
+    /// Probes of plugin files in a child process: what `validate` and
+    /// `plugins describe` know of a plugin, and what `run` checks before it
+    /// loads one itself.
+    func probes(manifest: Manifest?, scope: PluginProbes.Scope, creating: Bool = false, timing: Bool = false) -> PluginProbes {
         PluginProbes(prober: prober(manifest: manifest), scope: scope, manifest: creating ? manifest : nil,
-                     directories: directories(manifest: manifest))
+                     directories: directories(manifest: manifest), timing: timing)
     }
 
     func catalog(manifest: Manifest?, probes: PluginProbes? = nil,
@@ -180,7 +182,7 @@ struct Validate: AsyncParsableCommand {
         instance is created with its options and destroyed at once, so that the plugin can refuse values only \
         it can check (reported at the option's place when the plugin names it); none is started. Plugin files \
         are checked before they are loaded (owner, permissions, ELF headers; docs/plugins.md), and each is \
-        loaded and its instances created in a child process first, each create under its monitor's timeout \
+        loaded and its instances created in a child process only, never in this one, each create under its monitor's timeout \
         (else the larger of 5s and its interval): a plugin that crashes or hangs is an error at its monitor, \
         naming the signal or the deadline. \
         A manifest is plain UTF-8 YAML of at most 4MiB: NUL bytes, control characters, tags and a second document \
@@ -197,10 +199,9 @@ struct Validate: AsyncParsableCommand {
         var all = diagnostics
         if let loaded {
             // Every plugin file is loaded, and each monitor's instance created,
-            // in a child process first: a crash or a hang is an error, not our end.
-            let probes = plugins.probes(manifest: loaded, scope: .all, creating: true)
-            let resolution = ManifestResolution.resolve(loaded, catalog: plugins.catalog(manifest: loaded, probes: probes))
-            all += resolution.diagnostics + resolution.validateInstances(probes: probes)
+            // in a child process only: a crash or a hang is an error, not our end.
+            let resolution = ResolvedManifest.resolve(loaded, probes: plugins.probes(manifest: loaded, scope: .all, creating: true))
+            all += resolution.diagnostics + resolution.validateInstances()
         }
         ManifestFile.print(all)
         let errors = all.filter { $0.level == .error }.count
