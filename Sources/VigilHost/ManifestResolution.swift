@@ -35,11 +35,12 @@ public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
     /// Gets each monitor's plugin from `load` (given a name to find in
     /// `catalog`'s directories, or a path; a relative one is taken relative to
     /// the manifest's directory, like `plugin_dirs`) and binds its options.
+    /// `load` is given the monitor too: where its plugin runs may depend on it.
     public static func resolve(_ manifest: Manifest, catalog: PluginCatalog,
-                               load: (String) -> Result<Plugin, PluginRefusal>) -> Self {
+                               load: (MonitorConfig, String) -> Result<Plugin, PluginRefusal>) -> Self {
         var result = Self()
         for monitor in manifest.monitors {
-            switch load(manifest.pluginReference(of: monitor)) {
+            switch load(monitor, manifest.pluginReference(of: monitor)) {
             case .failure(let refusal):
                 // Found but refused: the refusal says why; not found: what is there.
                 let found = monitor.pluginIsPath || catalog.locate(monitor.plugin) != nil
@@ -124,7 +125,7 @@ public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
 extension ResolvedManifest where Plugin == LoadedPlugin {
     /// Loads each monitor's plugin in this process.
     public static func resolve(_ manifest: Manifest, catalog: PluginCatalog) -> Self {
-        resolve(manifest, catalog: catalog, load: catalog.load(reference:))
+        resolve(manifest, catalog: catalog) { _, reference in catalog.load(reference: reference) }
     }
 }
 
@@ -133,7 +134,7 @@ extension ResolvedManifest where Plugin == ProbedPlugin {
     /// children at once); loads none here.
     public static func resolve(_ manifest: Manifest, probes: PluginProbes) -> Self {
         probes.probeAll(paths: manifest.monitors.compactMap { probes.file(of: $0, in: manifest) })
-        return resolve(manifest, catalog: probes.catalog, load: probes.describe(reference:))
+        return resolve(manifest, catalog: probes.catalog) { _, reference in probes.describe(reference: reference) }
     }
 
     /// Each monitor's instance was created with its options and destroyed at

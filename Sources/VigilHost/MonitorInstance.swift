@@ -39,6 +39,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     // Touched only on `queue`.
     private var timer: DispatchSourceTimer?
+    /// Polls of the current instance (since its create), for crash reports.
+    private var pollsOfInstance = 0
     private var startRetryDelay: Int64 = 0
     private var stopping = false
 
@@ -180,6 +182,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// One create attempt; a failed one leaves nothing behind (its context
     /// is retired, or its runner gone). A crash is handled here.
     private func create() -> CallOutcome {
+        pollsOfInstance = 0
         let outcome = call("create") { transport.create(name: name, options: options, interval: interval,
                                                         receiver: self, timeout: timeout) }
         if case .crashed(let death) = outcome { crashed(call: "create", death: death) }
@@ -238,7 +241,9 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     private func pollOnce() {
         guard transport.hasInstance, transport.polls, !stopping else { return }
         let started = monotonicNanoseconds()
-        let number = polls.add(1, ordering: .relaxed).newValue
+        polls.add(1, ordering: .relaxed)
+        pollsOfInstance += 1
+        let number = pollsOfInstance
         let outcome = call("poll") { transport.poll(timeout: timeout) }
         pollNanoseconds.add(UInt64(max(0, monotonicNanoseconds() - started)), ordering: .relaxed)
         guard case .returned(let status, let message) = outcome else {

@@ -398,6 +398,15 @@ public final class PluginProbes: @unchecked Sendable {
     private var vetted: [String: Result<String, PluginFileRefusal>] = [:]
     private let trusted: [String]
 
+    /// The host's own plugin directories (real paths): the `vigil`
+    /// executable's and the system one. Their plugins are not probed before
+    /// an in-process load, and stay in process unless a manifest says otherwise.
+    public static func hostDirectories() -> [String] {
+        [PluginCatalog.executableDirectory(), PluginCatalog.systemDirectory].compactMap { dir in
+            dir.flatMap { realpath($0, nil) }.map { p in defer { free(p) }; return String(cString: p) }
+        }
+    }
+
     /// `warn` takes the warnings of the file checks the unsafe-plugins
     /// override skips (default: standard error).
     public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String],

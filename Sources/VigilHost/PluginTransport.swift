@@ -103,22 +103,23 @@ final class InProcessTransport: PluginTransport, @unchecked Sendable {
     }
 }
 
+/// How to start a monitor's runner again (after a crash).
+public struct RunnerLaunch: Sendable {
+    var path: String
+    var allowUnsafe: Bool
+    var openFiles: Int?
+    var user: String?
+    /// Deadline of loading the plugin in a new runner.
+    var loadTimeout: Int64
+    /// The `vigil` executable (this one, but for tests).
+    var program = "/proc/self/exe"
+}
+
 /// The plugin's code in a runner process. A runner serves one instance;
 /// a create after a crash starts a new one, which must describe the plugin
 /// as the first did (a file replaced under the host is refused).
 final class RunnerTransport: PluginTransport, @unchecked Sendable {
-    struct Launch: Sendable {
-        var path: String
-        var allowUnsafe: Bool
-        var openFiles: Int?
-        var user: String?
-        /// Deadline of loading the plugin in a new runner.
-        var loadTimeout: Int64
-        /// The `vigil` executable (this one, but for tests).
-        var program = "/proc/self/exe"
-    }
-
-    let launch: Launch
+    let launch: RunnerLaunch
     let description: PluginDescription
     private var process: RunnerProcess?
     private var created = false
@@ -127,7 +128,7 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
     private let late = LockedState<UInt64>(0)
 
     /// A transport over `first`, the runner that described the plugin.
-    init(first: RunnerProcess, launch: Launch) {
+    init(first: RunnerProcess, launch: RunnerLaunch) {
         self.process = first
         self.launch = launch
         self.description = first.description

@@ -41,7 +41,7 @@ struct RunnerDeath: Sendable, CustomStringConvertible {
 /// order and the replies after them. Calls are made one at a time (the
 /// instance's queue) and wait for their reply, the runner's death or their
 /// deadline; a call past its deadline kills the runner.
-final class RunnerProcess: @unchecked Sendable {
+public final class RunnerProcess: @unchecked Sendable {
     struct StartFailure: Error, CustomStringConvertible {
         var description: String
     }
@@ -142,17 +142,21 @@ final class RunnerProcess: @unchecked Sendable {
             let left = max(0, deadline - monotonicNanoseconds())
             ready = poll(&pfd, 1, Int32(clamping: (left + 999_999) / 1_000_000))
         } while ready < 0 && errno == EINTR
-        func abandon(_ why: String) -> StartFailure {
+        // Worded as the probe words a load that went wrong.
+        let load = "load (dlopen, its constructors and \(VIGIL_ENTRY_SYMBOL))"
+        func abandon(_ why: String, ended: Bool = false) -> StartFailure {
             _ = kill(pid, SIGKILL)
             let death = Self.reap(pid)
             for fd in [control.fd, dataEvent, spaceEvent] { close(fd) }
-            return StartFailure(description: death.map { "\(why) (\($0))" } ?? why)
+            guard ended, let death else { return StartFailure(description: why) }
+            if let signal = death.signal { return StartFailure(description: "\(load) crashed with \(ChildProcess.signalName(signal))") }
+            return StartFailure(description: "\(load) ended the runner with exit status \(death.exitCode ?? 0)")
         }
         guard ready > 0 else {
-            throw abandon("loading took longer than \(Double(loadTimeout) / 1e9) s")
+            throw abandon("\(load) took longer than \(seconds(loadTimeout))")
         }
         guard let hello = control.receive() else {
-            throw abandon("the runner died while loading the plugin")
+            throw abandon("the runner ended while loading the plugin", ended: true)
         }
         let parsed: Result<PluginDescription, StartFailure> = hello.withUnsafeBytes { raw in
             var r = WireReader(raw)

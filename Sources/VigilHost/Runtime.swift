@@ -31,7 +31,7 @@ public struct RunOptions: Sendable {
 /// The running host: sinks, bus, monitors, and the services that drive them.
 public final class VigilRuntime: @unchecked Sendable {
     let manifest: Manifest
-    let resolution: ManifestResolution
+    let resolution: ResolvedManifest<HostedPlugin>
     let logger: Logger
     let host: String
     let sinks: [SinkRunner]
@@ -43,7 +43,12 @@ public final class VigilRuntime: @unchecked Sendable {
     let actions: ActionRunner
     let options: RunOptions
 
-    public init(manifest: Manifest, resolution: ManifestResolution, options: RunOptions, logger: Logger) {
+    /// Every plugin in process (tests, tools).
+    public convenience init(manifest: Manifest, resolution: ManifestResolution, options: RunOptions, logger: Logger) {
+        self.init(manifest: manifest, resolution: resolution.hosted, options: options, logger: logger)
+    }
+
+    public init(manifest: Manifest, resolution: ResolvedManifest<HostedPlugin>, options: RunOptions, logger: Logger) {
         self.manifest = manifest
         self.resolution = resolution
         self.options = options
@@ -70,7 +75,7 @@ public final class VigilRuntime: @unchecked Sendable {
         self.conditions = conditions
         self.instances = resolution.monitors.filter(\.config.enabled).map { monitor in
             MonitorInstance(config: monitor.config, description: monitor.plugin.description,
-                            transport: InProcessTransport(plugin: monitor.plugin), options: monitor.options, bus: bus,
+                            transport: monitor.plugin.transport(), options: monitor.options, bus: bus,
                             routes: compiler, hostEvents: hostEvents, logger: logger,
                             conditions: conditions?.watches(monitor.config.name) == true ? conditions : nil)
         }

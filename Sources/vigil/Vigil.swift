@@ -144,7 +144,15 @@ struct Run: AsyncParsableCommand {
         // child process: one that crashes or hangs there is refused, not run.
         let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
                                       warn: { logger.warning("\($0)") })
-        let resolution = ManifestResolution.resolve(manifest, catalog: catalog)
+        // Each plugin runs where IsolationDecision says: in process, or in a
+        // runner process of its own that loads it (a crash costs the runner).
+        var decisions: [String: IsolationDecision] = [:]
+        let resolution = ResolvedManifest<HostedPlugin>.resolve(manifest, catalog: catalog,
+                                                                allowUnsafe: plugins.allowUnsafe(manifest), decisions: &decisions)
+        for monitor in manifest.monitors {
+            guard let d = decisions[monitor.name] else { continue }
+            logger.info("monitor '\(monitor.name)' runs \(d.isolation == .process ? "in a runner process" : "in process") (\(d.reason))")
+        }
         for d in resolution.diagnostics {
             let text = "\(d.location): \(d.message)\(d.hint.map { " (\($0))" } ?? "")"
             if d.level == .error { logger.error("\(text)") } else { logger.warning("\(text)") }
@@ -213,6 +221,15 @@ struct Validate: AsyncParsableCommand {
         let thresholds = loaded.monitors.reduce(0) { $0 + $1.thresholds.count }
         let conditions = (thresholds > 0 ? ", \(thresholds) threshold\(thresholds == 1 ? "" : "s")" : "")
             + (loaded.rules.isEmpty ? "" : ", \(loaded.rules.count) rule\(loaded.rules.count == 1 ? "" : "s")")
+        // Where each monitor's plugin will run under `vigil run`.
+        let catalog = plugins.catalog(manifest: loaded)
+        let host = PluginProbes.hostDirectories()
+        for monitor in loaded.monitors {
+            let reference = loaded.pluginReference(of: monitor)
+            let path = monitor.pluginIsPath ? reference : catalog.locate(reference)
+            let d = IsolationDecision.decide(for: monitor, in: loaded, path: path, hostDirectories: host)
+            print("  \(monitor.name): \(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))")
+        }
         print("\(manifest): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
     }
 }

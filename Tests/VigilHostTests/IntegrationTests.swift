@@ -131,7 +131,7 @@ import VigilCore
         try TestEnv.write("""
         plugin_dirs: [\(try TestEnv.cPlugins())]
         monitors:
-          slow: { plugin: slow_poll, interval: 100ms, timeout: 1s, options: { sleep: 4s } }
+          slow: { plugin: slow_poll, interval: 100ms, timeout: 1s, isolation: none, options: { sleep: 4s } }
           beat: { plugin: heartbeat, interval: 50ms }
         sinks:
           journal: { type: file, path: \(dir)/events.jsonl }

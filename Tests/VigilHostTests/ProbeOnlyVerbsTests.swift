@@ -141,9 +141,11 @@ import Testing
             #expect(!vigil, "\(verb) loaded a plugin in the vigil process")
             #expect(children >= 1, "\(verb): no probe child loaded a plugin")
         }
-        // The trace does see a load in the vigil process: run still loads there.
-        let (vigil, _, output) = try loaders(of: dir, ["run", "--for", "300ms", manifest])
+        // run: a plugin from outside the host's directories is loaded by its
+        // runner process, never by the host (issue 12's default).
+        let (vigil, children, output) = try loaders(of: dir, ["run", "--for", "300ms", manifest])
         #expect(output.status == 0, "\(output.stderr)")
-        #expect(vigil)
+        #expect(!vigil, "run loaded an outside plugin in the host process")
+        #expect(children >= 1, "no runner loaded the plugin")
     }
 }

@@ -1,0 +1,106 @@
+import Foundation
+import VigilABI
+import VigilCore
+
+/// Where a monitor's plugin runs, decided once per monitor (issue 12's rule):
+///
+/// 1. the monitor's own `isolation:`;
+/// 2. else the manifest's top-level `isolation:`;
+/// 3. else plugins shipped in the host's own directories (beside the `vigil`
+///    executable, and /usr/local/lib/vigil/plugins) run in process, and
+///    every other plugin runs in a runner process.
+public struct IsolationDecision: Sendable, Equatable {
+    public var isolation: Isolation
+    /// Why, in words for `validate` and the log.
+    public var reason: String
+
+    public static func decide(for monitor: MonitorConfig, in manifest: Manifest, path: String?,
+                              hostDirectories: [String]) -> IsolationDecision {
+        if let chosen = monitor.isolation {
+            return IsolationDecision(isolation: chosen, reason: "the monitor says so")
+        }
+        if let chosen = manifest.isolation {
+            return IsolationDecision(isolation: chosen, reason: "the manifest's default")
+        }
+        if let path, let real = PluginFile.realPath(of: path), hostDirectories.contains(PluginFile.parent(of: real)) {
+            return IsolationDecision(isolation: .none, reason: "a plugin of the host's own directory")
+        }
+        return IsolationDecision(isolation: .process, reason: "a plugin from outside the host's own directories")
+    }
+}
+
+/// A monitor's plugin as `vigil run` holds it: loaded here, or loaded and
+/// described by a runner process that will serve the monitor.
+public enum HostedPlugin: DescribedPlugin {
+    case inProcess(LoadedPlugin)
+    case runner(RunnerProcess, RunnerLaunch)
+
+    public var description: PluginDescription {
+        switch self {
+        case .inProcess(let plugin): plugin.description
+        case .runner(let process, _): process.description
+        }
+    }
+
+    /// The transport of one instance.
+    func transport() -> any PluginTransport {
+        switch self {
+        case .inProcess(let plugin): InProcessTransport(plugin: plugin)
+        case .runner(let process, let launch): RunnerTransport(first: process, launch: launch)
+        }
+    }
+}
+
+extension ResolvedManifest where Plugin == HostedPlugin {
+    /// Resolves for `vigil run`: each monitor's plugin is loaded in process
+    /// or started in its runner, as `IsolationDecision` says; a runner that
+    /// refuses the plugin, crashes or hangs while loading it refuses the
+    /// monitor, as an in-process refusal does. Runners of enabled monitors
+    /// only (a disabled one is described in a runner that then ends).
+    public static func resolve(_ manifest: Manifest, catalog: PluginCatalog, allowUnsafe: Bool,
+                               decisions: inout [String: IsolationDecision]) -> Self {
+        let host = PluginProbes.hostDirectories()
+        var made: [String: IsolationDecision] = [:]
+        let result = resolve(manifest, catalog: catalog) { monitor, reference -> Result<HostedPlugin, PluginRefusal> in
+            let isPath = reference.contains("/") || reference.hasSuffix(".so")
+            let path = isPath ? reference : catalog.locate(reference)
+            let decision = IsolationDecision.decide(for: monitor, in: manifest, path: path, hostDirectories: host)
+            made[monitor.name] = decision
+            guard decision.isolation == .process, let path else {
+                return catalog.load(reference: reference).map { .inProcess($0) }
+            }
+            // The file checks here, as for an in-process load (their warnings in
+            // the host's log); the runner checks again as it loads.
+            switch PluginFile.open(path, policy: catalog.vetting.policy) {
+            case .failure(let refusal): return .failure(PluginRefusal(path: path, reason: refusal.reason))
+            case .success(let file): for line in file.warnings { catalog.vetting.warn(line) }
+            }
+            let launch = RunnerLaunch(path: path, allowUnsafe: allowUnsafe, openFiles: monitor.limits.openFiles,
+                                                user: monitor.user, loadTimeout: monitor.timeout ?? 5_000_000_000)
+            do {
+                let process = try RunnerProcess.start(path: path, allowUnsafe: allowUnsafe, openFiles: launch.openFiles,
+                                                      user: launch.user, loadTimeout: launch.loadTimeout)
+                if !monitor.enabled { process.finish() }
+                return .success(.runner(process, launch))
+            } catch {
+                return .failure(PluginRefusal(path: path, reason: "\(error)"))
+            }
+        }
+        decisions = made
+        return result
+    }
+}
+
+extension ResolvedManifest where Plugin == LoadedPlugin {
+    /// The same monitors, every plugin in process (tests and tools that load
+    /// plugins themselves).
+    public var hosted: ResolvedManifest<HostedPlugin> {
+        var copy = ResolvedManifest<HostedPlugin>()
+        copy.monitors = monitors.map { .init(config: $0.config, plugin: .inProcess($0.plugin), options: $0.options) }
+        copy.refused = refused
+        copy.diagnostics = diagnostics
+        copy.thresholds = thresholds
+        copy.rules = rules
+        return copy
+    }
+}
