@@ -15,7 +15,7 @@ final class CaptureSink: EventSink {
 
 /// One plugin instance run in-process by the real host machinery (loader,
 /// instance queue, bus, a sink runner), with a capturing sink.
-final class Harness: @unchecked Sendable {
+final class Harness: CapturingHarness, @unchecked Sendable {
     let capture = CaptureSink()
     let runner: SinkRunner
     let instance: MonitorInstance
@@ -56,7 +56,16 @@ final class Harness: @unchecked Sendable {
     func launch() { instance.launch() }
 
     func poll() { instance.pollNow() }
+}
 
+/// What the harnesses share: a capturing sink after a real bus, and one instance.
+protocol CapturingHarness {
+    var capture: CaptureSink { get }
+    var runner: SinkRunner { get }
+    var instance: MonitorInstance { get }
+}
+
+extension CapturingHarness {
     var events: [Event] { capture.events.withLock { $0 } }
 
     /// Waits until `count` events have arrived (or `timeout` seconds passed).

@@ -9,7 +9,7 @@ import VigilCore
 /// binary) loading a real plugin file, driven by a `MonitorInstance` as
 /// `vigil run` drives it, its events captured after the bus.
 @Suite(.serialized) struct RunnerTransportTests {
-    final class IsolatedHarness: @unchecked Sendable {
+    final class IsolatedHarness: CapturingHarness, @unchecked Sendable {
         let capture = CaptureSink()
         let runner: SinkRunner
         let instance: MonitorInstance
@@ -57,26 +57,6 @@ import VigilCore
                                        options: options, bus: bus, routes: compiler, hostEvents: hostEvents,
                                        logger: logger)
             runner.start()
-        }
-
-        var events: [Event] { capture.events.withLock { $0 } }
-
-        @discardableResult
-        func waitFor(_ count: Int, timeout: Double = 10, where predicate: (Event) -> Bool = { _ in true }) -> [Event] {
-            let deadline = Date().addingTimeInterval(timeout)
-            while Date() < deadline {
-                let matching = events.filter(predicate)
-                if matching.count >= count { return matching }
-                usleep(2_000)
-            }
-            return events.filter(predicate)
-        }
-
-        func stop() async {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                instance.shutdown { c.resume() }
-            }
-            await runner.stop(drainTimeout: 1_000_000_000)
         }
     }
 
