@@ -507,7 +507,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
         lock.withLock {
             if recentLog.count == Self.recentLogLines { recentLog.removeFirst() }
-            recentLog.append(String(message.utf8.prefix(512)) ?? String(decoding: message.utf8.prefix(512), as: UTF8.self))
+            recentLog.append(String(decoding: message.utf8.prefix(512), as: UTF8.self))
         }
         logger.log(level: severity.logLevel, "\(message)", metadata: ["plugin": "\(description.name)"])
     }

@@ -70,8 +70,6 @@ public final class RunnerProcess: @unchecked Sendable {
     /// Called once, on the channel thread, when the runner dies outside a call.
     private var onDeath: (@Sendable (RunnerDeath) -> Void)?
     private var callInFlight = false
-    /// Records that arrived with no receiver (none should).
-    private var strayRecords = 0
     /// Room for a rebuilt event's fields.
     private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
 
@@ -307,10 +305,9 @@ public final class RunnerProcess: @unchecked Sendable {
             case .corrupt(let why):
                 return why
             case .record(let type, let payload):
-                guard let receiver else {
-                    strayRecords += 1
-                    continue
-                }
+                // A receiver is attached before the create that gives the
+                // plugin a context, so nothing can arrive before it.
+                guard let receiver else { continue }
                 if let why = deliver(type, payload, to: receiver) { return why }
             }
         }
