@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <errno.h>
 #include <unistd.h>
@@ -31,4 +32,9 @@ int vigil_pidfd_open(pid_t pid) {
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+int vigil_limit_data(pid_t pid, uint64_t bytes) {
+    struct rlimit limit = { (rlim_t)bytes, (rlim_t)bytes };
+    return prlimit(pid, RLIMIT_DATA, &limit, NULL);
 }

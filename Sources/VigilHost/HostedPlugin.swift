@@ -13,6 +13,8 @@ public struct IsolationDecision: Sendable, Equatable {
     public var isolation: Isolation
     /// Why, in words for `validate` and the log.
     public var reason: String
+    /// How a runner's `limits:` are enforced, when it has memory or cpu limits.
+    public var limitsEnforcement: String?
 
     public static func decide(for monitor: MonitorConfig, in manifest: Manifest, path: String?,
                               hostDirectories: [String]) -> IsolationDecision {
@@ -75,11 +77,19 @@ extension ResolvedManifest where Plugin == HostedPlugin {
             case .failure(let refusal): return .failure(PluginRefusal(path: path, reason: refusal.reason))
             case .success(let file): for line in file.warnings { catalog.vetting.warn(line) }
             }
-            let launch = RunnerLaunch(path: path, allowUnsafe: allowUnsafe, openFiles: monitor.limits.openFiles,
-                                                user: monitor.user, loadTimeout: monitor.timeout ?? 5_000_000_000)
+            var launch = RunnerLaunch(path: path, allowUnsafe: allowUnsafe, monitor: monitor.name, limits: monitor.limits,
+                                      user: monitor.user, loadTimeout: monitor.timeout ?? 5_000_000_000)
+            if monitor.limits.memory != nil || monitor.limits.cpuPercent != nil {
+                switch RunnerCgroups.shared {
+                case .success(let cgroups):
+                    launch.cgroups = cgroups
+                    made[monitor.name]?.limitsEnforcement = "limits by cgroup v2, in \(cgroups.base)"
+                case .failure(let why):
+                    made[monitor.name]?.limitsEnforcement = "limits by setrlimit and the host's watchdog: \(why)"
+                }
+            }
             do {
-                let process = try RunnerProcess.start(path: path, allowUnsafe: allowUnsafe, openFiles: launch.openFiles,
-                                                      user: launch.user, loadTimeout: launch.loadTimeout)
+                let process = try RunnerProcess.start(launch)
                 if !monitor.enabled { process.finish() }
                 return .success(.runner(process, launch))
             } catch {

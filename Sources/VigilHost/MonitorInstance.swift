@@ -376,11 +376,16 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         launch()
     }
 
-    /// The watchdog's look at the runner's limits (once a second, any thread):
-    /// a runner over one is ended, and its death says which.
+    /// Whether the watchdog looks at this monitor's runner (limits that no
+    /// cgroup enforces).
+    var watchesLimits: Bool { transport is RunnerTransport && !limitWatch.isEmpty }
+
+    /// The watchdog's look at the runner's limits (`RunnerLimits.period`, any
+    /// thread): a runner over one is ended, and its death says which.
     func checkLimits() {
-        guard let runner = transport as? RunnerTransport, let pid = runner.runnerPID else { return }
-        let why = lock.withLock { limitWatch.check(pid: pid, now: monotonicNanoseconds()) }
+        guard let runner = transport as? RunnerTransport, let process = runner.currentProcess,
+              process.cgroup == nil else { return }
+        let why = lock.withLock { limitWatch.check(pid: process.pid, dataLimit: process.dataLimit, now: monotonicNanoseconds()) }
         if let why {
             logger.error("\(why): ending its runner")
             runner.terminate(because: why)

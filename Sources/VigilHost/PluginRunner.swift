@@ -24,17 +24,18 @@ public enum PluginRunner {
         /// The host's pid: a runner whose parent is already gone exits.
         public var parent: pid_t
         public var openFiles: Int?
-        public var memory: Int64?
         public var user: String?
+        /// The cgroup to join before loading the plugin.
+        public var cgroup: String?
 
-        public init(path: String, allowUnsafe: Bool, parent: pid_t, openFiles: Int? = nil, memory: Int64? = nil,
-                    user: String? = nil) {
+        public init(path: String, allowUnsafe: Bool, parent: pid_t, openFiles: Int? = nil, user: String? = nil,
+                    cgroup: String? = nil) {
             self.path = path
             self.allowUnsafe = allowUnsafe
             self.parent = parent
             self.openFiles = openFiles
-            self.memory = memory
             self.user = user
+            self.cgroup = cgroup
         }
     }
 
@@ -54,6 +55,11 @@ public enum PluginRunner {
         for fd in [controlFD, ringFD, dataEventFD, spaceEventFD] { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         let control = ControlSocket(fd: controlFD)
 
+        // Into the cgroup first: another user may not move itself.
+        if let cgroup = request.cgroup, let why = RunnerCgroup.join(cgroup) {
+            control.send(RunnerWire.encodeRefusal(why))
+            return 0
+        }
         if let user = request.user, let why = switchUser(user) {
             control.send(RunnerWire.encodeRefusal(why))
             return 0

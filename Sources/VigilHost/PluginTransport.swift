@@ -103,16 +103,21 @@ final class InProcessTransport: PluginTransport, @unchecked Sendable {
     }
 }
 
-/// How to start a monitor's runner again (after a crash).
+/// How to start a monitor's runner (and start it again after a crash).
 public struct RunnerLaunch: Sendable {
     var path: String
     var allowUnsafe: Bool
-    var openFiles: Int?
+    /// The monitor it serves (its cgroup's name).
+    var monitor = ""
+    var limits = ResourceLimits()
     var user: String?
     /// Deadline of loading the plugin in a new runner.
     var loadTimeout: Int64
     /// The `vigil` executable (this one, but for tests).
     var program = "/proc/self/exe"
+    /// Where `limits` are enforced by the kernel, when the host could make
+    /// cgroups; nil: setrlimit and the watchdog.
+    var cgroups: RunnerCgroups?
 }
 
 /// The plugin's code in a runner process. A runner serves one instance;
@@ -121,7 +126,13 @@ public struct RunnerLaunch: Sendable {
 final class RunnerTransport: PluginTransport, @unchecked Sendable {
     let launch: RunnerLaunch
     let description: PluginDescription
-    private var process: RunnerProcess?
+    /// The runner serving the instance: replaced on the instance's queue,
+    /// read by the watchdog too.
+    private let current: LockedState<RunnerProcess?>
+    private var process: RunnerProcess? {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
+    }
     private var created = false
     /// Told when the runner dies outside a call (on the runner's channel thread).
     private let onDeath = LockedState<@Sendable (RunnerDeath) -> Void>({ _ in })
@@ -129,7 +140,7 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
 
     /// A transport over `first`, the runner that described the plugin.
     init(first: RunnerProcess, launch: RunnerLaunch) {
-        self.process = first
+        self.current = LockedState(first)
         self.launch = launch
         self.description = first.description
     }
@@ -142,15 +153,15 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
     var polls: Bool { description.polled }
     var hasInstance: Bool { created }
     var runnerPID: pid_t? { process?.pid }
+    /// The runner serving the instance now, if one is up.
+    var currentProcess: RunnerProcess? { process }
 
     func create(name: String, options: [BoundOption], interval: Int64, receiver: any RunnerReceiver,
                 timeout: Int64) -> CallOutcome {
         if process == nil || process?.isDead == true {
             process = nil
             do {
-                let fresh = try RunnerProcess.start(path: launch.path, allowUnsafe: launch.allowUnsafe,
-                                                    openFiles: launch.openFiles, user: launch.user,
-                                                    loadTimeout: launch.loadTimeout, program: launch.program)
+                let fresh = try RunnerProcess.start(launch)
                 guard fresh.description.sameContract(as: description) else {
                     fresh.finish()
                     return .crashed(RunnerDeath(killedBecause: "the plugin file changed: it no longer describes the kinds and options it was started with"))

@@ -2,6 +2,7 @@ import CVigilSys
 import Foundation
 import Glibc
 import VigilABI
+import VigilCore
 
 /// The isolation channel's data path: a byte ring in a memfd mapped by the
 /// host and by one runner. The runner (the one producer, its plugin's threads
@@ -72,9 +73,14 @@ final class SharedRing: @unchecked Sendable {
         guard fd >= 0 else { throw Failure(description: "memfd_create: \(String(cString: strerror(errno)))") }
         let size = Layout.headerBytes + capacity
         guard ftruncate(fd, off_t(size)) == 0 else {
-            let why = String(cString: strerror(errno))
+            let code = errno
             close(fd)
-            throw Failure(description: "ftruncate ring to \(size) bytes: \(why)")
+            var limit = rlimit()
+            if code == EFBIG, getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0 {
+                // A memfd is a file: the host's file size limit caps it.
+                throw Failure(description: "the runner's ring of \(Units.formatSize(Int64(capacity))) cannot be made under the host's file size limit (ulimit -f) of \(Units.formatSize(Int64(clamping: limit.rlim_cur))): raise the limit, or run this monitor with isolation: none")
+            }
+            throw Failure(description: "ftruncate ring to \(size) bytes: \(String(cString: strerror(code)))")
         }
         let ring = try map(fd: fd, size: size, capacity: capacity)
         ring.base.storeBytes(of: Layout.magic, toByteOffset: Layout.magicOffset, as: UInt32.self)

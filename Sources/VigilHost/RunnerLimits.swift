@@ -2,33 +2,48 @@ import Foundation
 import Glibc
 import VigilCore
 
-/// The watchdog of an isolated monitor's `limits:` (osquery's way with its
-/// extensions): once a second it reads the runner's resident memory and
-/// CPU time from /proc; memory over the limit kills the runner at once, CPU
-/// over the limit for `cpuStrikes` seconds in a row kills it too, and the
-/// crash report says which limit and by how much. `open_files` is the
-/// runner's own RLIMIT_NOFILE (set before the plugin loads).
+/// The watchdog of an isolated monitor's `limits:` where no cgroup enforces
+/// them (osquery's way with its extensions): four times a second it reads
+/// the runner's memory and CPU time from /proc. Resident anonymous memory
+/// over the limit, or allocations at the RLIMIT_DATA the host set (twice the
+/// limit, where the kernel began refusing them), end the runner at once; CPU over the limit
+/// for `cpuStrikes` seconds in a row ends it too; the crash report says which
+/// limit and by how much. `open_files` is the runner's own RLIMIT_NOFILE
+/// (set before the plugin loads).
 struct RunnerLimits: Sendable {
     let limits: ResourceLimits
     /// Consecutive seconds over the CPU limit that end a runner.
     static let cpuStrikes = 3
+    /// Nanoseconds between looks.
+    static let period: Int64 = 250_000_000
+    /// Allocations within this of the RLIMIT_DATA count as having reached it
+    /// (the refused one was larger than what was left).
+    static let dataSlack: Int64 = 1 << 20
 
     private var lastPID: pid_t = 0
     private var lastCPU: Int64 = 0
     private var lastAt: Int64 = 0
+    /// Seconds in a row over the CPU limit.
     private var strikes = 0
 
     init(limits: ResourceLimits) { self.limits = limits }
 
     var isEmpty: Bool { limits.memory == nil && limits.cpuPercent == nil }
 
-    /// Why `pid` must be ended now, or nil. `now` is monotonic nanoseconds.
-    mutating func check(pid: pid_t, now: Int64) -> String? {
+    /// Why `pid` must be ended now, or nil. `now` is monotonic nanoseconds;
+    /// `dataLimit` the RLIMIT_DATA the host gave the runner.
+    mutating func check(pid: pid_t, dataLimit: Int64?, now: Int64) -> String? {
         guard !isEmpty, let sample = Self.sample(pid: pid) else { return nil }
-        if let memory = limits.memory, sample.resident > memory {
-            return "memory limit: resident \(Units.formatSize(sample.resident)) is over the limit of \(Units.formatSize(memory))"
+        if let memory = limits.memory {
+            if sample.anonymous > memory {
+                return "memory limit: resident \(Units.formatSize(sample.anonymous)) (anonymous) is over the limit of \(Units.formatSize(memory))"
+            }
+            if let dataLimit, sample.data >= dataLimit - Self.dataSlack {
+                return "memory limit: its allocations reached twice the limit of \(Units.formatSize(memory)) (\(Units.formatSize(sample.data)) with the runner's own), and the kernel refuses more"
+            }
         }
-        guard let cpu = limits.cpuPercent else { return nil }
+        // CPU is judged over whole seconds.
+        guard let cpu = limits.cpuPercent, pid != lastPID || now - lastAt >= 1_000_000_000 else { return nil }
         defer {
             lastPID = pid
             lastCPU = sample.cpu
@@ -46,11 +61,13 @@ struct RunnerLimits: Sendable {
                       Units.formatPercent(cpu))
     }
 
-    /// Resident bytes and CPU nanoseconds (user + system) of `pid`.
-    static func sample(pid: pid_t) -> (resident: Int64, cpu: Int64)? {
+    /// Resident anonymous bytes, data bytes (heap, private writable
+    /// mappings and stack) and CPU nanoseconds (user + system) of `pid`.
+    static func sample(pid: pid_t) -> (anonymous: Int64, data: Int64, cpu: Int64)? {
         guard let statm = read("/proc/\(pid)/statm"), let stat = read("/proc/\(pid)/stat") else { return nil }
-        let pages = statm.split(separator: " ")
-        guard pages.count > 1, let resident = Int64(pages[1]) else { return nil }
+        // statm(5): size resident shared text lib data dt, in pages.
+        let pages = statm.split(separator: " ").map { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        guard pages.count > 5, let resident = pages[1], let shared = pages[2], let data = pages[5] else { return nil }
         // Fields after the command (which may hold spaces and parentheses).
         guard let close = stat.lastIndex(of: ")") else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -58,7 +75,8 @@ struct RunnerLimits: Sendable {
         guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
         let tick = Int64(max(1, sysconf(Int32(_SC_CLK_TCK))))
         let page = Int64(max(1, sysconf(Int32(_SC_PAGESIZE))))
-        return (resident.multipliedSaturating(by: page), (user + system).multipliedSaturating(by: 1_000_000_000 / tick))
+        return (max(0, resident - shared).multipliedSaturating(by: page), data.multipliedSaturating(by: page),
+                (user + system).multipliedSaturating(by: 1_000_000_000 / tick))
     }
 
     private static func read(_ path: String) -> String? {

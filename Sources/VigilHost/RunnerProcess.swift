@@ -52,6 +52,10 @@ public final class RunnerProcess: @unchecked Sendable {
     }
 
     let pid: pid_t
+    /// The runner's cgroup, when the kernel enforces its limits.
+    let cgroup: RunnerCgroup?
+    /// The RLIMIT_DATA the host gave it (no cgroup, a memory limit).
+    let dataLimit: Int64?
     /// The plugin as the runner loaded and described it.
     let description: PluginDescription
     private let control: ControlSocket
@@ -74,8 +78,10 @@ public final class RunnerProcess: @unchecked Sendable {
     private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
 
     private init(pid: pid_t, description: PluginDescription, control: ControlSocket, ring: SharedRing,
-                 dataEvent: Int32, spaceEvent: Int32) {
+                 dataEvent: Int32, spaceEvent: Int32, cgroup: RunnerCgroup?, dataLimit: Int64?) {
         self.pid = pid
+        self.cgroup = cgroup
+        self.dataLimit = dataLimit
         self.description = description
         self.control = control
         self.ring = ring
@@ -91,13 +97,19 @@ public final class RunnerProcess: @unchecked Sendable {
         fieldScratch.deallocate()
     }
 
-    /// Starts a runner for `path` and waits (up to `loadTimeout`) for it to
-    /// load the plugin and describe it. A refusal, a crash or a hang while
-    /// loading is a `StartFailure` naming it.
-    /// `program` is this executable (tests name the `vigil` binary: theirs is the test runner).
-    static func start(path: String, allowUnsafe: Bool, openFiles: Int? = nil, user: String? = nil,
-                      loadTimeout: Int64, ringCapacity: Int = SharedRing.defaultCapacity,
-                      program: String = "/proc/self/exe") throws(StartFailure) -> RunnerProcess {
+    /// Starts a runner as `launch` says and waits (up to its load timeout)
+    /// for it to load the plugin and describe it. A refusal, a crash or a
+    /// hang while loading is a `StartFailure` naming it.
+    static func start(_ launch: RunnerLaunch,
+                      ringCapacity: Int = SharedRing.defaultCapacity) throws(StartFailure) -> RunnerProcess {
+        let path = launch.path, program = launch.program
+        var cgroup: RunnerCgroup?
+        if let cgroups = launch.cgroups {
+            switch cgroups.make(monitor: launch.monitor, limits: launch.limits) {
+            case .success(let made): cgroup = made
+            case .failure(let why): throw StartFailure(description: why.description)
+            }
+        }
         let ring: SharedRing
         do { ring = try SharedRing.create(capacity: ringCapacity) } catch { throw StartFailure(description: "\(error)") }
         var pair: [Int32] = [-1, -1]
@@ -112,9 +124,10 @@ public final class RunnerProcess: @unchecked Sendable {
         }
         var arguments = [program == "/proc/self/exe" ? CommandLine.arguments.first ?? "vigil" : program,
                          "plugins", "runner", path, "--parent", "\(getpid())"]
-        if allowUnsafe { arguments.append("--allow-unsafe-plugins") }
-        if let n = openFiles { arguments += ["--open-files", "\(n)"] }
-        if let user { arguments += ["--user", user] }
+        if launch.allowUnsafe { arguments.append("--allow-unsafe-plugins") }
+        if let n = launch.limits.openFiles { arguments += ["--open-files", "\(n)"] }
+        if let user = launch.user { arguments += ["--user", user] }
+        if let cgroup { arguments += ["--cgroup", cgroup.path] }
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
         let spawn = Spawn(program: program, arguments: arguments, environment: environment,
@@ -134,7 +147,7 @@ public final class RunnerProcess: @unchecked Sendable {
         let control = ControlSocket(fd: pair[0])
         // The hello: the description, or why the plugin was refused.
         var pfd = pollfd(fd: control.fd, events: Int16(POLLIN), revents: 0)
-        let deadline = monotonicNanoseconds().addingSaturating(loadTimeout)
+        let deadline = monotonicNanoseconds().addingSaturating(launch.loadTimeout)
         var ready: Int32 = 0
         repeat {
             let left = max(0, deadline - monotonicNanoseconds())
@@ -145,13 +158,14 @@ public final class RunnerProcess: @unchecked Sendable {
         func abandon(_ why: String, ended: Bool = false) -> StartFailure {
             _ = kill(pid, SIGKILL)
             let death = Self.reap(pid)
+            cgroup?.remove()
             for fd in [control.fd, dataEvent, spaceEvent] { close(fd) }
             guard ended, let death else { return StartFailure(description: why) }
             if let signal = death.signal { return StartFailure(description: "\(load) crashed with \(ChildProcess.signalName(signal))") }
             return StartFailure(description: "\(load) ended the runner with exit status \(death.exitCode ?? 0)")
         }
         guard ready > 0 else {
-            throw abandon("\(load) took longer than \(seconds(loadTimeout))")
+            throw abandon("\(load) took longer than \(seconds(launch.loadTimeout))")
         }
         guard let hello = control.receive() else {
             throw abandon("the runner ended while loading the plugin", ended: true)
@@ -176,8 +190,18 @@ public final class RunnerProcess: @unchecked Sendable {
         case .failure(let failure): throw abandon(failure.description)
         case .success(let d): description = d
         }
+        // Without a cgroup, the watchdog ends a runner over its memory limit,
+        // and the kernel refuses allocations past twice the limit above what
+        // the runner itself holds now (RLIMIT_DATA: heap and private
+        // mappings), so that a leak faster than the watchdog looks cannot
+        // take the machine's memory meanwhile.
+        var dataLimit: Int64?
+        if cgroup == nil, let memory = launch.limits.memory, let held = RunnerLimits.sample(pid: pid)?.data {
+            let cap = held.addingSaturating(memory.multipliedSaturating(by: 2))
+            if vigil_limit_data(pid, UInt64(cap)) == 0 { dataLimit = cap }
+        }
         let process = RunnerProcess(pid: pid, description: description, control: control, ring: ring,
-                                    dataEvent: dataEvent, spaceEvent: spaceEvent)
+                                    dataEvent: dataEvent, spaceEvent: spaceEvent, cgroup: cgroup, dataLimit: dataLimit)
         Thread.detachNewThread { process.channel() }
         return process
     }
@@ -248,7 +272,8 @@ public final class RunnerProcess: @unchecked Sendable {
         shutdown(control.fd, Int32(SHUT_RDWR))
         let pid = pid
         DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
-            if self?.state.withLock({ self?.death == nil }) ?? true { _ = kill(pid, SIGKILL) }
+            // A runner whose process object is gone was reaped: its pid may be another's now.
+            if self?.state.withLock({ self?.death == nil }) ?? false { _ = kill(pid, SIGKILL) }
         }
     }
 
@@ -286,8 +311,10 @@ public final class RunnerProcess: @unchecked Sendable {
         // The runner closed its end: what it wrote before dying is delivered.
         if !broken { _ = drainRing() }
         var ending = Self.reap(pid) ?? RunnerDeath()
+        let kernelReason = cgroup?.killReason()
+        cgroup?.remove()
         let (receiverOnDeath, inCall) = state.withLock { () -> ((@Sendable (RunnerDeath) -> Void)?, Bool) in
-            ending.killedBecause = killReason
+            ending.killedBecause = killReason ?? kernelReason
             death = ending
             return (onDeath, callInFlight)
         }

@@ -112,6 +112,9 @@ public final class VigilRuntime: @unchecked Sendable {
     @discardableResult
     public func run() async throws -> RunSummary {
         signal(SIGPIPE, SIG_IGN)
+        // Past the file size limit, a write or a runner's ring fails with
+        // EFBIG and is reported; the signal would end the host.
+        signal(SIGXFSZ, SIG_IGN)
         let drain = DrainDeadline(timeout: options.drainTimeout)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: EarlySignalService(logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),

@@ -67,13 +67,20 @@ struct SupervisorService: Service {
     }
 
     /// Reports calls into plugins that run past their deadline (the monitor's
-    /// `timeout`), once per call, and ends runners over their `limits:`,
-    /// checking every second (few wakeups at idle).
+    /// `timeout`), once per call, checking every second (few wakeups at
+    /// idle); and ends runners over their `limits:`, looking four times a
+    /// second when a runner has limits no cgroup enforces.
     static func watch(_ runtime: VigilRuntime) async {
+        let watched = runtime.instances.filter(\.watchesLimits)
+        let period = watched.isEmpty ? 1_000_000_000 : RunnerLimits.period
+        var tick: Int64 = 0
         while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(1))
+            try? await Task.sleep(for: .nanoseconds(period))
+            for instance in watched { instance.checkLimits() }
+            tick += period
+            guard tick >= 1_000_000_000 else { continue }
+            tick = 0
             for instance in runtime.instances {
-                instance.checkLimits()
                 if let (call, elapsed) = instance.overdueCall(deadline: instance.timeout) {
                     instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (timeout \(Units.formatDuration(instance.timeout))); this monitor's next calls wait, the others go on")
                 }

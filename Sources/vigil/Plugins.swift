@@ -88,7 +88,7 @@ struct Plugins: AsyncParsableCommand {
     /// A plugin runner (PluginRunner.swift): one monitor under
     /// `isolation: process`, started by the host with its channel as
     /// descriptors 3–6.
-    struct Runner: AsyncParsableCommand {
+    struct Runner: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run one plugin for the host that started this process.", shouldDisplay: false)
 
@@ -97,10 +97,12 @@ struct Plugins: AsyncParsableCommand {
         @Flag(name: .customLong("allow-unsafe-plugins")) var allowUnsafePlugins = false
         @Option(name: .customLong("open-files")) var openFiles: Int?
         @Option var user: String?
+        @Option var cgroup: String?
 
-        func run() async throws {
+        /// Synchronous, on the main thread (see `Entry`).
+        func run() throws {
             let code = PluginRunner.run(PluginRunner.Request(path: plugin, allowUnsafe: allowUnsafePlugins, parent: parent,
-                                                             openFiles: openFiles, user: user))
+                                                             openFiles: openFiles, user: user, cgroup: cgroup))
             // Plugin threads may still run: leave now.
             fflush(nil)
             _exit(code)

@@ -5,7 +5,26 @@ import VigilABI
 import VigilCore
 import VigilHost
 
+/// The process's entry. A plugin runner runs on the process's main thread,
+/// before anything else: under an async main, libdispatch ends that thread
+/// (pthread_exit, then keeps it asleep), and glibc's setuid changes every
+/// thread but one that has ended, so a runner given `user:` would keep a
+/// thread, the one /proc shows, with the host's credentials.
 @main
+enum Entry {
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.starts(with: ["plugins", "runner"]) {
+            Plugins.Runner.main(Array(arguments.dropFirst(2)))
+        }
+        Task {
+            await Vigil.main()
+            exit(0)
+        }
+        dispatchMain()
+    }
+}
+
 struct Vigil: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vigil",
@@ -151,7 +170,7 @@ struct Run: AsyncParsableCommand {
                                                                 allowUnsafe: plugins.allowUnsafe(manifest), decisions: &decisions)
         for monitor in manifest.monitors {
             guard let d = decisions[monitor.name] else { continue }
-            logger.info("monitor '\(monitor.name)' runs \(d.isolation == .process ? "in a runner process" : "in process") (\(d.reason))")
+            logger.info("monitor '\(monitor.name)' runs \(d.isolation == .process ? "in a runner process" : "in process") (\(d.reason))\(d.limitsEnforcement.map { "; \($0)" } ?? "")")
         }
         for d in resolution.diagnostics {
             let text = "\(d.location): \(d.message)\(d.hint.map { " (\($0))" } ?? "")"

@@ -29,11 +29,10 @@ import VigilCore
             """
             let (manifest, diagnostics) = ManifestLoader(file: "harness.yaml").load(text)
             guard let manifest else { throw TestFailure("harness manifest: \(diagnostics)") }
-            let path = plugin
+            let launch = RunnerLaunch(path: plugin, allowUnsafe: true, loadTimeout: 5_000_000_000, program: TestEnv.vigil)
             let first: RunnerProcess
             do {
-                first = try RunnerProcess.start(path: path, allowUnsafe: true, loadTimeout: 5_000_000_000,
-                                                program: TestEnv.vigil)
+                first = try RunnerProcess.start(launch)
             } catch {
                 throw TestFailure("runner: \(error)")
             }
@@ -51,8 +50,7 @@ import VigilCore
             let compiler = RouteCompiler(manifest: manifest)
             let hostEvents = HostEvents(clock: realtimeNanoseconds)
             hostEvents.connect(bus: bus, compiler: compiler)
-            transport = RunnerTransport(first: first, launch: .init(path: path, allowUnsafe: true, loadTimeout: 5_000_000_000,
-                                                                    program: TestEnv.vigil))
+            transport = RunnerTransport(first: first, launch: launch)
             instance = MonitorInstance(config: config, description: first.description, transport: transport,
                                        options: options, bus: bus, routes: compiler, hostEvents: hostEvents,
                                        logger: logger)

@@ -30,6 +30,10 @@ int vigil_set_parent_death_signal(int signal);
 /** pidfd_open(pid, 0) through syscall(2); -1 with errno where the kernel has none. */
 int vigil_pidfd_open(pid_t pid);
 
+/** prlimit(pid, RLIMIT_DATA, {bytes, bytes}, NULL): caps another process's
+ *  data (heap and private writable mappings); -1 with errno on failure. */
+int vigil_limit_data(pid_t pid, uint64_t bytes);
+
 /* Atomics on shared memory. Acquire loads and release stores order the
  * ring's data against its positions; the full fence orders a "sleeping"
  * flag against a position (the two sides' check-then-sleep). */

@@ -94,6 +94,14 @@ static void emit_counted(instance *in, double value) {
 
 static int is(const instance *in, const char *fault) { return strcmp(in->fault, fault) == 0; }
 
+/* Says what it is about to do, so the host's crash report can quote it. */
+static void say(instance *in, const char *what) {
+    char line[128];
+    int n = snprintf(line, sizeof line, "about to %s (poll %lld)", what, (long long)in->polls);
+    vigil_str s = { line, n < 0 ? 0 : (size_t)n };
+    in->api->log(in->host, VIGIL_LOG_WARNING, s);
+}
+
 static vigil_status faulty_create(const vigil_create_args *args, void **out, vigil_error *err) {
     instance *in;
     size_t i;
@@ -123,8 +131,10 @@ static vigil_status faulty_create(const vigil_create_args *args, void **out, vig
         else if (o->name.len == 10 && memcmp(o->name.ptr, "count_file", 10) == 0)
             copy_str(in->count_file, sizeof in->count_file, o->value.as.str);
     }
-    if (is(in, "abort_create"))
+    if (is(in, "abort_create")) {
+        say(in, "abort in create");
         abort();
+    }
     return VIGIL_OK;
 }
 
@@ -156,8 +166,10 @@ static vigil_status faulty_start(void *self, vigil_error *err) {
     instance *in = self;
     int i;
     (void)err;
-    if (is(in, "exit_start"))
+    if (is(in, "exit_start")) {
+        say(in, "exit(3) in start");
         exit(3);
+    }
     if (is(in, "segv_thread")) {
         pthread_t t;
         pthread_create(&t, NULL, crasher, in);
@@ -176,18 +188,25 @@ static vigil_status faulty_poll(void *self, vigil_error *err) {
     if (is(in, "leak")) {
         size_t bytes = (size_t)in->leak_mb << 20;
         char *p = malloc(bytes);
-        if (p != NULL)
-            memset(p, 1, bytes); /* touched: resident, not just reserved */
+        if (p == NULL) {
+            say(in, "fail a poll: malloc refused");
+            return VIGIL_E_NOMEM;
+        }
+        memset(p, 1, bytes); /* touched: resident, not just reserved */
     }
     if (in->threads == 0) {
         emit_counted(in, (double)in->polls);
         write_counts(in);
     }
-    if (in->polls == in->at && is(in, "segv_poll"))
+    if (in->polls == in->at && is(in, "segv_poll")) {
+        say(in, "raise SIGSEGV");
         raise(SIGSEGV);
-    if (in->polls == in->at && is(in, "loop_poll"))
+    }
+    if (in->polls == in->at && is(in, "loop_poll")) {
+        say(in, "loop forever");
         for (;;) {
         }
+    }
     return VIGIL_OK;
 }
 
@@ -195,9 +214,11 @@ static vigil_status faulty_stop(void *self, vigil_error *err) {
     instance *in = self;
     int i;
     (void)err;
-    if (is(in, "loop_stop"))
+    if (is(in, "loop_stop")) {
+        say(in, "loop forever in stop");
         for (;;) {
         }
+    }
     for (i = 0; i < in->started_threads; i++)
         pthread_join(in->workers[i], NULL);
     in->started_threads = 0;

@@ -1,0 +1,396 @@
+import Foundation
+import Testing
+@testable import VigilHost
+
+/// Issue 12 through the real `vigil` binary: each of the `faulty` fixture's
+/// failures in a runner process, beside a bystander monitor in the host's
+/// own process. In every run the host exits 0 at the end of `--for`, the
+/// bystander's beats never stop, the failure event names the monitor, the
+/// plugin file, the call and the signal or status, restarts and quarantine
+/// follow the manifest, and the plugin's own count of accepted emits is what
+/// was delivered plus what was counted lost.
+@Suite(.serialized) struct IsolationRunTests {
+    /// One line of the file sink, by its JSON names.
+    struct Line {
+        var raw: String
+        var monitor: String
+        var kind: String
+        var time: Date
+        var fields: [String: Any]
+
+        func string(_ name: String) -> String { fields[name] as? String ?? "" }
+    }
+
+    struct Run {
+        var output: TestEnv.Output
+        var lines: [Line]
+        var summary: SinkRunTests.Summary
+        var monitorSummaries: [String: [String: Any]]
+        var seconds: Double
+
+        func of(_ monitor: String, _ kind: String? = nil) -> [Line] {
+            lines.filter { $0.monitor == monitor && (kind == nil || $0.kind == kind) }
+        }
+
+        /// The host's own events about `monitor`.
+        func hostEvents(_ kind: String, about monitor: String) -> [Line] {
+            of("vigil", kind).filter { $0.string("monitor") == monitor }
+        }
+
+        /// The longest wait between two events of `monitor`, and from the
+        /// last to the end of the run, in seconds.
+        func longestGap(_ monitor: String) -> Double {
+            let times = of(monitor).map(\.time)
+            guard let first = times.first else { return .infinity }
+            let stopping = of("vigil", "stopping").first?.time ?? first
+            return zip(times, times.dropFirst() + [stopping]).map { $1.timeIntervalSince($0) }.max() ?? 0
+        }
+    }
+
+    static let heartbeatEvery = 0.1
+
+    /// Runs `monitors` (manifest YAML, indented two spaces) beside an
+    /// in-process heartbeat `bystander`, for `duration`, into a file sink.
+    static func run(_ monitors: String, for duration: String, in dir: String, extra: String = "",
+                    sinks: String = "") throws -> Run {
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        \(extra)
+        monitors:
+        \(monitors)
+          bystander: { plugin: heartbeat, interval: 100ms, isolation: none }
+        sinks:
+          out: { type: file, path: \(dir)/events.jsonl }
+        \(sinks)
+        """, to: manifest)
+        let began = Date()
+        let output = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", duration, "--summary", dir + "/summary.json"],
+                                     timeout: 60)
+        let seconds = Date().timeIntervalSince(began)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let lines = try SinkRunTests.lines(dir + "/events.jsonl").map { raw -> Line in
+            let json = try JSONSerialization.jsonObject(with: Data(raw.utf8)) as? [String: Any] ?? [:]
+            // Nanoseconds to the millisecond the formatter reads.
+            let time = (json["time"] as? String ?? "").replacingOccurrences(
+                of: #"(\.\d{3})\d*Z"#, with: "$1Z", options: .regularExpression)
+            return Line(raw: raw, monitor: json["monitor"] as? String ?? "", kind: json["kind"] as? String ?? "",
+                        time: formatter.date(from: time) ?? .distantPast, fields: json["fields"] as? [String: Any] ?? [:])
+        }
+        let summaryJSON = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json"))) as? [String: Any] ?? [:]
+        var monitorSummaries: [String: [String: Any]] = [:]
+        for m in summaryJSON["monitors"] as? [[String: Any]] ?? [] { monitorSummaries[m["name"] as? String ?? ""] = m }
+        return Run(output: output, lines: lines, summary: try SinkRunTests.summary(dir + "/summary.json"),
+                   monitorSummaries: monitorSummaries, seconds: seconds)
+    }
+
+    /// The bystander beat all along, and nothing was lost.
+    static func expectHealthyHost(_ run: Run, seconds: Double) {
+        #expect(run.output.status == 0, "\(run.output.stderr)")
+        #expect(run.summary[sink: "out"]?.lostTotal == 0)
+        #expect(run.output.stderr.contains("none lost"), "\(run.output.stderr)")
+        let beats = run.of("bystander", "beat").count
+        #expect(Double(beats) >= seconds / heartbeatEvery * 0.7, "\(beats) beats in \(seconds) s")
+        #expect(run.longestGap("bystander") < 0.6, "the bystander paused \(run.longestGap("bystander")) s")
+    }
+
+    /// "<accepted> <refused>" as the fixture last wrote it.
+    static func counts(_ path: String) throws -> (accepted: Int, refused: Int) {
+        let parts = try String(contentsOfFile: path, encoding: .utf8).split(whereSeparator: \.isWhitespace)
+        guard parts.count == 2, let a = Int(parts[0]), let r = Int(parts[1]) else { throw TestFailure("counts: \(parts)") }
+        return (a, r)
+    }
+
+    @Test func aSegfaultInTheThirdPollIsReportedRestartedAndThenQuarantined() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          bad:
+            plugin: faulty
+            interval: 100ms
+            isolation: process
+            options: { fault: segv_poll, at: 3, count_file: \(dir)/count }
+            restart_backoff: { min: 100ms, max: 400ms }
+            max_restarts: 2
+            restart_window: 1m
+        """, for: "3s", in: dir)
+        Self.expectHealthyHost(run, seconds: 3)
+        let crashes = run.hostEvents("instance_crashed", about: "bad")
+        #expect(crashes.count == 3, "\(run.output.stderr)")
+        for crash in crashes {
+            #expect(crash.string("call") == "poll #3")
+            #expect(crash.string("signal") == "SIGSEGV")
+            #expect(crash.string("plugin").hasSuffix("/faulty.so"))
+            #expect(crash.string("last_log").contains("about to raise SIGSEGV (poll 3)"), "\(crash.raw)")
+        }
+        // Two restarts, then quarantine, as max_restarts says; nothing after it.
+        let quarantine = run.hostEvents("instance_quarantined", about: "bad")
+        #expect(quarantine.count == 1)
+        #expect(quarantine.first?.fields["restarts"] as? Int == 2)
+        #expect(run.output.stderr.contains("quarantined: 2 restarts within 60s"))
+        // Each runner's three samples arrived, the one emitted just before the crash too.
+        let samples = run.of("bad", "sample")
+        #expect(samples.map { $0.fields["n"] as? Int ?? -1 } == [0, 1, 2, 0, 1, 2, 0, 1, 2])
+        #expect(try Self.counts(dir + "/count").accepted == 3)
+        if let last = samples.last, let quarantined = quarantine.first {
+            #expect(last.time <= quarantined.time)
+        }
+    }
+
+    @Test func abortInCreateAndExitInStartAreCrashesOfThatCall() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          aborts:
+            plugin: faulty
+            isolation: process
+            options: { fault: abort_create }
+            restart: never
+          exits:
+            plugin: faulty
+            isolation: process
+            options: { fault: exit_start }
+            restart: never
+        """, for: "1500ms", in: dir)
+        Self.expectHealthyHost(run, seconds: 1.5)
+        let abort = run.hostEvents("instance_crashed", about: "aborts")
+        #expect(abort.count == 1)
+        #expect(abort.first?.string("call") == "create")
+        #expect(abort.first?.string("signal") == "SIGABRT")
+        #expect(abort.first?.string("last_log").contains("about to abort in create") == true)
+        let exit = run.hostEvents("instance_crashed", about: "exits")
+        #expect(exit.count == 1)
+        #expect(exit.first?.string("call") == "start")
+        #expect(exit.first?.fields["exit_status"] as? Int == 3)
+        #expect(exit.first?.string("last_log").contains("about to exit(3) in start") == true)
+        // restart: never: neither comes back, and neither is quarantined.
+        #expect(run.of("vigil", "instance_quarantined").isEmpty)
+        #expect(run.of("aborts").isEmpty && run.of("exits").isEmpty)
+    }
+
+    @Test func endlessLoopsInPollAndStopAreKilledAtTheirTimeout() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          spins:
+            plugin: faulty
+            interval: 100ms
+            timeout: 300ms
+            isolation: process
+            options: { fault: loop_poll, at: 2 }
+            restart_backoff: { min: 100ms, max: 100ms }
+          hangs:
+            plugin: faulty
+            interval: 100ms
+            timeout: 300ms
+            isolation: process
+            options: { fault: loop_stop }
+        """, for: "2s", in: dir)
+        Self.expectHealthyHost(run, seconds: 2)
+        let spins = run.hostEvents("instance_crashed", about: "spins")
+        // Each runner: a poll, a poll that spins for 300 ms, a kill, 100 ms of backoff.
+        #expect(spins.count >= 2, "\(run.output.stderr)")
+        for crash in spins {
+            #expect(crash.string("call") == "poll #2")
+            #expect(crash.string("reason").hasPrefix("poll ran past its timeout of 0.300s"), "\(crash.raw)")
+            #expect(crash.string("last_log").contains("about to loop forever"))
+        }
+        // The hung stop costs its timeout at shutdown, not the run.
+        let hangs = run.hostEvents("instance_crashed", about: "hangs")
+        #expect(hangs.count == 1)
+        #expect(hangs.first?.string("call") == "stop")
+        #expect(hangs.first?.string("reason").hasPrefix("stop ran past its timeout of 0.300s") == true)
+        #expect(run.seconds < 2 + 3, "the run took \(run.seconds) s")
+    }
+
+    @Test func aLeakIsEndedAtItsMemoryLimitAndTheHostDoesNotGrow() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          leaks:
+            plugin: faulty
+            interval: 100ms
+            isolation: process
+            options: { fault: leak, leak_mb: 10 }
+            limits: { memory: 64MiB }
+            restart: never
+        """, for: "2s", in: dir)
+        Self.expectHealthyHost(run, seconds: 2)
+        let crash = run.hostEvents("instance_crashed", about: "leaks")
+        #expect(crash.count == 1, "\(run.output.stderr)")
+        #expect(crash.first?.string("reason").hasPrefix("memory limit: ") == true, "\(crash.first?.raw ?? "")")
+        #expect(crash.first?.string("reason").contains("over the limit of 64MiB") == true)
+        // The leak was the runner's: the host stayed small (a debug build's own is about 30 MiB).
+        let rss = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json")))
+            as? [String: Any])?["max_rss_kib"] as? Int ?? .max
+        #expect(rss < 64 * 1024, "host max RSS \(rss) KiB")
+    }
+
+    @Test func aRunnerOverItsCPULimitIsEndedWithTheReason() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          spins:
+            plugin: faulty
+            interval: 100ms
+            timeout: 1m
+            isolation: process
+            options: { fault: loop_poll, at: 1 }
+            limits: { cpu: 20% }
+            restart: never
+        """, for: "5s", in: dir)
+        Self.expectHealthyHost(run, seconds: 5)
+        let crash = run.hostEvents("instance_crashed", about: "spins")
+        #expect(crash.count == 1, "\(run.output.stderr)")
+        #expect(crash.first?.string("call") == "poll #1")
+        #expect(crash.first?.string("reason").hasPrefix("cpu limit: ") == true, "\(crash.first?.raw ?? "")")
+        #expect(crash.first?.string("reason").contains("over the limit of 20%") == true)
+    }
+
+    /// The ring is a memfd, which the file size limit caps: a clear refusal
+    /// of that monitor, not a dead host.
+    @Test func aFileSizeLimitTooSmallForTheRingRefusesTheMonitorAndSaysWhy() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          m: { plugin: faulty, interval: 1h, isolation: process }
+          bystander: { plugin: heartbeat, interval: 100ms, isolation: none }
+        sinks:
+          out: { type: null }
+        """, to: manifest)
+        let output = try TestEnv.run("/bin/sh", ["-c", "ulimit -f 1024 && exec \"$0\" run \"$1\" --for 500ms", TestEnv.vigil, manifest])
+        #expect(output.status == 0, "\(output.stderr)")
+        // (ulimit -f counts 512-byte blocks in dash, KiB in bash.)
+        #expect(output.stderr.contains("the runner's ring of 4MiB cannot be made under the host's file size limit (ulimit -f) of "), "\(output.stderr)")
+        #expect(output.stderr.contains(": raise the limit, or run this monitor with isolation: none"))
+        #expect(output.stderr.contains("monitor 'm' will not run; the others go on"))
+    }
+
+    @Test func aConstructorThatCrashesRefusesItsMonitorAndTheOthersRun() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          doomed: { plugin: \(try TestEnv.cPlugin("crash_in_constructor")), isolation: process }
+        """, for: "1s", in: dir)
+        Self.expectHealthyHost(run, seconds: 1)
+        #expect(run.output.stderr.contains("crashed with SIGSEGV"), "\(run.output.stderr)")
+        #expect(run.output.stderr.contains("monitor 'doomed' will not run; the others go on"))
+    }
+
+    @Test func threadsEmittingAtFullSpeedAreCountedExactly() throws {
+        let dir = try TestEnv.tempDir()
+        // A sink of the burst alone, its queue far smaller than the flood, so
+        // that some events are lost there and counted.
+        let run = try Self.run("""
+          burst:
+            plugin: faulty
+            isolation: process
+            options: { threads: 8, per_thread: 8000, count_file: \(dir)/count }
+        """, for: "2s", in: dir, sinks: """
+          small: { type: file, path: \(dir)/burst.jsonl, match: ["burst"], queue_size: 512 }
+        """)
+        #expect(run.longestGap("bystander") < 0.6)
+        let (accepted, refused) = try Self.counts(dir + "/count")
+        #expect(accepted + refused == 64_000)
+        let delivered = try SinkRunTests.lines(dir + "/burst.jsonl").count
+        let lost = run.summary[sink: "small"]?.lostTotal ?? -1
+        #expect(accepted == delivered + lost, "accepted \(accepted), delivered \(delivered), lost \(lost)")
+        #expect(lost > 0, "the flood was meant to overrun the queue")
+        #expect(run.output.status == (lost > 0 ? 3 : 0))
+        #expect(refused == run.monitorSummaries["burst"]?["refused"] as? Int)
+        #expect(run.monitorSummaries["burst"]?["emitted"] as? Int == accepted)
+    }
+
+    @Test func restartAlwaysStartsAFinishedPluginAgain() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          again:
+            plugin: faulty
+            isolation: process
+            options: { threads: 1, per_thread: 5 }
+            restart: always
+            restart_backoff: { min: 200ms, max: 200ms }
+        """, for: "1500ms", in: dir)
+        Self.expectHealthyHost(run, seconds: 1.5)
+        let ns = run.of("again", "sample").compactMap { $0.fields["n"] as? Int }
+        let runs = ns.filter { $0 == 0 }.count
+        #expect(runs >= 3, "\(ns)")
+        #expect(ns.count == runs * 5 || ns.count == (runs - 1) * 5 + ns.reversed().prefix { $0 != 0 }.count + 1)
+        // A plugin that finished is no crash.
+        #expect(run.of("vigil", "instance_crashed").isEmpty)
+    }
+
+    /// The same deterministic plugins in a runner and in process: the same
+    /// lines, apart from time and seq, and the same counts of refusals.
+    @Test func anIsolatedRunWritesWhatAnInProcessRunWrites() throws {
+        func lines(_ isolation: String) throws -> ([String: [String]], [String: [String: Any]]) {
+            let dir = try TestEnv.tempDir(isolation)
+            let run = try Self.run("""
+              flood: { plugin: flood, options: { count: 20000, fields: 4 } }
+              forger: { plugin: log_forger, interval: 1h }
+            """, for: "1500ms", in: dir, extra: "isolation: \(isolation)")
+            #expect(run.output.status == 0, "\(run.output.stderr)")
+            var byMonitor: [String: [String]] = [:]
+            for line in run.lines where line.monitor == "flood" || line.monitor == "forger" {
+                let stripped = line.raw.replacingOccurrences(of: #""time":"[^"]*","#, with: "", options: .regularExpression)
+                    .replacingOccurrences(of: #""seq":[0-9]+,"#, with: "", options: .regularExpression)
+                byMonitor[line.monitor, default: []].append(stripped)
+            }
+            return (byMonitor, run.monitorSummaries)
+        }
+        let (isolated, isolatedSummary) = try lines("process")
+        let (inProcess, inProcessSummary) = try lines("none")
+        #expect(isolated["flood"]?.count == 20000)
+        #expect(isolated["forger"]?.isEmpty == false)
+        #expect(isolated == inProcess)
+        for monitor in ["flood", "forger"] {
+            for key in ["emitted", "refused", "log_cuts"] {
+                #expect(isolatedSummary[monitor]?[key] as? Int == inProcessSummary[monitor]?[key] as? Int, "\(monitor) \(key)")
+            }
+            #expect(isolatedSummary[monitor]?["refused_by"] as? [String: Int] == inProcessSummary[monitor]?["refused_by"] as? [String: Int])
+        }
+    }
+
+    @Test func aRunnerRunsAsTheUserItIsGiven() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          low: { plugin: faulty, interval: 1h, isolation: process, user: nobody }
+        sinks:
+          out: { type: null }
+        """, to: manifest)
+        let host = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "3s"])
+        defer { _ = host.wait(timeout: 10) }
+        guard geteuid() == 0 else {
+            let output = host.wait(timeout: 10)
+            #expect(output.stderr.contains("running as user 'nobody' needs the host to run as root"))
+            return
+        }
+        guard let nobody = getpwnam("nobody")?.pointee.pw_uid else { return }
+        var runnerUID: uid_t?
+        // The runner's main thread (the one /proc/PID/status shows) changes
+        // user before it loads the plugin; wait for the change, or time out.
+        SinkRunTests.waitUntil(3) {
+            for child in Self.children(of: host.pid) {
+                guard let command = FileManager.default.contents(atPath: "/proc/\(child)/cmdline"),
+                      String(decoding: command, as: UTF8.self).contains("runner"),
+                      let status = FileManager.default.contents(atPath: "/proc/\(child)/status"),
+                      let line = String(decoding: status, as: UTF8.self).split(separator: "\n")
+                          .first(where: { $0.hasPrefix("Uid:") }) else { continue }
+                runnerUID = line.split(whereSeparator: \.isWhitespace).dropFirst().first.flatMap { UInt32($0) }
+            }
+            return runnerUID != nil && runnerUID != 0
+        }
+        #expect(runnerUID == nobody)
+    }
+
+    static func children(of pid: pid_t) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { Int32($0) }.filter { child in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(child)/stat"),
+                  case let stat = String(decoding: data, as: UTF8.self), let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == pid
+        }
+    }
+}
