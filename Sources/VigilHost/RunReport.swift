@@ -58,6 +58,9 @@ public struct RunSummary: Codable, Sendable {
 
     public var elapsedNs: Int64
     public var cpuSeconds: Double
+    /// CPU time of the host's children that ended: runners above all (and
+    /// probes, rule actions).
+    public var childrenCpuSeconds: Double
     public var maxRssKib: Int
     public var privateDirtyKib: Int
     /// Events sequenced by the host (every emitted event that was not refused).
@@ -84,8 +87,13 @@ extension VigilRuntime {
     func summary() -> RunSummary {
         var usage = rusage()
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
-            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        func seconds(_ usage: rusage) -> Double {
+            Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+                + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        }
+        let cpu = seconds(usage)
+        var children = rusage()
+        getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &children)
         let sinks = self.sinks.map { runner in
             let s = runner.stats
             return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
@@ -105,7 +113,8 @@ extension VigilRuntime {
             return RunSummary.Action(rule: rule.name, started: c.started, succeeded: c.succeeded, failed: c.failed,
                                      timedOut: c.timedOut, skipped: c.skipped)
         }
-        return RunSummary(elapsedNs: stopped.subtractingSaturating(started), cpuSeconds: cpu, maxRssKib: usage.ru_maxrss,
+        return RunSummary(elapsedNs: stopped.subtractingSaturating(started), cpuSeconds: cpu,
+                          childrenCpuSeconds: seconds(children), maxRssKib: usage.ru_maxrss,
                           privateDirtyKib: Self.privateDirtyKiB(), events: bus.lastSequence,
                           unrouted: bus.unrouted.load(ordering: .relaxed),
                           lost: sinks.reduce(0) { $0 &+ $1.lost.total }, sinks: sinks, monitors: monitors, actions: actions)

@@ -139,6 +139,7 @@ public final class RunnerProcess: @unchecked Sendable {
         let pid: pid_t
         do {
             pid = try spawn.start()
+            live.withLock { $0 += 1 }
         } catch {
             for fd in [pair[0], pair[1], dataEvent, spaceEvent] { close(fd) }
             throw StartFailure(description: "cannot start a runner: \(error)")
@@ -158,6 +159,7 @@ public final class RunnerProcess: @unchecked Sendable {
         func abandon(_ why: String, ended: Bool = false) -> StartFailure {
             _ = kill(pid, SIGKILL)
             let death = Self.reap(pid)
+            Self.reaped()
             cgroup?.remove()
             for fd in [control.fd, dataEvent, spaceEvent] { close(fd) }
             guard ended, let death else { return StartFailure(description: why) }
@@ -311,6 +313,7 @@ public final class RunnerProcess: @unchecked Sendable {
         // The runner closed its end: what it wrote before dying is delivered.
         if !broken { _ = drainRing() }
         var ending = Self.reap(pid) ?? RunnerDeath()
+        Self.reaped()
         let kernelReason = cgroup?.killReason()
         cgroup?.remove()
         let (receiverOnDeath, inCall) = state.withLock { () -> ((@Sendable (RunnerDeath) -> Void)?, Bool) in
@@ -403,6 +406,30 @@ public final class RunnerProcess: @unchecked Sendable {
         let low = status & 0x7F
         if low == 0 { return RunnerDeath(signal: nil, exitCode: (status >> 8) & 0xFF) }
         return RunnerDeath(signal: low, exitCode: nil)
+    }
+
+    // MARK: - every runner of this host
+
+    /// Runners started and not yet reaped.
+    private static let live = LockedState<Int>(0)
+    private static let liveChanged = ConditionVariable()
+
+    /// Waits until every runner has been reaped, or `deadline` (monotonic
+    /// ns): at the end of a run, so that the host exits after its runners
+    /// and their CPU time is in the summary's.
+    static func awaitAll(until deadline: Int64) -> Bool {
+        live.withLockedPointer { count in
+            while count.pointee > 0 {
+                if monotonicNanoseconds() >= deadline { return false }
+                liveChanged.wait(live, until: deadline)
+            }
+            return true
+        }
+    }
+
+    private static func reaped() {
+        live.withLock { $0 -= 1 }
+        liveChanged.broadcast()
     }
 
     static func seconds(_ ns: Int64) -> String {

@@ -139,6 +139,10 @@ public final class VigilRuntime: @unchecked Sendable {
         }
         started = monotonicNanoseconds()
         try await group.run()
+        // Runners whose instances were destroyed leave within a second (or are killed then).
+        if !RunnerProcess.awaitAll(until: monotonicNanoseconds().addingSaturating(2_000_000_000)) {
+            logger.warning("some runner processes had not ended 2 s after their monitors stopped")
+        }
         stopped = monotonicNanoseconds()
         let summary = summary()
         report(summary)
