@@ -287,7 +287,7 @@ import Testing
             isolation: process
             options: { threads: 8, per_thread: 8000, count_file: \(dir)/count }
         """, for: "2s", in: dir, sinks: """
-          small: { type: file, path: \(dir)/burst.jsonl, match: ["burst"], queue_size: 512 }
+          small: { type: file, path: \(dir)/burst.jsonl, match: ["burst"], queue_size: 16 }
         """)
         #expect(run.longestGap("bystander") < 0.6)
         let (accepted, refused) = try Self.counts(dir + "/count")
