@@ -48,6 +48,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        // The control API's HTTP/1.1, server and client (`vigil ctl`).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         // The plugin contract: one C header, nothing else.
@@ -72,6 +74,9 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             .product(name: "SystemPackage", package: "swift-system"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
@@ -86,6 +91,7 @@ let package = Package(
             "VigilCore", "VigilABI", "VigilHost",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),

@@ -54,6 +54,10 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// so they leave in the order the changes happened.
     private var declared: (Bool, String)?
     private var inferred: (Bool, String)?
+    /// The last failure, crash or poll error, in words; when (realtime ns). Guarded by `lock`.
+    private var lastError: (text: String, at: Int64)?
+    /// The last poll: when it began (realtime ns) and how long it took. Guarded by `lock`.
+    private var lastPoll: (at: Int64, took: Int64)?
     private var published: (Bool, String)?
     /// Queue-confined mirror of `inferred != nil`, so a poll need not lock.
     private var inferredUnavailable = false
@@ -244,8 +248,11 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         polls.add(1, ordering: .relaxed)
         pollsOfInstance += 1
         let number = pollsOfInstance
+        let startedAt = clock()
         let outcome = call("poll") { transport.poll(timeout: timeout) }
-        pollNanoseconds.add(UInt64(max(0, monotonicNanoseconds() - started)), ordering: .relaxed)
+        let took = max(0, monotonicNanoseconds() - started)
+        pollNanoseconds.add(UInt64(took), ordering: .relaxed)
+        lock.withLock { lastPoll = (startedAt, took) }
         guard case .returned(let status, let message) = outcome else {
             if case .crashed(let death) = outcome { crashed(call: "poll #\(number)", death: death) }
             return
@@ -256,6 +263,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             conditions?.heartbeat(name)
         case VIGIL_E_TEMPORARY:
             let n = pollErrors.add(1, ordering: .relaxed).newValue
+            noteError("poll failed: \(message.isEmpty ? "no reason given" : message)")
             // The first failures, then one in a hundred: a broken sensor must not flood the log.
             if n <= 3 || n % 100 == 0 {
                 logger.warning("poll failed (\(n) so far): \(message.isEmpty ? "no reason given" : message)")
@@ -282,6 +290,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         let at = status == VIGIL_E_INVALID_CONFIG ? " at \(config.locate(pluginMessage: why).location)" : ""
         let supervised = transport.runnerPID != nil || transport is RunnerTransport
         logger.error("\(call) failed (\(Self.statusName(status)))\(at): \(why)\(supervised ? "" : "; the monitor is stopped, the others go on")")
+        noteError("\(call) failed (\(Self.statusName(status)))\(at): \(why)")
         destroyInstance()
         hostEvents.instanceFailed(monitor: name, plugin: description.name, call: call,
                                   status: Self.statusName(status), message: why)
@@ -311,6 +320,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         crashes.add(1, ordering: .relaxed)
         let lastWords = lock.withLock { recentLog }
         logger.error("the plugin's runner ended in \(call): \(death)\(lastWords.isEmpty ? "" : "; its last log lines: \(lastWords.joined(separator: " | "))")")
+        noteError("the plugin's runner ended in \(call): \(death)")
         hostEvents.instanceCrashed(monitor: name, plugin: description.path, call: call, death: death, lastLog: lastWords)
         guard !stopping else { return }
         supervise(finished: false)
@@ -541,6 +551,28 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         }
         conditions?.monitorGone(name)
         onDone()
+    }
+
+    private func noteError(_ text: String) {
+        let now = clock()
+        lock.withLock { lastError = (String(text.prefix(1024)), now) }
+    }
+
+    /// What `GET /v1/status` shows of the monitor.
+    struct Status: Sendable {
+        var state: State
+        var available: Bool
+        var unavailableReason: String
+        var lastError: (text: String, at: Int64)?
+        var lastPoll: (at: Int64, took: Int64)?
+    }
+
+    var status: Status {
+        lock.withLock {
+            let effective = inferred ?? declared ?? (true, "")
+            return Status(state: _state, available: effective.0, unavailableReason: effective.1, lastError: lastError,
+                          lastPoll: lastPoll)
+        }
     }
 
     /// Finished, or failed: nothing more will come from this instance.

@@ -22,6 +22,12 @@ public struct RunOptions: Sendable {
     public var hostName: String?
     /// Where to write a JSON summary of the run at exit (counters, resources).
     public var summaryPath: String?
+    /// The control API's socket, and the group it is opened to.
+    public var control: ControlAddress?
+    public var controlGroup: String?
+    /// Whether a control socket that cannot be had ends the run (it was asked
+    /// for by name) or is a warning (the standard place).
+    public var controlRequired = false
 
     public init(runFor: Int64? = nil) {
         self.runFor = runFor
@@ -122,6 +128,17 @@ public final class VigilRuntime: @unchecked Sendable {
             .init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout, drain: drain)),
         ]
         services.append(.init(service: ReopenService(sinks: sinks, logger: logger)))
+        if let address = options.control {
+            let api = ControlAPI(runtime: self)
+            do {
+                let server = try ControlServer(address: address, group: options.controlGroup, api: api, logger: logger)
+                control = api
+                services.append(.init(service: server))
+            } catch {
+                if options.controlRequired { throw error }
+                logger.info("no control API: \(error)")
+            }
+        }
         if let runFor = options.runFor {
             services.append(.init(service: TimerService(duration: runFor),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
@@ -151,6 +168,8 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     private let allFinished = Atomic<Bool>(false)
+    /// The control API, when its socket was had (set before the services start).
+    private(set) var control: ControlAPI?
     var started: Int64 = 0
     var stopped: Int64 = 0
 

@@ -80,6 +80,7 @@ struct SupervisorService: Service {
             tick += period
             guard tick >= 1_000_000_000 else { continue }
             tick = 0
+            runtime.control?.losses.sample(runtime.sinks.map(\.stats.lost))
             for instance in runtime.instances {
                 if let (call, elapsed) = instance.overdueCall(deadline: instance.timeout) {
                     instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (timeout \(Units.formatDuration(instance.timeout))); this monitor's next calls wait, the others go on")

@@ -30,7 +30,7 @@ struct Vigil: AsyncParsableCommand {
         commandName: "vigil",
         abstract: "A monitor host: loads monitor plugins, runs them as a manifest says, routes their events to sinks.",
         version: vigilVersion,
-        subcommands: [Run.self, Validate.self, Plugins.self, Tail.self, NewPlugin.self])
+        subcommands: [Run.self, Validate.self, Plugins.self, Ctl.self, Tail.self, NewPlugin.self])
 }
 
 /// Options shared by the verbs that load plugins.
@@ -142,6 +142,10 @@ struct Run: AsyncParsableCommand {
     var drainTimeout: String = "5s"
     @Option(help: ArgumentHelp("At exit, write a JSON summary (per sink and monitor counters, CPU time, memory) to FILE.", valueName: "FILE"))
     var summary: String?
+    @Option(help: ArgumentHelp("The control API's socket (vigil ctl): unix:PATH, or none. Default: $VIGIL_STATE_DIR/vigil.sock, as root /run/vigil/vigil.sock, else $XDG_RUNTIME_DIR/vigil/vigil.sock; a default socket another vigil holds is skipped with a note, one named here must be had.", valueName: "ADDRESS"))
+    var control: String?
+    @Option(name: .customLong("control-group"), help: ArgumentHelp("The group the control socket is opened to (mode 0660); default: vigil's own.", valueName: "GROUP"))
+    var controlGroup: String?
     @OptionGroup var plugins: PluginDirOptions
 
     func run() async throws {
@@ -159,6 +163,16 @@ struct Run: AsyncParsableCommand {
         options.hostName = host
         options.drainTimeout = try parseDuration(drainTimeout)
         options.summaryPath = summary
+        switch control {
+        case "none":
+            options.control = nil
+        case let text?:
+            options.control = try ControlAddress(parsing: text)
+            options.controlRequired = true
+        case nil:
+            options.control = ControlAddress.standard()
+        }
+        options.controlGroup = controlGroup
         // Plugins from outside the host's own directories are first loaded in a
         // child process: one that crashes or hangs there is refused, not run.
         let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),

@@ -1,0 +1,167 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ServiceLifecycle
+
+/// The control API's HTTP/1.1 server on a unix socket (`vigil run
+/// --control unix:PATH`), with SwiftNIO's HTTP codec. One event-loop thread,
+/// asleep in epoll until a request comes: no wake-ups at idle.
+///
+/// The socket file is claimed as a listen sink's is (a lock beside it, a
+/// stale socket replaced, one listening refused), bound 0600 and then opened
+/// to its group (0660), optionally another group than the host's.
+public struct ControlAddress: Sendable, Equatable, CustomStringConvertible {
+    public var path: String
+
+    /// `unix:PATH`.
+    public init(parsing text: String) throws {
+        guard text.hasPrefix("unix:"), text.count > 5 else {
+            throw ControlError("a control address is unix:PATH, not '\(text)'")
+        }
+        path = String(text.dropFirst(5))
+    }
+
+    public init(path: String) { self.path = path }
+
+    /// `$VIGIL_STATE_DIR/vigil.sock`; as root `/run/vigil/vigil.sock`; else
+    /// `$XDG_RUNTIME_DIR/vigil/vigil.sock`; else none.
+    public static func standard(environment: [String: String] = ProcessInfo.processInfo.environment) -> ControlAddress? {
+        if let dir = environment["VIGIL_STATE_DIR"], !dir.isEmpty { return ControlAddress(path: dir + "/vigil.sock") }
+        if geteuid() == 0 { return ControlAddress(path: "/run/vigil/vigil.sock") }
+        if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { return ControlAddress(path: dir + "/vigil/vigil.sock") }
+        return nil
+    }
+
+    public var description: String { "unix:\(path)" }
+}
+
+public struct ControlError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+final class ControlServer: Service, @unchecked Sendable {
+    /// The largest request body read; past it, 413.
+    static let maxBody = 1 << 20
+
+    let address: ControlAddress
+    let api: ControlAPI
+    let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+    private let pathLock: SocketPathLock
+
+    /// Binds now, so that a socket that cannot be had is known before the
+    /// run starts.
+    init(address: ControlAddress, group groupName: String?, api: ControlAPI, logger: Logger) throws {
+        self.address = address
+        self.api = api
+        self.logger = logger
+        pathLock = try SocketPathLock.claim(address.path)
+        let fd = try Sockets.listen(.unix(path: address.path), backlog: 16)
+        var gid: gid_t = getegid()
+        if let groupName {
+            guard let entry = getgrnam(groupName) else {
+                close(fd)
+                unlink(address.path)
+                throw ControlError("control socket \(address): no group '\(groupName)'")
+            }
+            gid = entry.pointee.gr_gid
+        }
+        guard chown(address.path, geteuid(), gid) == 0 || gid == getegid(), chmod(address.path, 0o660) == 0 else {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            unlink(address.path)
+            throw ControlError("control socket \(address): cannot give it to its group: \(why)")
+        }
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let api = api
+        do {
+            channel = try ServerBootstrap(group: group)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                        try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(api: api))
+                    }
+                }
+                .withBoundSocket(fd)
+                .wait()
+        } catch {
+            close(fd)
+            unlink(address.path)
+            try? group.syncShutdownGracefully()
+            throw ControlError("control socket \(address): \(error)")
+        }
+    }
+
+    func run() async throws {
+        logger.info("control API on \(address)")
+        try? await gracefulShutdown()
+        try? await channel.close()
+        unlink(address.path)
+        pathLock.release()
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// One connection: a request's head and body, then the API's answer.
+private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let api: ControlAPI
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+
+    init(api: ControlAPI) { self.api = api }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+            body = []
+            tooLarge = false
+        case .body(var buffer):
+            if body.count + buffer.readableBytes > ControlServer.maxBody {
+                tooLarge = true
+                body = []
+            } else if !tooLarge {
+                body += buffer.readBytes(length: buffer.readableBytes) ?? []
+            }
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let request = ControlRequest(method: head.method.rawValue, uri: head.uri, body: body)
+            body = []
+            let promise = context.eventLoop.makePromise(of: ControlResponse.self)
+            if tooLarge {
+                promise.succeed(.error(413, "a request body is at most \(ControlServer.maxBody) bytes"))
+            } else {
+                let api = api
+                promise.completeWithTask { await api.handle(request) }
+            }
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            promise.futureResult.whenSuccess { response in
+                let (handler, context) = bound.value
+                handler.respond(response, to: head, context: context)
+            }
+        }
+    }
+
+    private func respond(_ response: ControlResponse, to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        var out = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: response.status))
+        out.headers.add(name: "Content-Type", value: response.contentType)
+        out.headers.add(name: "Content-Length", value: "\(response.body.count)")
+        let keepAlive = head.isKeepAlive
+        if !keepAlive { out.headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(out)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { bound.value.close(promise: nil) }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import ArgumentParser
+import Foundation
+import NIOHTTP1
+import VigilHost
+
+/// `vigil ctl`: asks a running host over its control socket.
+struct Ctl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ctl",
+        abstract: "Ask a running vigil: its health and status, or to poll or restart one monitor.",
+        discussion: """
+        Speaks to the control socket of `vigil run` (--control; by default $VIGIL_STATE_DIR/vigil.sock, as root \
+        /run/vigil/vigil.sock, else $XDG_RUNTIME_DIR/vigil/vigil.sock). Tables on a terminal, the API's JSON \
+        with --json.
+
+        Exit status: 0 when the host answered yes (healthy; the action taken); 1 when it answered no (unhealthy; \
+        the action refused, with its reason); 2 when it could not be reached.
+        """,
+        subcommands: [Health.self, Status.self, Poll.self, Restart.self])
+
+    struct Connection: ParsableArguments {
+        @Option(help: ArgumentHelp("The host's control socket: unix:PATH.", valueName: "ADDRESS"))
+        var control: String?
+        @Flag(help: "Print the API's JSON as it came.") var json = false
+
+        func address() throws -> ControlAddress {
+            if let control { return try ControlAddress(parsing: control) }
+            guard let standard = ControlAddress.standard() else {
+                throw ValidationError("no standard control socket for this user: give --control unix:PATH")
+            }
+            return standard
+        }
+
+        /// The reply, or exit 2 with why the host could not be reached.
+        func ask(_ method: HTTPMethod, _ path: String) async throws -> ControlClient.Reply {
+            let address = try address()
+            do {
+                return try await ControlClient.request(method, path, to: address)
+            } catch {
+                FileHandle.standardError.write(Data("vigil ctl: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
+    }
+
+    struct Health: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "ok, or unhealthy with the reasons (exit 1).")
+        @OptionGroup var connection: Connection
+
+        func run() async throws {
+            let reply = try await connection.ask(.GET, "/v1/health")
+            if connection.json {
+                print(reply.text, terminator: "")
+            } else {
+                let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any] ?? [:]
+                print(object["status"] as? String ?? reply.text)
+                for reason in object["reasons"] as? [String] ?? [] { print("  \(reason)") }
+            }
+            if reply.status != 200 { throw ExitCode(1) }
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every monitor and sink of the host.")
+        @OptionGroup var connection: Connection
+
+        func run() async throws {
+            let reply = try await connection.ask(.GET, "/v1/status")
+            guard reply.status == 200 else { return try refuse(reply) }
+            if connection.json {
+                print(reply.text, terminator: "")
+                return
+            }
+            let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any] ?? [:]
+            let uptime = object["uptime_s"] as? Double ?? 0
+            print("vigil \(object["version"] as? String ?? "?") (pid \(object["pid"] as? Int ?? 0)), up \(String(format: "%.0f", uptime)) s, \(object["events"] as? Int ?? 0) events")
+            print()
+            var rows = [["MONITOR", "STATE", "PLUGIN", "WHERE", "EVENTS", "POLLS", "ERRORS", "LAST ERROR"]]
+            for m in object["monitors"] as? [[String: Any]] ?? [] {
+                var state = m["state"] as? String ?? "?"
+                if m["available"] as? Bool == false { state += " (unavailable)" }
+                rows.append([m["name"] as? String ?? "", state, m["plugin"] as? String ?? "",
+                             m["isolation"] as? String == "process" ? "runner" : "in process",
+                             "\(m["events"] as? Int ?? 0)", "\(m["polls"] as? Int ?? 0)",
+                             "\((m["poll_errors"] as? Int ?? 0) + (m["crashes"] as? Int ?? 0))",
+                             String((m["last_error"] as? String ?? "").prefix(60))])
+            }
+            printTable(rows)
+            print()
+            rows = [["SINK", "TYPE", "QUEUE", "WRITTEN", "DROPPED", "FAILED"]]
+            for s in object["sinks"] as? [[String: Any]] ?? [] {
+                rows.append([s["name"] as? String ?? "", s["type"] as? String ?? "",
+                             "\(s["queue_depth"] as? Int ?? 0)/\(s["queue_capacity"] as? Int ?? 0)",
+                             "\(s["written"] as? Int ?? 0)", "\(s["dropped"] as? Int ?? 0)", "\(s["failed"] as? Int ?? 0)"])
+            }
+            printTable(rows)
+        }
+    }
+
+    struct Poll: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Poll one monitor now, outside its schedule.")
+        @Argument(help: "The monitor's name in the manifest.") var monitor: String
+        @OptionGroup var connection: Connection
+
+        func run() async throws { try await act(connection, monitor, "poll") }
+    }
+
+    struct Restart: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Run a failed or quarantined monitor again.")
+        @Argument(help: "The monitor's name in the manifest.") var monitor: String
+        @OptionGroup var connection: Connection
+
+        func run() async throws { try await act(connection, monitor, "restart") }
+    }
+}
+
+private func act(_ connection: Ctl.Connection, _ monitor: String, _ verb: String) async throws {
+    let name = monitor.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? monitor
+    let reply = try await connection.ask(.POST, "/v1/monitors/\(name)/\(verb)")
+    guard (200..<300).contains(reply.status) else { return try refuse(reply) }
+    if connection.json {
+        print(reply.text, terminator: "")
+    } else {
+        print("\(verb) of \(monitor): asked")
+    }
+}
+
+/// The API's error, on stderr, and exit 1.
+private func refuse(_ reply: ControlClient.Reply) throws {
+    let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any]
+    FileHandle.standardError.write(Data("vigil ctl: \(object?["error"] as? String ?? reply.text) (HTTP \(reply.status))\n".utf8))
+    throw ExitCode(1)
+}
+
+/// Columns padded to their widest cell, the last one left ragged.
+private func printTable(_ rows: [[String]]) {
+    guard let width = rows.first?.count else { return }
+    var widths = Array(repeating: 0, count: width)
+    for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+    for row in rows {
+        let cells = row.enumerated().map { i, cell in
+            i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+        }
+        print(cells.joined(separator: "  ").trimmingCharacters(in: .whitespaces))
+    }
+}

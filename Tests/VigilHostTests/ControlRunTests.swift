@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+@testable import VigilHost
+
+/// The control API through the real binaries: `vigil run --control` serving,
+/// `vigil ctl` asking, and a raw client for what ctl does not send.
+@Suite(.serialized) struct ControlRunTests {
+    struct Host {
+        let dir: String
+        let socket: String
+        let process: RunningProcess
+
+        /// `vigil run` of `monitors` with a null sink (`sink` overrides it), serving on `dir`/vigil.sock.
+        init(_ monitors: String, sink: String = "out: { type: null }", for duration: String = "20s") throws {
+            dir = try TestEnv.tempDir("control")
+            socket = dir + "/vigil.sock"
+            try TestEnv.write("""
+            plugin_dirs: [\(try TestEnv.cPlugins())]
+            monitors:
+            \(monitors)
+            sinks:
+              \(sink)
+            """, to: dir + "/vigil.yaml")
+            process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--control", "unix:" + socket,
+                                                        "--for", duration])
+            let path = socket
+            guard SinkRunTests.waitUntil(10, { FileManager.default.fileExists(atPath: path) }) else {
+                let output = process.wait(timeout: 1)
+                throw TestFailure("no control socket: \(output.stderr)")
+            }
+        }
+
+        func ctl(_ arguments: String...) throws -> TestEnv.Output {
+            try TestEnv.run(TestEnv.vigil, ["ctl"] + arguments + ["--control", "unix:" + socket], timeout: 30)
+        }
+
+        func json(_ arguments: String...) throws -> [String: Any] {
+            let output = try TestEnv.run(TestEnv.vigil, ["ctl"] + arguments + ["--json", "--control", "unix:" + socket],
+                                         timeout: 30)
+            return (try JSONSerialization.jsonObject(with: Data(output.stdout.utf8))) as? [String: Any] ?? [:]
+        }
+
+        func monitor(_ name: String) throws -> [String: Any] {
+            try (json("status")["monitors"] as? [[String: Any]] ?? []).first { $0["name"] as? String == name } ?? [:]
+        }
+
+        func stop() -> TestEnv.Output {
+            process.signal(SIGTERM)
+            return process.wait(timeout: 30)
+        }
+    }
+
+    @Test func healthStatusPollAndRestartOfOneMonitor() async throws {
+        let host = try Host("""
+          beat: { plugin: heartbeat, interval: 1h, isolation: none }
+          bad:
+            plugin: faulty
+            interval: 100ms
+            isolation: process
+            options: { fault: segv_poll, at: 2 }
+            max_restarts: 0
+        """)
+        // The faulty monitor is quarantined at its first crash.
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("bad")["state"] as? String) == "quarantined" })
+
+        let health = try host.ctl("health")
+        #expect(health.status == 1)
+        #expect(health.stdout == "unhealthy\n  monitor bad is quarantined\n", "\(health.stdout)")
+
+        let bad = try host.monitor("bad")
+        #expect(bad["isolation"] as? String == "process")
+        #expect(bad["crashes"] as? Int == 1)
+        #expect((bad["last_error"] as? String)?.hasPrefix("the plugin's runner ended in poll #2: killed by SIGSEGV") == true)
+        #expect((bad["file"] as? String)?.hasSuffix("/faulty.so") == true)
+        let beat = try host.monitor("beat")
+        #expect(beat["state"] as? String == "running")
+        #expect(beat["interval_s"] as? Double == 3600)
+        #expect(beat["polls"] as? Int == 1)
+
+        // A poll now, outside the hourly schedule; the other monitor untouched.
+        let poll = try host.ctl("poll", "beat")
+        #expect(poll.status == 0, "\(poll.stderr)")
+        #expect(SinkRunTests.waitUntil(5) { (try? host.monitor("beat")["polls"] as? Int) == 2 })
+
+        // Refusals say why, with exit 1.
+        let running = try host.ctl("restart", "beat")
+        #expect(running.status == 1)
+        #expect(running.stderr.contains("monitor 'beat' is running; restart takes a failed or quarantined monitor (HTTP 409)"))
+        let missing = try host.ctl("poll", "nope")
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("no monitor 'nope'; monitors: beat, bad (HTTP 404)"))
+
+        // Out of quarantine by request: it runs, crashes again, and is quarantined again.
+        let restart = try host.ctl("restart", "bad")
+        #expect(restart.status == 0, "\(restart.stderr)")
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("bad")["crashes"] as? Int) == 2 })
+
+        let table = try host.ctl("status")
+        #expect(table.stdout.contains("MONITOR  STATE"), "\(table.stdout)")
+        #expect(table.stdout.contains("beat     running"))
+        let output = host.stop()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("restart asked for"))
+        // The socket is gone with the host.
+        #expect(!FileManager.default.fileExists(atPath: host.socket))
+    }
+
+    @Test func theSocketIsTheGroupsAndOnlyOneHostHasIt() throws {
+        let host = try Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
+        var st = stat()
+        #expect(lstat(host.socket, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o660)
+        // A second host asking for the same socket by name does not start.
+        let second = try TestEnv.run(TestEnv.vigil, ["run", host.dir + "/vigil.yaml", "--control", "unix:" + host.socket,
+                                                     "--for", "1s"], timeout: 30)
+        #expect(second.status != 0)
+        #expect(second.stderr.contains("is held by another vigil (pid \(host.process.pid))"), "\(second.stderr)")
+        #expect(try host.ctl("health").stdout == "ok\n")
+        _ = host.stop()
+    }
+
+    @Test func healthNamesASinkThatLostEventsInTheLastMinute() throws {
+        let host = try Host("  flood: { plugin: flood, isolation: none, options: { count: 20000 } }",
+                            sink: "small: { type: null, queue_size: 1, overflow: drop_newest }")
+        var reasons: [String] = []
+        SinkRunTests.waitUntil(10) {
+            reasons = (try? host.json("health")["reasons"] as? [String]) ?? []
+            return !reasons.isEmpty
+        }
+        #expect(reasons.first?.hasPrefix("sink small lost ") == true, "\(reasons)")
+        #expect(reasons.first?.contains("queue_full") == true)
+        _ = host.stop()
+    }
+
+    @Test func unknownEndpointsAndMethodsAreRefusedByName() async throws {
+        let host = try Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
+        let address = ControlAddress(path: host.socket)
+        let missing = try await ControlClient.request(.GET, "/v2/nothing", to: address)
+        #expect(missing.status == 404)
+        #expect(missing.text.contains("no such endpoint: GET /v2/nothing"))
+        let wrongMethod = try await ControlClient.request(.DELETE, "/v1/status", to: address)
+        #expect(wrongMethod.status == 405)
+        let getAction = try await ControlClient.request(.GET, "/v1/monitors/beat/poll", to: address)
+        #expect(getAction.status == 405)
+        // A body past the limit is refused, not read into memory.
+        let big = try await ControlClient.request(.POST, "/v1/monitors/beat/poll",
+                                                  body: [UInt8](repeating: 0x41, count: ControlServer.maxBody + 1), to: address)
+        #expect(big.status == 413)
+        let health = try await ControlClient.request(.GET, "/v1/health?verbose=1", to: address)
+        #expect(health.status == 200)
+        _ = host.stop()
+    }
+
+    @Test func ctlWithoutAHostSaysSoWithExit2() throws {
+        let output = try TestEnv.run(TestEnv.vigil, ["ctl", "status", "--control", "unix:/nonexistent/vigil.sock"])
+        #expect(output.status == 2)
+        #expect(output.stderr.contains("cannot reach the control socket unix:/nonexistent/vigil.sock"))
+    }
+}
