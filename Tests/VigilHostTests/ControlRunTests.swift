@@ -120,7 +120,11 @@ import Testing
     }
 
     @Test func healthNamesASinkThatLostEventsInTheLastMinute() throws {
-        let host = try Host("  flood: { plugin: flood, isolation: none, options: { count: 20000 } }",
+        // The heartbeat keeps the host up after the flood has finished.
+        let host = try Host("""
+          flood: { plugin: flood, isolation: none, options: { count: 20000 } }
+          beat: { plugin: heartbeat, interval: 1h, isolation: none }
+        """,
                             sink: "small: { type: null, queue_size: 1, overflow: drop_newest }")
         var reasons: [String] = []
         SinkRunTests.waitUntil(10) {
