@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
+import VigilABI
 
 /// The control API's HTTP/1.1 server on a unix socket (`vigil run
 /// --control unix:PATH`), with SwiftNIO's HTTP codec. One event-loop thread,
@@ -45,6 +46,10 @@ public struct ControlError: Error, CustomStringConvertible {
 final class ControlServer: Service, @unchecked Sendable {
     /// The largest request body read; past it, 413.
     static let maxBody = 1 << 20
+    /// Connections open at once; one more is closed at once.
+    static let maxConnections = 64
+    /// A connection with no traffic this long is closed.
+    static let idleTimeout = TimeAmount.seconds(30)
 
     let address: ControlAddress
     let api: ControlAPI
@@ -78,10 +83,21 @@ final class ControlServer: Service, @unchecked Sendable {
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let api = api
+        let open = LockedState<Int>(0)
         do {
             channel = try ServerBootstrap(group: group)
                 .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
+                    // A client holding connections open cannot take the host's descriptors.
+                    guard open.withLock({ count -> Bool in
+                        guard count < Self.maxConnections else { return false }
+                        count += 1
+                        return true
+                    }) else {
+                        return channel.close()
+                    }
+                    channel.closeFuture.whenComplete { _ in open.withLock { $0 -= 1 } }
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                         try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(api: api))
                     }
@@ -117,6 +133,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
     private var tooLarge = false
 
     init(api: ControlAPI) { self.api = api }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {

@@ -155,6 +155,32 @@ import Testing
         _ = host.stop()
     }
 
+    /// Connections held open without a request are capped; the host
+    /// answers again once they are gone.
+    @Test func idleConnectionsCannotTakeTheHostsDescriptors() throws {
+        let host = try Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<(ControlServer.maxConnections + 8) {
+            held.append(try Sockets.connect(.unix(path: host.socket)))
+        }
+        // The connections past the cap were closed by the host: they read end of file.
+        usleep(500_000)
+        var closed = 0
+        for fd in held {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&pfd, 1, 20) > 0 {
+                var byte: UInt8 = 0
+                if read(fd, &byte, 1) == 0 { closed += 1 }
+            }
+        }
+        #expect(closed >= 8, "\(closed) closed")
+        for fd in held { close(fd) }
+        held = []
+        #expect(SinkRunTests.waitUntil(5) { (try? host.ctl("health").stdout) == "ok\n" })
+        _ = host.stop()
+    }
+
     @Test func ctlWithoutAHostSaysSoWithExit2() throws {
         let output = try TestEnv.run(TestEnv.vigil, ["ctl", "status", "--control", "unix:/nonexistent/vigil.sock"])
         #expect(output.status == 2)
