@@ -110,6 +110,9 @@ public final class RunnerProcess: @unchecked Sendable {
             case .failure(let why): throw StartFailure(description: why.description)
             }
         }
+        // A runner that never came up leaves no group behind (removing twice is harmless).
+        var handedOver = false
+        defer { if !handedOver { cgroup?.remove() } }
         let ring: SharedRing
         do { ring = try SharedRing.create(capacity: ringCapacity) } catch { throw StartFailure(description: "\(error)") }
         var pair: [Int32] = [-1, -1]
@@ -160,7 +163,6 @@ public final class RunnerProcess: @unchecked Sendable {
             _ = kill(pid, SIGKILL)
             let death = Self.reap(pid)
             Self.reaped()
-            cgroup?.remove()
             for fd in [control.fd, dataEvent, spaceEvent] { close(fd) }
             guard ended, let death else { return StartFailure(description: why) }
             if let signal = death.signal { return StartFailure(description: "\(load) crashed with \(ChildProcess.signalName(signal))") }
@@ -204,6 +206,7 @@ public final class RunnerProcess: @unchecked Sendable {
         }
         let process = RunnerProcess(pid: pid, description: description, control: control, ring: ring,
                                     dataEvent: dataEvent, spaceEvent: spaceEvent, cgroup: cgroup, dataLimit: dataLimit)
+        handedOver = true
         Thread.detachNewThread { process.channel() }
         return process
     }

@@ -26,7 +26,7 @@ public struct RunOptions: Sendable {
     public var control: ControlAddress?
     public var controlGroup: String?
     /// Whether a control socket that cannot be had ends the run (it was asked
-    /// for by name) or is a warning (the standard place).
+    /// for by name) or is noted in the log (the standard place).
     public var controlRequired = false
 
     public init(runFor: Int64? = nil) {
