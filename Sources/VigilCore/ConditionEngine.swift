@@ -110,6 +110,28 @@ public struct ConditionEngine: Sendable {
 
     public var isEmpty: Bool { watches.isEmpty && rules.isEmpty }
 
+    /// A reload: thresholds and rules that did not change (same fingerprint,
+    /// wherever they are written) take their state from `old` (levels,
+    /// holds running, active rules, the values they read), so a reload
+    /// makes no event for them; new ones start afresh (call `start` after).
+    public mutating func adoptState(from old: ConditionEngine) {
+        var oldWatches: [String: [Entity]] = [:]
+        for w in old.watches { oldWatches[ConfigFingerprint.of(w.spec)] = w.entities }
+        for i in watches.indices {
+            if let entities = oldWatches[ConfigFingerprint.of(watches[i].spec)] { watches[i].entities = entities }
+        }
+        var oldRules: [String: (Bool, Int64?)] = [:]
+        for r in old.rules { oldRules[ConfigFingerprint.of(r.spec)] = (r.active, r.pendingSince) }
+        for i in rules.indices {
+            if let (active, since) = oldRules[ConfigFingerprint.of(rules[i].spec)] {
+                rules[i].active = active
+                rules[i].pendingSince = since
+            }
+        }
+        values = old.values.filter { readers[$0.key] != nil }
+        absent = old.absent.intersection(watchedMonitors)
+    }
+
     // MARK: - inputs
 
     /// Thresholds without `per` start their staleness clock, and every rule

@@ -240,6 +240,13 @@ public struct RouteCompiler: Sendable {
         }
     }
 
+    /// Routes over slots: a sink's index is its slot, and an empty slot
+    /// (nil) matches nothing. A running host keeps a sink in its slot across
+    /// reloads.
+    public init(slots: [SinkRule?]) {
+        self.init(sinks: slots.map { $0 ?? SinkRule(match: [], minSeverity: .critical) })
+    }
+
     public init(manifest: Manifest) {
         self.init(sinks: manifest.sinks.map { SinkRule(match: $0.match, minSeverity: $0.minSeverity) })
     }

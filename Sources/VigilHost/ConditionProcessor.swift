@@ -11,12 +11,31 @@ import VigilCore
 /// never waiting for room in a sink, and a rule's `exec` is handed to the
 /// action runner. A timer wakes it only at the engine's next deadline (a
 /// `for:` hold running out, a threshold going stale).
-final class ConditionProcessor: @unchecked Sendable {  // mutable state is the engine, behind its mutex
-    private let engine: Mutex<ConditionEngine>
+final class ConditionProcessor: @unchecked Sendable {  // mutable state is the setup, behind its mutex
+    /// The engine and what its events need: replaced whole by a reload.
+    private struct Setup: @unchecked Sendable {
+        var engine: ConditionEngine
+        var thresholdRoutes: [String: Route]
+        var ruleRoutes: [String: Route]
+        var execs: [String: ExecConfig]
+
+        init(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String]) {
+            engine = ConditionEngine(thresholds: thresholds, rules: rules, plugins: plugins)
+            thresholdRoutes = [:]
+            for monitor in Set(thresholds.map(\.ref.monitor)) {
+                thresholdRoutes[monitor] = Route(source: monitor, kinds: [ConditionEngine.thresholdKind])
+            }
+            ruleRoutes = [:]
+            execs = [:]
+            for rule in rules {
+                ruleRoutes[rule.name] = Route(source: rule.name, kinds: [ConditionEngine.ruleKind])
+                execs[rule.name] = rule.exec
+            }
+        }
+    }
+
+    private let setup: Mutex<Setup>
     private let bus: EventBus
-    private let thresholdRoutes: [String: MonitorRoutes]
-    private let ruleRoutes: [String: MonitorRoutes]
-    private let execs: [String: ExecConfig]
     private let runner: ActionRunner
     private let encoder: JSONLineEncoder
     private let logger: Logger
@@ -38,25 +57,11 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
     private var timer: DispatchSourceTimer?
 
     init(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String], bus: EventBus,
-         compiler: RouteCompiler, runner: ActionRunner, host: String, logger: Logger,
+         runner: ActionRunner, host: String, logger: Logger,
          monotonic: @escaping @Sendable () -> Int64 = monotonicNanoseconds,
          wallClock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
-        let engine = ConditionEngine(thresholds: thresholds, rules: rules, plugins: plugins)
-        self.engine = Mutex(engine)
+        self.setup = Mutex(Setup(thresholds: thresholds, rules: rules, plugins: plugins))
         self.bus = bus
-        var thresholdRoutes: [String: MonitorRoutes] = [:]
-        for monitor in Set(thresholds.map(\.ref.monitor)) {
-            thresholdRoutes[monitor] = compiler.routes(monitor: monitor, kinds: [ConditionEngine.thresholdKind])
-        }
-        self.thresholdRoutes = thresholdRoutes
-        var ruleRoutes: [String: MonitorRoutes] = [:]
-        var execs: [String: ExecConfig] = [:]
-        for rule in rules {
-            ruleRoutes[rule.name] = compiler.routes(monitor: rule.name, kinds: [ConditionEngine.ruleKind])
-            execs[rule.name] = rule.exec
-        }
-        self.ruleRoutes = ruleRoutes
-        self.execs = execs
         self.runner = runner
         self.encoder = JSONLineEncoder(host: host)
         var logger = logger
@@ -64,13 +69,23 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
         self.logger = logger
         self.monotonic = monotonic
         self.wallClock = wallClock
-        self.watched = engine.watchedMonitors
     }
 
-    /// Monitors whose events are to be handed over.
-    let watched: Set<String>
+    /// Whether `monitor`'s events are to be handed over.
+    func watches(_ monitor: String) -> Bool { setup.withLock { $0.engine.watchedMonitors.contains(monitor) } }
 
-    func watches(_ monitor: String) -> Bool { watched.contains(monitor) }
+    /// A reload: the thresholds and rules of the new manifest. Those that did
+    /// not change keep their state (no event for them); new ones start, and
+    /// a rule already true fires now, as at the host's start.
+    func replace(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String]) {
+        let now = monotonic(), wall = wallClock()
+        setup.withLock { current in
+            var next = Setup(thresholds: thresholds, rules: rules, plugins: plugins)
+            next.engine.adoptState(from: current.engine)
+            current = next
+        }
+        update { $0.start(now: now, wallTime: wall) }
+    }
 
     /// Evaluates every rule once (one already true fires now) and starts
     /// the staleness clocks. Call after the sinks started, before monitors.
@@ -87,14 +102,12 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
 
     /// A successful poll of `monitor`.
     func heartbeat(_ monitor: String) {
-        guard watched.contains(monitor) else { return }
         let now = monotonic(), wall = wallClock()
         update { $0.heartbeat(monitor: monitor, now: now, wallTime: wall) }
     }
 
     /// A monitor failed or finished: nothing more will come from it.
     func monitorGone(_ monitor: String) {
-        guard watched.contains(monitor) else { return }
         let now = monotonic(), wall = wallClock()
         update { $0.unavailable(monitor: monitor, now: now, wallTime: wall) }
     }
@@ -104,10 +117,10 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
     /// when several threads report at once. Routing never waits, and an
     /// action's spawn does not wait for the program.
     private func update(_ change: (inout ConditionEngine) -> [Event]) {
-        engine.withLock { engine in
-            publish(change(&engine))
+        setup.withLock { setup in
+            publish(change(&setup.engine), setup: setup)
             // Under the lock, so that the timer's queue gets deadlines in the order they were found.
-            if let next = engine.nextDeadline, next < armed.load(ordering: .relaxed) {
+            if let next = setup.engine.nextDeadline, next < armed.load(ordering: .relaxed) {
                 armed.store(next, ordering: .relaxed)
                 queue.async { [self] in arm(at: next) }
             }
@@ -125,22 +138,22 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the e
         actionQueue.sync {}
     }
 
-    /// Under the engine's lock.
-    private func publish(_ events: [Event]) {
+    /// Under the setup's lock.
+    private func publish(_ events: [Event], setup: Setup) {
         for var event in events {
-            let routes = event.kind == ConditionEngine.ruleKind ? ruleRoutes[event.monitor] : thresholdRoutes[event.monitor]
-            if let routes {
-                bus.publish(&event, to: routes.sinks(kind: event.kind, severity: event.severity), wait: false)
+            let route = event.kind == ConditionEngine.ruleKind ? setup.ruleRoutes[event.monitor] : setup.thresholdRoutes[event.monitor]
+            if let route {
+                bus.publish(&event, route: route, kindIndex: 0, wait: false)
             }
-            if event.kind == ConditionEngine.ruleKind, execs[event.monitor] != nil {
-                actionQueue.async { [self, event] in act(on: event) }
+            if event.kind == ConditionEngine.ruleKind, let exec = setup.execs[event.monitor] {
+                actionQueue.async { [self, event] in act(on: event, exec: exec) }
             }
         }
     }
 
     /// Runs the rule's program if this change is one it runs on.
-    private func act(on event: Event) {
-        guard let exec = execs[event.monitor], case .bool(let active)? = event[field: "active"],
+    private func act(on event: Event, exec: ExecConfig) {
+        guard case .bool(let active)? = event[field: "active"],
               exec.runs(whenActive: active) else { return }
         var environment = ["VIGIL_RULE": event.monitor, "VIGIL_ACTIVE": active ? "true" : "false",
                            "VIGIL_SEVERITY": event.severity.name, "VIGIL_EVENT_TIME": String(event.time)]

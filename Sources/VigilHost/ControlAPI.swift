@@ -43,14 +43,18 @@ public struct ControlResponse: Sendable {
 ///   minute).
 /// - `GET /v1/status`: every monitor and sink.
 /// - `POST /v1/monitors/NAME/poll`: a poll now, outside the schedule.
-/// - `POST /v1/monitors/NAME/restart`: a failed or quarantined monitor runs again.
+/// - `POST /v1/monitors/NAME/stop`, `…/start`: one monitor, the others untouched.
+/// - `POST /v1/monitors/NAME/restart`: stop (when running), then start.
+/// - `POST /v1/reload`: the manifest again, applied as a diff; answers the
+///   diff, or the errors (422) with nothing changed.
+/// - `GET /metrics`: the same counters in Prometheus' text format.
 final class ControlAPI: Sendable {
     let runtime: VigilRuntime
     let losses: LossHistory
 
     init(runtime: VigilRuntime) {
         self.runtime = runtime
-        self.losses = LossHistory(sinks: runtime.sinks.count)
+        self.losses = LossHistory()
     }
 
     func handle(_ request: ControlRequest) async -> ControlResponse {
@@ -63,8 +67,18 @@ final class ControlAPI: Sendable {
             return get ? .json(200, status()) : .error(405, "\(request.method) \(request.path): only GET")
         }
         if parts.count == 4, parts[0] == "v1", parts[1] == "monitors" {
-            return post ? monitorAction(name: parts[2], verb: parts[3])
+            return post ? await monitorAction(name: parts[2], verb: parts[3])
                 : .error(405, "\(request.method) \(request.path): only POST")
+        }
+        if parts == ["v1", "reload"] {
+            guard post else { return .error(405, "\(request.method) \(request.path): only POST") }
+            let result = await runtime.reload(reason: "asked over the control API")
+            return .json(result.applied ? 200 : 422, result)
+        }
+        if parts == ["metrics"] {
+            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            return ControlResponse(status: 200, contentType: PrometheusText.contentType,
+                                   body: SelfMetrics(runtime: runtime).exposition())
         }
         return .error(404, "no such endpoint: \(request.method) \(request.path)")
     }
@@ -85,9 +99,8 @@ final class ControlAPI: Sendable {
             default: break
             }
         }
-        let current = runtime.sinks.map { $0.stats.lost }
-        for (index, lost) in losses.lostInLastMinute(current).enumerated() where lost.total > 0 {
-            reasons.append("sink \(runtime.sinks[index].config.name) lost \(lost.total) events in the last minute (\(lost.description))")
+        for (sink, lost) in losses.lostInLastMinute(runtime.sinks) where lost.total > 0 {
+            reasons.append("sink \(sink.config.name) lost \(lost.total) events in the last minute (\(lost.description))")
         }
         return .json(reasons.isEmpty ? 200 : 503, Health(status: reasons.isEmpty ? "ok" : "unhealthy", reasons: reasons))
     }
@@ -172,7 +185,7 @@ final class ControlAPI: Sendable {
         var state: String
     }
 
-    func monitorAction(name: String, verb: String) -> ControlResponse {
+    func monitorAction(name: String, verb: String) async -> ControlResponse {
         guard let instance = runtime.instances.first(where: { $0.name == name }) else {
             return .error(404, "no monitor '\(name)'; monitors: \(runtime.instances.map(\.name).joined(separator: ", "))")
         }
@@ -185,13 +198,30 @@ final class ControlAPI: Sendable {
                 return .error(409, "monitor '\(name)' is \(instance.state.rawValue), not running")
             }
             instance.pollNow()
-        case "restart":
-            guard instance.state == .failed || instance.state == .quarantined else {
-                return .error(409, "monitor '\(name)' is \(instance.state.rawValue); restart takes a failed or quarantined monitor")
+        case "stop":
+            guard instance.state != .stopped else {
+                return .error(409, "monitor '\(name)' is stopped already")
             }
-            instance.requestRestart()
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                instance.operatorStop { done.resume() }
+            }
+            runtime.hostEvents.publish("monitor_stopped", .notice, [Field("monitor", .string(name))])
+        case "start":
+            guard instance.operatorStart() else {
+                return .error(409, "monitor '\(name)' is \(instance.state.rawValue); start takes a stopped, failed or quarantined monitor")
+            }
+            runtime.hostEvents.publish("monitor_started", .notice, [Field("monitor", .string(name))])
+        case "restart":
+            if instance.state != .stopped {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    instance.operatorStop { done.resume() }
+                }
+            }
+            guard instance.operatorStart() else {
+                return .error(409, "monitor '\(name)' is \(instance.state.rawValue) and cannot be started now")
+            }
         default:
-            return .error(404, "no action '\(verb)' for a monitor; actions: poll, restart")
+            return .error(404, "no action '\(verb)' for a monitor; actions: start, stop, poll, restart")
         }
         return .json(202, Accepted(monitor: name, action: verb, state: instance.state.rawValue))
     }
@@ -205,14 +235,15 @@ private func timestamp(_ ns: Int64) -> String {
 }
 
 /// Every sink's lost count, sampled once a second by the watchdog's tick
-/// (no wake-up of its own), so health can say what was lost in the last minute.
+/// (no wake-up of its own), so health can say what was lost in the last
+/// minute. Sinks are told apart by runner (a reload may replace one under
+/// the same name; retired runners are kept, so no identity is reused).
 final class LossHistory: Sendable {
-    private let samples = LockedState<[(at: Int64, lost: [LossCounts])]>([])
-    private let sinks: Int
+    private let samples = LockedState<[(at: Int64, lost: [ObjectIdentifier: LossCounts])]>([])
 
-    init(sinks: Int) { self.sinks = sinks }
-
-    func sample(_ lost: [LossCounts], now: Int64 = monotonicNanoseconds()) {
+    func sample(_ sinks: [SinkRunner], now: Int64 = monotonicNanoseconds()) {
+        var lost: [ObjectIdentifier: LossCounts] = [:]
+        for sink in sinks { lost[ObjectIdentifier(sink)] = sink.stats.lost }
         samples.withLock { list in
             list.append((now, lost))
             // Keep one sample older than a minute: the base of the window.
@@ -220,14 +251,16 @@ final class LossHistory: Sendable {
         }
     }
 
-    /// Per sink, what `current` adds to the counts of a minute ago (or of the
-    /// oldest sample, or of nothing before the first).
-    func lostInLastMinute(_ current: [LossCounts]) -> [LossCounts] {
-        let base = samples.withLock { $0.first?.lost } ?? Array(repeating: LossCounts(), count: sinks)
-        return zip(current, base).map { now, then in
+    /// Per sink, what it lost since a minute ago (or since the oldest
+    /// sample, or since it started when it came later).
+    func lostInLastMinute(_ sinks: [SinkRunner]) -> [(SinkRunner, LossCounts)] {
+        let base = samples.withLock { $0.first?.lost } ?? [:]
+        return sinks.map { sink in
+            let now = sink.stats.lost
+            let then = base[ObjectIdentifier(sink)] ?? LossCounts()
             var added = LossCounts()
             for reason in LossReason.allCases { added[reason] = now[reason] &- min(now[reason], then[reason]) }
-            return added
+            return (sink, added)
         }
     }
 }

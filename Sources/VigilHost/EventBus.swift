@@ -3,71 +3,196 @@ import Synchronization
 import VigilABI
 import VigilCore
 
+/// Where one source's events go: a monitor, the host (`vigil`), a monitor's
+/// thresholds or a rule. It holds its routes compiled against the sinks in
+/// force, and is read only under the bus lock; a reload bumps the bus's
+/// generation and each route compiles itself again on its next event, so
+/// every event after a reload sees the new sinks and routes together, and
+/// none sees half of each.
+final class Route: @unchecked Sendable {
+    /// The name `match` patterns are matched against.
+    let source: String
+    /// Declared kinds, in the order of the indexes passed to `publish`.
+    let kinds: [String]
+
+    private struct Compiled {
+        var generation: UInt64
+        var routes: MonitorRoutes
+        /// Routes of kinds not declared, computed once each (at most 1024).
+        var undeclared: [String: SinkSet] = [:]
+    }
+
+    /// Outside Swift's exclusivity checks (a pointer, not a property): the
+    /// bus lock is what serializes it.
+    private let compiled: UnsafeMutablePointer<Compiled>
+
+    init(source: String, kinds: [String]) {
+        self.source = source
+        self.kinds = kinds
+        compiled = .allocate(capacity: 1)
+        compiled.initialize(to: Compiled(generation: .max, routes: RouteCompiler(sinks: []).routes(monitor: source, kinds: kinds)))
+    }
+
+    deinit {
+        compiled.deinitialize(count: 1)
+        compiled.deallocate()
+    }
+
+    /// Sinks for an event of declared kind `kindIndex` (or, when negative,
+    /// of `kind`) at `severity`. Under the bus lock.
+    @inline(__always)
+    fileprivate func targets(kindIndex: Int, kind: String, severity: Severity, compiler: RouteCompiler,
+                             generation: UInt64) -> SinkSet {
+        if compiled.pointee.generation != generation {
+            compiled.pointee = Compiled(generation: generation, routes: compiler.routes(monitor: source, kinds: kinds))
+        }
+        if kindIndex >= 0 && kindIndex < kinds.count {
+            return compiled.pointee.routes.sinks(kindIndex: kindIndex, severity: severity)
+        }
+        let mask = compiled.pointee.routes.severityMask(severity)
+        if let known = compiled.pointee.undeclared[kind] { return known & mask }
+        let sinks = compiled.pointee.routes.sinks(kind: kind)
+        if compiled.pointee.undeclared.count < 1024 { compiled.pointee.undeclared[kind] = sinks }
+        return sinks & mask
+    }
+}
+
 /// Where every event goes after a plugin's `emit` has copied it: a sequence
 /// number is assigned and the event is pushed onto the queue of every sink its
 /// route selects. Producers never wait on a sink unless that sink's overflow
 /// policy is `block`, and then they wait only for that sink, outside the bus
 /// lock: a full blocking sink stalls the producers that route to it, never the
 /// others.
+///
+/// The sinks sit in slots (a `SinkSet` bit each) that a reload replaces
+/// under the bus lock (`reconfigure`): a sink that did not change keeps its
+/// slot and its queue, one added takes a free slot, one removed leaves its
+/// slot at once and drains what it already holds. The sequence goes on
+/// across reloads.
 public final class EventBus: @unchecked Sendable {
-    let sinks: [SinkRunner]
-    /// Sinks whose overflow policy is `block`.
-    private let blocking: SinkSet
-    /// The last sequence number given; the bus lock is this state's.
-    private let seq = LockedState<UInt64>(0)
+    private struct State {
+        /// The last sequence number given.
+        var seq: UInt64 = 0
+        var slots: [SinkRunner?]
+        /// Slots whose sink's overflow policy is `block`.
+        var blocking = SinkSet()
+        var compiler: RouteCompiler
+        /// Bumped by each reconfiguration: routes compiled before are stale.
+        var generation: UInt64 = 0
+    }
+
+    /// The bus lock is this state's.
+    private let state: LockedState<State>
+    /// Whether any slot holds a blocking sink: the slow path of `publish`.
+    private let anyBlocking = Atomic<Bool>(false)
     /// Events that matched no sink.
     let unrouted = Atomic<UInt64>(0)
 
-    init(sinks: [SinkRunner]) {
-        self.sinks = sinks
-        var blocking = SinkSet()
-        for (i, sink) in sinks.enumerated() where sink.queue.overflow == .block { blocking.insert(i) }
-        self.blocking = blocking
+    /// `sinks` take slots 0…; `compiler` is compiled from them in that order.
+    init(sinks: [SinkRunner], compiler: RouteCompiler) {
+        precondition(sinks.count <= SinkSet.capacity)
+        var slots = [SinkRunner?](repeating: nil, count: SinkSet.capacity)
+        for (i, sink) in sinks.enumerated() { slots[i] = sink }
+        state = LockedState(State(slots: slots, compiler: compiler))
+        let blocking = Self.blocking(in: slots)
+        state.withLock { $0.blocking = blocking }
+        anyBlocking.store(!blocking.isEmpty, ordering: .releasing)
     }
 
-    /// Stamps `event` with the next sequence number and queues it for `targets`.
-    /// Sequence order is queue order, so every sink sees increasing `seq`.
-    /// With `wait: false` (the host's own events) a full blocking sink takes
-    /// the event over its bound rather than making the host wait.
-    @inline(__always)
-    func publish(_ event: inout Event, to targets: SinkSet, wait: Bool = true) {
-        // Room in blocking sinks is reserved first, without the bus lock held.
-        var reserved = SinkSet()
-        let mustWait = targets & blocking
-        if wait && !mustWait.isEmpty {
-            mustWait.forEach { if sinks[$0].queue.reserve() { reserved.insert($0) } }
+    private static func blocking(in slots: [SinkRunner?]) -> SinkSet {
+        var set = SinkSet()
+        for (i, sink) in slots.enumerated() where sink?.queue.overflow == .block { set.insert(i) }
+        return set
+    }
+
+    /// Puts `slots` (index = `SinkSet` bit) and routes compiled by `compiler`
+    /// in force at once. Sinks left out get no more events.
+    func reconfigure(slots: [SinkRunner?], compiler: RouteCompiler) {
+        precondition(slots.count == SinkSet.capacity)
+        let blocking = Self.blocking(in: slots)
+        state.withLock { s in
+            s.slots = slots
+            s.blocking = blocking
+            s.compiler = compiler
+            s.generation &+= 1
         }
-        if targets.isEmpty {
-            event.seq = seq.withLock { seq in
-                seq &+= 1
-                return seq
-            }
-            unrouted.add(1, ordering: .relaxed)
+        anyBlocking.store(!blocking.isEmpty, ordering: .releasing)
+    }
+
+    /// Stamps `event` with the next sequence number and queues it for the
+    /// sinks `route` selects (kind `kindIndex` of its declared kinds, or
+    /// by the event's kind when negative). Sequence order is queue order, so
+    /// every sink sees increasing `seq`. With `wait: false` (the host's own
+    /// events) a full blocking sink takes the event over its bound rather
+    /// than making the host wait.
+    @inline(__always)
+    func publish(_ event: inout Event, route: Route, kindIndex: Int = -1, wait: Bool = true) {
+        if wait && anyBlocking.load(ordering: .relaxed) {
+            publishWaiting(&event, route: route, kindIndex: kindIndex)
             return
         }
-        seq.withLock { seq in
-            seq &+= 1
-            event.seq = seq
+        let delivered = state.withLock { s -> Bool in
+            let targets = route.targets(kindIndex: kindIndex, kind: event.kind, severity: event.severity,
+                                        compiler: s.compiler, generation: s.generation)
+            s.seq &+= 1
+            event.seq = s.seq
+            if targets.isEmpty { return false }
+            let force = !wait
+            targets.forEach { i in s.slots[i]?.queue.push(event, force: force) }
+            return true
+        }
+        if !delivered { unrouted.add(1, ordering: .relaxed) }
+    }
+
+    /// `publish` when a blocking sink may be among the targets: room in
+    /// those is reserved first, without the bus lock held, then the event is
+    /// queued under it. A reconfiguration in between is seen: a reservation
+    /// in a sink no longer targeted is given back.
+    private func publishWaiting(_ event: inout Event, route: Route, kindIndex: Int) {
+        let toReserve = state.withLock { s -> [(Int, SinkRunner)] in
+            let targets = route.targets(kindIndex: kindIndex, kind: event.kind, severity: event.severity,
+                                        compiler: s.compiler, generation: s.generation)
+            var list: [(Int, SinkRunner)] = []
+            (targets & s.blocking).forEach { i in if let sink = s.slots[i] { list.append((i, sink)) } }
+            return list
+        }
+        var reserved: [(Int, SinkRunner)] = []
+        var gaveUp: [SinkRunner] = []
+        for (i, sink) in toReserve {
+            if sink.queue.reserve() { reserved.append((i, sink)) } else { gaveUp.append(sink) }
+        }
+        let (delivered, unused) = state.withLock { s -> (Bool, [SinkRunner]) in
+            let targets = route.targets(kindIndex: kindIndex, kind: event.kind, severity: event.severity,
+                                        compiler: s.compiler, generation: s.generation)
+            s.seq &+= 1
+            event.seq = s.seq
+            var unused: [SinkRunner] = []
+            for (i, sink) in reserved where !(targets.contains(i) && s.slots[i] === sink) { unused.append(sink) }
             targets.forEach { i in
-                if reserved.contains(i) {
-                    sinks[i].queue.pushReserved(event)
-                } else if mustWait.contains(i) && wait {
-                    sinks[i].queue.countLostAtShutdown()  // the wait was given up at shutdown
+                guard let sink = s.slots[i] else { return }
+                if reserved.contains(where: { $0.0 == i && $0.1 === sink }) {
+                    sink.queue.pushReserved(event)
+                } else if gaveUp.contains(where: { $0 === sink }) {
+                    sink.queue.countLostAtShutdown()  // the wait was given up at shutdown
                 } else {
-                    sinks[i].queue.push(event, force: !wait)
+                    sink.queue.push(event)
                 }
             }
+            return (!targets.isEmpty, unused)
         }
+        for sink in unused { sink.queue.cancelReservation() }
+        if !delivered { unrouted.add(1, ordering: .relaxed) }
     }
 
     /// From now on, producers waiting for room in a blocking sink give up at
     /// `deadline` (monotonic ns) and their events are counted as lost to the
     /// shutdown.
     func beginShutdown(deadline: Int64) {
-        blocking.forEach { sinks[$0].queue.giveUpWaiting(at: deadline) }
+        let sinks = state.withLock { s in s.slots.compactMap { $0 } }
+        for sink in sinks where sink.queue.overflow == .block { sink.queue.giveUpWaiting(at: deadline) }
     }
 
-    var lastSequence: UInt64 { seq.withLock { $0 } }
+    var lastSequence: UInt64 { state.withLock { $0.seq } }
 }
 
 /// A sink's bounded queue: many producers, one consumer (the sink's thread).
@@ -199,6 +324,12 @@ final class SinkQueue: Sendable {
             return s.append(event)
         }
         if wake { notEmpty.signal() }
+    }
+
+    /// Gives back a slot `reserve` promised (the sink was reconfigured away).
+    func cancelReservation() {
+        state.withLock { $0.reserved -= 1 }
+        notFull.signal()
     }
 
     /// Counts an event a producer gave up waiting to queue at shutdown.

@@ -28,29 +28,38 @@ final class HostEvents: @unchecked Sendable {
             FieldSpec(name: "monitor", type: .string), FieldSpec(name: "plugin", type: .string),
             FieldSpec(name: "restarts", type: .int, unit: "count"), FieldSpec(name: "window_s", type: .double, unit: "seconds"),
         ]),
+        EventSpec(kind: "reloaded", doc: "The host applied a changed manifest: what it added, removed and restarted; the rest ran on untouched.", fields: [
+            FieldSpec(name: "added", type: .string), FieldSpec(name: "removed", type: .string),
+            FieldSpec(name: "changed", type: .string), FieldSpec(name: "unchanged", type: .int, unit: "count"),
+        ]),
+        EventSpec(kind: "monitor_stopped", doc: "An operator stopped a monitor (vigil ctl stop); it stays stopped until started.", fields: [
+            FieldSpec(name: "monitor", type: .string),
+        ]),
+        EventSpec(kind: "monitor_started", doc: "An operator started a monitor (vigil ctl start).", fields: [
+            FieldSpec(name: "monitor", type: .string),
+        ]),
         EventSpec(kind: "stopping", doc: "The host is stopping its monitors, then draining its sinks.", fields: [
             FieldSpec(name: "reason", type: .string),
         ]),
     ]
 
     private var bus: EventBus?
-    private var routes: MonitorRoutes?
+    private let route = Route(source: Manifest.hostMonitorName, kinds: HostEvents.spec.map(\.kind))
     private let clock: @Sendable () -> Int64
 
     init(clock: @escaping @Sendable () -> Int64) {
         self.clock = clock
     }
 
-    func connect(bus: EventBus, compiler: RouteCompiler) {
+    func connect(bus: EventBus) {
         self.bus = bus
-        self.routes = compiler.routes(monitor: Manifest.hostMonitorName, kinds: Self.spec.map(\.kind))
     }
 
     func publish(_ kind: String, _ severity: Severity, _ fields: [Field]) {
-        guard let bus, let routes else { return }
+        guard let bus else { return }
         var event = Event(time: clock(), monitor: Manifest.hostMonitorName, plugin: Manifest.hostMonitorName,
                           kind: kind, severity: severity, fields: fields)
-        bus.publish(&event, to: routes.sinks(kind: kind, severity: severity), wait: false)
+        bus.publish(&event, route: route, kindIndex: Self.spec.firstIndex { $0.kind == kind } ?? -1, wait: false)
     }
 
     func instanceFailed(monitor: String, plugin: String, call: String, status: String, message: String) {

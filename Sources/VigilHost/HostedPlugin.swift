@@ -59,11 +59,15 @@ extension ResolvedManifest where Plugin == HostedPlugin {
     /// refuses the plugin, crashes or hangs while loading it refuses the
     /// monitor, as an in-process refusal does. Runners of enabled monitors
     /// only (a disabled one is described in a runner that then ends).
+    /// `reuse` gives the plugin of a monitor that runs already and did not
+    /// change (a reload): it is neither loaded again nor given a new runner.
     public static func resolve(_ manifest: Manifest, catalog: PluginCatalog, allowUnsafe: Bool,
-                               decisions: inout [String: IsolationDecision]) -> Self {
+                               decisions: inout [String: IsolationDecision],
+                               reuse: (MonitorConfig) -> HostedPlugin? = { _ in nil }) -> Self {
         let host = PluginProbes.hostDirectories()
         var made: [String: IsolationDecision] = [:]
         let result = resolve(manifest, catalog: catalog) { monitor, reference -> Result<HostedPlugin, PluginRefusal> in
+            if let running = reuse(monitor) { return .success(running) }
             let isPath = reference.contains("/") || reference.hasSuffix(".so")
             let path = isPath ? reference : catalog.locate(reference)
             let decision = IsolationDecision.decide(for: monitor, in: manifest, path: path, hostDirectories: host)

@@ -28,7 +28,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     let logger: Logger
     let clock: @Sendable () -> Int64
     private let bus: EventBus
-    private let routes: MonitorRoutes
+    /// Where its events go; compiled again by the bus after a reload.
+    let route: Route
     private let hostEvents: HostEvents
     private let queue: DispatchQueue
 
@@ -68,8 +69,6 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     private var availabilityRefilled = monotonicNanoseconds()
     private var availabilitySuppressed = 0
     private var availabilityDeferred = false
-    /// Routes of kinds the plugin did not declare, computed once each. Guarded by `lock`.
-    private var undeclaredKinds: [String: SinkSet] = [:]
 
     /// Set when the plugin said it has nothing more to emit (ABI 1.1 `finished`).
     let finished = Atomic<Bool>(false)
@@ -102,18 +101,33 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     let polls = Atomic<UInt64>(0)
     let pollErrors = Atomic<UInt64>(0)
     let pollNanoseconds = Atomic<UInt64>(0)
+    /// How long each kind of call into the plugin took.
+    let callTimes = CallTimes()
 
     /// The manifest's entry, for locating a plugin's complaints about options.
     let config: MonitorConfig
     /// Thresholds and rules that read this monitor's events; nil when none does.
     private let conditions: ConditionProcessor?
+    /// Whether `conditions` reads this monitor's events now (a reload may change it).
+    let observed = Atomic<Bool>(false)
+    /// The plugin as resolved for this instance, and its configuration's
+    /// fingerprint: a reload keeps the instance while both are the same.
+    let plugin: HostedPlugin?
+    let fingerprint: String
+    /// Bumped (on `queue`) when an operator stops or starts the monitor, so
+    /// that a retry or restart scheduled before does not undo it.
+    private var generation = 0
+    /// Stopped by an operator (`vigil ctl stop`): no restart, no done.
+    private var stoppedByOperator = false
 
     init(config: MonitorConfig, description: PluginDescription, transport: any PluginTransport, options: [BoundOption],
-         bus: EventBus, routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
-         conditions: ConditionProcessor? = nil,
+         bus: EventBus, hostEvents: HostEvents, logger: Logger,
+         conditions: ConditionProcessor? = nil, plugin: HostedPlugin? = nil, fingerprint: String = "",
          clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
         self.name = config.name
         self.conditions = conditions
+        self.plugin = plugin
+        self.fingerprint = fingerprint
         self.config = config
         self.description = description
         self.transport = transport
@@ -133,7 +147,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         let kinds = description.events.map(\.kind) + PluginDescription.hostKinds.map(\.kind)
         self.decoder = EventDecoder(monitor: config.name, plugin: description.name, events: description.events)
         self.availabilityKind = kinds.firstIndex(of: "availability")!
-        self.routes = compiler.routes(monitor: config.name, kinds: kinds)
+        self.route = Route(source: config.name, kinds: kinds)
         self.queue = DispatchQueue(label: "vigil.monitor.\(config.name)")
         (transport as? RunnerTransport)?.whenDiedOutsideACall { [weak self] death in self?.runnerDied(death) }
     }
@@ -180,7 +194,11 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// (at least 1 s) up to a minute.
     private func retryLater(_ body: @escaping @Sendable () -> Void) {
         startRetryDelay = min(max(startRetryDelay * 2, max(interval, 1_000_000_000)), 60_000_000_000)
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { body() }
+        let scheduledIn = generation
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { [self] in
+            guard generation == scheduledIn else { return }  // stopped or started again since
+            body()
+        }
     }
 
     /// One create attempt; a failed one leaves nothing behind (its context
@@ -260,7 +278,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         switch status {
         case VIGIL_OK:
             if inferredUnavailable { infer(available: true, reason: "") }
-            conditions?.heartbeat(name)
+            if observed.load(ordering: .relaxed) { conditions?.heartbeat(name) }
         case VIGIL_E_TEMPORARY:
             let n = pollErrors.add(1, ordering: .relaxed).newValue
             noteError("poll failed: \(message.isEmpty ? "no reason given" : message)")
@@ -304,7 +322,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// The monitor will not run again (failed, or its policy says never).
     private func stopForGood() {
         set(.failed)
-        conditions?.monitorGone(name)
+        if observed.load(ordering: .relaxed) { conditions?.monitorGone(name) }
         onDone()
     }
 
@@ -322,7 +340,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         logger.error("the plugin's runner ended in \(call): \(death)\(lastWords.isEmpty ? "" : "; its last log lines: \(lastWords.joined(separator: " | "))")")
         noteError("the plugin's runner ended in \(call): \(death)")
         hostEvents.instanceCrashed(monitor: name, plugin: description.path, call: call, death: death, lastLog: lastWords)
-        guard !stopping else { return }
+        guard !stopping, !stoppedByOperator else { return }
         supervise(finished: false)
     }
 
@@ -330,7 +348,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// crashed between polls): handled on the queue like a crash in a call.
     private func runnerDied(_ death: RunnerDeath) {
         queue.async { [self] in
-            guard !stopping, state == .running || state == .retrying else { return }
+            guard !stopping, !stoppedByOperator, state == .running || state == .retrying else { return }
             crashed(call: "running (between calls)", death: death)
         }
     }
@@ -345,8 +363,9 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             set(.restarting)
             restarts.add(1, ordering: .relaxed)
             logger.notice("restarting in \(RunnerProcess.seconds(after)) (restart \(budget.restarts(now: monotonicNanoseconds())) of at most \(budget.config.maxRestarts) in \(RunnerProcess.seconds(budget.config.restartWindow)))")
+            let scheduledIn = generation
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: after))) { [self] in
-                guard !stopping, state == .restarting else { return }
+                guard !stopping, generation == scheduledIn, state == .restarting else { return }
                 launch()
             }
         case .quarantine:
@@ -412,6 +431,65 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         }
     }
 
+    /// An operator stops the monitor (`vigil ctl stop`): its instance is
+    /// stopped and destroyed, no retry or restart scheduled before runs, and
+    /// it stays stopped until `operatorStart`. The others are not touched.
+    /// `completion` runs on the instance's queue once it is stopped.
+    func operatorStop(completion: @escaping @Sendable () -> Void = {}) {
+        queue.async { [self] in
+            generation += 1
+            stoppedByOperator = true
+            timer?.cancel()
+            timer = nil
+            quarantineCheck?.cancel()
+            quarantineCheck = nil
+            stopAndDestroy()
+            if !stopping { set(.stopped) }
+            if observed.load(ordering: .relaxed) { conditions?.monitorGone(name) }
+            logger.notice("stopped by an operator")
+            completion()
+        }
+    }
+
+    /// An operator starts a monitor that is stopped, failed or quarantined:
+    /// a fresh instance, a fresh restart budget. False when it is running
+    /// (or on its way) already, or the host is stopping.
+    func operatorStart() -> Bool {
+        queue.sync { [self] in
+            let now = state
+            guard !stopping, now == .stopped || now == .failed || now == .quarantined || now == .idle && stoppedByOperator
+            else { return false }
+            generation += 1
+            stoppedByOperator = false
+            finished.store(false, ordering: .releasing)
+            quarantineCheck?.cancel()
+            quarantineCheck = nil
+            quarantinedFile = nil
+            budget.reset()
+            startRetryDelay = 0
+            set(.idle)
+            logger.notice("started by an operator")
+            launch()
+            return true
+        }
+    }
+
+    /// Stops (when running) and destroys the plugin's instance. On `queue`.
+    private func stopAndDestroy() {
+        guard transport.hasInstance else { return }
+        if state == .running {
+            switch call("stop", { transport.stop(timeout: timeout) }) {
+            case .returned(let status, let message) where status != VIGIL_OK:
+                logger.warning("stop returned \(Self.statusName(status)): \(message)")
+            case .crashed(let death):
+                crashed(call: "stop", death: death)
+            default:
+                break
+            }
+        }
+        destroyInstance()
+    }
+
     /// Creates the instance and destroys it again, on its queue; returns the
     /// nanoseconds create took, or the failure (for `plugins describe --timing`).
     func timeCreate() -> Result<Int64, PluginRefusal> {
@@ -439,19 +517,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             timer = nil
             quarantineCheck?.cancel()
             quarantineCheck = nil
-            if transport.hasInstance {
-                if state == .running {
-                    switch call("stop", { transport.stop(timeout: timeout) }) {
-                    case .returned(let status, let message) where status != VIGIL_OK:
-                        logger.warning("stop returned \(Self.statusName(status)): \(message)")
-                    case .crashed(let death):
-                        crashed(call: "stop", death: death)
-                    default:
-                        break
-                    }
-                }
-                destroyInstance()
-            }
+            stopAndDestroy()
             if state != .failed && state != .quarantined { set(.stopped) }
             completion()
         }
@@ -459,8 +525,12 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     /// Runs one call into the plugin, recording it for the watchdog.
     private func call(_ what: String, _ body: () -> CallOutcome) -> CallOutcome {
-        lock.withLock { inFlight = (what, monotonicNanoseconds(), false) }
-        defer { lock.withLock { inFlight = nil } }
+        let began = monotonicNanoseconds()
+        lock.withLock { inFlight = (what, began, false) }
+        defer {
+            lock.withLock { inFlight = nil }
+            callTimes.record(what, nanoseconds: monotonicNanoseconds() - began)
+        }
         return body()
     }
 
@@ -494,10 +564,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             refuse(error)
             return error.status
         }
-        let targets = kindIndex >= 0 ? routes.sinks(kindIndex: kindIndex, severity: copy.severity)
-                                     : undeclaredRoute(copy.kind) & routes.severityMask(copy.severity)
-        bus.publish(&copy, to: targets)
-        conditions?.observe(copy)
+        bus.publish(&copy, route: route, kindIndex: kindIndex)
+        observe(copy)
         emitted.add(1, ordering: .relaxed)
         return VIGIL_OK
     }
@@ -549,8 +617,14 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             }
             return
         }
-        conditions?.monitorGone(name)
+        if observed.load(ordering: .relaxed) { conditions?.monitorGone(name) }
         onDone()
+    }
+
+    /// Hands an event to the thresholds and rules, when one reads this monitor.
+    @inline(__always)
+    private func observe(_ event: Event) {
+        if observed.load(ordering: .relaxed) { conditions?.observe(event) }
     }
 
     private func noteError(_ text: String) {
@@ -578,23 +652,13 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// Finished, or failed: nothing more will come from this instance.
     var isDone: Bool { finished.load(ordering: .acquiring) || state == .failed }
 
-    /// Sinks for a kind the plugin did not declare, glob-matched once per kind.
-    private func undeclaredRoute(_ kind: String) -> SinkSet {
-        lock.withLock {
-            if let known = undeclaredKinds[kind] { return known }
-            let sinks = routes.sinks(kind: kind)
-            if undeclaredKinds.count < 1024 { undeclaredKinds[kind] = sinks }
-            return sinks
-        }
-    }
-
     /// The plugin declares its source present or absent (`set_availability`).
     func setAvailability(_ available: Bool, reason: String) {
         let event = lock.withLock {
             declared = (available, available ? "" : reason)
             return publishAvailabilityLocked()
         }
-        if let event { conditions?.observe(event) }  // outside the lock: a rule's action may be spawned
+        if let event { observe(event) }  // outside the lock: a rule's action may be spawned
     }
 
     /// The host infers availability from statuses; `true` clears the inference.
@@ -605,7 +669,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             inferred = available ? nil : (false, reason)
             return publishAvailabilityLocked()
         }
-        if let event { conditions?.observe(event) }
+        if let event { observe(event) }
     }
 
     /// Routes an `availability` event when the effective availability changed.
@@ -631,7 +695,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
                         availabilityDeferred = false
                         return publishAvailabilityLocked()
                     }
-                    if let event { conditions?.observe(event) }
+                    if let event { observe(event) }
                 }
             }
             return nil
@@ -650,7 +714,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
                           severity: effective.0 ? .info : .notice,
                           fields: [Field("available", .bool(effective.0)), Field("reason", .string(effective.1))])
         // Never waits: this runs under the instance lock, maybe on a plugin's thread.
-        bus.publish(&event, to: routes.sinks(kindIndex: availabilityKind, severity: event.severity), wait: false)
+        bus.publish(&event, route: route, kindIndex: availabilityKind, wait: false)
         return event
     }
 }

@@ -24,14 +24,13 @@ public enum PluginTiming {
                                    location: SourceLocation(file: "timing", line: 1, column: 1))
         let (options, problems) = OptionBinder.bind(config, to: plugin.description)
         guard problems.isEmpty else { return .success((load, nil)) }  // required options: no default instance
-        let bus = EventBus(sinks: [])
-        let compiler = RouteCompiler(sinks: [])
+        let bus = EventBus(sinks: [], compiler: RouteCompiler(sinks: []))
         let hostEvents = HostEvents(clock: realtimeNanoseconds)
-        hostEvents.connect(bus: bus, compiler: compiler)
+        hostEvents.connect(bus: bus)
         var logger = Logger(label: "timing")
         logger.logLevel = .critical
         let instance = MonitorInstance(config: config, description: plugin.description, transport: InProcessTransport(plugin: plugin),
-                                       options: options, bus: bus, routes: compiler,
+                                       options: options, bus: bus,
                                        hostEvents: hostEvents, logger: logger)
         switch instance.timeCreate() {
         case .success(let ns): return .success((load, ns))

@@ -94,21 +94,22 @@ extension VigilRuntime {
         let cpu = seconds(usage)
         var children = rusage()
         getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &children)
-        let sinks = self.sinks.map { runner in
+        // Sinks and monitors a reload retired count too: what they lost is the run's.
+        let sinks = allSinks.map { runner in
             let s = runner.stats
             return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
                                    dropped: s.dropped, failed: s.failed, highWater: s.highWater,
                                    queueSize: runner.config.queueCapacity,
                                    firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite)
         }
-        let monitors = instances.map { i in
+        let monitors = allInstances.map { i in
             RunSummary.Monitor(name: i.name, emitted: i.emitted.load(ordering: .relaxed), refused: i.refusals.total,
                                refusedBy: Dictionary(uniqueKeysWithValues: i.refusals.snapshot.map { ($0.reason.name, $0.count) }),
                                lateCalls: i.lateCalls, logCuts: i.logCuts.load(ordering: .relaxed),
                                polls: i.polls.load(ordering: .relaxed), pollErrors: i.pollErrors.load(ordering: .relaxed),
                                pollNs: i.pollNanoseconds.load(ordering: .relaxed))
         }
-        let actions = resolution.rules.filter { $0.exec != nil }.map { rule in
+        let actions = ruleSpecs.filter { $0.exec != nil }.map { rule in
             let c = self.actions.counters(for: rule.name)
             return RunSummary.Action(rule: rule.name, started: c.started, succeeded: c.succeeded, failed: c.failed,
                                      timedOut: c.timedOut, skipped: c.skipped)
@@ -150,7 +151,7 @@ extension VigilRuntime {
                 logger.info("\(head), none lost; \(tail)")
             }
         }
-        for instance in instances where instance.refusals.total > 0 {
+        for instance in allInstances where instance.refusals.total > 0 {
             let reasons = instance.refusals.snapshot.map { "\($0.count) \($0.reason.name)" }.joined(separator: ", ")
             logger.warning("monitor \(instance.name): emits refused: \(reasons)")
         }

@@ -40,7 +40,7 @@ struct SupervisorService: Service {
             runtime.hostEvents.pluginRefused(monitor: config.name, plugin: config.plugin, reason: reason)
         }
         // Rules already true with no values (a `none:`) fire before any monitor runs.
-        runtime.conditions?.start()
+        runtime.conditions.start()
         for instance in runtime.instances { instance.launch() }
         runtime.hostEvents.publish("started", .notice, [
             Field("version", .string(vigilVersion)), Field("monitors", .int(Int64(runtime.instances.count))),
@@ -49,12 +49,14 @@ struct SupervisorService: Service {
         runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
         let watchdog = Task { await Self.watch(runtime) }
         try? await gracefulShutdown()
+        // A reload in progress finishes first; none starts after.
+        await runtime.endReloads()
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
         // A plugin blocked on a full `block` sink must not hold up its own stop
         // for ever: such waits give up at the drain deadline.
         runtime.bus.beginShutdown(deadline: drain.begin())
         await runtime.stopInstances(timeout: stopTimeout)
-        runtime.conditions?.shutdown()
+        runtime.conditions.shutdown()
         // A rule's program still running gets until the drain deadline, then
         // is killed; the wait is on a thread of its own, not the service's.
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
@@ -71,17 +73,19 @@ struct SupervisorService: Service {
     /// idle); and ends runners over their `limits:`, looking four times a
     /// second when a runner has limits no cgroup enforces.
     static func watch(_ runtime: VigilRuntime) async {
-        let watched = runtime.instances.filter(\.watchesLimits)
-        let period = watched.isEmpty ? 1_000_000_000 : RunnerLimits.period
         var tick: Int64 = 0
         while !Task.isCancelled {
+            // The monitors in force now: a reload may have changed them.
+            let instances = runtime.instances
+            let watched = instances.filter(\.watchesLimits)
+            let period = watched.isEmpty ? 1_000_000_000 : RunnerLimits.period
             try? await Task.sleep(for: .nanoseconds(period))
             for instance in watched { instance.checkLimits() }
             tick += period
             guard tick >= 1_000_000_000 else { continue }
             tick = 0
-            runtime.control?.losses.sample(runtime.sinks.map(\.stats.lost))
-            for instance in runtime.instances {
+            runtime.control?.losses.sample(runtime.sinks)
+            for instance in instances {
                 if let (call, elapsed) = instance.overdueCall(deadline: instance.timeout) {
                     instance.logger.warning("\(call) has been running for \(Units.formatDuration(elapsed / 1_000_000 * 1_000_000)) (timeout \(Units.formatDuration(instance.timeout))); this monitor's next calls wait, the others go on")
                 }
@@ -94,15 +98,19 @@ struct SupervisorService: Service {
 /// stopped the monitors) closes every queue at once, so all sinks drain in
 /// parallel against one deadline, and joins them.
 struct SinksService: Service {
-    let runners: [SinkRunner]
+    let runtime: VigilRuntime
     let drain: DrainDeadline
     let logger: Logger
 
     func run() async throws {
-        for runner in runners { runner.start() }
+        for runner in runtime.sinks { runner.start() }
         try? await gracefulShutdown()
+        // After the supervisor ended reloads: the sinks in force are final,
+        // and those a reload retired may still be draining.
+        await runtime.endReloads()
         let deadline = drain.begin()
         let drainTimeout = drain.timeout
+        let runners = runtime.allSinks
         for runner in runners { runner.beginStop(deadline: deadline) }
         for runner in runners where await !runner.join(until: deadline.addingSaturating(1_000_000_000)) {
             logger.error("sink \(runner.config.name) did not finish within \(Units.formatDuration(drainTimeout)) of shutdown; exiting without it")
@@ -110,16 +118,19 @@ struct SinksService: Service {
     }
 }
 
-/// SIGHUP: every sink reopens its files (logrotate's move, then signal).
-struct ReopenService: Service {
-    let sinks: [SinkRunner]
+/// SIGHUP: the manifest is read again and what changed is applied (when
+/// the host has a manifest file), then every sink reopens its files
+/// (logrotate's move, then signal), whether the reload applied or not.
+struct HangupService: Service {
+    let runtime: VigilRuntime
     let logger: Logger
 
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
+            if runtime.options.reloader != nil { _ = await runtime.reload(reason: "SIGHUP") }
             logger.info("SIGHUP: reopening sink files")
-            for runner in sinks { runner.requestReopen() }
+            for runner in runtime.sinks { runner.requestReopen() }
         }
     }
 }

@@ -7,7 +7,7 @@ import VigilHost
 struct Ctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ctl",
-        abstract: "Ask a running vigil: its health and status, or to poll or restart one monitor.",
+        abstract: "Ask a running vigil: its health and status; start, stop, poll or restart one monitor; reload the manifest.",
         discussion: """
         Speaks to the control socket of `vigil run` (--control; by default $VIGIL_STATE_DIR/vigil.sock, as root \
         /run/vigil/vigil.sock, else $XDG_RUNTIME_DIR/vigil/vigil.sock). Tables on a terminal, the API's JSON \
@@ -16,7 +16,7 @@ struct Ctl: AsyncParsableCommand {
         Exit status: 0 when the host answered yes (healthy; the action taken); 1 when it answered no (unhealthy; \
         the action refused, with its reason); 2 when it could not be reached.
         """,
-        subcommands: [Health.self, Status.self, Poll.self, Restart.self])
+        subcommands: [Health.self, Status.self, Start.self, Stop.self, Poll.self, Restart.self, Reload.self])
 
     struct Connection: ParsableArguments {
         @Option(help: ArgumentHelp("The host's control socket: unix:PATH.", valueName: "ADDRESS"))
@@ -105,8 +105,56 @@ struct Ctl: AsyncParsableCommand {
         func run() async throws { try await act(connection, monitor, "poll") }
     }
 
+    struct Start: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Start one stopped, failed or quarantined monitor; the others are untouched.")
+        @Argument(help: "The monitor's name in the manifest.") var monitor: String
+        @OptionGroup var connection: Connection
+
+        func run() async throws { try await act(connection, monitor, "start") }
+    }
+
+    struct Stop: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop one monitor (until started again or reloaded changed); the others are untouched.")
+        @Argument(help: "The monitor's name in the manifest.") var monitor: String
+        @OptionGroup var connection: Connection
+
+        func run() async throws { try await act(connection, monitor, "stop") }
+    }
+
+    struct Reload: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Read the manifest again and apply what changed; exit 1 with the errors when it is invalid (nothing changes then).")
+        @OptionGroup var connection: Connection
+
+        func run() async throws {
+            let reply = try await connection.ask(.POST, "/v1/reload")
+            if connection.json {
+                print(reply.text, terminator: "")
+                if reply.status != 200 { throw ExitCode(1) }
+                return
+            }
+            let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any] ?? [:]
+            guard reply.status == 200 else {
+                let errors = object["errors"] as? [String] ?? []
+                if errors.isEmpty { return try refuse(reply) }
+                FileHandle.standardError.write(Data("vigil ctl: reload refused; the running configuration stays:\n".utf8))
+                for e in errors { FileHandle.standardError.write(Data("  \(e)\n".utf8)) }
+                throw ExitCode(1)
+            }
+            for what in ["monitors", "sinks"] {
+                let diff = object[what] as? [String: [String]] ?? [:]
+                let parts = [("added", "added"), ("removed", "removed"), ("changed", "restarted")].compactMap { key, word in
+                    (diff[key] ?? []).isEmpty ? nil : "\(word) \(diff[key]!.joined(separator: ", "))"
+                }
+                let unchanged = diff["unchanged"]?.count ?? 0
+                print("\(what): \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))\(unchanged > 0 ? " (\(unchanged) unchanged)" : "")")
+            }
+            for w in object["warnings"] as? [String] ?? [] { print("warning: \(w)") }
+        }
+    }
+
     struct Restart: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Run a failed or quarantined monitor again.")
+        static let configuration = CommandConfiguration(abstract: "Stop one monitor (when running) and start it again, with a fresh restart budget.")
         @Argument(help: "The monitor's name in the manifest.") var monitor: String
         @OptionGroup var connection: Connection
 

@@ -124,7 +124,10 @@ struct Run: AsyncParsableCommand {
         the others run. Plugin files are checked before they are loaded (owner, permissions, ELF headers; \
         docs/plugins.md), and a plugin from outside vigil's own directory and /usr/local/lib/vigil/plugins is \
         loaded once in a child process first, so that one that crashes or hangs while loading is refused. \
-        SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
+        SIGHUP (or 'vigil ctl reload', or a change with --watch) reads the manifest again and applies only what \
+        changed: monitors and sinks whose configuration is the same keep running untouched, removed ones stop and \
+        drain, added ones start, changed ones restart; an invalid manifest changes nothing. SIGHUP also makes file \
+        sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
         monitor is stopped and every sink drained before exit, within one --drain-timeout.
 
         Exit status: 0 when every routed event was delivered; 3 when a sink lost events (the exit lines and \
@@ -146,6 +149,8 @@ struct Run: AsyncParsableCommand {
     var control: String?
     @Option(name: .customLong("control-group"), help: ArgumentHelp("The group the control socket is opened to (mode 0660); default: vigil's own.", valueName: "GROUP"))
     var controlGroup: String?
+    @Flag(help: "Reload when the manifest (or a file it includes) changes, as SIGHUP and 'vigil ctl reload' do.")
+    var watch = false
     @OptionGroup var plugins: PluginDirOptions
 
     func run() async throws {
@@ -193,9 +198,36 @@ struct Run: AsyncParsableCommand {
         for (config, _) in resolution.refused {
             logger.error("monitor '\(config.name)' will not run; the others go on")
         }
+        options.reloader = reloader(logger: logger)
+        options.watch = watch
+        let path = self.manifest
+        options.watchFiles = { [path] }
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
         let summary = try await runtime.run()
         if summary.lost > 0 { throw ExitCode(3) }
+    }
+}
+
+extension Run {
+    /// How a reload reads and resolves the manifest: as at start, with new
+    /// plugin files found, except that monitors which did not change keep
+    /// the plugin they run with.
+    func reloader(logger: Logger) -> ManifestReloader {
+        let path = manifest
+        let plugins = self.plugins
+        return { reuse in
+            let (loaded, diagnostics) = ManifestFile.load(path)
+            guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
+                return .invalid(diagnostics)
+            }
+            let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
+                                          warn: { logger.warning("\($0)") })
+            var decisions: [String: IsolationDecision] = [:]
+            let resolution = ResolvedManifest<HostedPlugin>.resolve(manifest, catalog: catalog,
+                                                                    allowUnsafe: plugins.allowUnsafe(manifest),
+                                                                    decisions: &decisions, reuse: { reuse($0, manifest) })
+            return .ready(manifest, resolution, warnings: diagnostics)
+        }
     }
 }
 

@@ -1,0 +1,117 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// `vigil run --watch`: the manifest is reloaded when it, or a file it
+/// includes, changes. inotify watches the directories that hold them (an
+/// editor saves by writing a new file and renaming it over the old, and a
+/// new fragment appears in its directory), and the names in them that
+/// matter; a burst of changes (a save, a `cp -r conf.d`) makes one reload,
+/// 300 ms after the last. The descriptor is read by a dispatch source, so
+/// a host with nothing changing does not wake for it.
+struct ManifestWatchService: Service {
+    let runtime: VigilRuntime
+    let logger: Logger
+    /// Quiet time after the last change before reloading.
+    static let settle: Int64 = 300_000_000
+
+    func run() async throws {
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard fd >= 0 else {
+            logger.error("--watch: inotify is not available (\(String(cString: strerror(errno)))); reload with SIGHUP or vigil ctl reload")
+            return
+        }
+        let watcher = Watcher(fd: fd, runtime: runtime, logger: logger)
+        watcher.rewatch()
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: watcher.queue)
+        source.setEventHandler { watcher.drain() }
+        source.setCancelHandler { close(fd) }
+        source.resume()
+        try? await gracefulShutdown()
+        source.cancel()
+        watcher.queue.sync { watcher.cancelled = true }
+    }
+
+    /// Everything here runs on `queue`.
+    final class Watcher: @unchecked Sendable {
+        let fd: Int32
+        let runtime: VigilRuntime
+        let logger: Logger
+        let queue = DispatchQueue(label: "vigil.watch")
+        /// Watched directories (watch descriptor → path), and the files of interest in each.
+        private var directories: [Int32: String] = [:]
+        private var files: Set<String> = []
+        private var pending: DispatchWorkItem?
+        var cancelled = false
+
+        init(fd: Int32, runtime: VigilRuntime, logger: Logger) {
+            self.fd = fd
+            self.runtime = runtime
+            self.logger = logger
+        }
+
+        /// Watches the directories of the manifest's files now (a reload may
+        /// have added an include).
+        func rewatch() {
+            let wanted = runtime.options.watchFiles().map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            files = Set(wanted)
+            let dirs = Set(wanted.map { ($0 as NSString).deletingLastPathComponent })
+            let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB)
+            for dir in dirs where !directories.values.contains(dir) {
+                let wd = inotify_add_watch(fd, dir, mask)
+                if wd >= 0 {
+                    directories[wd] = dir
+                } else {
+                    logger.warning("--watch: cannot watch \(dir): \(String(cString: strerror(errno)))")
+                }
+            }
+            for (wd, dir) in directories where !dirs.contains(dir) {
+                inotify_rm_watch(fd, wd)
+                directories[wd] = nil
+            }
+        }
+
+        /// Reads every queued event; one naming a file of interest (or a
+        /// YAML file in a watched directory: a new fragment) schedules a reload.
+        func drain() {
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            var relevant = false
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                var offset = 0
+                while offset + MemoryLayout<inotify_event>.size <= n {
+                    let (wd, length) = buffer.withUnsafeBytes { raw -> (Int32, Int) in
+                        let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                        return (event.wd, Int(event.len))
+                    }
+                    let nameStart = offset + MemoryLayout<inotify_event>.size
+                    let nameEnd = min(n, nameStart + length)
+                    let name = String(decoding: buffer[nameStart..<nameEnd].prefix { $0 != 0 }, as: UTF8.self)
+                    if let dir = directories[wd] {
+                        let path = dir + "/" + name
+                        if files.contains(path) || name.hasSuffix(".yaml") || name.hasSuffix(".yml") { relevant = true }
+                    } else if wd >= 0 {
+                        relevant = true  // IN_IGNORED and the like: look again
+                    }
+                    offset = nameEnd
+                }
+            }
+            guard relevant, !cancelled else { return }
+            pending?.cancel()
+            let item = DispatchWorkItem { [self] in
+                guard !cancelled else { return }
+                let done = DispatchSemaphore(value: 0)
+                Task {
+                    let result = await runtime.reload(reason: "a watched file changed")
+                    if !result.applied { logger.error("--watch: the changed manifest was refused; the running configuration stays") }
+                    done.signal()
+                }
+                done.wait()
+                rewatch()
+            }
+            pending = item
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(ManifestWatchService.settle)), execute: item)
+        }
+    }
+}

@@ -1,0 +1,60 @@
+/// Prometheus' text exposition format (0.0.4), written into a byte buffer:
+/// `# HELP` and `# TYPE` once per family, then its samples, label values
+/// escaped as the format says (backslash, double quote, newline). Names are
+/// the caller's (fixed in the code); values from outside (monitor and sink
+/// names) only ever appear as label values.
+struct PrometheusText {
+    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    enum Kind: String { case counter, gauge, histogram }
+
+    private(set) var bytes: [UInt8] = []
+
+    mutating func family(_ name: String, _ kind: Kind, _ help: String) {
+        bytes += Array("# HELP \(name) ".utf8)
+        for b in help.utf8 {
+            switch b {
+            case UInt8(ascii: "\\"): bytes += Array("\\\\".utf8)
+            case UInt8(ascii: "\n"): bytes += Array("\\n".utf8)
+            default: bytes.append(b)
+            }
+        }
+        bytes += Array("\n# TYPE \(name) \(kind.rawValue)\n".utf8)
+    }
+
+    mutating func sample(_ name: String, _ labels: KeyValuePairs<String, String> = [:], _ value: Double) {
+        sample(name, labels.map { ($0.key, $0.value) }, value)
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
+        bytes += Array(name.utf8)
+        if !labels.isEmpty {
+            bytes.append(UInt8(ascii: "{"))
+            for (i, (key, text)) in labels.enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                bytes += Array(key.utf8)
+                bytes += Array("=\"".utf8)
+                for b in text.utf8 {
+                    switch b {
+                    case UInt8(ascii: "\\"): bytes += Array("\\\\".utf8)
+                    case UInt8(ascii: "\""): bytes += Array("\\\"".utf8)
+                    case UInt8(ascii: "\n"): bytes += Array("\\n".utf8)
+                    default: bytes.append(b)
+                    }
+                }
+                bytes.append(UInt8(ascii: "\""))
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(UInt8(ascii: " "))
+        bytes += Array(Self.number(value).utf8)
+        bytes.append(UInt8(ascii: "\n"))
+    }
+
+    static func number(_ value: Double) -> String {
+        if value.isNaN { return "NaN" }
+        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return "\(value)"
+    }
+}

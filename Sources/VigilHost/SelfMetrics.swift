@@ -1,0 +1,116 @@
+import Foundation
+import VigilABI
+import VigilCore
+
+/// The host's own counters in Prometheus' text format (`GET /metrics`):
+/// the numbers the exit summary and `GET /v1/status` show, read when asked
+/// (no registry kept beside them, nothing updated per event for it).
+/// Monitors and sinks a reload replaced are summed into their name's
+/// series, so every counter only grows for the life of the process.
+struct SelfMetrics {
+    let runtime: VigilRuntime
+
+    func exposition() -> [UInt8] {
+        var out = PrometheusText()
+        let instances = runtime.allInstances
+        let current = runtime.instances
+        let sinks = runtime.allSinks
+        let live = runtime.sinks
+
+        out.family("vigil_build_info", .gauge, "The running vigil's version.")
+        out.sample("vigil_build_info", ["version": vigilVersion], 1)
+        out.family("vigil_uptime_seconds", .gauge, "Seconds since the host started its services.")
+        let started = runtime.started
+        out.sample("vigil_uptime_seconds", [], started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0)
+
+        // Per monitor name, across the instances a reload replaced.
+        var names: [String] = []
+        var byName: [String: [MonitorInstance]] = [:]
+        for instance in instances {
+            if byName[instance.name] == nil { names.append(instance.name) }
+            byName[instance.name, default: []].append(instance)
+        }
+        func total(_ name: String, _ value: (MonitorInstance) -> UInt64) -> Double {
+            Double(byName[name, default: []].reduce(UInt64(0)) { $0 &+ value($1) })
+        }
+        out.family("vigil_events_total", .counter, "Events a monitor emitted that the host accepted.")
+        for name in names { out.sample("vigil_events_total", ["monitor": name], total(name) { $0.emitted.load(ordering: .relaxed) }) }
+        out.family("vigil_events_refused_total", .counter, "Emits the host refused, by reason (the event was malformed or came outside start…stop).")
+        for name in names {
+            var reasons: [String: UInt64] = [:]
+            for instance in byName[name, default: []] {
+                for entry in instance.refusals.snapshot { reasons[entry.reason.name, default: 0] &+= entry.count }
+            }
+            for (reason, count) in reasons.sorted(by: { $0.key < $1.key }) {
+                out.sample("vigil_events_refused_total", [("monitor", name), ("reason", reason)], Double(count))
+            }
+        }
+        out.family("vigil_monitor_polls_total", .counter, "Polls of a monitor's plugin.")
+        for name in names { out.sample("vigil_monitor_polls_total", ["monitor": name], total(name) { $0.polls.load(ordering: .relaxed) }) }
+        out.family("vigil_monitor_poll_errors_total", .counter, "Polls that returned an error.")
+        for name in names { out.sample("vigil_monitor_poll_errors_total", ["monitor": name], total(name) { $0.pollErrors.load(ordering: .relaxed) }) }
+        out.family("vigil_monitor_crashes_total", .counter, "Runner processes of a monitor that ended: crashes, hangs, limits.")
+        for name in names { out.sample("vigil_monitor_crashes_total", ["monitor": name], total(name) { $0.crashes.load(ordering: .relaxed) }) }
+        out.family("vigil_monitor_restarts_total", .counter, "Restarts of a monitor by its supervisor.")
+        for name in names { out.sample("vigil_monitor_restarts_total", ["monitor": name], total(name) { $0.restarts.load(ordering: .relaxed) }) }
+        out.family("vigil_monitor_up", .gauge, "1 when the monitor runs, 0 when it is stopped, failed, quarantined or waiting for its source.")
+        for instance in current { out.sample("vigil_monitor_up", ["monitor": instance.name], instance.state == .running ? 1 : 0) }
+        out.family("vigil_monitor_available", .gauge, "1 when the monitor's source is available.")
+        for instance in current { out.sample("vigil_monitor_available", ["monitor": instance.name], instance.status.available ? 1 : 0) }
+
+        out.family("vigil_plugin_call_seconds", .histogram, "How long calls into plugins took, by monitor and call.")
+        for name in names {
+            var calls: [String: CallTimes.Histogram] = [:]
+            for instance in byName[name, default: []] {
+                for (call, h) in instance.callTimes.snapshot { calls[call, default: CallTimes.Histogram()].add(h) }
+            }
+            for (call, h) in calls.sorted(by: { $0.key < $1.key }) {
+                var cumulative: UInt64 = 0
+                for (i, bound) in CallTimes.bounds.enumerated() {
+                    cumulative &+= h.buckets[i]
+                    out.sample("vigil_plugin_call_seconds_bucket", [("monitor", name), ("call", call), ("le", PrometheusText.number(bound))],
+                               Double(cumulative))
+                }
+                out.sample("vigil_plugin_call_seconds_bucket", [("monitor", name), ("call", call), ("le", "+Inf")], Double(h.count))
+                out.sample("vigil_plugin_call_seconds_sum", [("monitor", name), ("call", call)], Double(h.sumNanoseconds) / 1e9)
+                out.sample("vigil_plugin_call_seconds_count", [("monitor", name), ("call", call)], Double(h.count))
+            }
+        }
+
+        // Per sink name, across the runners a reload replaced.
+        var sinkNames: [String] = []
+        var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts)] = [:]
+        for runner in sinks {
+            let s = runner.stats
+            if stats[s.name] == nil { sinkNames.append(s.name) }
+            var entry = stats[s.name] ?? (0, 0, LossCounts())
+            entry.written &+= s.written
+            entry.accepted &+= s.accepted
+            for reason in LossReason.allCases { entry.lost[reason] &+= s.lost[reason] }
+            stats[s.name] = entry
+        }
+        out.family("vigil_sink_events_total", .counter, "Events a sink took, by outcome: accepted (queued), written, or lost by reason.")
+        for name in sinkNames {
+            guard let entry = stats[name] else { continue }
+            out.sample("vigil_sink_events_total", [("sink", name), ("outcome", "accepted")], Double(entry.accepted))
+            out.sample("vigil_sink_events_total", [("sink", name), ("outcome", "written")], Double(entry.written))
+            for reason in LossReason.allCases {
+                out.sample("vigil_sink_events_total", [("sink", name), ("outcome", reason.name)], Double(entry.lost[reason]))
+            }
+        }
+        out.family("vigil_sink_queue_depth", .gauge, "Events waiting in a sink's queue.")
+        for runner in live { out.sample("vigil_sink_queue_depth", ["sink": runner.config.name], Double(runner.queue.depth)) }
+        out.family("vigil_sink_queue_capacity", .gauge, "The bound of a sink's queue.")
+        for runner in live { out.sample("vigil_sink_queue_capacity", ["sink": runner.config.name], Double(runner.config.queueCapacity)) }
+
+        out.family("vigil_events_unrouted_total", .counter, "Events that matched no sink.")
+        out.sample("vigil_events_unrouted_total", [], Double(runtime.bus.unrouted.load(ordering: .relaxed)))
+        out.family("vigil_events_sequenced_total", .counter, "Events given a sequence number: every event of the run.")
+        out.sample("vigil_events_sequenced_total", [], Double(runtime.bus.lastSequence))
+        let reloads = runtime.reloadCounts
+        out.family("vigil_reloads_total", .counter, "Reloads of the manifest, by result.")
+        out.sample("vigil_reloads_total", ["result": "applied"], Double(reloads.done))
+        out.sample("vigil_reloads_total", ["result": "refused"], Double(reloads.failed))
+        return out.bytes
+    }
+}
