@@ -42,13 +42,12 @@ final class Harness: CapturingHarness, @unchecked Sendable {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         runner = SinkRunner(config: manifest.sinks[0], sink: capture, logger: logger)
-        let bus = EventBus(sinks: [runner])
-        let compiler = RouteCompiler(manifest: manifest)
+        let bus = EventBus(sinks: [runner], compiler: RouteCompiler(manifest: manifest))
         let hostEvents = HostEvents(clock: realtimeNanoseconds)
-        hostEvents.connect(bus: bus, compiler: compiler)
+        hostEvents.connect(bus: bus)
         instance = MonitorInstance(config: monitor.config, description: monitor.plugin.description,
                                    transport: InProcessTransport(plugin: monitor.plugin), options: monitor.options, bus: bus,
-                                   routes: compiler, hostEvents: hostEvents, logger: logger)
+                                   hostEvents: hostEvents, logger: logger)
         runner.start()
     }
 

@@ -46,13 +46,12 @@ import VigilCore
             var logger = Logger(label: "test")
             logger.logLevel = .critical
             runner = SinkRunner(config: manifest.sinks[0], sink: capture, logger: logger)
-            let bus = EventBus(sinks: [runner])
-            let compiler = RouteCompiler(manifest: manifest)
+            let bus = EventBus(sinks: [runner], compiler: RouteCompiler(manifest: manifest))
             let hostEvents = HostEvents(clock: realtimeNanoseconds)
-            hostEvents.connect(bus: bus, compiler: compiler)
+            hostEvents.connect(bus: bus)
             transport = RunnerTransport(first: first, launch: launch)
             instance = MonitorInstance(config: config, description: first.description, transport: transport,
-                                       options: options, bus: bus, routes: compiler, hostEvents: hostEvents,
+                                       options: options, bus: bus, hostEvents: hostEvents,
                                        logger: logger)
             runner.start()
         }

@@ -1,0 +1,309 @@
+import Foundation
+import NIOHTTP1
+import Testing
+@testable import VigilHost
+
+/// Diff reload, one monitor's start and stop, and `/metrics`, through the
+/// real binaries: `vigil run` serving, `vigil ctl` and a raw client asking,
+/// the events read back from the file sink they went to.
+@Suite(.serialized) struct ReloadRunTests {
+    /// A host running `dir`/vigil.yaml with a control socket.
+    struct Host {
+        let dir: String
+        let manifest: String
+        let socket: String
+        let events: String
+        let process: RunningProcess
+
+        init(_ tag: String, _ body: String, arguments: [String] = [], for duration: String = "60s") throws {
+            dir = try TestEnv.tempDir(tag)
+            manifest = dir + "/vigil.yaml"
+            socket = dir + "/vigil.sock"
+            events = dir + "/events.jsonl"
+            try Self.write(body, manifest: manifest, events: events)
+            process = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--control", "unix:" + socket, "--for", duration]
+                                        + arguments)
+            let path = socket
+            guard SinkRunTests.waitUntil(15, { FileManager.default.fileExists(atPath: path) }) else {
+                let output = process.wait(timeout: 1)
+                throw TestFailure("no control socket: \(output.stderr)")
+            }
+        }
+
+        /// The manifest's text, with the C plugins' directory and the events file filled in.
+        func write(_ body: String) throws { try Self.write(body, manifest: manifest, events: events) }
+
+        static func write(_ body: String, manifest: String, events: String) throws {
+            let text = "plugin_dirs: [\(try TestEnv.cPlugins())]\n" + body.replacingOccurrences(of: "EVENTS", with: events)
+            try TestEnv.write(text, to: manifest)
+        }
+
+        func ctl(_ arguments: String...) throws -> TestEnv.Output {
+            try TestEnv.run(TestEnv.vigil, ["ctl"] + arguments + ["--control", "unix:" + socket], timeout: 60)
+        }
+
+        func request(_ method: HTTPMethod, _ path: String) async throws -> ControlClient.Reply {
+            try await ControlClient.request(method, path, to: try ControlAddress(parsing: "unix:" + socket))
+        }
+
+        func status() throws -> [String: Any] {
+            let output = try ctl("status", "--json")
+            return (try? JSONSerialization.jsonObject(with: Data(output.stdout.utf8))) as? [String: Any] ?? [:]
+        }
+
+        func monitor(_ name: String) throws -> [String: Any]? {
+            (try status()["monitors"] as? [[String: Any]] ?? []).first { $0["name"] as? String == name }
+        }
+
+        func stop() -> TestEnv.Output {
+            process.signal(SIGTERM)
+            return process.wait(timeout: 60)
+        }
+
+        /// The events written so far, parsed.
+        func written() throws -> [[String: Any]] {
+            let text = (try? String(contentsOfFile: events, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+            }
+        }
+    }
+
+    /// The issue's test: a flood at 20 k events/s runs through 20 reloads
+    /// that add, remove and change other monitors and a sink; none of its
+    /// events is lost, the file sink's seq has no gap and no repeat, and the
+    /// monitors that did not change were never restarted (no second
+    /// snapshot: the heartbeat's counter never starts again).
+    @Test func aFloodRunsUntouchedThroughTwentyReloads() async throws {
+        let count = 100_000
+        func manifest(_ round: Int) -> String {
+            """
+            monitors:
+              flood: { plugin: flood, isolation: none, options: { count: \(count), rate: 20000 } }
+              beat: { plugin: heartbeat, interval: 50ms, isolation: none }
+              other: { plugin: heartbeat, interval: \(100 + round)ms, isolation: none }
+            \(round % 2 == 1 ? "  extra: { plugin: heartbeat, interval: 70ms, isolation: none }" : "")
+            sinks:
+              out: { type: file, path: EVENTS, queue_size: 1048576 }
+            \(round % 3 == 1 ? "  side: { type: null, match: [\"beat/*\"] }" : "")
+            """
+        }
+        let host = try Host("flood-reloads", manifest(0))
+        var applied = 0
+        for round in 1...20 {
+            try await Task.sleep(for: .milliseconds(150))
+            try host.write(manifest(round))
+            let output = try host.ctl("reload", "--json")
+            #expect(output.status == 0, "reload \(round): \(output.stdout) \(output.stderr)")
+            let reply = (try? JSONSerialization.jsonObject(with: Data(output.stdout.utf8))) as? [String: Any] ?? [:]
+            let monitors = reply["monitors"] as? [String: [String]] ?? [:]
+            #expect(monitors["unchanged"]?.contains("flood") == true, "reload \(round) touched the flood: \(output.stdout)")
+            #expect(monitors["unchanged"]?.contains("beat") == true, "reload \(round) touched beat: \(output.stdout)")
+            #expect(monitors["changed"] == ["other"], "reload \(round): \(output.stdout)")
+            if reply["applied"] as? Bool == true { applied += 1 }
+        }
+        #expect(applied == 20)
+        let flood = try #require(try host.monitor("flood"))
+        #expect(flood["restarts"] as? Int == 0)
+        // Wait for the flood to finish, then stop.
+        #expect(SinkRunTests.waitUntil(30) {
+            ((try? host.monitor("flood"))??["events"] as? Int ?? 0) >= count
+        })
+        let output = host.stop()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("none lost"), "\(output.stderr)")
+
+        let events = try host.written()
+        let seqs = events.compactMap { $0["seq"] as? Int }
+        #expect(seqs.count == events.count)
+        // Every event went to `out` (it matches everything): seq 1…N, each once.
+        #expect(seqs == Array(1...seqs.count), "seq has gaps or repeats")
+        #expect(events.filter { $0["monitor"] as? String == "flood" && $0["kind"] as? String == "flood" }.count == count)
+        #expect(events.filter { $0["monitor"] as? String == "vigil" && $0["kind"] as? String == "reloaded" }.count == 20)
+        // beat was never restarted: its counter only grows, from its one snapshot on.
+        let beats = events.filter { $0["monitor"] as? String == "beat" && $0["kind"] as? String == "beat" }
+            .compactMap { ($0["fields"] as? [String: Any])?["count"] as? Int }
+        #expect(beats.count > 20)
+        #expect(zip(beats, beats.dropFirst()).allSatisfy { $0 < $1 }, "beat's counter started again: \(beats.prefix(40))")
+    }
+
+    /// An invalid manifest is refused with FILE:LINE:COLUMN and changes
+    /// nothing; so is a valid one naming a plugin that cannot be had.
+    @Test func aRefusedReloadChangesNothing() async throws {
+        let host = try Host("refused-reload", """
+        monitors:
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """)
+        defer { _ = host.stop() }
+        try host.write("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none, colour: red }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """)
+        var output = try host.ctl("reload")
+        #expect(output.status == 1)
+        #expect(output.stderr.contains("vigil.yaml:3:"), "\(output.stderr)")
+        #expect(output.stderr.contains("colour"), "\(output.stderr)")
+
+        try host.write("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+          ghost: { plugin: no_such_plugin_here, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """)
+        let reply = try await host.request(.POST, "/v1/reload")
+        #expect(reply.status == 422)
+        let body = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any] ?? [:]
+        #expect(body["applied"] as? Bool == false)
+        let errors = body["errors"] as? [String] ?? []
+        #expect(errors.contains { $0.contains("vigil.yaml:4:") && $0.contains("no_such_plugin_here") }, "\(errors)")
+        // Still the one monitor, still running.
+        let monitors = try host.status()["monitors"] as? [[String: Any]] ?? []
+        #expect(monitors.map { $0["name"] as? String } == ["beat"])
+        #expect(monitors.first?["state"] as? String == "running")
+
+        let metrics = try await host.request(.GET, "/metrics")
+        #expect(metrics.text.contains("vigil_reloads_total{result=\"refused\"} 2"), "\(metrics.text)")
+        output = try host.ctl("health")
+        #expect(output.status == 0)
+    }
+
+    /// `ctl stop` stops one monitor (its events stop, the others go on),
+    /// `ctl start` starts it again with a new snapshot; SIGHUP reloads.
+    @Test func oneMonitorStopsAndStartsWhileOthersRun() async throws {
+        let host = try Host("stop-start", """
+        monitors:
+          beat: { plugin: heartbeat, interval: 50ms, isolation: none }
+          other: { plugin: heartbeat, interval: 50ms, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """)
+        try await Task.sleep(for: .milliseconds(300))
+        var output = try host.ctl("stop", "beat")
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(try host.monitor("beat")?["state"] as? String == "stopped")
+        #expect(try host.ctl("stop", "beat").status == 1)  // stopped already
+        let stoppedAt = try host.monitor("beat")?["events"] as? Int ?? -1
+        let otherAt = try host.monitor("other")?["events"] as? Int ?? -1
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try host.monitor("beat")?["events"] as? Int == stoppedAt)
+        #expect((try host.monitor("other")?["events"] as? Int ?? 0) > otherAt)
+        // Health says nothing of a monitor an operator stopped.
+        #expect(try host.ctl("health").status == 0)
+
+        output = try host.ctl("start", "beat")
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(SinkRunTests.waitUntil(5) { (try? host.monitor("beat"))??["state"] as? String == "running" })
+        #expect(try host.ctl("start", "beat").status == 1)  // running already
+        #expect(try host.ctl("start", "nobody").status == 1)
+
+        // SIGHUP: a monitor added by a reload.
+        try host.write("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 50ms, isolation: none }
+          other: { plugin: heartbeat, interval: 50ms, isolation: none }
+          third: { plugin: heartbeat, interval: 50ms, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """)
+        host.process.signal(SIGHUP)
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("third"))??["state"] as? String == "running" })
+        output = host.stop()
+        #expect(output.status == 0, "\(output.stderr)")
+        let kinds = try host.written().compactMap { e -> String? in
+            e["monitor"] as? String == "vigil" ? e["kind"] as? String : nil
+        }
+        #expect(kinds.contains("monitor_stopped") && kinds.contains("monitor_started") && kinds.contains("reloaded"), "\(kinds)")
+        // Two runs of beat: two first beats (count 1).
+        let firstBeats = try host.written().filter {
+            $0["monitor"] as? String == "beat" && ($0["fields"] as? [String: Any])?["count"] as? Int == 1
+        }
+        #expect(firstBeats.count == 2)
+    }
+
+    /// `--watch`: saving the manifest (written elsewhere, renamed over it, as
+    /// editors do) applies it; so does a new fragment; a broken save is refused.
+    @Test func watchReloadsWhenTheManifestChanges() async throws {
+        let host = try Host("watch", """
+        monitors:
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """, arguments: ["--watch"])
+        defer { _ = host.stop() }
+        try await Task.sleep(for: .milliseconds(200))
+        try host.write("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+          added: { plugin: heartbeat, interval: 100ms, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """)
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("added"))??["state"] as? String == "running" })
+        try TestEnv.write("monitors: [", to: host.manifest)
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(try host.monitor("added")?["state"] as? String == "running")
+        let metrics = try await host.request(.GET, "/metrics")
+        #expect(metrics.text.contains("vigil_reloads_total{result=\"applied\"} 1"), "\(metrics.text)")
+        #expect(metrics.text.contains("vigil_reloads_total{result=\"refused\"} 1"), "\(metrics.text)")
+    }
+
+    /// `/metrics` is Prometheus' text format that promtool accepts, with
+    /// the counters the issue names.
+    @Test func metricsPassPromtool() async throws {
+        let host = try Host("metrics", """
+        monitors:
+          beat: { plugin: heartbeat, interval: 50ms, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+          tiny: { type: null, queue_size: 1 }
+        """)
+        defer { _ = host.stop() }
+        try await Task.sleep(for: .milliseconds(500))
+        let reply = try await host.request(.GET, "/metrics")
+        #expect(reply.status == 200)
+        let text = reply.text
+        for name in ["vigil_events_total{monitor=\"beat\"}", "vigil_sink_events_total{sink=\"out\",outcome=\"written\"}",
+                     "vigil_sink_queue_depth{sink=\"out\"}", "vigil_plugin_call_seconds_bucket{monitor=\"beat\",call=\"poll\",le=\"+Inf\"}",
+                     "vigil_monitor_up{monitor=\"beat\"} 1", "vigil_reloads_total{result=\"applied\"} 0"] {
+            #expect(text.contains(name), "missing \(name)")
+        }
+        let written = text.split(separator: "\n").first { $0.hasPrefix("vigil_sink_events_total{sink=\"out\",outcome=\"written\"}") }
+        #expect((written?.split(separator: " ").last.flatMap { Double($0) } ?? 0) > 0)
+        #expect(try await host.request(.POST, "/metrics").status == 405)
+
+        let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let tool = try #require(promtool, "promtool is not installed (apt-get install prometheus; .ci/run does)")
+        let file = host.dir + "/metrics.txt"
+        try Data(reply.body).write(to: URL(fileURLWithPath: file))
+        let check = try TestEnv.run("/bin/sh", ["-c", "\(tool) check metrics < \(file)"], timeout: 30)
+        #expect(check.status == 0, "promtool: \(check.stdout) \(check.stderr)")
+    }
+}
+
+/// The exposition writer on its own: label values from outside are escaped,
+/// numbers written as Prometheus reads them.
+@Suite struct PrometheusTextTests {
+    @Test func labelValuesAreEscapedAndNumbersReadable() {
+        var text = PrometheusText()
+        text.family("vigil_x_total", .counter, "Help with a \\ and\na newline.")
+        text.sample("vigil_x_total", [("sink", "a\"b\\c\nd")], 3)
+        text.sample("vigil_x_total", [("sink", "f")], 0.25)
+        text.sample("vigil_x_total", [("sink", "g")], .infinity)
+        text.sample("vigil_x_total", [("sink", "h")], .nan)
+        let out = String(decoding: text.bytes, as: UTF8.self)
+        #expect(out == """
+        # HELP vigil_x_total Help with a \\\\ and\\na newline.
+        # TYPE vigil_x_total counter
+        vigil_x_total{sink="a\\"b\\\\c\\nd"} 3
+        vigil_x_total{sink="f"} 0.25
+        vigil_x_total{sink="g"} +Inf
+        vigil_x_total{sink="h"} NaN
+
+        """)
+    }
+}
