@@ -374,7 +374,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     }
 
     /// Too many restarts: the monitor waits for its plugin file to change
-    /// (checked every few seconds) or for `requestRestart`.
+    /// (checked every few seconds) or for `operatorStart`.
     private func quarantine() {
         set(.quarantined)
         let restarts = budget.config.maxRestarts
@@ -418,16 +418,6 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         if let why {
             logger.error("\(why): ending its runner")
             runner.terminate(because: why)
-        }
-    }
-
-    /// An operator asks for the monitor to run again (out of quarantine, or
-    /// after it failed for good).
-    func requestRestart() {
-        queue.async { [self] in
-            guard !stopping, state == .quarantined || state == .failed else { return }
-            logger.notice("restart asked for")
-            leaveQuarantine()
         }
     }
 

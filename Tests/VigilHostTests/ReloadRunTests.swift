@@ -15,7 +15,7 @@ import Testing
         let events: String
         let process: RunningProcess
 
-        init(_ tag: String, _ body: String, arguments: [String] = [], for duration: String = "60s") throws {
+        init(_ tag: String, _ body: String, arguments: [String] = [], for duration: String = "600s") throws {
             dir = try TestEnv.tempDir(tag)
             manifest = dir + "/vigil.yaml"
             socket = dir + "/vigil.sock"
