@@ -274,7 +274,10 @@ final class SinkRunner: @unchecked Sendable {
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             DispatchQueue.global().async { [done] in
                 let wait = max(0, deadline - monotonicNanoseconds())
-                continuation.resume(returning: done.wait(timeout: .now() + .nanoseconds(Int(wait))) == .success)
+                let ended = done.wait(timeout: .now() + .nanoseconds(Int(wait))) == .success
+                // Whoever waits next (a sink a reload retired is joined again at shutdown) passes too.
+                if ended { done.signal() }
+                continuation.resume(returning: ended)
             }
         }
     }
