@@ -71,35 +71,26 @@ struct PluginDirOptions: ParsableArguments {
     }
 }
 
-/// Reads and checks a manifest file; prints its diagnostics to stderr.
+/// Reads and checks a manifest file and what it includes; prints its diagnostics to stderr.
 enum ManifestFile {
     /// The file's bytes go to the loader as they are: it reports a NUL or invalid
     /// UTF-8 where it is. (Decoding here first cut the text at its first NUL:
     /// `String(validatingUTF8:)` reads a C string.) At most one byte past the
-    /// size limit is read, so /dev/zero or a huge file costs nothing.
+    /// size limit is read, so /dev/zero or a huge file costs nothing; fragments
+    /// are held to the same and to the limits in all (ManifestIncludes.swift).
     static func load(_ path: String) -> (Manifest?, [Diagnostic]) {
-        let start = SourceLocation(file: path, line: 1, column: 1)
-        var isDirectory: ObjCBool = false
-        let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-        guard !isDirectory.boolValue, let handle = FileHandle(forReadingAtPath: path) else {
-            let why = !exists ? "no such file" : isDirectory.boolValue ? "it is a directory, not a manifest" : "cannot read it"
-            return (nil, [Diagnostic(at: start, "\(why)")])
-        }
-        defer { try? handle.close() }
-        let data: Data
-        do {
-            data = try handle.read(upToCount: ManifestLimits.maxFileBytes + 1) ?? Data()
-        } catch {
-            return (nil, [Diagnostic(at: start, "cannot read it: \(error.localizedDescription)")])
-        }
-        return ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment).load(bytes: Array(data))
+        ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment).load(from: FileManifestSource())
     }
 
-    static func print(_ diagnostics: [Diagnostic]) {
-        let sorted = diagnostics.sorted {
-            ($0.location.line, $0.location.column) < ($1.location.line, $1.location.column)
+    /// Sorted by file (the main manifest first, then fragments in the order
+    /// read), then line and column.
+    static func print(_ diagnostics: [Diagnostic], files: [String] = []) {
+        let order = Dictionary(files.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        let sorted = diagnostics.enumerated().sorted {
+            let (a, b) = ($0.element.location, $1.element.location)
+            return (order[a.file] ?? files.count, a.line, a.column, $0.offset) < (order[b.file] ?? files.count, b.line, b.column, $1.offset)
         }
-        for d in sorted { FileHandle.standardError.write(Data((d.description + "\n").utf8)) }
+        for d in sorted { FileHandle.standardError.write(Data((d.element.description + "\n").utf8)) }
     }
 }
 
@@ -154,11 +145,11 @@ struct Run: AsyncParsableCommand {
         HostLogging.bootstrap(level: level.hostLogLevel)
         let logger = Logger(label: "vigil")
         guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
-            ManifestFile.print(diagnostics)
+            ManifestFile.print(diagnostics, files: loaded?.files ?? [self.manifest])
             FileHandle.standardError.write(Data("vigil: \(self.manifest) is not a valid manifest; nothing was started\n".utf8))
             throw ExitCode(2)
         }
-        ManifestFile.print(diagnostics)  // warnings
+        ManifestFile.print(diagnostics, files: manifest.files)  // warnings and notes
         var options = RunOptions(runFor: try runFor.map(parseDuration))
         options.hostName = host
         options.drainTimeout = try parseDuration(drainTimeout)
@@ -244,9 +235,9 @@ struct Validate: AsyncParsableCommand {
             let resolution = ResolvedManifest.resolve(loaded, probes: plugins.probes(manifest: loaded, scope: .all, creating: true))
             all += resolution.diagnostics + resolution.validateInstances()
         }
-        ManifestFile.print(all)
+        ManifestFile.print(all, files: loaded?.files ?? [manifest])
         let errors = all.filter { $0.level == .error }.count
-        let warnings = all.count - errors
+        let warnings = all.filter { $0.level == .warning }.count
         guard errors == 0, let loaded else {
             FileHandle.standardError.write(Data("\(manifest): \(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")\n".utf8))
             throw ExitCode(1)
@@ -263,6 +254,7 @@ struct Validate: AsyncParsableCommand {
             let d = IsolationDecision.decide(for: monitor, in: loaded, path: path, hostDirectories: host)
             print("  \(monitor.name): \(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))")
         }
-        print("\(manifest): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
+        let fragments = loaded.files.count - 1
+        print("\(manifest)\(fragments > 0 ? " and \(fragments) included file\(fragments == 1 ? "" : "s")" : ""): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
     }
 }
