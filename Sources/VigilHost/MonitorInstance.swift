@@ -107,12 +107,15 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     let config: MonitorConfig
     /// Thresholds and rules that read this monitor's events; nil when none does.
     private let conditions: ConditionProcessor?
+    /// False for `vigil run --once`: the poll after start is the only one.
+    private let schedulesPolls: Bool
 
     init(config: MonitorConfig, description: PluginDescription, transport: any PluginTransport, options: [BoundOption],
          bus: EventBus, routes compiler: RouteCompiler, hostEvents: HostEvents, logger: Logger,
          conditions: ConditionProcessor? = nil,
-         clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
+         clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds, schedulesPolls: Bool = true) {
         self.name = config.name
+        self.schedulesPolls = schedulesPolls
         self.conditions = conditions
         self.config = config
         self.description = description
@@ -214,7 +217,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             if inferredUnavailable { infer(available: true, reason: "") }
             if transport.polls {
                 pollOnce()
-                scheduleTimer()
+                if schedulesPolls { scheduleTimer() }
             }
         case VIGIL_E_UNAVAILABLE, VIGIL_E_TEMPORARY:
             accepting.store(false, ordering: .releasing)

@@ -28,6 +28,9 @@ public struct RunOptions: Sendable {
     /// Whether a control socket that cannot be had ends the run (it was asked
     /// for by name) or is noted in the log (the standard place).
     public var controlRequired = false
+    /// `vigil run --once`: one poll of each monitor, its events on stdout, no
+    /// sink of the manifest made, no control socket (OnceRun.swift).
+    public var once: OnceOptions?
 
     public init(runFor: Int64? = nil) {
         self.runFor = runFor
@@ -48,6 +51,8 @@ public final class VigilRuntime: @unchecked Sendable {
     let conditions: ConditionProcessor?
     let actions: ActionRunner
     let options: RunOptions
+    /// The verdicts of a `--once` run; nil for another run.
+    let once: OnceRun?
 
     /// Every plugin in process (tests, tools).
     public convenience init(manifest: Manifest, resolution: ManifestResolution, options: RunOptions, logger: Logger) {
@@ -55,6 +60,9 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     public init(manifest: Manifest, resolution: ResolvedManifest<HostedPlugin>, options: RunOptions, logger: Logger) {
+        // --once: the manifest's sinks are never made; one stdout sink takes every event.
+        let manifest = options.once?.manifest(replacingSinksOf: manifest) ?? manifest
+        self.once = options.once.map(OnceRun.init)
         self.manifest = manifest
         self.resolution = resolution
         self.options = options
@@ -62,7 +70,8 @@ public final class VigilRuntime: @unchecked Sendable {
         let host = options.hostName ?? manifest.host ?? VigilRuntime.hostName()
         self.host = host
         let sinks = manifest.sinks.map { config in
-            SinkRunner(config: config, sink: VigilRuntime.makeSink(config, host: host, logger: logger), logger: logger)
+            SinkRunner(config: config, sink: options.once.map { OnceSink(json: $0.json, host: host) }
+                           ?? VigilRuntime.makeSink(config, host: host, logger: logger), logger: logger)
         }
         self.sinks = sinks
         let bus = EventBus(sinks: sinks)
@@ -83,7 +92,8 @@ public final class VigilRuntime: @unchecked Sendable {
             MonitorInstance(config: monitor.config, description: monitor.plugin.description,
                             transport: monitor.plugin.transport(), options: monitor.options, bus: bus,
                             routes: compiler, hostEvents: hostEvents, logger: logger,
-                            conditions: conditions?.watches(monitor.config.name) == true ? conditions : nil)
+                            conditions: conditions?.watches(monitor.config.name) == true ? conditions : nil,
+                            schedulesPolls: options.once == nil)
         }
     }
 
@@ -128,7 +138,7 @@ public final class VigilRuntime: @unchecked Sendable {
             .init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout, drain: drain)),
         ]
         services.append(.init(service: ReopenService(sinks: sinks, logger: logger)))
-        if let address = options.control {
+        if let address = options.control, once == nil {
             let api = ControlAPI(runtime: self)
             do {
                 let server = try ControlServer(address: address, group: options.controlGroup, api: api, logger: logger)
@@ -138,6 +148,9 @@ public final class VigilRuntime: @unchecked Sendable {
                 if options.controlRequired { throw error }
                 logger.info("no control API: \(error)")
             }
+        }
+        if let once {
+            services.append(.init(service: OnceService(once: once, runtime: self), successTerminationBehavior: .gracefullyShutdownGroup))
         }
         if let runFor = options.runFor {
             services.append(.init(service: TimerService(duration: runFor),

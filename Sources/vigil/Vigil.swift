@@ -137,11 +137,21 @@ struct Run: AsyncParsableCommand {
     var control: String?
     @Option(name: .customLong("control-group"), help: ArgumentHelp("The group the control socket is opened to (mode 0660); default: vigil's own.", valueName: "GROUP"))
     var controlGroup: String?
+    @Flag(help: ArgumentHelp("Start every monitor, take one poll (a push-only monitor: its events until the first, at most 1s after its start), print the events on stdout, stop. The manifest's sinks are not made (no file written, no socket bound or connected) and no control socket is opened; rules' programs are not run. Exit 1 if a monitor failed to start or its poll failed (the reason on stderr)."))
+    var once = false
+    @Flag(help: "With --once: print JSON Lines instead of one readable line per event.")
+    var json = false
     @OptionGroup var plugins: PluginDirOptions
+
+    func validate() throws {
+        if json && !once { throw ValidationError("--json goes with --once") }
+        if once && runFor != nil { throw ValidationError("--once ends by itself; --for does not go with it") }
+    }
 
     func run() async throws {
         let (loaded, diagnostics) = ManifestFile.load(manifest)
-        let level = logLevel.flatMap(Severity.init(name:)) ?? loaded?.logLevel ?? .info
+        // --once prints events on stdout; the host says only what went wrong on stderr.
+        let level = logLevel.flatMap(Severity.init(name:)) ?? (once ? .warning : nil) ?? loaded?.logLevel ?? .info
         HostLogging.bootstrap(level: level.hostLogLevel)
         let logger = Logger(label: "vigil")
         guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
@@ -164,6 +174,10 @@ struct Run: AsyncParsableCommand {
             options.control = ControlAddress.standard()
         }
         options.controlGroup = controlGroup
+        if once {
+            options.once = OnceOptions(json: json)
+            options.control = nil
+        }
         // Plugins from outside the host's own directories are first loaded in a
         // child process: one that crashes or hangs there is refused, not run.
         let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
@@ -171,8 +185,11 @@ struct Run: AsyncParsableCommand {
         // Each plugin runs where IsolationDecision says: in process, or in a
         // runner process of its own that loads it (a crash costs the runner).
         var decisions: [String: IsolationDecision] = [:]
-        let resolution = ResolvedManifest<HostedPlugin>.resolve(manifest, catalog: catalog,
+        var resolution = ResolvedManifest<HostedPlugin>.resolve(manifest, catalog: catalog,
                                                                 allowUnsafe: plugins.allowUnsafe(manifest), decisions: &decisions)
+        if once {  // a look at the monitors must not notify anyone
+            for i in resolution.rules.indices { resolution.rules[i].exec = nil }
+        }
         for monitor in manifest.monitors {
             guard let d = decisions[monitor.name] else { continue }
             logger.info("monitor '\(monitor.name)' runs \(d.isolation == .process ? "in a runner process" : "in process") (\(d.reason))\(d.limitsEnforcement.map { "; \($0)" } ?? "")")
@@ -186,6 +203,13 @@ struct Run: AsyncParsableCommand {
         }
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
         let summary = try await runtime.run()
+        if once {
+            let failures = resolution.refused.map { ($0.config.name, "its plugin was refused: \($0.reason)") } + runtime.onceFailures
+            for (monitor, reason) in failures {
+                FileHandle.standardError.write(Data("vigil: monitor '\(monitor)' failed: \(shownText(reason))\n".utf8))
+            }
+            if !failures.isEmpty { throw ExitCode(1) }
+        }
         if summary.lost > 0 { throw ExitCode(3) }
     }
 }
