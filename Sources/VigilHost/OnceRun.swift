@@ -24,7 +24,8 @@ public struct OnceOptions: Sendable {
 
     /// The one sink of a `--once` run: every monitor's events and the
     /// conditions', not the host's own (`vigil/*`: a failure is told on stderr).
-    static let sink = SinkConfig(name: "stdout", kind: .null, match: ["*", "!\(Manifest.hostMonitorName)"],
+    /// (Its kind says what it is, a log on stdout; the runtime makes an `OnceSink` for it.)
+    static let sink = SinkConfig(name: "stdout", kind: .log(LogSinkConfig.onStdout), match: ["*", "!\(Manifest.hostMonitorName)"],
                                  queueCapacity: SinkConfig.defaultQueueCapacity, overflow: .block,
                                  location: SourceLocation(file: "--once", line: 1, column: 1))
 
@@ -33,6 +34,14 @@ public struct OnceOptions: Sendable {
         var once = manifest
         once.sinks = [Self.sink]
         return once
+    }
+}
+
+extension LogSinkConfig {
+    static var onStdout: LogSinkConfig {
+        var config = LogSinkConfig()
+        config.stream = .stdout
+        return config
     }
 }
 

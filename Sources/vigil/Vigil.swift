@@ -118,9 +118,19 @@ struct Run: AsyncParsableCommand {
         SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
         monitor is stopped and every sink drained before exit, within one --drain-timeout.
 
-        Exit status: 0 when every routed event was delivered; 3 when a sink lost events (the exit lines and \
-        --summary say how many, per sink and reason: queue_full, shutdown, write_failed, kernel_buffer, \
-        too_large); 2 for an invalid manifest.
+        Exit status (docs/exit-status.md):
+          0   every event a sink took was delivered (with --once: and every monitor started and its poll returned OK)
+          1   the run failed: it could not start (a --control socket that cannot be had), or with --once a monitor \
+        failed to start, was unavailable, its plugin was refused, its poll failed or passed its timeout (each \
+        reason on stderr)
+          2   invalid manifest (or an include of it): nothing was started
+          3   events were lost: the exit lines and --summary count them per sink and reason (queue_full, \
+        shutdown, which includes a sink stuck past the drain deadline, write_failed, kernel_buffer, too_large)
+          64  usage: an unknown option, a bad duration, --json without --once
+        When several apply, the first in this order wins: 64, 2, 1, 3. Emits a plugin made that the host \
+        refused (counted per monitor and reason) were never taken, so they are not losses; nor are events no \
+        sink's match asks for (counted as unrouted). A monitor that fails or is refused in a normal run does not \
+        change the status: the others ran, and the log, `vigil ctl health` and --summary say so.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
