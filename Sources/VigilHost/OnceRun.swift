@@ -161,7 +161,7 @@ struct OnceService: Service {
     let runtime: VigilRuntime
 
     func run() async throws {
-        try? await cancelWhenGracefulShutdown { await once.watch(runtime.instances) }
+        await cancelWhenGracefulShutdown { await once.watch(runtime.instances) }
     }
 }
 

@@ -236,6 +236,22 @@ struct ManifestIncludeTests {
         #expect(m?.files == [Self.main])
     }
 
+    @Test("a pathological pattern over a full directory stays fast: the bounds bound the matching")
+    func pathologicalPattern() {
+        // '*a*a*…*b' against names of 'a's: the most a backtracking match can cost, on the most names looked at.
+        let name = String(repeating: "*a", count: (ManifestLimits.maxIncludeNamePatternBytes - 1) / 2) + "b"
+        var files = [Self.main: "include: [\"d/\(name)\"]\nmonitors: { cpu: { plugin: cpu } }\nsinks: { c: { type: log } }\n"]
+        for i in 0..<ManifestLimits.maxIncludeDirectoryEntries {
+            files["/etc/vigil/d/\(i)" + String(repeating: "a", count: 240)] = ""
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let (m, d) = Self.load(files)
+        #expect(clock.now - start < .seconds(10), "took \(clock.now - start)")
+        #expect(d.contains { $0.level == .note && $0.message.contains("matches no file") }, "\(ManifestErrors(d))")
+        #expect(m?.files == [Self.main])
+    }
+
     @Test("a source that fails: every reason is an error at the pattern, naming the file")
     func failingSource() {
         struct Failing: ManifestSource {
