@@ -254,7 +254,9 @@ struct Validate: AsyncParsableCommand {
         A manifest is plain UTF-8 YAML of at most 4MiB: NUL bytes, control characters, tags and a second document \
         are errors, aliases may repeat 10000 nodes in all, nesting is 64 levels, durations are at most 365d. \
         File sink paths and unix socket paths are checked against the file system and the kernel's limit, and \
-        match patterns against the kinds the plugins emit. Exits 0 only when the manifest is valid.
+        match patterns against the kinds the plugins emit. The fragments an 'include:' names are read and checked \
+        as part of the manifest, each problem at its own file's line and column, and a monitor, sink or rule \
+        defined in two files is an error at both (docs/manifest.md). Exits 0 only when the manifest is valid.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
