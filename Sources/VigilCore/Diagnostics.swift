@@ -18,7 +18,9 @@ public struct SourceLocation: Sendable, Equatable, Hashable, CustomStringConvert
 ///     manifests/default.yaml:7:5: error: unknown key 'intervall' in monitor 'cpu'
 ///       hint: did you mean 'interval'?
 public struct Diagnostic: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Level: String, Sendable { case error, warning }
+    /// An error makes the manifest invalid; a warning is worth fixing; a note
+    /// only says what was found (an `include:` pattern that matches nothing).
+    public enum Level: String, Sendable { case error, warning, note }
 
     public var level: Level
     public var location: SourceLocation

@@ -1,7 +1,20 @@
 /// A validated manifest: what `vigil run` starts. Plugin options are kept as
 /// written until the plugin's self-description is known (see `OptionBinder`).
 public struct Manifest: Sendable {
+    /// The main manifest file.
     public var file: String
+    /// Every file the manifest was built from, in the order read: the main
+    /// file first, then the fragments its `include:` patterns matched (each
+    /// pattern's matches sorted by name). What a reload re-reads, and a watch
+    /// watches.
+    public var files: [String]
+    /// The `include:` patterns as written, with where each is written.
+    public var includes: [IncludePattern] = []
+    /// The directories the `include:` patterns with wildcards look into,
+    /// resolved, in order, each once, whether it exists or not: a file added
+    /// to one may change the manifest (a watch watches them, or their parent
+    /// when one does not exist yet).
+    public var includeDirectories: [String] = []
     /// Overrides the host name written in every event.
     public var host: String?
     /// Log level of the host's own messages.
@@ -24,6 +37,7 @@ public struct Manifest: Sendable {
     public init(file: String, host: String? = nil, logLevel: Severity = .info, pluginDirs: [String] = [],
                 monitors: [MonitorConfig] = [], sinks: [SinkConfig] = []) {
         self.file = file
+        self.files = [file]
         self.host = host
         self.logLevel = logLevel
         self.pluginDirs = pluginDirs
@@ -245,11 +259,35 @@ extension MonitorConfig {
     private enum PathStep { case index(Int), key(String) }
 }
 
+/// One pattern of a manifest's `include:`.
+public struct IncludePattern: Sendable, Equatable {
+    /// As written (relative to the main manifest's directory, or absolute).
+    public var pattern: String
+    public var location: SourceLocation
+
+    public init(pattern: String, location: SourceLocation) {
+        self.pattern = pattern
+        self.location = location
+    }
+}
+
 /// The bounds a manifest is held to, so that no value in it can trap, hang
 /// or exhaust the host: each refusal names the limit it passed.
 public enum ManifestLimits {
     /// The largest manifest file read (a manifest is a page or two of text).
     public static let maxFileBytes = 4 << 20
+    /// The main manifest and its fragments together, in bytes.
+    public static let maxTotalBytes = 8 << 20
+    /// Fragments an `include:` may bring in, in all.
+    public static let maxIncludedFiles = 256
+    /// Names of one directory an `include:` pattern looks at: a pattern over
+    /// a huge directory is refused, not walked.
+    public static let maxIncludeDirectoryEntries = 4096
+    /// The file-name part of an `include:` pattern (the part with wildcards),
+    /// in bytes: NAME_MAX, which no file name passes; it bounds the matching.
+    public static let maxIncludeNamePatternBytes = 255
+    /// A whole `include:` pattern, in bytes (PATH_MAX).
+    public static let maxIncludePatternBytes = 4096
     /// Nodes that aliases may bring in, in all (`*name` repeats its anchor's
     /// whole subtree; nine levels of nine are a billion nodes).
     public static let maxAliasNodes = 10_000

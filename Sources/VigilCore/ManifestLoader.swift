@@ -1,15 +1,24 @@
 /// Reads a manifest's text into a `Manifest`, reporting every problem it can
-/// find in one pass, each with its line and column. Reads no files itself.
+/// find in one pass, each with its file, line and column. Reads no files
+/// itself: the main manifest's bytes are given, or read with `source`, which
+/// also reads what `include:` names (see ManifestIncludes.swift).
 public struct ManifestLoader {
     public var file: String
     public var environment: [String: String]
+    /// Reads the fragments `include:` names. Nil: the patterns are checked and
+    /// kept in `Manifest.includes`, but no fragment is read (a check of one
+    /// file alone).
+    public var source: (any ManifestSource)?
 
-    public init(file: String, environment: [String: String] = [:]) {
+    public init(file: String, environment: [String: String] = [:], source: (any ManifestSource)? = nil) {
         self.file = file
         self.environment = environment
+        self.source = source
     }
 
-    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins", "isolation"]
+    static let hostWideKeys = ["host", "log_level", "plugin_dirs", "allow_unsafe_plugins", "isolation"]
+    static let fragmentKeys = ["monitors", "sinks", "rules"]
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins", "isolation", "include"]
     static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"] + isolationKeys
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
     static let sinkKeys: [String: [String]] = [
@@ -35,6 +44,32 @@ public struct ManifestLoader {
     }
 
     public func load(utf8 bytes: UnsafeBufferPointer<UInt8>) -> (Manifest?, [Diagnostic]) {
+        load(utf8: bytes, identity: nil)
+    }
+
+    /// The manifest `file` as `source` reads it, with its includes. At most
+    /// one byte past the size limit is read, so /dev/zero or a huge file
+    /// costs nothing.
+    public func load(from source: any ManifestSource) -> (Manifest?, [Diagnostic]) {
+        var loader = self
+        loader.source = source
+        let start = SourceLocation(file: file, line: 1, column: 1)
+        let main: ManifestSourceFile
+        do {
+            main = try source.read(file, limit: ManifestLimits.maxFileBytes, fragment: false)
+        } catch {
+            let why = switch error.code {
+            case .notFound: "no such file"
+            case .isDirectory: "it is a directory, not a manifest"
+            default: "cannot read it: \(error.reason)"
+            }
+            return (nil, [Diagnostic(at: start, why)])
+        }
+        return main.bytes.withUnsafeBufferPointer { loader.load(utf8: $0, identity: main.identity) }
+    }
+
+    /// `identity`: the main file's, when a source read it.
+    func load(utf8 bytes: UnsafeBufferPointer<UInt8>, identity: String?) -> (Manifest?, [Diagnostic]) {
         guard bytes.count <= ManifestLimits.maxFileBytes else {
             return (nil, [Diagnostic(at: SourceLocation(file: file, line: 1, column: 1),
                                      "the manifest is larger than the limit of \(Units.formatSize(Int64(ManifestLimits.maxFileBytes)))",
@@ -60,38 +95,88 @@ public struct ManifestLoader {
         }
         let isolation = top["isolation"].flatMap { loadIsolation($0, &d) }
         (manifest.isolation, manifest.isolationLocation) = (isolation?.0, isolation?.1)
-        if let monitors = top["monitors"] {
-            manifest.monitors = loadMonitors(monitors, isolation: isolation, &d)
-        } else {
-            d.error(root.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
+        var parts = [ManifestPart(file: file, keys: top, location: root.location)]
+        if let include = top["include"] {
+            manifest.includes = d.locatedStrings(include, what: "'include'").map { IncludePattern(pattern: $0.0, location: $0.1) }
+            if let source {
+                parts += readFragments(from: source, mainIdentity: identity, mainBytes: bytes.count, into: &manifest, &d)
+            }
         }
-        if let rules = top["rules"] {
-            manifest.rules = loadRules(rules, &d)
-            for rule in manifest.rules {
-                if rule.name == Manifest.hostMonitorName || manifest.monitors.contains(where: { $0.name == rule.name }) {
-                    d.error(rule.location, "rule '\(rule.name)' has the name of a monitor; its events are routed as '\(rule.name)/rule', so the names must differ")
+        // Unread fragments may hold what the main file lacks.
+        let complete = source != nil || manifest.includes.isEmpty
+        assemble(parts, into: &manifest, isolation: isolation, complete: complete, &d)
+        return (manifest, d.items)
+    }
+
+    /// The monitors, rules and sinks of every part (the main file first, then
+    /// each fragment in the order read) as one manifest, checked as one: a
+    /// name defined in two places is an error at both.
+    private func assemble(_ parts: [ManifestPart], into manifest: inout Manifest, isolation: (Isolation, SourceLocation)?,
+                          complete: Bool, _ d: inout Diags) {
+        let main = parts[0]
+        for part in parts { if let node = part.keys["monitors"] { manifest.monitors += loadMonitors(node, isolation: isolation, &d) } }
+        if complete, !parts.contains(where: { $0.keys["monitors"] != nil }) {
+            d.error(main.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
+        }
+        manifest.monitors = Self.unique(manifest.monitors, what: "monitor", name: \.name, location: \.location, &d)
+        for part in parts { if let node = part.keys["rules"] { manifest.rules += loadRules(node, &d) } }
+        manifest.rules = Self.unique(manifest.rules, what: "rule", name: \.name, location: \.location, &d)
+        for rule in manifest.rules {
+            if rule.name == Manifest.hostMonitorName {
+                d.error(rule.location, "rule '\(rule.name)' has the name of a monitor; its events are routed as '\(rule.name)/rule', so the names must differ")
+            } else if let monitor = manifest.monitors.first(where: { $0.name == rule.name }) {
+                d.error(rule.location, "rule '\(rule.name)' has the name of a monitor; its events are routed as '\(rule.name)/rule', so the names must differ",
+                        hint: monitor.location.file == rule.location.file ? nil : "the monitor is at \(monitor.location)")
+                if monitor.location.file != rule.location.file {
+                    d.error(monitor.location, "monitor '\(rule.name)' has the name of a rule; the names must differ", hint: "the rule is at \(rule.location)")
                 }
             }
         }
-        if let sinks = top["sinks"] {
-            manifest.sinks = loadSinks(sinks, monitors: manifest.monitors, rules: manifest.rules.map(\.name), &d)
+        let sinkNodes = parts.compactMap { $0.keys["sinks"] }
+        for node in sinkNodes { manifest.sinks += loadSinks(node, &d) }
+        manifest.sinks = Self.unique(manifest.sinks, what: "sink", name: \.name, location: \.location, &d)
+        checkSinks(manifest, complete: complete, &d)
+        if manifest.sinks.count > SinkSet.capacity {
+            d.error(sinkNodes.first?.location ?? main.location,
+                    "at most \(SinkSet.capacity) sinks are supported, this manifest has \(manifest.sinks.count)")
         }
         // With no sink every event is lost. A warning, not an error: a manifest
         // whose rules run programs (`exec:`) does its work without a sink, and a
         // plugin's author checks that it loads with one monitor and nothing else.
         // One that means to discard its events says so with a null sink.
-        let declaresNoSink: Bool = switch top["sinks"] {
-        case nil: true
-        case .scalar(let s)?: s.isNull
-        case .mapping(let entries, _)?: entries.isEmpty
-        default: false  // reported as the wrong shape
+        guard complete else { return }
+        let declaresNoSink = sinkNodes.allSatisfy { node in
+            switch node {
+            case .scalar(let s): s.isNull
+            case .mapping(let entries, _): entries.isEmpty
+            default: false  // reported as the wrong shape
+            }
         }
         if declaresNoSink {
-            d.warning(top["sinks"]?.location ?? root.location,
-                    top["sinks"] == nil ? "the manifest has no 'sinks:': every event would be lost" : "'sinks' is empty: every event would be lost",
-                    hint: "add one, e.g. sinks: { console: { type: log } }; to discard events on purpose: sinks: { discard: { type: null } }")
+            d.warning(sinkNodes.first?.location ?? main.location,
+                      sinkNodes.isEmpty ? "the manifest has no 'sinks:': every event would be lost" : "'sinks' is empty: every event would be lost",
+                      hint: "add one, e.g. sinks: { console: { type: log } }; to discard events on purpose: sinks: { discard: { type: null } }")
         }
-        return (manifest, d.items)
+    }
+
+    /// The first definition of each name; every other one is an error at its
+    /// place and at the first's, each naming the other. (Within one file the
+    /// parser has reported a repeated key already, and kept the first.)
+    static func unique<Item>(_ items: [Item], what: String, name: (Item) -> String, location: (Item) -> SourceLocation,
+                             _ d: inout Diags) -> [Item] {
+        var first: [String: SourceLocation] = [:]
+        var kept: [Item] = []
+        for item in items {
+            let key = name(item), at = location(item)
+            if let earlier = first[key] {
+                d.error(earlier, "\(what) '\(key)' is defined twice: here and at \(at)", hint: "names must be unique across the manifest and its includes; rename or remove one")
+                d.error(at, "\(what) '\(key)' is defined twice: here and at \(earlier)", hint: "names must be unique across the manifest and its includes; rename or remove one")
+            } else {
+                first[key] = at
+                kept.append(item)
+            }
+        }
+        return kept
     }
 
     // MARK: monitors
@@ -149,14 +234,13 @@ public struct ManifestLoader {
 
     // MARK: sinks
 
-    private func loadSinks(_ node: ConfigNode, monitors: [MonitorConfig], rules: [String], _ d: inout Diags) -> [SinkConfig] {
+    private func loadSinks(_ node: ConfigNode, _ d: inout Diags) -> [SinkConfig] {
         guard case .mapping(let entries, _) = node else {
             if node.scalar?.isNull == true { return [] }
             d.error(node.location, "'sinks' must be a mapping of sink names to settings, not \(node.kindName)")
             return []
         }
         var result: [SinkConfig] = []
-        let monitorNames = monitors.map(\.name) + [Manifest.hostMonitorName] + rules
         for entry in entries {
             let name = entry.key.text
             guard d.checkName(entry.key, what: "sink") else { continue }
@@ -189,9 +273,6 @@ public struct ManifestLoader {
                 for (pattern, at) in patterns {
                     if let problem = RoutePattern.problem(in: pattern) {
                         d.error(at, "bad pattern '\(pattern)' in 'match': \(problem)")
-                    } else if let literal = RoutePattern.literalMonitor(in: pattern), !monitorNames.contains(literal) {
-                        d.warning(at, "pattern '\(pattern)' matches no monitor of this manifest",
-                                  hint: Suggest.hint(for: literal, in: monitorNames))
                     }
                 }
             }
@@ -206,10 +287,25 @@ public struct ManifestLoader {
             }
             result.append(sink)
         }
-        // Two sinks on one file would rotate each other's data away; two on one
-        // listen address cannot both bind.
+        return result
+    }
+
+    /// What can only be checked with every sink and monitor known: match
+    /// patterns that name no monitor (when every fragment was read), and two
+    /// sinks on one resource. Two sinks on one file would rotate each other's
+    /// data away; two on one listen address cannot both bind.
+    private func checkSinks(_ manifest: Manifest, complete: Bool, _ d: inout Diags) {
+        let monitorNames = manifest.monitors.map(\.name) + [Manifest.hostMonitorName] + manifest.rules.map(\.name)
+        for sink in manifest.sinks where complete {
+            for (pattern, at) in zip(sink.match, sink.matchLocations) {
+                if RoutePattern.problem(in: pattern) == nil, let literal = RoutePattern.literalMonitor(in: pattern), !monitorNames.contains(literal) {
+                    d.warning(at, "pattern '\(pattern)' matches no monitor of this manifest",
+                              hint: Suggest.hint(for: literal, in: monitorNames))
+                }
+            }
+        }
         var claimed: [String: (String, SourceLocation)] = [:]
-        for sink in result {
+        for sink in manifest.sinks {
             let resource: String
             switch sink.kind {
             case .file(let file): resource = "file \(file.path)"
@@ -225,10 +321,6 @@ public struct ManifestLoader {
                 claimed[resource] = (sink.name, sink.location)
             }
         }
-        if result.count > SinkSet.capacity {
-            d.error(node.location, "at most \(SinkSet.capacity) sinks are supported, this manifest has \(result.count)")
-        }
-        return result
     }
 
     private func logSink(_ keys: Keys, _ d: inout Diags) -> SinkKind? {
@@ -356,6 +448,10 @@ struct Diags {
 
     mutating func warning(_ at: SourceLocation, _ message: String, hint: String? = nil) {
         items.append(Diagnostic(.warning, at: at, message, hint: hint))
+    }
+
+    mutating func note(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+        items.append(Diagnostic(.note, at: at, message, hint: hint))
     }
 
     mutating func checkName(_ key: ConfigScalar, what: String) -> Bool {

@@ -38,9 +38,12 @@ struct ManifestWatchService: Service {
         let runtime: VigilRuntime
         let logger: Logger
         let queue = DispatchQueue(label: "vigil.watch")
-        /// Watched directories (watch descriptor → path), and the files of interest in each.
+        /// Watched directories (watch descriptor → path); the files of
+        /// interest in them; and the directories `include:` patterns read,
+        /// where any change matters (a fragment added or removed).
         private var directories: [Int32: String] = [:]
         private var files: Set<String> = []
+        private var includeDirectories: Set<String> = []
         private var pending: DispatchWorkItem?
         var cancelled = false
 
@@ -50,12 +53,23 @@ struct ManifestWatchService: Service {
             self.logger = logger
         }
 
-        /// Watches the directories of the manifest's files now (a reload may
-        /// have added an include).
+        /// Watches the directories of the manifest's files, and the
+        /// directories it includes from (the nearest existing parent of one
+        /// not made yet), as the manifest in force now says: a reload may
+        /// have added an include.
         func rewatch() {
-            let wanted = runtime.options.watchFiles().map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            let manifest = runtime.manifest
+            let wanted = manifest.files.map(Self.absolute)
             files = Set(wanted)
-            let dirs = Set(wanted.map { ($0 as NSString).deletingLastPathComponent })
+            includeDirectories = Set(manifest.includeDirectories.map(Self.absolute))
+            var dirs = Set(wanted.map(Self.parent))
+            for dir in includeDirectories {
+                var existing = dir
+                while !existing.isEmpty, existing != "/", !FileManager.default.fileExists(atPath: existing) {
+                    existing = Self.parent(existing)
+                }
+                dirs.insert(existing.isEmpty ? "/" : existing)
+            }
             let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB)
             for dir in dirs where !directories.values.contains(dir) {
                 let wd = inotify_add_watch(fd, dir, mask)
@@ -70,6 +84,9 @@ struct ManifestWatchService: Service {
                 directories[wd] = nil
             }
         }
+
+        static func absolute(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
+        static func parent(_ path: String) -> String { (path as NSString).deletingLastPathComponent }
 
         /// Reads every queued event; one naming a file of interest (or a
         /// YAML file in a watched directory: a new fragment) schedules a reload.
@@ -90,7 +107,10 @@ struct ManifestWatchService: Service {
                     let name = String(decoding: buffer[nameStart..<nameEnd].prefix { $0 != 0 }, as: UTF8.self)
                     if let dir = directories[wd] {
                         let path = dir + "/" + name
-                        if files.contains(path) || name.hasSuffix(".yaml") || name.hasSuffix(".yml") { relevant = true }
+                        // The manifest or a fragment; anything in a directory
+                        // it includes from; a directory it includes from appearing.
+                        if files.contains(path) || includeDirectories.contains(dir)
+                            || includeDirectories.contains(where: { $0.hasPrefix(path) }) { relevant = true }
                     } else if wd >= 0 {
                         relevant = true  // IN_IGNORED and the like: look again
                     }

@@ -119,12 +119,15 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     private var generation = 0
     /// Stopped by an operator (`vigil ctl stop`): no restart, no done.
     private var stoppedByOperator = false
+    /// False for `vigil run --once`: the poll after start is the only one.
+    private let schedulesPolls: Bool
 
     init(config: MonitorConfig, description: PluginDescription, transport: any PluginTransport, options: [BoundOption],
          bus: EventBus, hostEvents: HostEvents, logger: Logger,
          conditions: ConditionProcessor? = nil, plugin: HostedPlugin? = nil, fingerprint: String = "",
-         clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
+         clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds, schedulesPolls: Bool = true) {
         self.name = config.name
+        self.schedulesPolls = schedulesPolls
         self.conditions = conditions
         self.plugin = plugin
         self.fingerprint = fingerprint
@@ -232,7 +235,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             if inferredUnavailable { infer(available: true, reason: "") }
             if transport.polls {
                 pollOnce()
-                scheduleTimer()
+                if schedulesPolls { scheduleTimer() }
             }
         case VIGIL_E_UNAVAILABLE, VIGIL_E_TEMPORARY:
             accepting.store(false, ordering: .releasing)

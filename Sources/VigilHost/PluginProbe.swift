@@ -324,14 +324,16 @@ public enum PluginProbe {
     /// Creates and destroys each named monitor's instance with its options
     /// from the manifest, as `vigil validate` would in-process.
     static func createInstances(_ names: [String], manifest path: String, plugin: LoadedPlugin, out: ProtocolWriter) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            for name in names { out.send("skip", name, "cannot read \(path)") }
+        // With its includes: a monitor may be defined in a fragment.
+        let (manifest, problems) = ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment)
+            .load(from: FileManifestSource())
+        guard let manifest else {
+            let why = problems.first { $0.level == .error }.map { "\($0.location): \($0.message)" } ?? "cannot read \(path)"
+            for name in names { out.send("skip", name, why) }
             return
         }
-        let (manifest, _) = ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment)
-            .load(String(decoding: data, as: UTF8.self))
         for name in names {
-            guard let config = manifest?.monitors.first(where: { $0.name == name }) else {
+            guard let config = manifest.monitors.first(where: { $0.name == name }) else {
                 out.send("skip", name, "no monitor '\(name)' in \(path)")
                 continue
             }

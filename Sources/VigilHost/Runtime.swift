@@ -30,10 +30,12 @@ public struct RunOptions: Sendable {
     public var controlRequired = false
     /// Reads and resolves the manifest again for a reload; nil: no reloads.
     public var reloader: ManifestReloader?
-    /// Files whose changes trigger a reload (`--watch`): the manifest and
-    /// what it includes. Empty: no watching.
+    /// `--watch`: reload when the manifest, a file it includes or a
+    /// directory it includes from changes (needs `reloader`).
     public var watch = false
-    public var watchFiles: @Sendable () -> [String] = { [] }
+    /// `vigil run --once`: one poll of each monitor, its events on stdout, no
+    /// sink of the manifest made, no control socket (OnceRun.swift).
+    public var once: OnceOptions?
 
     public init(runFor: Int64? = nil) {
         self.runFor = runFor
@@ -97,6 +99,8 @@ public final class VigilRuntime: @unchecked Sendable {
     var allInstances: [MonitorInstance] { current.withLock { $0.retiredInstances + $0.instances } }
     var ruleSpecs: [RuleSpec] { current.withLock { $0.rules } }
     var reloadCounts: (done: UInt64, failed: UInt64) { current.withLock { ($0.reloads, $0.failedReloads) } }
+    /// The verdicts of a `--once` run; nil for another run.
+    let once: OnceRun?
 
     /// Every plugin in process (tests, tools).
     public convenience init(manifest: Manifest, resolution: ManifestResolution, options: RunOptions, logger: Logger) {
@@ -104,12 +108,16 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     public init(manifest: Manifest, resolution: ResolvedManifest<HostedPlugin>, options: RunOptions, logger: Logger) {
+        // --once: the manifest's sinks are never made; one stdout sink takes every event.
+        let manifest = options.once?.manifest(replacingSinksOf: manifest) ?? manifest
+        self.once = options.once.map(OnceRun.init)
         self.resolution = resolution
         self.options = options
         self.logger = logger
         let host = options.hostName ?? manifest.host ?? VigilRuntime.hostName()
         let sinks = manifest.sinks.map { config in
-            SinkRunner(config: config, sink: VigilRuntime.makeSink(config, host: host, logger: logger), logger: logger)
+            SinkRunner(config: config, sink: options.once.map { OnceSink(json: $0.json, host: host) }
+                           ?? VigilRuntime.makeSink(config, host: host, logger: logger), logger: logger)
         }
         var slots: [String: Int] = [:]
         for (i, sink) in manifest.sinks.enumerated() { slots[sink.name] = i }
@@ -125,7 +133,8 @@ public final class VigilRuntime: @unchecked Sendable {
                                             host: host, logger: logger)
         self.conditions = conditions
         let instances = resolution.monitors.filter(\.config.enabled).map { monitor in
-            Self.instance(monitor, manifest: manifest, bus: bus, hostEvents: hostEvents, conditions: conditions, logger: logger)
+            Self.instance(monitor, manifest: manifest, bus: bus, hostEvents: hostEvents, conditions: conditions, logger: logger,
+                          schedulesPolls: options.once == nil)
         }
         current = LockedState(Current(manifest: manifest, host: host, instances: instances, sinks: sinks, slots: slots,
                                       rules: resolution.rules))
@@ -138,11 +147,13 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     static func instance(_ monitor: ResolvedManifest<HostedPlugin>.Monitor, manifest: Manifest, bus: EventBus,
-                         hostEvents: HostEvents, conditions: ConditionProcessor, logger: Logger) -> MonitorInstance {
+                         hostEvents: HostEvents, conditions: ConditionProcessor, logger: Logger,
+                         schedulesPolls: Bool = true) -> MonitorInstance {
         let instance = MonitorInstance(config: monitor.config, description: monitor.plugin.description,
                                        transport: monitor.plugin.transport(), options: monitor.options, bus: bus,
                                        hostEvents: hostEvents, logger: logger, conditions: conditions,
-                                       plugin: monitor.plugin, fingerprint: fingerprint(monitor.config, in: manifest))
+                                       plugin: monitor.plugin, fingerprint: fingerprint(monitor.config, in: manifest),
+                                       schedulesPolls: schedulesPolls)
         instance.observed.store(conditions.watches(monitor.config.name), ordering: .releasing)
         return instance
     }
@@ -204,7 +215,7 @@ public final class VigilRuntime: @unchecked Sendable {
         if options.watch, options.reloader != nil {
             services.append(.init(service: ManifestWatchService(runtime: self, logger: logger)))
         }
-        if let address = options.control {
+        if let address = options.control, once == nil {
             let api = ControlAPI(runtime: self)
             do {
                 let server = try ControlServer(address: address, group: options.controlGroup, api: api, logger: logger)
@@ -214,6 +225,9 @@ public final class VigilRuntime: @unchecked Sendable {
                 if options.controlRequired { throw error }
                 logger.info("no control API: \(error)")
             }
+        }
+        if let once {
+            services.append(.init(service: OnceService(once: once, runtime: self), successTerminationBehavior: .gracefullyShutdownGroup))
         }
         if let runFor = options.runFor {
             services.append(.init(service: TimerService(duration: runFor),

@@ -113,7 +113,8 @@ struct SinksService: Service {
         let runners = runtime.allSinks
         for runner in runners { runner.beginStop(deadline: deadline) }
         for runner in runners where await !runner.join(until: deadline.addingSaturating(1_000_000_000)) {
-            logger.error("sink \(runner.config.name) did not finish within \(Units.formatDuration(drainTimeout)) of shutdown; exiting without it")
+            let lost = runner.abandon()  // counted, so the exit status says so
+            logger.error("sink \(runner.config.name) did not finish within \(Units.formatDuration(drainTimeout)) of shutdown; exiting without it, \(lost) events lost (shutdown)")
         }
     }
 }

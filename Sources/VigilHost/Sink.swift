@@ -80,6 +80,11 @@ public final class SinkContext: @unchecked Sendable {
     let written = Atomic<UInt64>(0)
     /// Events counted lost during the current `write` (sink's thread only).
     var lostInCall = 0
+    /// The size of the batch in the sink's hands (less what `countLost` took
+    /// of it), and whether the host gave up on a sink stuck in a call
+    /// (`abandon`): from then on nothing the runner's thread reports is
+    /// counted, since the host has counted it already.
+    private let hand = Mutex<(inFlight: Int, abandoned: Bool)>((0, false))
     /// Set by the runner: housekeeping a sink calls while it waits a long time
     /// inside `write` (e.g. reconnecting), such as logging queue drops.
     var whileWaiting: @Sendable () -> Void = {}
@@ -92,7 +97,11 @@ public final class SinkContext: @unchecked Sendable {
     /// Counts `n` events of the batch in hand as lost, without failing the
     /// batch. Call from `write` only.
     public func countLost(_ n: Int, _ reason: LossReason) {
-        guard n > 0 else { return }
+        guard n > 0, hand.withLock({ h in
+            guard !h.abandoned else { return false }
+            h.inFlight -= n
+            return true
+        }) else { return }
         lostInCall += n
         lost.add(UInt64(n), reason)
     }
@@ -101,7 +110,7 @@ public final class SinkContext: @unchecked Sendable {
     /// delivered, as lost after all (bytes that never left a socket's send
     /// queue). They are taken off `written`.
     public func countLostAfterWrite(_ n: Int, _ reason: LossReason) {
-        guard n > 0 else { return }
+        guard n > 0, !hand.withLock({ $0.abandoned }) else { return }
         written.wrappingSubtract(UInt64(n), ordering: .relaxed)
         lost.add(UInt64(n), reason)
     }
@@ -129,6 +138,34 @@ public final class SinkContext: @unchecked Sendable {
     /// True when a sink should stop retrying and give up its batch: the host
     /// is shutting down and the drain deadline has passed.
     public var shouldAbandon: Bool { monotonicNanoseconds() >= abandonAt.load(ordering: .acquiring) }
+
+    /// The runner hands the sink a batch of `n` events.
+    func take(_ n: Int) {
+        hand.withLock { $0.inFlight = n }
+    }
+
+    /// The sink's call returned: false when the host gave up on it meanwhile,
+    /// and the batch must not be counted again.
+    func settle() -> Bool {
+        hand.withLock { h in
+            h.inFlight = 0
+            return !h.abandoned
+        }
+    }
+
+    /// The host gives up on a sink stuck in a call (`write` blocked on a FIFO
+    /// nobody reads, a hung file system): the events in its hands are lost to
+    /// the shutdown, counted now, once. Returns how many.
+    func abandon() -> Int {
+        let n = hand.withLock { h -> Int in
+            guard !h.abandoned else { return 0 }
+            h.abandoned = true
+            defer { h.inFlight = 0 }
+            return max(0, h.inFlight)
+        }
+        lost.add(UInt64(n), .shutdown)
+        return n
+    }
 
     func beginClosing(drainDeadline: Int64) {
         abandonAt.store(drainDeadline, ordering: .releasing)
@@ -191,9 +228,13 @@ final class SinkRunner: @unchecked Sendable {
             let woke = queue.takeWakeRequest()
             if !batch.isEmpty {
                 context.lostInCall = 0
+                context.take(batch.count)
                 do {
                     try sink.write(batch, context: context)
-                    delivered(batch.count - context.lostInCall)
+                    if context.settle() { delivered(batch.count - context.lostInCall) }
+                } catch where !context.settle() {
+                    // The host gave up on this sink while it was stuck, and counted the batch.
+                    // (Otherwise `settle` has ended the batch, and the next clause counts it.)
                 } catch {
                     let partial = error as? SinkWriteError
                     let done = min(max(0, partial?.delivered ?? 0), batch.count - context.lostInCall)
@@ -282,11 +323,18 @@ final class SinkRunner: @unchecked Sendable {
         }
     }
 
+    /// After `join` gave up on a sink stuck in a call: the batch in its hands
+    /// and whatever is still queued are counted lost (`shutdown`), so that
+    /// the summary and the exit status tell the loss. Returns how many.
+    func abandon() -> Int {
+        context.abandon() + queue.discardAll()
+    }
+
     /// `beginStop` and `join` for one sink, with one second of grace after the drain deadline.
     func stop(drainTimeout: Int64) async {
         let deadline = monotonicNanoseconds().addingSaturating(drainTimeout)
         beginStop(deadline: deadline)
-        _ = await join(until: deadline.addingSaturating(1_000_000_000))
+        if await !join(until: deadline.addingSaturating(1_000_000_000)) { _ = abandon() }
     }
 
     struct Stats {

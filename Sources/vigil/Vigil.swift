@@ -71,35 +71,26 @@ struct PluginDirOptions: ParsableArguments {
     }
 }
 
-/// Reads and checks a manifest file; prints its diagnostics to stderr.
+/// Reads and checks a manifest file and what it includes; prints its diagnostics to stderr.
 enum ManifestFile {
     /// The file's bytes go to the loader as they are: it reports a NUL or invalid
     /// UTF-8 where it is. (Decoding here first cut the text at its first NUL:
     /// `String(validatingUTF8:)` reads a C string.) At most one byte past the
-    /// size limit is read, so /dev/zero or a huge file costs nothing.
+    /// size limit is read, so /dev/zero or a huge file costs nothing; fragments
+    /// are held to the same and to the limits in all (ManifestIncludes.swift).
     static func load(_ path: String) -> (Manifest?, [Diagnostic]) {
-        let start = SourceLocation(file: path, line: 1, column: 1)
-        var isDirectory: ObjCBool = false
-        let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-        guard !isDirectory.boolValue, let handle = FileHandle(forReadingAtPath: path) else {
-            let why = !exists ? "no such file" : isDirectory.boolValue ? "it is a directory, not a manifest" : "cannot read it"
-            return (nil, [Diagnostic(at: start, "\(why)")])
-        }
-        defer { try? handle.close() }
-        let data: Data
-        do {
-            data = try handle.read(upToCount: ManifestLimits.maxFileBytes + 1) ?? Data()
-        } catch {
-            return (nil, [Diagnostic(at: start, "cannot read it: \(error.localizedDescription)")])
-        }
-        return ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment).load(bytes: Array(data))
+        ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment).load(from: FileManifestSource())
     }
 
-    static func print(_ diagnostics: [Diagnostic]) {
-        let sorted = diagnostics.sorted {
-            ($0.location.line, $0.location.column) < ($1.location.line, $1.location.column)
+    /// Sorted by file (the main manifest first, then fragments in the order
+    /// read), then line and column.
+    static func print(_ diagnostics: [Diagnostic], files: [String] = []) {
+        let order = Dictionary(files.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        let sorted = diagnostics.enumerated().sorted {
+            let (a, b) = ($0.element.location, $1.element.location)
+            return (order[a.file] ?? files.count, a.line, a.column, $0.offset) < (order[b.file] ?? files.count, b.line, b.column, $1.offset)
         }
-        for d in sorted { FileHandle.standardError.write(Data((d.description + "\n").utf8)) }
+        for d in sorted { FileHandle.standardError.write(Data((d.element.description + "\n").utf8)) }
     }
 }
 
@@ -130,9 +121,19 @@ struct Run: AsyncParsableCommand {
         sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
         monitor is stopped and every sink drained before exit, within one --drain-timeout.
 
-        Exit status: 0 when every routed event was delivered; 3 when a sink lost events (the exit lines and \
-        --summary say how many, per sink and reason: queue_full, shutdown, write_failed, kernel_buffer, \
-        too_large); 2 for an invalid manifest.
+        Exit status (docs/exit-status.md):
+          0   every event a sink took was delivered (with --once: and every monitor started and its poll returned OK)
+          1   the run failed: it could not start (a --control socket that cannot be had), or with --once a monitor \
+        failed to start, was unavailable, its plugin was refused, its poll failed or passed its timeout (each \
+        reason on stderr)
+          2   invalid manifest (or an include of it): nothing was started
+          3   events were lost: the exit lines and --summary count them per sink and reason (queue_full, \
+        shutdown, which includes a sink stuck past the drain deadline, write_failed, kernel_buffer, too_large)
+          64  usage: an unknown option, a bad duration, --json without --once
+        When several apply, the first in this order wins: 64, 2, 1, 3. Emits a plugin made that the host \
+        refused (counted per monitor and reason) were never taken, so they are not losses; nor are events no \
+        sink's match asks for (counted as unrouted). A monitor that fails or is refused in a normal run does not \
+        change the status: the others ran, and the log, `vigil ctl health` and --summary say so.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
@@ -151,19 +152,30 @@ struct Run: AsyncParsableCommand {
     var controlGroup: String?
     @Flag(help: "Reload when the manifest (or a file it includes) changes, as SIGHUP and 'vigil ctl reload' do.")
     var watch = false
+    @Flag(help: ArgumentHelp("Start every monitor, take one poll (a push-only monitor: its events until the first, at most 1s after its start), print the events on stdout, stop. The manifest's sinks are not made (no file written, no socket bound or connected) and no control socket is opened; rules' programs are not run. Exit 1 if a monitor failed to start or its poll failed (the reason on stderr)."))
+    var once = false
+    @Flag(help: "With --once: print JSON Lines instead of one readable line per event.")
+    var json = false
     @OptionGroup var plugins: PluginDirOptions
+
+    func validate() throws {
+        if json && !once { throw ValidationError("--json goes with --once") }
+        if watch && once { throw ValidationError("--once ends by itself; --watch does not go with it") }
+        if once && runFor != nil { throw ValidationError("--once ends by itself; --for does not go with it") }
+    }
 
     func run() async throws {
         let (loaded, diagnostics) = ManifestFile.load(manifest)
-        let level = logLevel.flatMap(Severity.init(name:)) ?? loaded?.logLevel ?? .info
+        // --once prints events on stdout; the host says only what went wrong on stderr.
+        let level = logLevel.flatMap(Severity.init(name:)) ?? (once ? .warning : nil) ?? loaded?.logLevel ?? .info
         HostLogging.bootstrap(level: level.hostLogLevel)
         let logger = Logger(label: "vigil")
         guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
-            ManifestFile.print(diagnostics)
+            ManifestFile.print(diagnostics, files: loaded?.files ?? [self.manifest])
             FileHandle.standardError.write(Data("vigil: \(self.manifest) is not a valid manifest; nothing was started\n".utf8))
             throw ExitCode(2)
         }
-        ManifestFile.print(diagnostics)  // warnings
+        ManifestFile.print(diagnostics, files: manifest.files)  // warnings and notes
         var options = RunOptions(runFor: try runFor.map(parseDuration))
         options.hostName = host
         options.drainTimeout = try parseDuration(drainTimeout)
@@ -178,6 +190,10 @@ struct Run: AsyncParsableCommand {
             options.control = ControlAddress.standard()
         }
         options.controlGroup = controlGroup
+        if once {
+            options.once = OnceOptions(json: json)
+            options.control = nil
+        }
         // Plugins from outside the host's own directories are first loaded in a
         // child process: one that crashes or hangs there is refused, not run.
         let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
@@ -185,8 +201,11 @@ struct Run: AsyncParsableCommand {
         // Each plugin runs where IsolationDecision says: in process, or in a
         // runner process of its own that loads it (a crash costs the runner).
         var decisions: [String: IsolationDecision] = [:]
-        let resolution = ResolvedManifest<HostedPlugin>.resolve(manifest, catalog: catalog,
+        var resolution = ResolvedManifest<HostedPlugin>.resolve(manifest, catalog: catalog,
                                                                 allowUnsafe: plugins.allowUnsafe(manifest), decisions: &decisions)
+        if once {  // a look at the monitors must not notify anyone
+            for i in resolution.rules.indices { resolution.rules[i].exec = nil }
+        }
         for monitor in manifest.monitors {
             guard let d = decisions[monitor.name] else { continue }
             logger.info("monitor '\(monitor.name)' runs \(d.isolation == .process ? "in a runner process" : "in process") (\(d.reason))\(d.limitsEnforcement.map { "; \($0)" } ?? "")")
@@ -198,12 +217,19 @@ struct Run: AsyncParsableCommand {
         for (config, _) in resolution.refused {
             logger.error("monitor '\(config.name)' will not run; the others go on")
         }
-        options.reloader = reloader(logger: logger)
-        options.watch = watch
-        let path = self.manifest
-        options.watchFiles = { [path] }
+        if !once {  // --once ends by itself; nothing to reload
+            options.reloader = reloader(logger: logger)
+            options.watch = watch
+        }
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
         let summary = try await runtime.run()
+        if once {
+            let failures = resolution.refused.map { ($0.config.name, "its plugin was refused: \($0.reason)") } + runtime.onceFailures
+            for (monitor, reason) in failures {
+                FileHandle.standardError.write(Data("vigil: monitor '\(monitor)' failed: \(shownText(reason))\n".utf8))
+            }
+            if !failures.isEmpty { throw ExitCode(1) }
+        }
         if summary.lost > 0 { throw ExitCode(3) }
     }
 }
@@ -261,7 +287,9 @@ struct Validate: AsyncParsableCommand {
         A manifest is plain UTF-8 YAML of at most 4MiB: NUL bytes, control characters, tags and a second document \
         are errors, aliases may repeat 10000 nodes in all, nesting is 64 levels, durations are at most 365d. \
         File sink paths and unix socket paths are checked against the file system and the kernel's limit, and \
-        match patterns against the kinds the plugins emit. Exits 0 only when the manifest is valid.
+        match patterns against the kinds the plugins emit. The fragments an 'include:' names are read and checked \
+        as part of the manifest, each problem at its own file's line and column, and a monitor, sink or rule \
+        defined in two files is an error at both (docs/manifest.md). Exits 0 only when the manifest is valid.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
@@ -276,9 +304,9 @@ struct Validate: AsyncParsableCommand {
             let resolution = ResolvedManifest.resolve(loaded, probes: plugins.probes(manifest: loaded, scope: .all, creating: true))
             all += resolution.diagnostics + resolution.validateInstances()
         }
-        ManifestFile.print(all)
+        ManifestFile.print(all, files: loaded?.files ?? [manifest])
         let errors = all.filter { $0.level == .error }.count
-        let warnings = all.count - errors
+        let warnings = all.filter { $0.level == .warning }.count
         guard errors == 0, let loaded else {
             FileHandle.standardError.write(Data("\(manifest): \(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")\n".utf8))
             throw ExitCode(1)
@@ -295,6 +323,7 @@ struct Validate: AsyncParsableCommand {
             let d = IsolationDecision.decide(for: monitor, in: loaded, path: path, hostDirectories: host)
             print("  \(monitor.name): \(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))")
         }
-        print("\(manifest): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
+        let fragments = loaded.files.count - 1
+        print("\(manifest)\(fragments > 0 ? " and \(fragments) included file\(fragments == 1 ? "" : "s")" : ""): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
     }
 }

@@ -89,6 +89,49 @@ struct ManifestFuzzTests {
         }
     }
 
+    /// The fragments of `manifests/examples/conf.d/` under the main file that
+    /// includes them, in memory: each fragment mutated in turn, loaded with
+    /// the main file and the others. No crash, no hang; every diagnostic in a
+    /// file the manifest read, inside that file.
+    @Test("mutated include fragments: no crash, no hang, every diagnostic inside the file it names")
+    func mutatedFragments() throws {
+        let dir = Self.repoRoot + "/manifests/examples"
+        let main = dir + "/includes.yaml"
+        var files: [String: [UInt8]] = [main: Array(try #require(FileManager.default.contents(atPath: main)))]
+        let fragments = try FileManager.default.contentsOfDirectory(atPath: dir + "/conf.d").filter { $0.hasSuffix(".yaml") }.sorted()
+        #expect(fragments.count >= 2)
+        for name in fragments {
+            files[dir + "/conf.d/" + name] = Array(try #require(FileManager.default.contents(atPath: dir + "/conf.d/" + name)))
+        }
+        let (clean, cleanDiagnostics) = ManifestLoader(file: main).load(from: InMemoryManifestSource(bytes: files))
+        #expect(!cleanDiagnostics.contains { $0.level == .error }, "\(ManifestErrors(cleanDiagnostics))")
+        #expect(clean?.files.count == fragments.count + 1)
+        var rng = SplitMix64(seed: 0xF4A6)
+        let clock = ContinuousClock()
+        for name in fragments {
+            let path = dir + "/conf.d/" + name
+            for n in 0..<Self.casesPerFile {
+                var mutator = ManifestMutator(bytes: files[path]!, rng: rng)
+                let applied = mutator.mutate(count: 1 + Int(mutator.rng.next() % 3))
+                rng = mutator.rng
+                var mutated = files
+                mutated[path] = mutator.bytes
+                let label = "conf.d/\(name) case \(n) [\(applied.map(\.rawValue).joined(separator: ", "))]"
+                let start = clock.now
+                let (m, d) = ManifestLoader(file: main).load(from: InMemoryManifestSource(bytes: mutated))
+                #expect(clock.now - start < .seconds(2), "\(label): took \(clock.now - start)")
+                for file in Set(d.map(\.location.file)) {
+                    #expect(mutated[file] != nil, "\(label): a diagnostic names \(file)")
+                    Self.checkLocations(d.filter { $0.location.file == file }, in: mutated[file] ?? [], file: file, label: label)
+                }
+                if mutator.bytes.contains(where: ManifestMutator.neverText) {
+                    #expect(d.contains { $0.level == .error && $0.location.file == path }, "\(label): bytes that are not text were accepted")
+                }
+                #expect(m?.files.contains(path) == true, "\(label)")
+            }
+        }
+    }
+
     /// Line ≥ 1 and ≤ the line count + 1, column ≥ 1 and not past the end of its line + 1; the file's name.
     /// (Columns count characters; a line's byte count bounds them.)
     static func checkLocations(_ diagnostics: [Diagnostic], in bytes: [UInt8], file: String, label: String,

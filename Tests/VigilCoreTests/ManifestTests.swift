@@ -343,7 +343,7 @@ struct UnknownKeyTests {
         expectCount(d, 2)
         expectDiagnostic(d, at: 4, 1, "unknown key 'hosts' in the manifest", hint: .equals("did you mean 'host'?"))
         expectDiagnostic(d, at: 5, 1, "unknown key 'colour' in the manifest",
-                         hint: .equals("known keys: host, log_level, plugin_dirs, monitors, sinks, rules, allow_unsafe_plugins, isolation"))
+                         hint: .equals("known keys: host, log_level, plugin_dirs, monitors, sinks, rules, allow_unsafe_plugins, isolation, include"))
     }
 
     @Test("unknown monitor key: intervall → did you mean 'interval'?")

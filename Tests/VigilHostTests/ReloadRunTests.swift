@@ -229,6 +229,7 @@ import Testing
     /// editors do) applies it; so does a new fragment; a broken save is refused.
     @Test func watchReloadsWhenTheManifestChanges() async throws {
         let host = try Host("watch", """
+        include: ["conf.d/*.yaml"]
         monitors:
           beat: { plugin: heartbeat, interval: 100ms, isolation: none }
         sinks:
@@ -244,11 +245,20 @@ import Testing
           out: { type: file, path: EVENTS }
         """)
         #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("added"))??["state"] as? String == "running" })
+        // The include directory did not exist: made now, with a fragment in it.
+        try FileManager.default.createDirectory(atPath: host.dir + "/conf.d", withIntermediateDirectories: true)
+        try TestEnv.write("monitors:\n  fragment: { plugin: heartbeat, interval: 100ms, isolation: none }\n",
+                          to: host.dir + "/conf.d/extra.yaml")
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("fragment"))??["state"] as? String == "running" })
+        // And a fragment edited in place.
+        try TestEnv.write("monitors:\n  fragment: { plugin: heartbeat, interval: 200ms, isolation: none }\n",
+                          to: host.dir + "/conf.d/extra.yaml")
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("fragment"))??["interval_s"] as? Double == 0.2 })
         try TestEnv.write("monitors: [", to: host.manifest)
         try await Task.sleep(for: .milliseconds(1500))
         #expect(try host.monitor("added")?["state"] as? String == "running")
         let metrics = try await host.request(.GET, "/metrics")
-        #expect(metrics.text.contains("vigil_reloads_total{result=\"applied\"} 1"), "\(metrics.text)")
+        #expect(metrics.text.contains("vigil_reloads_total{result=\"applied\"} 3"), "\(metrics.text)")
         #expect(metrics.text.contains("vigil_reloads_total{result=\"refused\"} 1"), "\(metrics.text)")
     }
 

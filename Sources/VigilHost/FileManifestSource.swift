@@ -1,0 +1,79 @@
+import Glibc
+import VigilCore
+
+/// A manifest and its fragments as the file system has them: what `vigil
+/// run`, `vigil validate` and a reload read a manifest with
+/// (`ManifestLoader(file:environment:).load(from: FileManifestSource())`).
+///
+/// Nothing a path names can make it block or spend without bound: a file is
+/// read to at most `limit + 1` bytes, a directory listed to at most
+/// `limit + 1` names; a fragment is opened without blocking (a FIFO would
+/// wait for a writer) and must be a regular file, so /dev/zero, a FIFO or a
+/// directory is an error, not a hang; a symlink loop is the kernel's ELOOP.
+public struct FileManifestSource: ManifestSource {
+    public init() {}
+
+    public func read(_ path: String, limit: Int, fragment: Bool) throws(ManifestSourceError) -> ManifestSourceFile {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | (fragment ? O_NONBLOCK : 0))
+        guard fd >= 0 else { throw Self.failure(errno, file: true) }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw Self.failure(errno, file: true) }
+        let type = st.st_mode & S_IFMT
+        if type == S_IFDIR { throw ManifestSourceError(.isDirectory, "it is a directory") }
+        if fragment, type != S_IFREG {
+            throw ManifestSourceError(.notRegularFile, "not a regular file (\(Self.typeName(type)))")
+        }
+        var bytes: [UInt8] = []
+        let want = limit + 1
+        var chunk = [UInt8](repeating: 0, count: min(want, 64 << 10))
+        while bytes.count < want {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, min($0.count, want - bytes.count)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Self.failure(errno, file: true)
+            }
+            if n == 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return ManifestSourceFile(bytes: bytes, identity: "\(st.st_dev):\(st.st_ino)")
+    }
+
+    public func list(_ directory: String, limit: Int) throws(ManifestSourceError) -> [String] {
+        guard let dir = opendir(directory) else { throw Self.failure(errno, file: false) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while names.count <= limit {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                if errno != 0 { throw Self.failure(errno, file: false) }
+                break
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    private static func failure(_ code: Int32, file: Bool) -> ManifestSourceError {
+        switch code {
+        case ENOENT: ManifestSourceError(.notFound, file ? "no such file" : "no such directory")
+        case ENOTDIR: ManifestSourceError(file ? .notFound : .notDirectory, file ? "a part of its path is not a directory" : "not a directory")
+        case EISDIR: ManifestSourceError(.isDirectory, "it is a directory")
+        default: ManifestSourceError(.other, String(cString: strerror(code)))
+        }
+    }
+
+    private static func typeName(_ type: mode_t) -> String {
+        switch type {
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFIFO: "a FIFO"
+        case S_IFSOCK: "a socket"
+        case S_IFLNK: "a symbolic link"
+        default: "not a file"
+        }
+    }
+}

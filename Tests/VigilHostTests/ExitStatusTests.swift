@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+
+/// Each status of docs/exit-status.md through the real `vigil run`: the
+/// status, and the exit lines and `--summary` agreeing with it.
+@Suite struct ExitStatusTests {
+    static func manifest(_ body: String, in dir: String) throws -> String {
+        let path = dir + "/vigil.yaml"
+        try TestEnv.write("plugin_dirs: [\(try TestEnv.cPlugins())]\n" + body, to: path)
+        return path
+    }
+
+    @Test func zeroWhenEverythingWasDeliveredAndRefusedEmitsAreNoLoss() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 50ms }
+          bad: { plugin: malformed, interval: 50ms, options: { case: 1 } }
+        sinks:
+          journal: { type: file, path: \(dir)/events.jsonl }
+        """, in: dir)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "500ms", "--control", "none", "--summary", dir + "/s.json"], timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains(", none lost\n"), "\(result.stderr)")
+        let summary = try #require(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/s.json"))) as? [String: Any])
+        #expect(summary["lost"] as? Int == 0)
+        let bad = (summary["monitors"] as? [[String: Any]])?.first { $0["name"] as? String == "bad" }
+        #expect((bad?["refused"] as? Int ?? 0) > 0, "the plugin's bad emits were refused: \(bad ?? [:])")
+    }
+
+    @Test func oneWhenTheRunCannotStart() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("monitors:\n  beat: { plugin: heartbeat }\nsinks:\n  out: { type: null }\n", in: dir)
+        try TestEnv.write("a file", to: dir + "/file")
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "1s", "--control", "unix:\(dir)/file/vigil.sock"], timeout: 60)
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("Not a directory"), "\(result.stderr)")
+    }
+
+    @Test func twoForAnInvalidFragmentNamingItsFile() throws {
+        let dir = try TestEnv.tempDir()
+        try FileManager.default.createDirectory(atPath: dir + "/conf.d", withIntermediateDirectories: true)
+        let manifest = try Self.manifest("include: conf.d/*.yaml\nmonitors:\n  beat: { plugin: heartbeat }\nsinks:\n  out: { type: null }\n", in: dir)
+        try TestEnv.write("monitors:\n  other: { plugin: heartbeat, interval: soon }\n", to: dir + "/conf.d/a.yaml")
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "1s", "--control", "none"], timeout: 60)
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("\(dir)/conf.d/a.yaml:2:41: error: 'interval' is not a duration"), "\(result.stderr)")
+        #expect(result.stderr.contains("nothing was started"))
+    }
+
+    @Test func threeWhenAWriteFails() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 20ms }
+        sinks:
+          full: { type: file, path: /dev/full }
+        """, in: dir)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "500ms", "--control", "none"], timeout: 60)
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(result.stderr.contains(" write_failed, "), "\(result.stderr)")
+        #expect(result.stderr.contains("lost in sinks (exit status 3)"), "\(result.stderr)")
+        #expect(!result.stderr.contains("none lost"), "\(result.stderr)")
+    }
+
+    @Test func threeWhenADropNewestQueueOfOneOverflows() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("""
+        monitors:
+          flood: { plugin: flood, options: { count: 20000 } }
+        sinks:
+          small: { type: null, queue_size: 1, overflow: drop_newest, match: [flood] }
+        """, in: dir)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "5s", "--control", "none", "--summary", dir + "/s.json"], timeout: 60)
+        #expect(result.status == 3, "\(result.stderr)")
+        let summary = try SinkRunTests.summary(dir + "/s.json")
+        let small = try #require(summary[sink: "small"])
+        #expect((small.lost["queue_full"] ?? 0) > 0)
+        #expect(small.written + small.lostTotal == 20000, "every flood event delivered or counted")
+    }
+
+    /// A file sink on a FIFO nobody reads blocks in open(2): the host gives up
+    /// on it at the drain deadline, and what it held is lost, counted, told.
+    @Test func threeWhenASinkIsStuckPastTheDrainDeadline() throws {
+        let dir = try TestEnv.tempDir()
+        #expect(mkfifo(dir + "/fifo", 0o600) == 0)
+        let manifest = try Self.manifest("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 50ms }
+        sinks:
+          stuck: { type: file, path: \(dir)/fifo }
+        """, in: dir)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "300ms", "--drain-timeout", "200ms", "--control", "none",
+                                                     "--summary", dir + "/s.json"], timeout: 60)
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(result.stderr.contains("sink stuck did not finish"), "\(result.stderr)")
+        let stuck = try #require(try SinkRunTests.summary(dir + "/s.json")[sink: "stuck"])
+        #expect(stuck.written == 0)
+        #expect((stuck.lost["shutdown"] ?? 0) > 0 && stuck.lostTotal == stuck.lost["shutdown"], "\(stuck)")
+        #expect(!result.stderr.contains("none lost"), "\(result.stderr)")
+    }
+
+    @Test func threeWhenOnceCannotWriteStdout() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("monitors:\n  beat: { plugin: heartbeat }\nsinks:\n  out: { type: null }\n", in: dir)
+        let result = try TestEnv.run("/bin/sh", ["-c", "exec \"$0\" run --once \"$1\" > /dev/full", TestEnv.vigil, manifest], timeout: 60)
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(result.stderr.contains("sink stdout (log): 0 written, 1 lost: 0 queue_full, 0 shutdown, 1 write_failed"), "\(result.stderr)")
+    }
+
+    @Test func sixtyFourForUsage() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("monitors:\n  beat: { plugin: heartbeat }\nsinks:\n  out: { type: null }\n", in: dir)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "soon", "--control", "none"], timeout: 30)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("'soon' is not a duration"), "\(result.stderr)")
+    }
+}
