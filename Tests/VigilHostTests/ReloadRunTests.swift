@@ -238,6 +238,7 @@ import Testing
         defer { _ = host.stop() }
         try await Task.sleep(for: .milliseconds(200))
         try host.write("""
+        include: ["conf.d/*.yaml"]
         monitors:
           beat: { plugin: heartbeat, interval: 100ms, isolation: none }
           added: { plugin: heartbeat, interval: 100ms, isolation: none }
