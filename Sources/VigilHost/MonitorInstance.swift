@@ -432,11 +432,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         queue.async { [self] in
             generation += 1
             stoppedByOperator = true
-            timer?.cancel()
-            timer = nil
-            quarantineCheck?.cancel()
-            quarantineCheck = nil
-            stopAndDestroy()
+            cancelTimersStopAndDestroy()
             if !stopping { set(.stopped) }
             if observed.load(ordering: .relaxed) { conditions?.monitorGone(name) }
             logger.notice("stopped by an operator")
@@ -465,6 +461,15 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             launch()
             return true
         }
+    }
+
+    /// No more polls or quarantine checks; the instance stopped and destroyed. On `queue`.
+    private func cancelTimersStopAndDestroy() {
+        timer?.cancel()
+        timer = nil
+        quarantineCheck?.cancel()
+        quarantineCheck = nil
+        stopAndDestroy()
     }
 
     /// Stops (when running) and destroys the plugin's instance. On `queue`.
@@ -506,11 +511,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     func shutdown(completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
             stopping = true
-            timer?.cancel()
-            timer = nil
-            quarantineCheck?.cancel()
-            quarantineCheck = nil
-            stopAndDestroy()
+            cancelTimersStopAndDestroy()
             if state != .failed && state != .quarantined { set(.stopped) }
             completion()
         }
