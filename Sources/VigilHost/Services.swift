@@ -47,8 +47,10 @@ struct SupervisorService: Service {
             Field("sinks", .int(Int64(runtime.sinks.count))), Field("pid", .int(Int64(getpid()))),
         ])
         runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
+        SystemdNotifier.shared.ready(status: "\(runtime.instances.count) monitors, \(runtime.sinks.count) sinks")  // SystemdNotify.swift
         let watchdog = Task { await Self.watch(runtime) }
         try? await gracefulShutdown()
+        SystemdNotifier.shared.stopping()
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
         // A plugin blocked on a full `block` sink must not hold up its own stop
         // for ever: such waits give up at the drain deadline.

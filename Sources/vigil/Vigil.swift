@@ -122,7 +122,8 @@ struct Run: AsyncParsableCommand {
         Starts every enabled monitor, polls each at its interval on its own serial queue, and routes events to \
         the sinks. A monitor whose plugin is refused, or whose options are invalid, is reported and skipped; \
         the others run. Plugin files are checked before they are loaded (owner, permissions, ELF headers; \
-        docs/plugins.md), and a plugin from outside vigil's own directory and /usr/local/lib/vigil/plugins is \
+        docs/plugins.md), and a plugin from outside vigil's own directories (its executable's, ../lib/vigil/plugins from there, \
+        /usr/local/lib/vigil/plugins) is \
         loaded once in a child process first, so that one that crashes or hangs while loading is refused. \
         SIGHUP makes file sinks reopen their files. On SIGINT/SIGTERM (or after --for) every \
         monitor is stopped and every sink drained before exit, within one --drain-timeout.
@@ -153,6 +154,8 @@ struct Run: AsyncParsableCommand {
         let level = logLevel.flatMap(Severity.init(name:)) ?? loaded?.logLevel ?? .info
         HostLogging.bootstrap(level: level.hostLogLevel)
         let logger = Logger(label: "vigil")
+        // Before any child is started: takes NOTIFY_SOCKET and WATCHDOG_* out of the environment.
+        SystemdNotifier.shared.adoptEnvironment(logger: logger)
         guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
             ManifestFile.print(diagnostics)
             FileHandle.standardError.write(Data("vigil: \(self.manifest) is not a valid manifest; nothing was started\n".utf8))
