@@ -42,8 +42,11 @@ RUST_TARGET := .build/rust-target
 SWIFT_PLUGINS := ${shell sed -n 's/^ *plugin("\([^"]*\)".*product: "\([^"]*\)".*/\2/p; t; s/^ *plugin("\([^"]*\)".*/\1/p' Package.swift}
 SWIFT_PLUGIN_FILES := $(patsubst %,$(BIN)/lib%.so,$(SWIFT_PLUGINS))
 
-# The toolchain's runtime directory: the only place libraries are bundled from.
-SWIFT_RUNTIME_DIR ?= $(shell d="$$(dirname "$$(readlink -f "$$(command -v $(SWIFT))")")/../lib/swift/linux"; [ -d "$$d" ] && readlink -f "$$d")
+# The toolchain's runtime directory, the only place libraries are bundled
+# from: as the compiler reports it (right for swiftly's proxies too), else
+# next to the swift found on PATH.
+SWIFT_RUNTIME_DIR ?= $(shell d="$$($(SWIFT)c -print-target-info 2>/dev/null | sed -n '/"runtimeLibraryPaths"/{n;s/^ *"\(.*\)",\{0,1\}$$/\1/p;}')"; \
+	[ -d "$$d" ] || d="$$(dirname "$$(readlink -f "$$(command -v $(SWIFT))")")/../lib/swift/linux"; [ -d "$$d" ] && readlink -f "$$d")
 
 CARGO := $(shell command -v cargo 2>/dev/null || { [ -x "$$HOME/.cargo/bin/cargo" ] && echo "$$HOME/.cargo/bin/cargo"; })
 
@@ -70,7 +73,7 @@ endif
 # is there: an edited one is never overwritten.
 install: all
 	@command -v $(PATCHELF) >/dev/null || { echo "make install: $(PATCHELF) not found; install it (apt-get install -y patchelf)" >&2; exit 1; }
-	@[ -n "$(SWIFT_RUNTIME_DIR)" ] || { echo "make install: the Swift runtime directory was not found next to $(SWIFT); set SWIFT_RUNTIME_DIR" >&2; exit 1; }
+	@[ -n "$(SWIFT_RUNTIME_DIR)" ] || { echo "make install: the Swift runtime directory was found neither by $(SWIFT)c -print-target-info nor next to $(SWIFT); set SWIFT_RUNTIME_DIR" >&2; exit 1; }
 	@for f in $(BIN)/vigil $(SWIFT_PLUGIN_FILES); do [ -f "$$f" ] || { echo "make install: $$f was not built" >&2; exit 1; }; done
 	$(INSTALL) -d -m 0755 "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(INCLUDEDIR)" \
 		"$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSCONFDIR)/vigil"
