@@ -60,12 +60,31 @@ public final class PluginCatalog: @unchecked Sendable {
     }
 
     /// The standard search path: `extra` (manifest's `plugin_dirs`, `--plugin-dir`),
-    /// then the directory holding the `vigil` executable, then the system directory.
+    /// then the host's own directories (`ownDirectories`).
     public static func standardDirectories(extra: [String]) -> [String] {
-        var dirs = extra
-        if let exe = executableDirectory() { dirs.append(exe) }
+        extra + ownDirectories()
+    }
+
+    /// The directories whose plugins ship with this host, in search order:
+    /// the one holding the `vigil` executable (a build tree), the installed
+    /// layout's `<executable's directory>/../lib/vigil/plugins` (`make install`
+    /// with any prefix), and the system directory.
+    public static func ownDirectories() -> [String] {
+        var dirs: [String] = []
+        if let exe = executableDirectory() {
+            dirs.append(exe)
+            dirs.append(installedDirectory(executableDirectory: exe))
+        }
         dirs.append(systemDirectory)
         return dirs
+    }
+
+    /// `<dir>/../lib/vigil/plugins`, written without the `..`:
+    /// /opt/vigil/bin gives /opt/vigil/lib/vigil/plugins.
+    package static func installedDirectory(executableDirectory dir: String) -> String {
+        var parts = dir.split(separator: "/", omittingEmptySubsequences: true)
+        if !parts.isEmpty { parts.removeLast() }
+        return "/" + (parts.map(String.init) + ["lib", "vigil", "plugins"]).joined(separator: "/")
     }
 
     package static func executableDirectory() -> String? {

@@ -7,7 +7,8 @@ import VigilCore
 /// 1. the monitor's own `isolation:`;
 /// 2. else the manifest's top-level `isolation:`;
 /// 3. else plugins shipped in the host's own directories (beside the `vigil`
-///    executable, and /usr/local/lib/vigil/plugins) run in process, and
+///    executable, ../lib/vigil/plugins from it, and /usr/local/lib/vigil/plugins:
+///    `PluginCatalog.ownDirectories`) run in process, and
 ///    every other plugin runs in a runner process.
 public struct IsolationDecision: Sendable, Equatable {
     public var isolation: Isolation

@@ -8,6 +8,11 @@ import VigilCore
 /// Lines are written whole with one `write(2)`, so concurrent loggers do not
 /// interleave.
 ///
+/// Under systemd, when the stream is the journal's (`JournalStream`), a line
+/// is `<4>warning [vigil] message key=value`: the syslog priority that
+/// sd-daemon.h defines, which the journal takes as the line's priority, and
+/// no time (the journal stamps every line itself).
+///
 /// A line cannot be forged from inside: every control character in the
 /// message, metadata and label (newline, carriage return, ESC and the ANSI
 /// sequences it starts, DEL, the C1 controls) is written escaped (`\n`, `\r`,
@@ -25,6 +30,8 @@ public struct VigilLogHandler: LogHandler {
     private let label: String
     private let fd: Int32
     private let showLabel: Bool
+    /// `<N>` first and no time: the stream is the journal.
+    private let journal: Bool
 
     /// The longest message written whole, in bytes (UTF-8).
     /// A plugin's message arrives cut at 8 KiB already (`HostLimits`, in
@@ -32,10 +39,13 @@ public struct VigilLogHandler: LogHandler {
     /// the attribution, so that one message is never cut twice.
     public static let maxMessageBytes = HostLimits.logMessageBytes + 256
 
-    public init(label: String, fileDescriptor: Int32 = 2, showLabel: Bool = true) {
+    /// `journal`: whether lines are written for the journal; by default,
+    /// whether the descriptor is the stream `$JOURNAL_STREAM` names.
+    public init(label: String, fileDescriptor: Int32 = 2, showLabel: Bool = true, journal: Bool? = nil) {
         self.label = label
         self.fd = fileDescriptor
         self.showLabel = showLabel
+        self.journal = journal ?? JournalStream.isJournal(fileDescriptor)
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -46,8 +56,12 @@ public struct VigilLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var line: [UInt8] = []
         line.reserveCapacity(160)
-        VigilLogHandler.appendTime(realtimeNanoseconds(), to: &line)
-        line.append(UInt8(ascii: " "))
+        if journal {
+            line.append(contentsOf: "<\(VigilLogHandler.syslogPriority(event.level))>".utf8)
+        } else {
+            VigilLogHandler.appendTime(realtimeNanoseconds(), to: &line)
+            line.append(UInt8(ascii: " "))
+        }
         line.append(contentsOf: VigilLogHandler.levelName(event.level).utf8)
         if showLabel {
             line.append(contentsOf: " [".utf8)
@@ -106,6 +120,19 @@ public struct VigilLogHandler: LogHandler {
         }
     }
 
+    /// sd-daemon.h's `SD_DEBUG` (7) … `SD_CRIT` (2); the journal reads a line's
+    /// priority from this prefix.
+    static func syslogPriority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+
     /// `2026-11-21T21:50:29.123Z`: milliseconds are enough for a log line.
     static func appendTime(_ ns: Int64, to out: inout [UInt8]) {
         var full: [UInt8] = []
@@ -135,6 +162,39 @@ extension Severity {
         case .error: .error
         case .critical: .critical
         }
+    }
+}
+
+/// Whether a descriptor is connected to the journal: systemd sets
+/// `JOURNAL_STREAM=DEVICE:INODE` for a service whose stdout or stderr it
+/// connected to journald, and the stream is the journal's only while the
+/// descriptor still has that device and inode (a redirection, or a shell in
+/// between, changes them). The same test sd_journal's clients make.
+/// Checked once per process for stdout and stderr.
+public enum JournalStream {
+    static let stdout = matches(fd: 1, value: getenv("JOURNAL_STREAM").map { String(cString: $0) })
+    static let stderr = matches(fd: 2, value: getenv("JOURNAL_STREAM").map { String(cString: $0) })
+
+    public static func isJournal(_ fd: Int32) -> Bool {
+        switch fd {
+        case 1: stdout
+        case 2: stderr
+        default: matches(fd: fd, value: getenv("JOURNAL_STREAM").map { String(cString: $0) })
+        }
+    }
+
+    /// `value` is `DEVICE:INODE`, both decimal; anything else matches nothing.
+    static func matches(fd: Int32, value: String?) -> Bool {
+        guard let value, let colon = value.firstIndex(of: ":"),
+              let device = decimal(value[..<colon]), let inode = decimal(value[value.index(after: colon)...]) else { return false }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return false }
+        return UInt64(st.st_dev) == device && UInt64(st.st_ino) == inode
+    }
+
+    private static func decimal(_ text: Substring) -> UInt64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return UInt64(text)
     }
 }
 

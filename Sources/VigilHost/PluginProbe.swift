@@ -401,12 +401,12 @@ public final class PluginProbes: @unchecked Sendable {
     private let trusted: [String]
 
     /// The host's own plugin directories (real paths): the `vigil`
-    /// executable's and the system one. Their plugins are not probed before
-    /// an in-process load, and stay in process unless a manifest says otherwise.
+    /// executable's, the installed `../lib/vigil/plugins` beside it, and the
+    /// system one (`PluginCatalog.ownDirectories`). Their plugins are not
+    /// probed before an in-process load, and stay in process unless a
+    /// manifest says otherwise.
     public static func hostDirectories() -> [String] {
-        [PluginCatalog.executableDirectory(), PluginCatalog.systemDirectory].compactMap { dir in
-            dir.flatMap { realpath($0, nil) }.map { p in defer { free(p) }; return String(cString: p) }
-        }
+        PluginCatalog.ownDirectories().compactMap(PluginFile.realPath(of:))
     }
 
     /// `warn` takes the warnings of the file checks the unsafe-plugins
@@ -421,9 +421,7 @@ public final class PluginProbes: @unchecked Sendable {
         self.parallelism = max(1, parallelism)
         self.catalog = PluginCatalog(directories: directories, vetting: PluginVetting(
             policy: PluginFilePolicy(allowUnsafe: prober.allowUnsafe), warn: warn ?? PluginVetting.warnOnStandardError))
-        self.trusted = [PluginCatalog.executableDirectory(), PluginCatalog.systemDirectory].compactMap { dir in
-            dir.flatMap(PluginFile.realPath(of:))
-        }
+        self.trusted = PluginProbes.hostDirectories()
     }
 
     /// The plugin a manifest or the command line names (a name to look up,

@@ -330,6 +330,11 @@ public final class VigilRuntime: @unchecked Sendable {
         let before = current.withLock { $0 }
         let kept = Dictionary(before.instances.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         logger.notice("reloading (\(reason))")
+        SystemdNotifier.shared.reloading()
+        defer {
+            let now = current.withLock { $0 }
+            SystemdNotifier.shared.ready(status: "\(now.instances.count) monitors, \(now.sinks.count) sinks")
+        }
         let input = reloader { config, manifest in
             guard config.enabled, let instance = kept[config.name],
                   instance.fingerprint == Self.fingerprint(config, in: manifest) else { return nil }

@@ -47,8 +47,10 @@ struct SupervisorService: Service {
             Field("sinks", .int(Int64(runtime.sinks.count))), Field("pid", .int(Int64(getpid()))),
         ])
         runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
+        SystemdNotifier.shared.ready(status: "\(runtime.instances.count) monitors, \(runtime.sinks.count) sinks")  // SystemdNotify.swift
         let watchdog = Task { await Self.watch(runtime) }
         try? await gracefulShutdown()
+        SystemdNotifier.shared.stopping()
         // A reload in progress finishes first; none starts after.
         await runtime.endReloads()
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])

@@ -14,7 +14,7 @@ struct Plugins: AsyncParsableCommand {
             abstract: "List every plugin in the plugin directories: name, version, ABI version and path.",
             discussion: """
             Searches --plugin-dir, the manifest's plugin_dirs (with --manifest), the directory of the vigil \
-            executable, then /usr/local/lib/vigil/plugins. Each .so file is checked in this process (owner, \
+            executable, ../lib/vigil/plugins from it (an installed vigil's own), then /usr/local/lib/vigil/plugins. Each .so file is checked in this process (owner, \
             permissions, ELF headers; docs/plugins.md), then loaded in a child process only (several at once), \
             so that a plugin that crashes or hangs while loading is refused, not the end of the listing. Shared objects that are not \
             Vigil plugins (no vigil_plugin_entry) are skipped. Plugins that load are listed on stdout; each file \

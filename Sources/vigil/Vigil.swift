@@ -113,7 +113,8 @@ struct Run: AsyncParsableCommand {
         Starts every enabled monitor, polls each at its interval on its own serial queue, and routes events to \
         the sinks. A monitor whose plugin is refused, or whose options are invalid, is reported and skipped; \
         the others run. Plugin files are checked before they are loaded (owner, permissions, ELF headers; \
-        docs/plugins.md), and a plugin from outside vigil's own directory and /usr/local/lib/vigil/plugins is \
+        docs/plugins.md), and a plugin from outside vigil's own directories (its executable's, ../lib/vigil/plugins from there, \
+        /usr/local/lib/vigil/plugins) is \
         loaded once in a child process first, so that one that crashes or hangs while loading is refused. \
         SIGHUP (or 'vigil ctl reload', or a change with --watch) reads the manifest again and applies only what \
         changed: monitors and sinks whose configuration is the same keep running untouched, removed ones stop and \
@@ -170,6 +171,8 @@ struct Run: AsyncParsableCommand {
         let level = logLevel.flatMap(Severity.init(name:)) ?? (once ? .warning : nil) ?? loaded?.logLevel ?? .info
         HostLogging.bootstrap(level: level.hostLogLevel)
         let logger = Logger(label: "vigil")
+        // Before any child is started: takes NOTIFY_SOCKET and WATCHDOG_* out of the environment.
+        SystemdNotifier.shared.adoptEnvironment(logger: logger)
         guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
             ManifestFile.print(diagnostics, files: loaded?.files ?? [self.manifest])
             FileHandle.standardError.write(Data("vigil: \(self.manifest) is not a valid manifest; nothing was started\n".utf8))

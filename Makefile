@@ -1,0 +1,118 @@
+# Vigil: release build and installation. `swift build` is still the way to
+# build for development; this file builds what an installation needs and
+# installs it.
+#
+#   make                                   # release vigil, Swift and C plugins (and Rust if cargo exists)
+#   make install PREFIX=/usr/local         # also DESTDIR=… (staging) and SYSCONFDIR=… (default /etc)
+#   make uninstall PREFIX=/usr/local       # removes what install put there, except the manifest
+#   make check                             # swift test
+#
+# An installed tree needs no toolchain: the Swift runtime libraries the
+# binary and the Swift plugins use are copied from the toolchain into
+# $(PREFIX)/lib/vigil, and run paths relative to $ORIGIN (patchelf) point at
+# them: $(PREFIX)/bin/vigil -> $ORIGIN/../lib/vigil, each plugin in
+# $(PREFIX)/lib/vigil/plugins -> $ORIGIN/.. . The ffi plugin also needs the
+# system's libffi (Debian: libffi8).
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib/vigil
+PLUGINDIR ?= $(LIBDIR)/plugins
+INCLUDEDIR ?= $(PREFIX)/include/vigil
+MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+
+SWIFT ?= swift
+SWIFT_FLAGS ?=
+PATCHELF ?= patchelf
+INSTALL ?= install
+SHELL := /bin/bash
+
+# The release products directory (swift build -c release --show-bin-path
+# would say the same, at the cost of a package resolution).
+BIN := .build/release
+# C plugins (scripts/build-c-plugins) and the Rust example, apart from SwiftPM's own files.
+EXTRA := $(BIN)/c-plugins
+RUST_TARGET := .build/rust-target
+
+# The Swift plugins are the products Package.swift declares with plugin(…):
+# lib<name>.so, or lib<product>.so where it gives one. One list, no copy.
+SWIFT_PLUGINS := ${shell sed -n 's/^ *plugin("\([^"]*\)".*product: "\([^"]*\)".*/\2/p; t; s/^ *plugin("\([^"]*\)".*/\1/p' Package.swift}
+SWIFT_PLUGIN_FILES := $(patsubst %,$(BIN)/lib%.so,$(SWIFT_PLUGINS))
+
+# The toolchain's runtime directory, the only place libraries are bundled
+# from: as the compiler reports it (right for swiftly's proxies too), else
+# next to the swift found on PATH.
+SWIFT_RUNTIME_DIR ?= $(shell d="$$($(SWIFT)c -print-target-info 2>/dev/null | sed -n '/"runtimeLibraryPaths"/{n;s/^ *"\(.*\)",\{0,1\}$$/\1/p;}')"; \
+	[ -d "$$d" ] || d="$$(dirname "$$(readlink -f "$$(command -v $(SWIFT))")")/../lib/swift/linux"; [ -d "$$d" ] && readlink -f "$$d")
+
+CARGO := $(shell command -v cargo 2>/dev/null || { [ -x "$$HOME/.cargo/bin/cargo" ] && echo "$$HOME/.cargo/bin/cargo"; })
+
+.PHONY: all swift c-plugins rust-plugins install uninstall check
+
+all: swift c-plugins rust-plugins
+
+# SwiftPM decides what is out of date; it is always asked.
+swift:
+	$(SWIFT) build -c release $(SWIFT_FLAGS)
+
+c-plugins:
+	scripts/build-c-plugins $(EXTRA)
+
+rust-plugins:
+ifneq ($(CARGO),)
+	CARGO="$(CARGO)" scripts/build-rust-plugins $(EXTRA) --target-dir $(RUST_TARGET)
+else
+	@echo "cargo not found: the Rust example plugin (uptime) is not built"
+endif
+
+# Files are staged under DESTDIR; the paths written into the unit are the
+# installed ones, without DESTDIR. The manifest is installed only when none
+# is there: an edited one is never overwritten.
+install: all
+	@command -v $(PATCHELF) >/dev/null || { echo "make install: $(PATCHELF) not found; install it (apt-get install -y patchelf)" >&2; exit 1; }
+	@[ -n "$(SWIFT_RUNTIME_DIR)" ] || { echo "make install: the Swift runtime directory was found neither by $(SWIFT)c -print-target-info nor next to $(SWIFT); set SWIFT_RUNTIME_DIR" >&2; exit 1; }
+	@for f in $(BIN)/vigil $(SWIFT_PLUGIN_FILES); do [ -f "$$f" ] || { echo "make install: $$f was not built" >&2; exit 1; }; done
+	$(INSTALL) -d -m 0755 "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(INCLUDEDIR)" \
+		"$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSCONFDIR)/vigil"
+	$(INSTALL) -m 0755 $(BIN)/vigil "$(DESTDIR)$(BINDIR)/vigil"
+	$(PATCHELF) --set-rpath '$$ORIGIN/../lib/vigil' "$(DESTDIR)$(BINDIR)/vigil"
+	$(INSTALL) -m 0755 $(SWIFT_PLUGIN_FILES) "$(DESTDIR)$(PLUGINDIR)/"
+	for f in $(notdir $(SWIFT_PLUGIN_FILES)); do $(PATCHELF) --set-rpath '$$ORIGIN/..' "$(DESTDIR)$(PLUGINDIR)/$$f" || exit 1; done
+	$(INSTALL) -m 0755 $(EXTRA)/*.so "$(DESTDIR)$(PLUGINDIR)/"
+	{ printf '%s\n' $(notdir $(SWIFT_PLUGIN_FILES)); for f in $(EXTRA)/*.so; do basename "$$f"; done; } > "$(DESTDIR)$(LIBDIR)/plugins.txt"
+	scripts/bundle-swift-runtime "$(SWIFT_RUNTIME_DIR)" "$(DESTDIR)$(LIBDIR)" $(BIN)/vigil $(SWIFT_PLUGIN_FILES)
+	$(INSTALL) -m 0644 Sources/CVigilPlugin/include/vigil_plugin.h "$(DESTDIR)$(INCLUDEDIR)/vigil_plugin.h"
+	$(INSTALL) -m 0644 dist/vigil.1 "$(DESTDIR)$(MANDIR)/man1/vigil.1"
+	sed -e 's|/usr/local/bin/vigil|$(BINDIR)/vigil|g' -e 's|/etc/vigil/|$(SYSCONFDIR)/vigil/|g' dist/vigil.service \
+		> "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" && chmod 0644 "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" && \
+		mv -f "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" "$(DESTDIR)$(UNITDIR)/vigil.service"
+	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml" ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml (the new default is dist/vigil.yaml)"; \
+	else \
+		echo "$(INSTALL) -m 0644 dist/vigil.yaml $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml"; \
+		$(INSTALL) -m 0644 dist/vigil.yaml "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml"; \
+	fi
+
+# Everything install wrote, by the lists it left in $(LIBDIR), except the
+# manifest (it may hold the administrator's edits); plugins others put in
+# $(PLUGINDIR) stay, and so does the directory then.
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/vigil" "$(DESTDIR)$(INCLUDEDIR)/vigil_plugin.h" \
+		"$(DESTDIR)$(MANDIR)/man1/vigil.1" "$(DESTDIR)$(UNITDIR)/vigil.service"
+	@set -e; lib="$(DESTDIR)$(LIBDIR)"; \
+	for pair in "plugins.txt:plugins/" "runtime-libraries.txt:"; do \
+		list="$$lib/$${pair%%:*}"; [ -f "$$list" ] || continue; \
+		while IFS= read -r name; do \
+			case "$$name" in ""|*/*|.|..) continue ;; esac; \
+			echo "rm -f $$lib/$${pair#*:}$$name"; rm -f "$$lib/$${pair#*:}$$name"; \
+		done < "$$list"; \
+		rm -f "$$list"; \
+	done
+	-rmdir "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" 2>/dev/null
+	@[ ! -e "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml" ] || echo "left $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml in place"
+
+check:
+	$(SWIFT) test
