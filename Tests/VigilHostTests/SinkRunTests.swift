@@ -348,8 +348,8 @@ import VigilCore
         sinks:
           live: { type: socket, listen: "unix:\(socket)" }
         """, to: path)
-        let a = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "1500ms"])
-        let b = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "3s"])
+        let a = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "1500ms", "--control", "none"])
+        let b = try TestEnv.start(TestEnv.vigil, ["run", path, "--for", "3s", "--control", "none"])
         let first = a.wait(timeout: 30)
         // Whoever won, the path still answers after the host that exited first is gone.
         let held = [first.stderr].filter { $0.contains("is held by another vigil") }.count

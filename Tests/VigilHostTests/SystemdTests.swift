@@ -130,6 +130,34 @@ final class NotifyReceiver: @unchecked Sendable {
         #expect(messages == ["READY=1\nSTATUS=2 monitors, 1 sinks", "STOPPING=1\nSTATUS=stopping"], "\(messages)")
     }
 
+    /// SIGHUP: RELOADING=1 (with MONOTONIC_USEC) when the reload begins,
+    /// READY=1 when it was applied, and again around one that is refused.
+    @Test func aReloadIsAnnouncedAndReadyAgain() throws {
+        let dir = try TestEnv.tempDir()
+        let receiver = try NotifyReceiver(dir: dir)
+        defer { receiver.close() }
+        let manifest = try Self.manifest(dir)
+        let process = try Self.start(manifest, ["NOTIFY_SOCKET": receiver.address])
+        #expect(SinkRunTests.waitUntil(15) { receiver.messages.contains { $0.hasPrefix("READY=1") } })
+        _ = try Self.manifest(dir, "  beat: { plugin: heartbeat, interval: 100ms }\n  two: { plugin: heartbeat, interval: 100ms }")
+        process.signal(SIGHUP)
+        #expect(SinkRunTests.waitUntil(10) { receiver.messages.count >= 3 })
+        try TestEnv.write("monitors: [", to: manifest)
+        process.signal(SIGHUP)
+        #expect(SinkRunTests.waitUntil(10) { receiver.messages.count >= 5 })
+        process.signal(SIGTERM)
+        #expect(process.wait(timeout: 30).status == 0)
+        #expect(SinkRunTests.waitUntil(2) { receiver.messages.count == 6 })
+        let messages = receiver.messages
+        #expect(messages.count == 6, "\(messages)")
+        guard messages.count == 6 else { return }
+        #expect(messages[1].hasPrefix("RELOADING=1\nMONOTONIC_USEC="), "\(messages)")
+        #expect(messages[2] == "READY=1\nSTATUS=2 monitors, 1 sinks")
+        #expect(messages[3].hasPrefix("RELOADING=1\nMONOTONIC_USEC="))
+        #expect(messages[4] == "READY=1\nSTATUS=2 monitors, 1 sinks")  // refused: the two run on
+        #expect(messages[5] == "STOPPING=1\nSTATUS=stopping")
+    }
+
     @Test func anAbstractSocketIsNotified() throws {
         let dir = try TestEnv.tempDir()
         let receiver = try NotifyReceiver(dir: dir, abstract: true)
