@@ -88,3 +88,17 @@ private final class ReplyCollector: ChannelInboundHandler, @unchecked Sendable {
         context.close(promise: nil)
     }
 }
+
+/// Where a client (`vigil ctl`, `vigil top`) reaches a host's control API.
+public struct ControlEndpoint: Sendable, CustomStringConvertible {
+    public var address: ControlAddress
+
+    public init(address: ControlAddress) { self.address = address }
+
+    public func request(_ method: HTTPMethod, _ path: String, body: [UInt8] = [],
+                        timeout: TimeAmount = .seconds(30)) async throws -> ControlClient.Reply {
+        try await ControlClient.request(method, path, body: body, to: address, timeout: timeout)
+    }
+
+    public var description: String { address.description }
+}

@@ -18,24 +18,29 @@ struct Ctl: AsyncParsableCommand {
         """,
         subcommands: [Health.self, Status.self, Start.self, Stop.self, Poll.self, Restart.self, Reload.self])
 
-    struct Connection: ParsableArguments {
+    /// Where the host's control API is: `--control`, else the standard socket.
+    struct Endpoint: ParsableArguments {
         @Option(help: ArgumentHelp("The host's control socket: unix:PATH.", valueName: "ADDRESS"))
         var control: String?
-        @Flag(help: "Print the API's JSON as it came.") var json = false
 
-        func address() throws -> ControlAddress {
-            if let control { return try ControlAddress(parsing: control) }
+        func endpoint() throws -> ControlEndpoint {
+            if let control { return ControlEndpoint(address: try ControlAddress(parsing: control)) }
             guard let standard = ControlAddress.standard() else {
                 throw ValidationError("no standard control socket for this user: give --control unix:PATH")
             }
-            return standard
+            return ControlEndpoint(address: standard)
         }
+    }
+
+    struct Connection: ParsableArguments {
+        @OptionGroup var endpoint: Endpoint
+        @Flag(help: "Print the API's JSON as it came.") var json = false
 
         /// The reply, or exit 2 with why the host could not be reached.
         func ask(_ method: HTTPMethod, _ path: String) async throws -> ControlClient.Reply {
-            let address = try address()
+            let target = try endpoint.endpoint()
             do {
-                return try await ControlClient.request(method, path, to: address)
+                return try await target.request(method, path)
             } catch {
                 FileHandle.standardError.write(Data("vigil ctl: \(error)\n".utf8))
                 throw ExitCode(2)

@@ -30,7 +30,7 @@ struct Vigil: AsyncParsableCommand {
         commandName: "vigil",
         abstract: "A monitor host: loads monitor plugins, runs them as a manifest says, routes their events to sinks.",
         version: vigilVersion,
-        subcommands: [Run.self, Validate.self, Plugins.self, Ctl.self, Tail.self, NewPlugin.self])
+        subcommands: [Run.self, Validate.self, Plugins.self, Ctl.self, Top.self, Tail.self, NewPlugin.self])
 }
 
 /// Options shared by the verbs that load plugins.
