@@ -10,11 +10,12 @@ final class FFIMonitor: PolledMonitor {
         summary: "Calls a C function of any shared library, declared in the manifest, and emits its results",
         defaultInterval: .seconds(10),
         options: [
-            OptionDecl("library", .string, required: true, doc: "The shared library: a file name dlopen finds (libm.so.6) or a path."),
-            OptionDecl("symbol", .string, required: true, doc: "The function's name in the library."),
+            // The examples, which `plugins check` uses, call getpid(2) of the C library.
+            OptionDecl("library", .string, required: true, example: "libc.so.6", doc: "The shared library: a file name dlopen finds (libm.so.6) or a path."),
+            OptionDecl("symbol", .string, required: true, example: "getpid", doc: "The function's name in the library."),
             OptionDecl("args", .json, default: "[]", doc: "The arguments, in order: {TYPE: VALUE} or {out: \"TYPE[COUNT]\"}."),
-            OptionDecl("returns", .string, default: "void", doc: "The return type: void, bool, int8…uint64, float, double or string."),
-            OptionDecl("fields", .json, default: "[]",
+            OptionDecl("returns", .string, default: "void", example: "int32", doc: "The return type: void, bool, int8…uint64, float, double or string."),
+            OptionDecl("fields", .json, default: "[]", example: "[pid]",
                        doc: "Field names: the return value (unless void), then each element of each out-argument."),
         ],
         events: [

@@ -42,7 +42,7 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
         var recursive = false
         var debounce: Duration = .milliseconds(200)
         static let schema = OptionSchema<Options>(
-            .required("paths", \.paths, doc: "Files, directories, or globs in the last component (`/etc/*.conf`)."),
+            .required("paths", \.paths, example: "[/tmp]", doc: "Files, directories, or globs in the last component (`/etc/*.conf`)."),
             .option("rootfs", \.rootfs, doc: "Root the paths are under (a fixture tree in tests)."),
             .option("recursive", \.recursive, doc: "Also watch the subdirectories of watched directories."),
             .option("debounce", \.debounce, doc: "Modifications of one path within this window are one event (0: every write)."))

@@ -25,13 +25,13 @@
 
 static const vigil_option_spec options[] = {
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("count"), VIGIL_STR("1000000"),
-      VIGIL_STR("Events to emit in all (split across threads); 0 = unlimited."), 0, 0 },
+      VIGIL_STR("Events to emit in all (split across threads); 0 = unlimited."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("rate"), VIGIL_STR("0"),
-      VIGIL_STR("Events per second in all; 0 = as fast as possible."), 0, 0 },
+      VIGIL_STR("Events per second in all; 0 = as fast as possible."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("fields"), VIGIL_STR("1"),
-      VIGIL_STR("Numeric fields per event, 1 to 16."), 0, 0 },
+      VIGIL_STR("Numeric fields per event, 1 to 16."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("threads"), VIGIL_STR("1"),
-      VIGIL_STR("Threads emitting at once, 1 to 64."), 0, 0 },
+      VIGIL_STR("Threads emitting at once, 1 to 64."), 0, 0, { NULL, 0 } },
 };
 
 #define FIELD(n) { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("v" #n), VIGIL_STR(""), VIGIL_STR("") }

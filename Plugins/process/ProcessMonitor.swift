@@ -86,7 +86,9 @@ final class ProcessMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         var all = false
         static let schema = OptionSchema<Options>(
             .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests; pidfd only where it is /proc)."),
-            .optional("name", \.name,
+            // `plugins check` is given this name, which need not be running: the
+            // check sees the monitor say so, which is what it is there to see.
+            .optional("name", \.name, example: "sshd",
                       doc: "Watch processes whose comm is this, or whose command line's first word has this basename (name or pidfile is required)."),
             .optional("pidfile", \.pidfile,
                       doc: "Watch the process whose PID this file holds (re-read every poll); with name, that process must also match it."),

@@ -288,10 +288,14 @@ package enum PluginLoader {
                     throw Malformed(why: "option '\(try text(o.name, "option name"))' has unknown type \(o.type)")
                 }
                 let defaultText = try text(o.default_text, "option default")
+                // `example_text` is 1.3's: read only from a plugin that chose 1.3 or later
+                // (beyond the element size the copy is zeroes: an empty text).
+                let exampleText = abiMinor >= 3 ? try text(o.example_text, "option example") : ""
                 return OptionSpec(name: try text(o.name, "option name"), type: type,
                                   defaultText: defaultText.isEmpty ? nil : defaultText,
                                   doc: try text(o.doc, "option doc"),
-                                  required: o.flags & UInt32(VIGIL_OPTION_REQUIRED) != 0)
+                                  required: o.flags & UInt32(VIGIL_OPTION_REQUIRED) != 0,
+                                  exampleText: exampleText.isEmpty ? nil : exampleText)
             }
             let events = try array(d.events, count: d.event_count, minimum: ABISizes.eventSpec, what: "event kind") { (e: vigil_event_spec) in
                 let kind = try text(e.kind, "event kind")
@@ -378,6 +382,9 @@ package enum PluginLoader {
 package enum ABISizes {
     package static let event = MemoryLayout<vigil_event>.offset(of: \vigil_event.field_count)! + MemoryLayout<Int>.size
     package static let optionSpec = MemoryLayout<vigil_option_spec>.offset(of: \vigil_option_spec.reserved)! + 4
+    /// VIGIL_OPTION_SPEC_SIZE_1_3: with `example_text`.
+    package static let optionSpec1_3 = MemoryLayout<vigil_option_spec>.offset(of: \vigil_option_spec.example_text)!
+        + MemoryLayout<vigil_str>.size
     package static let fieldSpec = MemoryLayout<vigil_field_spec>.offset(of: \vigil_field_spec.doc)! + MemoryLayout<vigil_str>.size
     package static let eventSpec = MemoryLayout<vigil_event_spec>.offset(of: \vigil_event_spec.field_count)! + MemoryLayout<Int>.size
     package static let descriptor = MemoryLayout<vigil_plugin_descriptor>.offset(of: \vigil_plugin_descriptor.destroy)!

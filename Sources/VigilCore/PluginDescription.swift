@@ -35,19 +35,26 @@ public struct OptionSpec: Sendable, Equatable, Codable {
     public var defaultText: String?
     public var doc: String
     public var required: Bool
+    /// A value that works on any machine, as YAML text (ABI 1.3): what
+    /// `vigil plugins check` gives the option when it is given nothing.
+    /// Never used by `run` or `validate`. nil when there is none.
+    public var exampleText: String?
 
     /// Its JSON keys (PluginDescriptionJSON.swift).
     enum CodingKeys: String, CodingKey {
         case name, type, doc, required
         case defaultText = "default_text"
+        case exampleText = "example_text"
     }
 
-    public init(name: String, type: ValueType, defaultText: String?, doc: String, required: Bool = false) {
+    public init(name: String, type: ValueType, defaultText: String?, doc: String, required: Bool = false,
+                exampleText: String? = nil) {
         self.name = name
         self.type = type
         self.defaultText = defaultText
         self.doc = doc
         self.required = required
+        self.exampleText = exampleText
     }
 }
 
@@ -172,18 +179,13 @@ public struct PluginDescription: Sendable, Equatable, Codable {
         for option in options {
             if !Self.isIdentifier(option.name) { problems.append("option name '\(option.name)' is not [a-z][a-z0-9_]*") }
             if !seen.insert(option.name).inserted { problems.append("option '\(option.name)' is declared twice") }
-            if let text = option.defaultText, option.type == .json {
-                // A json default is YAML text the host parses; one that does not
-                // parse would reach every instance as a string instead.
-                let (node, parseProblems) = ConfigParser(file: path, environment: [:]).parse(text)
-                if node == nil || parseProblems.contains(where: { $0.level == .error }) {
-                    let why = parseProblems.first { $0.level == .error }?.message ?? "it is empty"
-                    problems.append("default '\(text)' of json option '\(option.name)' does not parse: \(why)")
-                }
-            } else if let text = option.defaultText {
-                let scalar = ConfigNode.scalar(ConfigScalar(text, at: SourceLocation(file: path, line: 0, column: 0)))
-                if case .failure(let why) = OptionBinder.convert(scalar, to: option.type) {
-                    problems.append("default '\(text)' of option '\(option.name)' is not \(option.type.withArticle): \(why)")
+            // Defaults and examples are YAML text of the option's type.
+            for (what, text) in [("default", option.defaultText), ("example", option.exampleText)] {
+                guard let text else { continue }
+                if case .failure(let why) = Self.value(of: text, as: option.type, path: path) {
+                    problems.append(option.type == .json
+                        ? "\(what) '\(text)' of json option '\(option.name)' does not parse: \(why)"
+                        : "\(what) '\(text)' of option '\(option.name)' is not \(option.type.withArticle): \(why)")
                 }
             }
         }
@@ -226,6 +228,7 @@ public struct PluginDescription: Sendable, Equatable, Codable {
         for option in options {
             text(option.name, "option name")
             text(option.defaultText, "option default")
+            text(option.exampleText, "option example")
             text(option.doc, "option doc")
         }
         for event in events {
@@ -284,6 +287,21 @@ public struct BoundOption: Sendable, Equatable {
     public init(name: String, value: OptionValue) {
         self.name = name
         self.value = value
+    }
+}
+
+extension PluginDescription {
+    /// A declared default or example, which is YAML text, as a value of
+    /// `type` (json: parsed, so `[]` is a list), or why it is not one.
+    public static func value(of text: String, as type: ValueType, path: String) -> Result<OptionValue, OptionBinder.ConversionError> {
+        if type == .json {
+            let (node, parseProblems) = ConfigParser(file: path, environment: [:]).parse(text)
+            guard let node, !parseProblems.contains(where: { $0.level == .error }) else {
+                return .failure(.init(parseProblems.first { $0.level == .error }?.message ?? "it is empty"))
+            }
+            return OptionBinder.convert(node, to: type)
+        }
+        return OptionBinder.convert(.scalar(ConfigScalar(text, at: SourceLocation(file: path, line: 0, column: 0))), to: type)
     }
 }
 

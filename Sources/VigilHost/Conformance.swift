@@ -53,6 +53,7 @@ public enum Conformance {
         static let description = "self-description"
         static let createDefaults = "create with default options"
         static let createGiven = "create with the given options"
+        static let createExamples = "create with example options"
         static let lifecycle = "start/poll/stop twice"
         static let stopStopped = "start and stop again, destroy"
         static let twoInstances = "two instances at once"

@@ -64,22 +64,34 @@ extension ConformanceSession {
             outcome.notes.append("kind '\(shownText(event.kind))' declares no fields")
         }
         let defaults = d.options.filter { $0.defaultText != nil }.count
+        let examples = d.options.filter { $0.exampleText != nil }.count
         let dynamic = d.events.filter(\.dynamicFields).map { "'\($0.kind)'" }
         var detail = d.options.isEmpty ? "no options, "
-            : "\(d.options.count) option\(d.options.count == 1 ? "" : "s") (\(defaults) with a default, which type-check\(defaults == 1 ? "s" : "")), "
+            : "\(d.options.count) option\(d.options.count == 1 ? "" : "s") (\(defaults) with a default\(examples > 0 ? ", \(examples) with an example" : ""), which type-check\(defaults + examples == 1 ? "s" : "")), "
         detail += "\(d.events.count) event kind\(d.events.count == 1 ? "" : "s")"
         if !dynamic.isEmpty { detail += " (dynamic fields: \(dynamic.joined(separator: ", ")))" }
         report(Name.description, outcome, pass: detail)
     }
 
     /// Declared defaults, then `--options`, then `--option`: every declared
-    /// option's value, or why there is none.
+    /// option's value, or why there is none. Given none of them, an option
+    /// with a declared example (ABI 1.3) takes it instead of its default:
+    /// the plugin is checked as shipped, with values its author says work
+    /// on any machine.
     private func bindOptions() -> Bool {
         let d = plugin.description
         let location = SourceLocation(file: "defaults", line: 1, column: 1)
         let (defaults, _) = OptionBinder.bind(MonitorConfig(name: "check", plugin: d.path, location: location), to: d)
         var values: [String: OptionValue] = [:]
         for option in defaults { values[option.name] = option.value }
+        if request.optionPairs.isEmpty && request.optionsYAML == nil {
+            for spec in d.options {
+                // The loader refused a description whose example does not type-check.
+                if let text = spec.exampleText, case .success(let value) = PluginDescription.value(of: text, as: spec.type, path: d.path) {
+                    values[spec.name] = value
+                }
+            }
+        }
         var given: [(String, ConfigNode)] = []
         if let yaml = request.optionsYAML {
             let (node, problems) = ConfigParser(file: "--options", environment: ProcessInfo.processInfo.environment).parse(yaml)
@@ -139,7 +151,8 @@ extension ConformanceSession {
     }
 
     private var createCheckName: String {
-        request.optionPairs.isEmpty && request.optionsYAML == nil ? Name.createDefaults : Name.createGiven
+        guard request.optionPairs.isEmpty && request.optionsYAML == nil else { return Name.createGiven }
+        return plugin.description.options.contains { $0.exampleText != nil } ? Name.createExamples : Name.createDefaults
     }
 
     private func checkCreate() -> ProbeInstance? {

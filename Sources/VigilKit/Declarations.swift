@@ -18,14 +18,20 @@ public struct OptionDecl: Sendable {
     public var defaultValue: String?
     public var doc: String
     public var required: Bool
+    /// A value that works on any machine, written as the default is (ABI
+    /// 1.3): what `vigil plugins check` gives the option when it is given
+    /// nothing, so that a plugin whose create needs a value is checked as
+    /// shipped. nil: none (the check uses the default).
+    public var exampleValue: String?
 
     public init(_ name: String, _ type: OptionType, default defaultValue: String? = nil, required: Bool = false,
-                doc: String) {
+                example exampleValue: String? = nil, doc: String) {
         self.name = name
         self.type = type
         self.defaultValue = defaultValue
         self.doc = doc
         self.required = required
+        self.exampleValue = exampleValue
     }
 }
 

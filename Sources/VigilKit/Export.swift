@@ -104,7 +104,8 @@ enum Registry {
         let options = options.map { o in
             vigil_option_spec(size: UInt32(MemoryLayout<vigil_option_spec>.size), type: o.type.rawValue, name: str(o.name),
                               default_text: str(o.defaultValue ?? ""), doc: str(o.doc),
-                              flags: o.required ? UInt32(VIGIL_OPTION_REQUIRED) : 0, reserved: 0)
+                              flags: o.required ? UInt32(VIGIL_OPTION_REQUIRED) : 0, reserved: 0,
+                              example_text: str(o.exampleValue ?? ""))
         }
         let events = spec.events.map { e in
             let fields = e.fields.map { f in

@@ -114,9 +114,9 @@ public struct OptionEntry<Root>: Sendable {
 
     /// An option stored in `property`; its default is the property's initial value.
     public static func option<V: OptionValue>(_ name: String, _ property: WritableKeyPath<Root, V> & Sendable,
-                                              doc: String) -> OptionEntry {
+                                              example: String? = nil, doc: String) -> OptionEntry {
         OptionEntry(name: name, declaration: { defaults in
-            OptionDecl(name, V.optionType, default: defaults[keyPath: property].optionText, doc: doc)
+            OptionDecl(name, V.optionType, default: defaults[keyPath: property].optionText, example: example, doc: doc)
         }, apply: { root, raw throws(MonitorError) in
             guard raw != .none else { return }
             guard let value = V(option: raw) else {
@@ -128,9 +128,9 @@ public struct OptionEntry<Root>: Sendable {
 
     /// An option the manifest must give (no default).
     public static func required<V: OptionValue>(_ name: String, _ property: WritableKeyPath<Root, V> & Sendable,
-                                                doc: String) -> OptionEntry {
+                                                example: String? = nil, doc: String) -> OptionEntry {
         OptionEntry(name: name, declaration: { _ in
-            OptionDecl(name, V.optionType, required: true, doc: doc)
+            OptionDecl(name, V.optionType, required: true, example: example, doc: doc)
         }, apply: { root, raw throws(MonitorError) in
             guard raw != .none else { throw .invalidOption(name, "required, and not given") }
             guard let value = V(option: raw) else {
@@ -142,9 +142,9 @@ public struct OptionEntry<Root>: Sendable {
 
     /// An option without a default: nil when the manifest does not give it.
     public static func optional<V: OptionValue>(_ name: String, _ property: WritableKeyPath<Root, V?> & Sendable,
-                                                doc: String) -> OptionEntry {
+                                                example: String? = nil, doc: String) -> OptionEntry {
         OptionEntry(name: name, declaration: { _ in
-            OptionDecl(name, V.optionType, doc: doc)
+            OptionDecl(name, V.optionType, example: example, doc: doc)
         }, apply: { root, raw throws(MonitorError) in
             guard raw != .none else { return }
             guard let value = V(option: raw) else {

@@ -145,7 +145,8 @@ struct Plugins: AsyncParsableCommand {
             if d.options.isEmpty { out += "  (none)\n" }
             for o in d.options {
                 let def = o.required ? "required" : o.defaultText.map { "default \($0)" } ?? "no default"
-                out += "  \(o.name) (\(o.type), \(def))\n      \(o.doc)\n"
+                let example = o.exampleText.map { ", e.g. \($0)" } ?? ""
+                out += "  \(o.name) (\(o.type), \(def)\(example))\n      \(o.doc)\n"
             }
             out += "\nEvents:\n"
             for e in d.events + PluginDescription.hostKinds {

@@ -90,7 +90,7 @@ extern "C" {
 
 /** The ABI version this header describes. */
 #define VIGIL_ABI_MAJOR 1
-#define VIGIL_ABI_MINOR 2
+#define VIGIL_ABI_MINOR 3
 
 /** Name of the one symbol every plugin exports. */
 #define VIGIL_ENTRY_SYMBOL "vigil_plugin_entry"
@@ -369,6 +369,17 @@ typedef struct vigil_option_spec {
     vigil_str doc;          /* one sentence for `vigil plugins describe` */
     uint32_t flags;         /* VIGIL_OPTION_* */
     uint32_t reserved;      /* 0 */
+    /* ---- ABI 1.3: read only from a plugin that chose 1.3 or later, and
+     *      only when the array's element size covers it
+     *      (VIGIL_OPTION_SPEC_SIZE_1_3). ---- */
+    vigil_str example_text; /* a value that works on any machine, written as
+                               default_text is, for tools that create an
+                               instance with nothing else to go on:
+                               `vigil plugins check` with no --option takes
+                               it in place of the default, so that a plugin
+                               whose create needs a value ("name or pidfile")
+                               is checked as shipped. `vigil run` and
+                               `validate` never use it. Empty: none. */
 } vigil_option_spec;
 
 /** One field of a declared event kind. */
@@ -488,6 +499,8 @@ typedef struct vigil_plugin_descriptor {
 #define VIGIL_EVENT_SIZE_1_0          (offsetof(vigil_event, field_count) + sizeof(size_t))
 #define VIGIL_HOST_API_SIZE_1_0       (offsetof(vigil_host_api, now_ns) + sizeof(void (*)(void)))
 #define VIGIL_OPTION_SPEC_SIZE_1_0    (offsetof(vigil_option_spec, reserved) + sizeof(uint32_t))
+/** vigil_option_spec with `example_text` (ABI 1.3). */
+#define VIGIL_OPTION_SPEC_SIZE_1_3    (offsetof(vigil_option_spec, example_text) + sizeof(vigil_str))
 #define VIGIL_FIELD_SPEC_SIZE_1_0     (offsetof(vigil_field_spec, doc) + sizeof(vigil_str))
 #define VIGIL_EVENT_SPEC_SIZE_1_0     (offsetof(vigil_event_spec, field_count) + sizeof(size_t))
 #define VIGIL_CREATE_ARGS_SIZE_1_0    (offsetof(vigil_create_args, interval_ns) + sizeof(int64_t))
@@ -593,7 +606,10 @@ VIGIL_STATIC_ASSERT(sizeof(vigil_event) == 48, "vigil_event 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_error) == 24, "vigil_error 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_host_api) == 48, "vigil_host_api 1.1 layout");
 VIGIL_STATIC_ASSERT(VIGIL_HOST_API_SIZE_1_0 == 40, "vigil_host_api 1.0 size");
-VIGIL_STATIC_ASSERT(sizeof(vigil_option_spec) == 64, "vigil_option_spec 1.0 layout");
+VIGIL_STATIC_ASSERT(VIGIL_OPTION_SPEC_SIZE_1_0 == 64, "vigil_option_spec 1.0 size");
+VIGIL_STATIC_ASSERT(offsetof(vigil_option_spec, example_text) == 64, "example_text follows the 1.0 members");
+VIGIL_STATIC_ASSERT(sizeof(vigil_option_spec) == 80, "vigil_option_spec 1.3 layout");
+VIGIL_STATIC_ASSERT(VIGIL_OPTION_SPEC_SIZE_1_3 == 80, "vigil_option_spec 1.3 size");
 VIGIL_STATIC_ASSERT(sizeof(vigil_field_spec) == 56, "vigil_field_spec 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_event_spec) == 56, "vigil_event_spec 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_create_args) == 64, "vigil_create_args 1.0 layout");

@@ -3,7 +3,7 @@
 
 static const vigil_option_spec options[] = {
     { sizeof(vigil_option_spec), 99 /* no such vigil_type */, VIGIL_STR("level"),
-      VIGIL_STR("1"), VIGIL_STR("An option of an unknown type."), 0, 0 },
+      VIGIL_STR("1"), VIGIL_STR("An option of an unknown type."), 0, 0, { NULL, 0 } },
 };
 
 static const vigil_plugin_descriptor descriptor = {

@@ -5,7 +5,7 @@
 
 static const vigil_option_spec options[] = {
     { sizeof(vigil_option_spec), VIGIL_TYPE_JSON, VIGIL_STR("targets"), VIGIL_STR("[unclosed, {"),
-      VIGIL_STR("A list that is not one."), 0, 0 },
+      VIGIL_STR("A list that is not one."), 0, 0, { NULL, 0 } },
 };
 
 static const vigil_plugin_descriptor descriptor = {

@@ -47,12 +47,12 @@ static const vigil_event_spec events[] = {
 };
 
 static const vigil_option_spec options[] = {
-    { sizeof(vigil_option_spec), VIGIL_TYPE_STRING, VIGIL_STR("fault"), VIGIL_STR("none"), VIGIL_STR("How to misbehave."), 0, 0 },
-    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("at"), VIGIL_STR("3"), VIGIL_STR("Which poll misbehaves."), 0, 0 },
-    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("leak_mb"), VIGIL_STR("10"), VIGIL_STR("MiB kept per poll (leak)."), 0, 0 },
-    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("threads"), VIGIL_STR("0"), VIGIL_STR("Emitting threads, 0 to 64."), 0, 0 },
-    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("per_thread"), VIGIL_STR("1000"), VIGIL_STR("Events per thread."), 0, 0 },
-    { sizeof(vigil_option_spec), VIGIL_TYPE_STRING, VIGIL_STR("count_file"), VIGIL_STR(""), VIGIL_STR("Where to write the counts."), 0, 0 },
+    { sizeof(vigil_option_spec), VIGIL_TYPE_STRING, VIGIL_STR("fault"), VIGIL_STR("none"), VIGIL_STR("How to misbehave."), 0, 0, { NULL, 0 } },
+    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("at"), VIGIL_STR("3"), VIGIL_STR("Which poll misbehaves."), 0, 0, { NULL, 0 } },
+    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("leak_mb"), VIGIL_STR("10"), VIGIL_STR("MiB kept per poll (leak)."), 0, 0, { NULL, 0 } },
+    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("threads"), VIGIL_STR("0"), VIGIL_STR("Emitting threads, 0 to 64."), 0, 0, { NULL, 0 } },
+    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("per_thread"), VIGIL_STR("1000"), VIGIL_STR("Events per thread."), 0, 0, { NULL, 0 } },
+    { sizeof(vigil_option_spec), VIGIL_TYPE_STRING, VIGIL_STR("count_file"), VIGIL_STR(""), VIGIL_STR("Where to write the counts."), 0, 0, { NULL, 0 } },
 };
 
 static void copy_str(char *to, size_t size, vigil_str s) {

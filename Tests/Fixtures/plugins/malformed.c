@@ -19,15 +19,15 @@
 
 static const vigil_option_spec options[] = {
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("case"), VIGIL_STR("0"),
-      VIGIL_STR("Which malformed event each poll emits (0: none)."), 0, 0 },
+      VIGIL_STR("Which malformed event each poll emits (0: none)."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("flap"), VIGIL_STR("0"),
-      VIGIL_STR("Availability flips per poll."), 0, 0 },
+      VIGIL_STR("Availability flips per poll."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_BOOL, VIGIL_STR("stale_host"), VIGIL_STR("false"),
-      VIGIL_STR("Call the host through a failed create's handle."), 0, 0 },
+      VIGIL_STR("Call the host through a failed create's handle."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_STRING, VIGIL_STR("log_text"), VIGIL_STR(""),
-      VIGIL_STR("Logged each poll."), 0, 0 },
+      VIGIL_STR("Logged each poll."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("log_bytes"), VIGIL_STR("0"),
-      VIGIL_STR("A message of this many bytes logged each poll."), 0, 0 },
+      VIGIL_STR("A message of this many bytes logged each poll."), 0, 0, { NULL, 0 } },
 };
 
 /* The handle of a create that failed: the host must ignore calls through it. */

@@ -5,9 +5,9 @@
 
 static const vigil_option_spec options[] = {
     { sizeof(vigil_option_spec), VIGIL_TYPE_STRING, VIGIL_STR("target"), VIGIL_STR(""),
-      VIGIL_STR("What to watch."), VIGIL_OPTION_REQUIRED, 0 },
+      VIGIL_STR("What to watch."), VIGIL_OPTION_REQUIRED, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("level"), VIGIL_STR("3"),
-      VIGIL_STR("How closely."), 0, 0 },
+      VIGIL_STR("How closely."), 0, 0, { NULL, 0 } },
 };
 
 static vigil_status needy_create(const vigil_create_args *args, void **out, vigil_error *err) {

@@ -9,7 +9,7 @@
 
 static const vigil_option_spec options[] = {
     { sizeof(vigil_option_spec), VIGIL_TYPE_DURATION, VIGIL_STR("sleep"), VIGIL_STR("1s"),
-      VIGIL_STR("How long each poll takes."), 0, 0 },
+      VIGIL_STR("How long each poll takes."), 0, 0, { NULL, 0 } },
 };
 
 static const vigil_field_spec fields[] = {
