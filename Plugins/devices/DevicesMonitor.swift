@@ -42,7 +42,7 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         summary: "Devices added, removed and changed (USB snapshot from sysfs, then kernel uevents, or a polled sysfs diff)",
         defaultInterval: .seconds(2),
         events: [
-            EventDecl("device", doc: "On start, one event per USB device present (bus/usb/devices entries with an idVendor).",
+            EventDecl("device", doc: "On start, one event per USB device present (bus/usb/devices entries with an idVendor); on a machine without a USB bus, none, and the monitor is unavailable with that reason.",
                       fields: [FieldDecl("devpath", .string, doc: "the device's path under sysfs"),
                                FieldDecl("subsystem", .string, doc: "usb"),
                                FieldDecl("devtype", .string, doc: "usb_device")] + identity,
@@ -102,6 +102,9 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
     private var source = Source.polling
     /// Devices known by devpath: from the snapshot, adds and the polled diff.
     private let state = Mutex<[(devpath: String, device: USBDevice)]>([])
+    /// USB devices are wanted and the machine has no USB bus: said with
+    /// availability (start and poll only, which are never concurrent).
+    private var usbBusMissing = false
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard !options.sysfs.isEmpty else { throw .invalidOption("sysfs", "must not be empty") }
@@ -143,6 +146,13 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         guard hasBus || source != .polling else {
             throw .unavailable("no \(root)\(Self.usbDir) and no uevent source (\(why))")
         }
+        // Without a USB bus the snapshot would be silence: say why instead. The
+        // instance runs on (uevents of the other subsystems, a bus that appears).
+        let missing = !hasBus && wanted(subsystem: "usb", devtype: "usb_device")
+        if missing || usbBusMissing {
+            context.setAvailability(!missing, reason: missing ? Self.noBusReason(root) : "")
+        }
+        usbBusMissing = missing
         let devices = scan()
         state.withLock { $0 = devices.map { ($0.devpath, $0) } }
         if wanted(subsystem: "usb", devtype: "usb_device") {
@@ -170,7 +180,15 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         if source == .socket { uevents?.unlinkPath() }
     }
 
+    static func noBusReason(_ root: String) -> String {
+        "no USB bus: \(root)\(usbDir) does not exist, so there is no USB device to report; uevents are still read, and a bus that appears is reported"
+    }
+
     func poll() throws(MonitorError) {
+        if usbBusMissing, Self.isDirectory(root + Self.usbDir) {
+            usbBusMissing = false
+            context.setAvailability(true)
+        }
         guard source == .polling else { return }
         guard Self.isDirectory(root + Self.usbDir) else { throw .unavailable("\(root)\(Self.usbDir) does not exist") }
         diff()

@@ -105,6 +105,51 @@ import VigilKitTesting
         }
     }
 
+    /// A machine without a USB bus but with a uevent source: the instance
+    /// runs (uevents still come), reports no device, and says why it has
+    /// none through availability instead of starting in silence; a bus
+    /// that appears makes it available again.
+    @Test func noUSBBusWithUeventsSaysSoWithAvailability() throws {
+        let tree = try DevicesTempTree(copying: Self.fixtures + "/stick/devices")
+        let socketPath = tree.path + "/uevents.sock"
+        let instance = try host().instance(
+            options: "{ sysfs: \(tree.path), uevent_socket: \(socketPath), subsystems: [usb, power_supply] }")
+        try instance.start()
+        #expect(instance.events(kind: "device").isEmpty)
+        let said = instance.availability
+        #expect(said.count == 1, "\(said)")
+        #expect(said.first?.available == false)
+        #expect(said.first?.reason == "no USB bus: \(tree.path)/bus/usb/devices does not exist, so there is no USB device to report; uevents are still read, and a bus that appears is reported")
+
+        // Uevents of the other subsystems are still reported.
+        let sender = try UeventSender(path: socketPath)
+        try sender.send(Self.message("change@\(Self.battery)", [
+            "ACTION=change", "DEVPATH=\(Self.battery)", "SUBSYSTEM=power_supply", "SEQNUM=1"]))
+        #expect(instance.waitForEvents(1, kind: "changed").first?.string("subsystem") == "power_supply")
+
+        // A poll while there is still no bus changes nothing; one after it appears says it is back.
+        try instance.poll()
+        #expect(instance.availability.count == 1)
+        for dir in ["/bus", "/bus/usb", "/bus/usb/devices"] { #expect(mkdir(tree.path + dir, 0o755) == 0 || errno == EEXIST) }
+        try instance.poll()
+        #expect(instance.availability.map(\.available) == [false, true])
+        try instance.poll()
+        #expect(instance.availability.count == 2)
+        try instance.stop()
+        #expect(instance.violations.isEmpty)
+    }
+
+    /// Without usb among the subsystems, a missing bus is nobody's business.
+    @Test func noUSBBusIsNotMentionedWhenUSBIsNotWanted() throws {
+        let tree = try DevicesTempTree(copying: Self.fixtures + "/stick/devices")
+        let instance = try host().instance(
+            options: "{ sysfs: \(tree.path), uevent_socket: \(tree.path)/u.sock, subsystems: [power_supply] }")
+        try instance.start()
+        #expect(instance.availability.isEmpty)
+        #expect(instance.events.isEmpty)
+        try instance.stop()
+    }
+
     @Test func badOptions() throws {
         #expect(throws: PluginTestError.self) { try host().instance(options: "{ sysfs: \"\" }") }
         let long = "/tmp/" + String(repeating: "x", count: 120)
