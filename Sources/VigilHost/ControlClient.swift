@@ -17,25 +17,37 @@ public enum ControlClient {
 
     public static func request(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], to address: ControlAddress,
                                timeout: TimeAmount = .seconds(30)) async throws -> Reply {
+        try await request(method, path, body: body, to: ControlEndpoint(address: address), timeout: timeout)
+    }
+
+    /// One request to `endpoint`, with its bearer token where it has one.
+    public static func request(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], to endpoint: ControlEndpoint,
+                               timeout: TimeAmount = .seconds(30)) async throws -> Reply {
         let group = MultiThreadedEventLoopGroup.singleton
         let promise = group.next().makePromise(of: Reply.self)
         let channel: Channel
+        let address = endpoint.description
         do {
-            channel = try await ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: group)
+                .connectTimeout(timeout)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
                         try channel.pipeline.syncOperations.addHandler(ReplyCollector(promise: promise))
                     }
                 }
-                .connect(unixDomainSocketPath: address.path)
-                .get()
+            switch endpoint.target {
+            case .unix(let unix): channel = try await bootstrap.connect(unixDomainSocketPath: unix.path).get()
+            case .tcp(let tcp): channel = try await bootstrap.connect(to: try SocketAddress(ipAddress: tcp.host, port: tcp.port)).get()
+            }
         } catch {
             promise.fail(error)
-            throw ControlError("cannot reach the control socket \(address): \(error)")
+            if case .unix = endpoint.target { throw ControlError("cannot reach the control socket \(address): \(error)") }
+            throw ControlError("cannot reach the control API at \(address): \(error)")
         }
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
         head.headers.add(name: "Host", value: "vigil")
+        if let token = endpoint.token { head.headers.add(name: "Authorization", value: "Bearer \(token.text)") }
         head.headers.add(name: "Content-Length", value: "\(body.count)")
         head.headers.add(name: "Connection", value: "close")
         let deadline = channel.eventLoop.scheduleTask(in: timeout) {
@@ -89,16 +101,51 @@ private final class ReplyCollector: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
-/// Where a client (`vigil ctl`, `vigil top`) reaches a host's control API.
+/// Where a client (`vigil ctl`, `vigil top`) reaches a host's control API:
+/// its unix socket, or its TCP listener with the bearer token.
 public struct ControlEndpoint: Sendable, CustomStringConvertible {
-    public var address: ControlAddress
+    public enum Target: Sendable {
+        case unix(ControlAddress)
+        case tcp(ControlTCPAddress)
+    }
 
-    public init(address: ControlAddress) { self.address = address }
+    public var target: Target
+    public var token: ControlToken?
+
+    public init(address: ControlAddress) {
+        target = .unix(address)
+        token = nil
+    }
+
+    public init(tcp: ControlTCPAddress, token: ControlToken?) {
+        target = .tcp(tcp)
+        self.token = token
+    }
+
+    /// `unix:PATH` or `tcp://HOST:PORT`; a TCP address needs `token`.
+    public init(parsing text: String, token: () throws -> ControlToken?) throws {
+        if text.hasPrefix("tcp://") {
+            let address = try ControlTCPAddress(parsing: text)
+            guard let token = try token() else {
+                throw ControlError("\(address) needs the host's bearer token: --token-file FILE (the host's --control-token-file), or VIGIL_CONTROL_TOKEN")
+            }
+            self.init(tcp: address, token: token)
+        } else if text.hasPrefix("unix:") {
+            self.init(address: try ControlAddress(parsing: text))
+        } else {
+            throw ControlError("a control address is unix:PATH or tcp://HOST:PORT, not '\(text)'")
+        }
+    }
 
     public func request(_ method: HTTPMethod, _ path: String, body: [UInt8] = [],
                         timeout: TimeAmount = .seconds(30)) async throws -> ControlClient.Reply {
-        try await ControlClient.request(method, path, body: body, to: address, timeout: timeout)
+        try await ControlClient.request(method, path, body: body, to: self, timeout: timeout)
     }
 
-    public var description: String { address.description }
+    public var description: String {
+        switch target {
+        case .unix(let address): address.description
+        case .tcp(let address): address.description
+        }
+    }
 }

@@ -51,20 +51,25 @@ final class ControlServer: Service, @unchecked Sendable {
     /// A connection with no traffic this long is closed.
     static let idleTimeout = TimeAmount.seconds(30)
 
-    let address: ControlAddress
+    /// The unix socket served; nil for a TCP listener.
+    let address: ControlAddress?
+    /// Where it listens, as the log says it.
+    let shown: String
     let api: ControlAPI
     let logger: Logger
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
-    private let pathLock: SocketPathLock
+    private let pathLock: SocketPathLock?
 
     /// Binds now, so that a socket that cannot be had is known before the
     /// run starts.
     init(address: ControlAddress, group groupName: String?, api: ControlAPI, logger: Logger) throws {
         self.address = address
+        self.shown = address.description
         self.api = api
         self.logger = logger
-        pathLock = try SocketPathLock.claim(address.path)
+        let pathLock = try SocketPathLock.claim(address.path)
+        self.pathLock = pathLock
         let fd = try Sockets.listen(.unix(path: address.path), backlog: 16)
         var gid: gid_t = getegid()
         if let groupName {
@@ -82,26 +87,8 @@ final class ControlServer: Service, @unchecked Sendable {
             throw ControlError("control socket \(address): cannot give it to its group: \(why)")
         }
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let api = api
-        let open = LockedState<Int>(0)
         do {
-            channel = try ServerBootstrap(group: group)
-                .childChannelInitializer { channel in
-                    // A client holding connections open cannot take the host's descriptors.
-                    guard open.withLock({ count -> Bool in
-                        guard count < Self.maxConnections else { return false }
-                        count += 1
-                        return true
-                    }) else {
-                        return channel.close()
-                    }
-                    channel.closeFuture.whenComplete { _ in open.withLock { $0 -= 1 } }
-                    return channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(api: api))
-                    }
-                }
+            channel = try Self.bootstrap(group, api: api, token: nil)
                 .withBoundSocket(fd)
                 .wait()
         } catch {
@@ -112,12 +99,59 @@ final class ControlServer: Service, @unchecked Sendable {
         }
     }
 
+    /// The control API on TCP (`--control-tcp`): every request must carry
+    /// the listener's bearer token. Binds now; port 0 takes a free port,
+    /// which the log says.
+    init(tcp listener: ControlTCPListener, api: ControlAPI, logger: Logger) throws {
+        address = nil
+        pathLock = nil
+        self.api = api
+        self.logger = logger
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let socketAddress = try SocketAddress(ipAddress: listener.address.host, port: listener.address.port)
+            channel = try Self.bootstrap(group, api: api, token: listener.token)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelOption(.backlog, value: 16)
+                .bind(to: socketAddress)
+                .wait()
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw ControlError("control API on \(listener.address): \(error)")
+        }
+        let port = channel.localAddress?.port ?? listener.address.port
+        shown = "\(ControlTCPAddress(host: listener.address.host, port: port)) (bearer token from \(listener.tokenFile))"
+    }
+
+    /// What each accepted connection gets: at most `maxConnections` open at
+    /// once (one more is closed at once), idle ones closed, HTTP/1.1, the API.
+    private static func bootstrap(_ group: MultiThreadedEventLoopGroup, api: ControlAPI, token: ControlToken?) -> ServerBootstrap {
+        let open = LockedState<Int>(0)
+        return ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                // A client holding connections open cannot take the host's descriptors.
+                guard open.withLock({ count -> Bool in
+                    guard count < Self.maxConnections else { return false }
+                    count += 1
+                    return true
+                }) else {
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in open.withLock { $0 -= 1 } }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(api: api, token: token))
+                }
+            }
+    }
+
     func run() async throws {
-        logger.info("control API on \(address)")
+        logger.info("control API on \(shown)")
         try? await gracefulShutdown()
         try? await channel.close()
-        unlink(address.path)
-        pathLock.release()
+        if let address { unlink(address.path) }
+        pathLock?.release()
         try? await group.shutdownGracefully()
     }
 }
@@ -128,11 +162,19 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
     typealias OutboundOut = HTTPServerResponsePart
 
     private let api: ControlAPI
+    /// The bearer token every request must carry (TCP); nil: none (the unix
+    /// socket, which its mode and group guard).
+    private let token: ControlToken?
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
+    /// Why the current request is refused before it reaches the API; its body is not kept.
+    private var unauthorized: String?
 
-    init(api: ControlAPI) { self.api = api }
+    init(api: ControlAPI, token: ControlToken?) {
+        self.api = api
+        self.token = token
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent {
@@ -148,8 +190,19 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             head = h
             body = []
             tooLarge = false
+            unauthorized = nil
+            if let token {
+                let given = h.headers["Authorization"]
+                if given.isEmpty {
+                    unauthorized = "this control API needs a bearer token: Authorization: Bearer TOKEN (vigil ctl --token-file FILE)"
+                } else if given.count > 1 || !token.accepts(header: given[0]) {
+                    unauthorized = "the bearer token was not accepted"
+                }
+            }
         case .body(var buffer):
-            if body.count + buffer.readableBytes > ControlServer.maxBody {
+            if unauthorized != nil {
+                // Not read into memory: the request is refused whatever it says.
+            } else if body.count + buffer.readableBytes > ControlServer.maxBody {
                 tooLarge = true
                 body = []
             } else if !tooLarge {
@@ -161,7 +214,9 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             let request = ControlRequest(method: head.method.rawValue, uri: head.uri, body: body)
             body = []
             let promise = context.eventLoop.makePromise(of: ControlResponse.self)
-            if tooLarge {
+            if let why = unauthorized {
+                promise.succeed(.error(401, why))
+            } else if tooLarge {
                 promise.succeed(.error(413, "a request body is at most \(ControlServer.maxBody) bytes"))
             } else {
                 let api = api
@@ -179,7 +234,9 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
         var out = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: response.status))
         out.headers.add(name: "Content-Type", value: response.contentType)
         out.headers.add(name: "Content-Length", value: "\(response.body.count)")
-        let keepAlive = head.isKeepAlive
+        // A refused client gets no second try on this connection.
+        let keepAlive = head.isKeepAlive && response.status != 401
+        if response.status == 401 { out.headers.add(name: "WWW-Authenticate", value: "Bearer realm=\"vigil\"") }
         if !keepAlive { out.headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(out)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)

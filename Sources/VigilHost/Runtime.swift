@@ -28,6 +28,8 @@ public struct RunOptions: Sendable {
     /// Whether a control socket that cannot be had ends the run (it was asked
     /// for by name) or is noted in the log (the standard place).
     public var controlRequired = false
+    /// The control API on TCP as well (`--control-tcp`), with its token; nil: none.
+    public var controlTCP: ControlTCPListener?
     /// Reads and resolves the manifest again for a reload; nil: no reloads.
     public var reloader: ManifestReloader?
     /// `--watch`: reload when the manifest, a file it includes or a
@@ -215,8 +217,16 @@ public final class VigilRuntime: @unchecked Sendable {
         if options.watch, options.reloader != nil {
             services.append(.init(service: ManifestWatchService(runtime: self, logger: logger)))
         }
-        if let address = options.control, once == nil {
+        // TCP first: an address that cannot be had ends the run before the
+        // unix socket is claimed, so nothing is left behind. None with --once.
+        let tcpServer = try options.controlTCP.flatMap { tcp -> ControlServer? in
+            guard once == nil else { return nil }
             let api = ControlAPI(runtime: self)
+            control = api
+            return try ControlServer(tcp: tcp, api: api, logger: logger)
+        }
+        if let address = options.control, once == nil {
+            let api = control ?? ControlAPI(runtime: self)
             do {
                 let server = try ControlServer(address: address, group: options.controlGroup, api: api, logger: logger)
                 control = api
@@ -229,6 +239,7 @@ public final class VigilRuntime: @unchecked Sendable {
         if let once {
             services.append(.init(service: OnceService(once: once, runtime: self), successTerminationBehavior: .gracefullyShutdownGroup))
         }
+        if let tcpServer { services.append(.init(service: tcpServer)) }
         if let runFor = options.runFor {
             services.append(.init(service: TimerService(duration: runFor),
                                   successTerminationBehavior: .gracefullyShutdownGroup))

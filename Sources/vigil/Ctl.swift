@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import NIOHTTP1
 import VigilHost
 
@@ -14,17 +15,35 @@ struct Ctl: AsyncParsableCommand {
         with --json.
 
         Exit status: 0 when the host answered yes (healthy; the action taken); 1 when it answered no (unhealthy; \
-        the action refused, with its reason); 2 when it could not be reached.
+        the action refused, with its reason); 2 when it could not be reached, or refused the bearer token \
+        (tcp://, from --token-file or $VIGIL_CONTROL_TOKEN).
         """,
         subcommands: [Health.self, Status.self, Start.self, Stop.self, Poll.self, Restart.self, Reload.self])
 
-    /// Where the host's control API is: `--control`, else the standard socket.
+    /// Where the host's control API is: `--control`, else the standard socket;
+    /// over TCP, with the bearer token from `--token-file` or VIGIL_CONTROL_TOKEN.
     struct Endpoint: ParsableArguments {
-        @Option(help: ArgumentHelp("The host's control socket: unix:PATH.", valueName: "ADDRESS"))
+        @Option(help: ArgumentHelp("The host's control API: unix:PATH, or tcp://HOST:PORT (vigil run --control-tcp), which needs the token.", valueName: "ADDRESS"))
         var control: String?
+        @Option(name: .customLong("token-file"), help: ArgumentHelp("The bearer token for a tcp:// address: the file the host was given with --control-token-file (mode 0600). Else $VIGIL_CONTROL_TOKEN.", valueName: "FILE"))
+        var tokenFile: String?
 
         func endpoint() throws -> ControlEndpoint {
-            if let control { return ControlEndpoint(address: try ControlAddress(parsing: control)) }
+            if let control {
+                do {
+                    return try ControlEndpoint(parsing: control) {
+                        if let tokenFile { return try ControlToken.load(path: tokenFile).token }
+                        if let text = ProcessInfo.processInfo.environment["VIGIL_CONTROL_TOKEN"] {
+                            return try ControlToken(text, from: "VIGIL_CONTROL_TOKEN")
+                        }
+                        return nil
+                    }
+                } catch let error as ControlError {
+                    // Not a usage error: a token that cannot be had, said as such, exit 2.
+                    FileHandle.standardError.write(Data("vigil: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
             guard let standard = ControlAddress.standard() else {
                 throw ValidationError("no standard control socket for this user: give --control unix:PATH")
             }
@@ -39,12 +58,20 @@ struct Ctl: AsyncParsableCommand {
         /// The reply, or exit 2 with why the host could not be reached.
         func ask(_ method: HTTPMethod, _ path: String) async throws -> ControlClient.Reply {
             let target = try endpoint.endpoint()
+            let reply: ControlClient.Reply
             do {
-                return try await target.request(method, path)
+                reply = try await target.request(method, path)
             } catch {
                 FileHandle.standardError.write(Data("vigil ctl: \(error)\n".utf8))
                 throw ExitCode(2)
             }
+            // Refused at the door (TCP without the right token): not an answer to the question.
+            if reply.status == 401 {
+                let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any]
+                FileHandle.standardError.write(Data("vigil ctl: \(target): \(object?["error"] as? String ?? "unauthorized") (HTTP 401)\n".utf8))
+                throw ExitCode(2)
+            }
+            return reply
         }
     }
 
@@ -195,5 +222,26 @@ private func printTable(_ rows: [[String]]) {
             i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
         }
         print(cells.joined(separator: "  ").trimmingCharacters(in: .whitespaces))
+    }
+}
+
+/// `vigil run`'s --control-tcp, --control-token-file and --control-tcp-allow-remote.
+enum ControlTCPOptions {
+    static func listener(address: String?, tokenFile: String?, allowRemote: Bool, logger: Logger) throws -> ControlTCPListener? {
+        guard let address else {
+            if tokenFile != nil { throw ValidationError("--control-token-file is the token of --control-tcp, which is not given") }
+            if allowRemote { throw ValidationError("--control-tcp-allow-remote needs --control-tcp") }
+            return nil
+        }
+        guard let tokenFile else {
+            throw ValidationError("--control-tcp needs --control-token-file FILE: the bearer token every request must carry (a file of mode 0600; created with a new token if it does not exist)")
+        }
+        do {
+            return try ControlTCPListener(address: ControlTCPAddress(parsing: address, allowPortZero: true), tokenFile: tokenFile,
+                                          allowRemote: allowRemote, log: { logger.notice("\($0)") })
+        } catch let error as ControlError {
+            FileHandle.standardError.write(Data("vigil: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
     }
 }

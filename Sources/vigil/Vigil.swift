@@ -151,6 +151,12 @@ struct Run: AsyncParsableCommand {
     var control: String?
     @Option(name: .customLong("control-group"), help: ArgumentHelp("The group the control socket is opened to (mode 0660); default: vigil's own.", valueName: "GROUP"))
     var controlGroup: String?
+    @Option(name: .customLong("control-tcp"), help: ArgumentHelp("Also serve the control API on TCP: tcp://127.0.0.1:PORT (port 0: a free one, which the log says). Every request needs the bearer token of --control-token-file. Plain HTTP: an address other than loopback needs --control-tcp-allow-remote.", valueName: "ADDRESS"))
+    var controlTCP: String?
+    @Option(name: .customLong("control-token-file"), help: ArgumentHelp("The bearer token of --control-tcp: a file of this user (or root) that group and others cannot read (chmod 600); created with a new random token when it does not exist.", valueName: "FILE"))
+    var controlTokenFile: String?
+    @Flag(name: .customLong("control-tcp-allow-remote"), help: "Let --control-tcp listen on an address other machines reach (no TLS: the token crosses the network in clear).")
+    var controlTCPAllowRemote = false
     @Flag(help: "Reload when the manifest (or a file it includes) changes, as SIGHUP and 'vigil ctl reload' do.")
     var watch = false
     @Flag(help: ArgumentHelp("Start every monitor, take one poll (a push-only monitor: its events until the first, at most 1s after its start), print the events on stdout, stop. The manifest's sinks are not made (no file written, no socket bound or connected) and no control socket is opened; rules' programs are not run. Exit 1 if a monitor failed to start or its poll failed (the reason on stderr)."))
@@ -197,6 +203,9 @@ struct Run: AsyncParsableCommand {
             options.once = OnceOptions(json: json)
             options.control = nil
         }
+        // No control API at all with --once, so no token file either.
+        if !once { options.controlTCP = try ControlTCPOptions.listener(address: controlTCP, tokenFile: controlTokenFile,
+                                                            allowRemote: controlTCPAllowRemote, logger: logger) }
         // Plugins from outside the host's own directories are first loaded in a
         // child process: one that crashes or hangs there is refused, not run.
         let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
