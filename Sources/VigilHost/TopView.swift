@@ -169,7 +169,7 @@ public enum TopScreen {
 
     static func body(_ s: TopStatus, model: TopModel, withRates: Bool) -> [String] {
         let total = withRates ? model.eventsPerSecond : nil
-        var lines = ["vigil \(shown(s.version)) (pid \(s.pid))   up \(duration(s.uptimeS))   \(s.events) events   \(rate(total)) events/s   \(s.monitors.count) monitors   \(s.sinks.count) sinks", ""]
+        var lines = ["vigil \(shown(s.version)) (pid \(s.pid))   up \(duration(s.uptimeS))   \(s.events) events   \(rate(total)) events/s   \(plural(s.monitors.count, "monitor"))   \(plural(s.sinks.count, "sink"))", ""]
         var table = [["MONITOR", "STATE", "EVENTS/S", "EVENTS", "POLLS", "ERRORS", "PLUGIN", "LAST ERROR"]]
         for m in s.monitors {
             var state = shown(m.state)
@@ -207,13 +207,56 @@ public enum TopScreen {
         }
     }
 
-    /// `text` cut to `columns` characters, with `…` where it was cut.
+    static func plural(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
+
+    /// `text` cut to `columns` terminal cells, with `…` where it was cut.
     static func fit(_ text: String, _ columns: Int) -> String {
-        guard text.count > columns else { return text }
-        return columns <= 1 ? String(text.prefix(columns)) : String(text.prefix(columns - 1)) + "…"
+        guard width(text) > columns else { return text }
+        var out = "", used = 0
+        let room = columns <= 1 ? columns : columns - 1
+        for character in text {
+            let w = width(String(character))
+            if used + w > room { break }
+            out.append(character)
+            used += w
+        }
+        return columns <= 1 ? out : out + "…"
     }
 
-    static func shown(_ text: String) -> String { shownText(text) }
+    /// Terminal cells: 2 for East Asian wide characters and emoji, 0 for
+    /// combining marks, 1 for the rest (the common cases of wcwidth).
+    static func width(_ text: String) -> Int {
+        var cells = 0
+        for scalar in text.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .nonspacingMark, .enclosingMark: continue
+            default: break
+            }
+            switch scalar.value {
+            case 0x1100...0x115F, 0x2E80...0xA4CF, 0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60,
+                 0xFFE0...0xFFE6, 0x1F300...0x1F64F, 0x1F900...0x1F9FF, 0x20000...0x3FFFD: cells += 2
+            default: cells += 1
+            }
+        }
+        return cells
+    }
+
+    /// Text from outside as one line: controls escaped (`shownText`), and
+    /// format characters too (bidirectional overrides, zero-width ones),
+    /// which could reorder or hide what is on screen.
+    static func shown(_ text: String) -> String {
+        let escaped = shownText(text)
+        guard escaped.unicodeScalars.contains(where: { $0.properties.generalCategory == .format }) else { return escaped }
+        var out = ""
+        for scalar in escaped.unicodeScalars {
+            if scalar.properties.generalCategory == .format {
+                out += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
 
     /// `12.5`, `4.2k`, `1.3M`; `-` without a rate.
     static func rate(_ value: Double?) -> String {

@@ -136,6 +136,27 @@ struct TopRunTests {
         #expect(Self.exitLine(after) == "top-exited rc=130 terminal=restored", "\(after.joined(separator: "\n"))")
     }
 
+    /// Over TCP with the host's token; a wrong token is said as the reason top cannot see the host.
+    @Test func overTCPWithTheTokenAndRefusedWithAWrongOne() throws {
+        let host = try ControlTCPRunTests.Host()
+        let tmux = Tmux(dir: host.dir)
+        defer { tmux.kill(); _ = host.stop() }
+        try tmux.top("tcp", ["--control", host.address, "--token-file", host.tokenFile])
+        let screen = try tmux.waitFor("tcp", 15) { Self.row($0, "beat") != nil }
+        #expect(Self.row(screen, "beat")?.dropFirst().first == "running", "\(screen.joined(separator: "\n"))")
+        #expect(screen.contains { $0.contains("q: quit    \(host.address)") }, "\(screen.joined(separator: "\n"))")
+        try tmux.run(["send-keys", "-t", "tcp", "q"])
+        #expect(Self.exitLine(try tmux.waitFor("tcp", 10) { Self.exitLine($0) != nil }) == "top-exited rc=0 terminal=restored")
+
+        try tmux.run(["set-environment", "-g", "VIGIL_CONTROL_TOKEN", "not-the-token-0123456789"])
+        try tmux.top("wrong", ["--control", host.address])
+        let refused = try tmux.waitFor("wrong", 15) { ($0.count > 1 ? $0[1] : "").contains("HTTP 401") }
+        #expect(refused.first?.hasPrefix("unreachable for ") == true, "\(refused.joined(separator: "\n"))")
+        #expect(refused.count > 1 && refused[1] == "  HTTP 401: the bearer token was not accepted", "\(refused.joined(separator: "\n"))")
+        try tmux.run(["send-keys", "-t", "wrong", "q"])
+        #expect(Self.exitLine(try tmux.waitFor("wrong", 10) { Self.exitLine($0) != nil }) == "top-exited rc=0 terminal=restored")
+    }
+
     @Test func sigtermGivesTheTerminalBackAndTopNeedsATerminal() throws {
         let dir = try TestEnv.tempDir("top")
         let tmux = Tmux(dir: dir)

@@ -27,7 +27,7 @@ import Testing
         #expect(model.eventsPerSecond(monitor: "nope") == nil)
 
         let lines = TopScreen.render(model, address: "unix:/s", columns: 200, rows: 30, now: 2_000_000_000)
-        #expect(lines[0] == "vigil 0.1.0 (pid 7)   up 1h02m   150 events   100.0 events/s   1 monitors   1 sinks")
+        #expect(lines[0] == "vigil 0.1.0 (pid 7)   up 1h02m   150 events   100.0 events/s   1 monitor   1 sink")
         let beat = lines.first { $0.hasPrefix("beat ") }?.split(separator: " ").map(String.init) ?? []
         #expect(beat == ["beat", "running", "40.0", "60", "4", "3", "heartbeat"])
         let out = lines.first { $0.hasPrefix("out ") }?.split(separator: " ").map(String.init) ?? []
@@ -79,7 +79,7 @@ import Testing
     @Test(arguments: [(0, 0), (1, 1), (2, 2), (5, 3), (20, 6), (80, 24), (100_000, 100_000), (-5, -5)])
     func hostileTextAndAnySizeFitTheScreen(columns: Int, rows: Int) {
         var model = TopModel()
-        let evil = "x\u{1b}[2J\u{1b}]0;pwned\u{07}\n\r\u{9b}31m\u{7f}" + String(repeating: "é", count: 300)
+        let evil = "x\u{1b}[2J\u{1b}]0;pwned\u{07}\n\r\u{9b}31m\u{7f}\u{202e}\u{200b}" + String(repeating: "é漢😀e\u{301}", count: 300)
         var status = Self.status(events: .max, beat: .max, written: .max, name: evil, lastError: evil,
                                  lost: [evil: .max, "queue_full": 3])
         status.version = evil
@@ -97,8 +97,9 @@ import Testing
             let lines = TopScreen.render(model, address: evil, columns: columns, rows: rows, now: 5)
             #expect(lines.count <= max(1, rows))
             for line in lines {
-                #expect(line.count <= max(1, min(columns, 4096)), "\(line)")
+                #expect(TopScreen.width(line) <= max(1, min(columns, 4096)), "\(line)")
                 #expect(!line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }, "\(line)")
+                #expect(!line.unicodeScalars.contains { $0.properties.generalCategory == .format }, "\(line)")
             }
             if (24...40).contains(rows), columns >= 80 {
                 #expect(lines.contains { $0.hasPrefix("… ") && $0.contains(" more lines") })
