@@ -204,8 +204,10 @@ struct Run: AsyncParsableCommand {
             options.control = nil
         }
         // No control API at all with --once, so no token file either.
-        if !once { options.controlTCP = try ControlTCPOptions.listener(address: controlTCP, tokenFile: controlTokenFile,
-                                                            allowRemote: controlTCPAllowRemote, logger: logger) }
+        if !once {
+            options.controlTCP = try ControlTCPOptions.listener(address: controlTCP, tokenFile: controlTokenFile,
+                                                                allowRemote: controlTCPAllowRemote, logger: logger)
+        }
         // Plugins from outside the host's own directories are first loaded in a
         // child process: one that crashes or hangs there is refused, not run.
         let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
