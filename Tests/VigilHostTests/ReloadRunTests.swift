@@ -33,8 +33,12 @@ import Testing
         /// The manifest's text, with the C plugins' directory and the events file filled in.
         func write(_ body: String) throws { try Self.write(body, manifest: manifest, events: events) }
 
+        /// A body that names its own `plugin_dirs` keeps them; CPLUGINS in it
+        /// is the C plugins' directory.
         static func write(_ body: String, manifest: String, events: String) throws {
-            let text = "plugin_dirs: [\(try TestEnv.cPlugins())]\n" + body.replacingOccurrences(of: "EVENTS", with: events)
+            let dirs = body.contains("plugin_dirs:") ? "" : "plugin_dirs: [\(try TestEnv.cPlugins())]\n"
+            let text = dirs + body.replacingOccurrences(of: "EVENTS", with: events)
+                .replacingOccurrences(of: "CPLUGINS", with: try TestEnv.cPlugins())
             try TestEnv.write(text, to: manifest)
         }
 
@@ -170,6 +174,46 @@ import Testing
         #expect(metrics.text.contains("vigil_reloads_total{result=\"refused\"} 2"), "\(metrics.text)")
         output = try host.ctl("health")
         #expect(output.status == 0)
+    }
+
+    /// A plugin file dropped into a plugin directory while the host runs is
+    /// found by the next reload: refused while it is missing, started once
+    /// it is there, and the running monitor is not touched by either.
+    @Test func aPluginDroppedIntoAPluginDirectoryIsFoundAtReload() async throws {
+        let drop = try TestEnv.tempDir("drop-dir")
+        let first = """
+        plugin_dirs: [\(drop)]
+        monitors:
+          beat: { plugin: CPLUGINS/heartbeat.so, interval: 50ms, isolation: none }
+        sinks:
+          out: { type: file, path: EVENTS }
+        """
+        let host = try Host("plugin-drop", first)
+        defer { _ = host.stop() }
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("beat"))??["state"] as? String == "running" })
+        try host.write(first.replacingOccurrences(of: "sinks:", with: """
+          fresh: { plugin: good_minimal, interval: 50ms }
+        sinks:
+        """))
+        var output = try host.ctl("reload")
+        #expect(output.status == 1, "\(output.stdout)")
+        #expect(output.stderr.contains("good_minimal"), "\(output.stderr)")
+        #expect(try host.monitor("fresh") == nil)
+
+        let source = try TestEnv.cPlugin("good_minimal")
+        try FileManager.default.copyItem(atPath: source, toPath: drop + "/good_minimal.so")
+        output = try host.ctl("reload", "--json")
+        #expect(output.status == 0, "\(output.stderr)")
+        let diff = (try? JSONSerialization.jsonObject(with: Data(output.stdout.utf8))) as? [String: Any] ?? [:]
+        let monitors = diff["monitors"] as? [String: Any] ?? [:]
+        #expect(monitors["added"] as? [String] == ["fresh"], "\(output.stdout)")
+        #expect(monitors["unchanged"] as? [String] == ["beat"], "\(output.stdout)")
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("fresh"))??["state"] as? String == "running" })
+        // beat ran throughout: one first beat only.
+        let firstBeats = try host.written().filter {
+            $0["monitor"] as? String == "beat" && ($0["fields"] as? [String: Any])?["count"] as? Int == 1
+        }
+        #expect(firstBeats.count == 1)
     }
 
     /// `ctl stop` stops one monitor (its events stop, the others go on),
