@@ -34,7 +34,7 @@ static const vigil_option_spec options[] = {
       VIGIL_STR("Threads emitting at once, 1 to 64."), 0, 0, { NULL, 0 } },
 };
 
-#define FIELD(n) { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("v" #n), VIGIL_STR(""), VIGIL_STR("") }
+#define FIELD(n) { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("v" #n), VIGIL_STR(""), VIGIL_STR(""), 0, 0 }
 static const vigil_field_spec fields[MAX_FIELDS] = {
     FIELD(0), FIELD(1), FIELD(2), FIELD(3), FIELD(4), FIELD(5), FIELD(6), FIELD(7),
     FIELD(8), FIELD(9), FIELD(10), FIELD(11), FIELD(12), FIELD(13), FIELD(14), FIELD(15),

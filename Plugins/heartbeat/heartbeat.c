@@ -45,7 +45,8 @@ static const vigil_option_spec options[] = {
 static const vigil_field_spec beat_fields[] = {
     { .size = sizeof(vigil_field_spec), .type = VIGIL_TYPE_INT,
       .name = VIGIL_STR("count"), .unit = VIGIL_STR("count"),
-      .doc = VIGIL_STR("Beats emitted by this instance so far, this one included.") },
+      .doc = VIGIL_STR("Beats emitted by this instance so far, this one included."),
+      .flags = VIGIL_FIELD_COUNTER },
     { .size = sizeof(vigil_field_spec), .type = VIGIL_TYPE_STRING,
       .name = VIGIL_STR("message"),
       .doc = VIGIL_STR("The configured message.") },
@@ -54,10 +55,11 @@ static const vigil_field_spec beat_fields[] = {
 static const vigil_field_spec push_fields[] = {
     { .size = sizeof(vigil_field_spec), .type = VIGIL_TYPE_INT,
       .name = VIGIL_STR("thread"),
-      .doc = VIGIL_STR("Index of the pushing thread, from 0.") },
+      .doc = VIGIL_STR("Index of the pushing thread, from 0."), .flags = VIGIL_FIELD_IDENTITY },
     { .size = sizeof(vigil_field_spec), .type = VIGIL_TYPE_INT,
       .name = VIGIL_STR("count"), .unit = VIGIL_STR("count"),
-      .doc = VIGIL_STR("Events pushed by this thread since start, this one included.") },
+      .doc = VIGIL_STR("Events pushed by this thread since start, this one included."),
+      .flags = VIGIL_FIELD_COUNTER },
 };
 
 static const vigil_event_spec events[] = {

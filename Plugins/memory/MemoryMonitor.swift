@@ -21,8 +21,8 @@ final class MemoryMonitor: PolledMonitor {
                 FieldDecl("swap_used_ratio", .double, unit: "ratio", minChange: 0.001, doc: "absent without swap"),
                 FieldDecl("pressure_some_avg10", .double, unit: "percent", minChange: 0.1, doc: "share of time some tasks stalled on memory, last 10 s"),
                 FieldDecl("pressure_full_avg10", .double, unit: "percent", minChange: 0.1, doc: "share of time all tasks stalled on memory, last 10 s"),
-                FieldDecl("pressure_some_total", .int, unit: "microseconds", minChange: 100_000, doc: "total stall time of some tasks"),
-                FieldDecl("oom_kills", .int, unit: "processes", doc: "processes killed by the OOM killer since boot (/proc/vmstat oom_kill)"),
+                FieldDecl("pressure_some_total", .int, unit: "microseconds", minChange: 100_000, doc: "total stall time of some tasks", counter: true),
+                FieldDecl("oom_kills", .int, unit: "processes", doc: "processes killed by the OOM killer since boot (/proc/vmstat oom_kill)", counter: true),
             ]),
             .occurrence("warning", doc: """
                 Memory is short (iOS's memory warning): available memory fell to `available_warning` percent of \

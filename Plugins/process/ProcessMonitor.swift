@@ -70,10 +70,10 @@ final class ProcessMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
                 Each poll, one per watched process: CPU over the interval since the previous poll and resident \
                 memory now.
                 """, fields: [
-                FieldDecl("pid", .int, doc: "the process ID"),
+                FieldDecl("pid", .int, doc: "the process ID", identity: true),
                 FieldDecl("cpu", .double, unit: "percent",
                           doc: "CPU time (utime + stime, from stat) since the previous poll over the time between the polls, in % of one core (may exceed 100 for several threads); absent on a process's first sample"),
-                FieldDecl("cpu_time", .double, unit: "seconds", doc: "CPU time used since it started: (utime + stime) / clock ticks per second"),
+                FieldDecl("cpu_time", .double, unit: "seconds", doc: "CPU time used since it started: (utime + stime) / clock ticks per second", counter: true),
                 FieldDecl("rss", .int, unit: "bytes", doc: "resident memory: VmRSS from status, else statm's resident pages × page size"),
                 FieldDecl("threads", .int, unit: "threads", doc: "its threads (stat's num_threads)"),
             ], policy: .samples),

@@ -46,7 +46,7 @@ final class StorageMonitor: PolledMonitor {
                 FieldDecl("inodes_free", .int, unit: "inodes", minChange: 1000, doc: "free inodes"),
             ], key: ["mount"]),
             EventDecl.occurrence("low_space", doc: "A mount's available share went below `low_space` percent (active: true, severity warning), or, once low, rose above `low_space` + 2 (active: false). On start, every mount that is low is reported.", fields: [
-                FieldDecl("mount", .string, doc: "mount point"),
+                FieldDecl("mount", .string, doc: "mount point", identity: true),
                 FieldDecl("active", .bool, doc: "true: space is low; false: it recovered"),
                 FieldDecl("free_percent", .double, unit: "percent", doc: "available / (used + available) × 100"),
                 FieldDecl("threshold", .double, unit: "percent", doc: "the low_space option"),

@@ -303,13 +303,19 @@ package enum PluginLoader {
                     guard let type = ValueType(rawValue: f.type) else {
                         throw Malformed(why: "field '\(try text(f.name, "field name"))' of kind '\(kind)' has unknown type \(f.type)")
                     }
+                    // `flags` is 1.4's: read only from a plugin that chose 1.4 or later
+                    // (beyond the element size the copy is zeroes: no flags).
+                    let flags = abiMinor >= 4 ? f.flags : 0
                     return FieldSpec(name: try text(f.name, "field name"), type: type,
-                                     unit: try text(f.unit, "field unit"), doc: try text(f.doc, "field doc"))
+                                     unit: try text(f.unit, "field unit"), doc: try text(f.doc, "field doc"),
+                                     identity: flags & UInt32(VIGIL_FIELD_IDENTITY) != 0,
+                                     counter: flags & UInt32(VIGIL_FIELD_COUNTER) != 0)
                 }
                 // `flags` was `reserved` (0) before 1.2: read it only from 1.2 plugins.
                 let flags = abiMinor >= 2 ? e.flags : 0
                 return EventSpec(kind: kind, doc: try text(e.doc, "event doc"), fields: fields,
-                                 dynamicFields: flags & UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) != 0)
+                                 dynamicFields: flags & UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) != 0,
+                                 onChange: abiMinor >= 4 && flags & UInt32(VIGIL_EVENT_ON_CHANGE) != 0)
             }
             let description = PluginDescription(
                 name: name, version: try text(d.version, "version"), summary: try text(d.description, "description"),

@@ -63,12 +63,47 @@ public struct FieldSpec: Sendable, Equatable, Codable {
     public var type: ValueType
     public var unit: String
     public var doc: String
+    /// Says which thing the event is about (ABI 1.4 `VIGIL_FIELD_IDENTITY`):
+    /// an interface's name, a mount point. A string or int field.
+    public var identity: Bool
+    /// Only grows, but for resets (ABI 1.4 `VIGIL_FIELD_COUNTER`); else a
+    /// gauge. An int or double field, never an identity.
+    public var counter: Bool
 
-    public init(name: String, type: ValueType, unit: String = "", doc: String = "") {
+    public init(name: String, type: ValueType, unit: String = "", doc: String = "",
+                identity: Bool = false, counter: Bool = false) {
         self.name = name
         self.type = type
         self.unit = unit
         self.doc = doc
+        self.identity = identity
+        self.counter = counter
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, type, unit, doc, identity, counter
+    }
+
+    /// `identity` and `counter` may be absent (false), as in a 1.3 plugin's
+    /// description.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        type = try c.decode(ValueType.self, forKey: .type)
+        unit = try c.decode(String.self, forKey: .unit)
+        doc = try c.decode(String.self, forKey: .doc)
+        identity = try c.decodeIfPresent(Bool.self, forKey: .identity) ?? false
+        counter = try c.decodeIfPresent(Bool.self, forKey: .counter) ?? false
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(type, forKey: .type)
+        try c.encode(unit, forKey: .unit)
+        try c.encode(doc, forKey: .doc)
+        if identity { try c.encode(true, forKey: .identity) }
+        if counter { try c.encode(true, forKey: .counter) }
     }
 }
 
@@ -79,18 +114,33 @@ public struct EventSpec: Sendable, Equatable, Codable {
     /// Fields beyond `fields` are named by the instance's options (ABI 1.2
     /// `VIGIL_EVENT_DYNAMIC_FIELDS`): `fields` lists only those always present.
     public var dynamicFields: Bool
+    /// A snapshot on start, then only on change (ABI 1.4
+    /// `VIGIL_EVENT_ON_CHANGE`): silence means the last values still hold.
+    public var onChange: Bool
 
     /// Its JSON keys (PluginDescriptionJSON.swift).
     enum CodingKeys: String, CodingKey {
         case kind, doc, fields
         case dynamicFields = "dynamic_fields"
+        case onChange = "on_change"
     }
 
-    public init(kind: String, doc: String, fields: [FieldSpec], dynamicFields: Bool = false) {
+    public init(kind: String, doc: String, fields: [FieldSpec], dynamicFields: Bool = false, onChange: Bool = false) {
         self.kind = kind
         self.doc = doc
+        self.onChange = onChange
         self.fields = fields
         self.dynamicFields = dynamicFields
+    }
+
+    /// `on_change` may be absent (false), as in a 1.3 plugin's description.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        kind = try c.decode(String.self, forKey: .kind)
+        doc = try c.decode(String.self, forKey: .doc)
+        fields = try c.decode([FieldSpec].self, forKey: .fields)
+        dynamicFields = try c.decode(Bool.self, forKey: .dynamicFields)
+        onChange = try c.decodeIfPresent(Bool.self, forKey: .onChange) ?? false
     }
 }
 
@@ -153,7 +203,8 @@ public struct PluginDescription: Sendable, Equatable, Codable {
     /// Kinds the host emits on behalf of every monitor.
     public static let hostKinds = [
         EventSpec(kind: "availability", doc: "The monitor's source appeared or went away (emitted by the host).",
-                  fields: [FieldSpec(name: "available", type: .bool), FieldSpec(name: "reason", type: .string)]),
+                  fields: [FieldSpec(name: "available", type: .bool), FieldSpec(name: "reason", type: .string)],
+                  onChange: true),
     ]
 
     /// Kinds the host emits on a monitor's behalf (`MONITOR/availability`,
@@ -201,6 +252,12 @@ public struct PluginDescription: Sendable, Equatable, Codable {
                 if field.name.isEmpty { problems.append("a field of kind '\(event.kind)' has no name") }
                 if !field.type.isFieldType { problems.append("field '\(field.name)' of kind '\(event.kind)' has type \(field.type); fields are bool, int, double or string") }
                 if !fieldNames.insert(field.name).inserted { problems.append("field '\(field.name)' of kind '\(event.kind)' is declared twice") }
+                if field.identity && field.type != .string && field.type != .int {
+                    problems.append("field '\(field.name)' of kind '\(event.kind)' is an identity but \(field.type.withArticle); identities are string or int")
+                }
+                if field.counter && (field.identity || (field.type != .int && field.type != .double)) {
+                    problems.append("field '\(field.name)' of kind '\(event.kind)' is a counter but \(field.identity ? "also an identity" : field.type.withArticle); counters are int or double")
+                }
             }
         }
         if defaultInterval < 0 { problems.append("default interval is negative") }

@@ -43,13 +43,22 @@ public struct FieldDecl: Sendable {
     /// For numbers in a kind emitted on change: the least change (absolute)
     /// that counts as one. 0: any change.
     public var minChange: Double
+    /// Says which thing the event is about (ABI 1.4 `VIGIL_FIELD_IDENTITY`).
+    /// The fields of an `EventDecl.key` are identities without saying so.
+    public var identity: Bool
+    /// Only grows, but for resets (ABI 1.4 `VIGIL_FIELD_COUNTER`): a total,
+    /// where a field without it is a level.
+    public var counter: Bool
 
-    public init(_ name: String, _ type: FieldType, unit: String = "", minChange: Double = 0, doc: String = "") {
+    public init(_ name: String, _ type: FieldType, unit: String = "", minChange: Double = 0, doc: String = "",
+                identity: Bool = false, counter: Bool = false) {
         self.name = name
         self.type = type
         self.unit = unit
         self.minChange = minChange
         self.doc = doc
+        self.identity = identity
+        self.counter = counter
     }
 }
 

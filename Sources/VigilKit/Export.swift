@@ -109,11 +109,14 @@ enum Registry {
         }
         let events = spec.events.map { e in
             let fields = e.fields.map { f in
-                vigil_field_spec(size: UInt32(MemoryLayout<vigil_field_spec>.size), type: f.type.rawValue,
-                                 name: str(f.name), unit: str(f.unit), doc: str(f.doc))
+                let flags = (f.identity || e.key.contains(f.name) ? UInt32(VIGIL_FIELD_IDENTITY) : 0)
+                    | (f.counter ? UInt32(VIGIL_FIELD_COUNTER) : 0)
+                return vigil_field_spec(size: UInt32(MemoryLayout<vigil_field_spec>.size), type: f.type.rawValue,
+                                        name: str(f.name), unit: str(f.unit), doc: str(f.doc), flags: flags, reserved: 0)
             }
             return vigil_event_spec(size: UInt32(MemoryLayout<vigil_event_spec>.size),
-                                    flags: e.dynamicFields ? UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) : 0, kind: str(e.kind),
+                                    flags: (e.dynamicFields ? UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) : 0)
+                                        | (e.policy == .changes ? UInt32(VIGIL_EVENT_ON_CHANGE) : 0), kind: str(e.kind),
                                     doc: str(e.doc), fields: array(fields), field_count: fields.count)
         }
         var d = vigil_plugin_descriptor()

@@ -150,9 +150,10 @@ struct Plugins: AsyncParsableCommand {
             }
             out += "\nEvents:\n"
             for e in d.events + PluginDescription.hostKinds {
-                out += "  \(e.kind) — \(e.doc)\n"
+                out += "  \(e.kind)\(e.onChange ? " (on change)" : "") — \(e.doc)\n"
                 for f in e.fields {
-                    let unit = f.unit.isEmpty ? "" : ", \(f.unit)"
+                    let marks = (f.unit.isEmpty ? [] : [f.unit]) + (f.identity ? ["identity"] : []) + (f.counter ? ["counter"] : [])
+                    let unit = marks.map { ", \($0)" }.joined()
                     out += "      \(f.name) (\(f.type)\(unit))\(f.doc.isEmpty ? "" : ": \(f.doc)")\n"
                 }
                 if e.dynamicFields { out += "      … and fields named by the instance's options\n" }

@@ -90,7 +90,7 @@ extern "C" {
 
 /** The ABI version this header describes. */
 #define VIGIL_ABI_MAJOR 1
-#define VIGIL_ABI_MINOR 3
+#define VIGIL_ABI_MINOR 4
 
 /** Name of the one symbol every plugin exports. */
 #define VIGIL_ENTRY_SYMBOL "vigil_plugin_entry"
@@ -382,6 +382,21 @@ typedef struct vigil_option_spec {
                                `validate` never use it. Empty: none. */
 } vigil_option_spec;
 
+/** Flags of a declared field (ABI 1.4; a 1.0 to 1.3 plugin has none). */
+enum {
+    /** The field says which thing the event is about (an interface's name,
+     *  a mount point, a CPU number): events of one kind with the same
+     *  identity fields describe the same thing over time. A STRING or INT
+     *  field only. Sinks that keep series (Prometheus) make it a label;
+     *  others pass it on as any field. */
+    VIGIL_FIELD_IDENTITY = 1u << 0,
+    /** The field only grows (a total since boot or since the plugin
+     *  started), except when its source restarts: a counter, where a
+     *  field without the flag is a gauge (a level now). An INT or DOUBLE
+     *  field only, never an identity. */
+    VIGIL_FIELD_COUNTER = 1u << 1
+};
+
 /** One field of a declared event kind. */
 typedef struct vigil_field_spec {
     uint32_t size;    /* sizeof(vigil_field_spec); same for every element */
@@ -389,6 +404,11 @@ typedef struct vigil_field_spec {
     vigil_str name;   /* non-empty, unique within the kind */
     vigil_str unit;   /* "ratio", "bytes", "percent", "celsius"…; may be empty */
     vigil_str doc;
+    /* ---- ABI 1.4: read only from a plugin that chose 1.4 or later, and
+     *      only when the array's element size covers it
+     *      (VIGIL_FIELD_SPEC_SIZE_1_4). ---- */
+    uint32_t flags;   /* VIGIL_FIELD_* */
+    uint32_t reserved; /* 0 */
 } vigil_field_spec;
 
 /** Flags of an event kind (ABI 1.2; a 1.0 or 1.1 plugin leaves them 0). */
@@ -396,7 +416,13 @@ enum {
     /** The kind's fields are named by the instance's options (e.g. the ffi
      *  plugin's `fields:`), so `fields` lists only those always present and
      *  checkers accept others. */
-    VIGIL_EVENT_DYNAMIC_FIELDS = 1u << 0
+    VIGIL_EVENT_DYNAMIC_FIELDS = 1u << 0,
+    /** (ABI 1.4, read only from a 1.4 plugin.) Events of the kind come as a
+     *  snapshot on start, then only when something changed: silence means
+     *  the last values still hold, for as long as the instance runs. Sinks
+     *  that keep series (Prometheus) keep such a series while its monitor
+     *  runs, where a series of another kind expires when no event renews it. */
+    VIGIL_EVENT_ON_CHANGE = 1u << 1
 };
 
 /** One kind of event a plugin emits, with its fields. */
@@ -502,6 +528,8 @@ typedef struct vigil_plugin_descriptor {
 /** vigil_option_spec with `example_text` (ABI 1.3). */
 #define VIGIL_OPTION_SPEC_SIZE_1_3    (offsetof(vigil_option_spec, example_text) + sizeof(vigil_str))
 #define VIGIL_FIELD_SPEC_SIZE_1_0     (offsetof(vigil_field_spec, doc) + sizeof(vigil_str))
+/** vigil_field_spec with `flags` (ABI 1.4). */
+#define VIGIL_FIELD_SPEC_SIZE_1_4     (offsetof(vigil_field_spec, reserved) + sizeof(uint32_t))
 #define VIGIL_EVENT_SPEC_SIZE_1_0     (offsetof(vigil_event_spec, field_count) + sizeof(size_t))
 #define VIGIL_CREATE_ARGS_SIZE_1_0    (offsetof(vigil_create_args, interval_ns) + sizeof(int64_t))
 #define VIGIL_DESCRIPTOR_SIZE_1_0 \
@@ -610,7 +638,10 @@ VIGIL_STATIC_ASSERT(VIGIL_OPTION_SPEC_SIZE_1_0 == 64, "vigil_option_spec 1.0 siz
 VIGIL_STATIC_ASSERT(offsetof(vigil_option_spec, example_text) == 64, "example_text follows the 1.0 members");
 VIGIL_STATIC_ASSERT(sizeof(vigil_option_spec) == 80, "vigil_option_spec 1.3 layout");
 VIGIL_STATIC_ASSERT(VIGIL_OPTION_SPEC_SIZE_1_3 == 80, "vigil_option_spec 1.3 size");
-VIGIL_STATIC_ASSERT(sizeof(vigil_field_spec) == 56, "vigil_field_spec 1.0 layout");
+VIGIL_STATIC_ASSERT(VIGIL_FIELD_SPEC_SIZE_1_0 == 56, "vigil_field_spec 1.0 size");
+VIGIL_STATIC_ASSERT(offsetof(vigil_field_spec, flags) == 56, "flags follow the 1.0 members");
+VIGIL_STATIC_ASSERT(sizeof(vigil_field_spec) == 64, "vigil_field_spec 1.4 layout");
+VIGIL_STATIC_ASSERT(VIGIL_FIELD_SPEC_SIZE_1_4 == 64, "vigil_field_spec 1.4 size");
 VIGIL_STATIC_ASSERT(sizeof(vigil_event_spec) == 56, "vigil_event_spec 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_create_args) == 64, "vigil_create_args 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_plugin_descriptor) == 136, "descriptor 1.0 layout");

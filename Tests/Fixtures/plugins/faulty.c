@@ -38,8 +38,8 @@
 #include "fixture.h"
 
 static const vigil_field_spec fields[] = {
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("value"), VIGIL_STR(""), VIGIL_STR("A sample value.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("n"), VIGIL_STR("count"), VIGIL_STR("Emits before this one.") },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("value"), VIGIL_STR(""), VIGIL_STR("A sample value."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("n"), VIGIL_STR("count"), VIGIL_STR("Emits before this one."), 0, 0 },
 };
 
 static const vigil_event_spec events[] = {

@@ -34,8 +34,9 @@ typedef struct instance {
 
 /* The `sample` kind with one DOUBLE field `value`. */
 static const vigil_field_spec fx_sample_fields[] FX_UNUSED = {
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("value"), VIGIL_STR(""),
-      VIGIL_STR("A sample value.") },
+    /* Designated: this file also builds against the frozen 1.0 header. */
+    { .size = sizeof(vigil_field_spec), .type = VIGIL_TYPE_DOUBLE, .name = VIGIL_STR("value"),
+      .unit = VIGIL_STR(""), .doc = VIGIL_STR("A sample value.") },
 };
 
 static const vigil_event_spec fx_sample_events[] FX_UNUSED = {

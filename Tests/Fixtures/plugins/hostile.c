@@ -21,17 +21,17 @@ static const char text_buffer[] = HOSTILE_TEXT "<READ PAST LEN>";
 #define WEIRD_NAME "we\"ird\nname"
 
 static const vigil_field_spec fields[] = {
-    { sizeof(vigil_field_spec), VIGIL_TYPE_STRING, VIGIL_STR("text"), VIGIL_STR(""), VIGIL_STR("Hostile bytes.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("nan"), VIGIL_STR(""), VIGIL_STR("NaN.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("inf"), VIGIL_STR(""), VIGIL_STR("+infinity.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("ninf"), VIGIL_STR(""), VIGIL_STR("-infinity.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("zero"), VIGIL_STR(""), VIGIL_STR("0.0.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("tiny"), VIGIL_STR(""), VIGIL_STR("Smallest subnormal.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("big"), VIGIL_STR(""), VIGIL_STR("Largest finite double.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("min"), VIGIL_STR(""), VIGIL_STR("INT64_MIN.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("max"), VIGIL_STR(""), VIGIL_STR("INT64_MAX.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_BOOL, VIGIL_STR("flag"), VIGIL_STR(""), VIGIL_STR("True.") },
-    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR(WEIRD_NAME), VIGIL_STR(""), VIGIL_STR("A hostile field name; value 42.") },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_STRING, VIGIL_STR("text"), VIGIL_STR(""), VIGIL_STR("Hostile bytes."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("nan"), VIGIL_STR(""), VIGIL_STR("NaN."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("inf"), VIGIL_STR(""), VIGIL_STR("+infinity."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("ninf"), VIGIL_STR(""), VIGIL_STR("-infinity."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("zero"), VIGIL_STR(""), VIGIL_STR("0.0."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("tiny"), VIGIL_STR(""), VIGIL_STR("Smallest subnormal."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("big"), VIGIL_STR(""), VIGIL_STR("Largest finite double."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("min"), VIGIL_STR(""), VIGIL_STR("INT64_MIN."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("max"), VIGIL_STR(""), VIGIL_STR("INT64_MAX."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_BOOL, VIGIL_STR("flag"), VIGIL_STR(""), VIGIL_STR("True."), 0, 0 },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR(WEIRD_NAME), VIGIL_STR(""), VIGIL_STR("A hostile field name; value 42."), 0, 0 },
 };
 
 static const vigil_event_spec events[] = {

@@ -14,7 +14,7 @@ static const vigil_option_spec options[] = {
 
 static const vigil_field_spec fields[] = {
     { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("slept_ns"), VIGIL_STR("nanoseconds"),
-      VIGIL_STR("How long the poll slept.") },
+      VIGIL_STR("How long the poll slept."), 0, 0 },
 };
 
 static const vigil_event_spec events[] = {

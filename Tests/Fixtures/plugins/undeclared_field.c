@@ -7,7 +7,7 @@
 #include "fixture.h"
 
 static const vigil_field_spec dynamic_fields[] = {
-    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("count"), VIGIL_STR(""), VIGIL_STR("Always present.") },
+    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("count"), VIGIL_STR(""), VIGIL_STR("Always present."), 0, 0 },
 };
 
 static const vigil_event_spec events[] = {
