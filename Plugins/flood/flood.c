@@ -5,7 +5,9 @@
  * Options: count (events per thread… per instance, 0 = unlimited), rate
  * (events/s for the instance, 0 = as fast as possible), fields (numeric
  * fields per event, 1…16), threads (1…64). Each event is kind `flood` with
- * fields v0…v(N-1), doubles that change with every event.
+ * fields v0…v(N-1), doubles that change with every event. With entities N
+ * (> 0) each event also carries `entity`, an identity cycling 0…N-1, so the
+ * events describe N things (series for a `prometheus` sink).
  *
  * Built with cc against the header alone, like heartbeat:
  *   cc -std=c99 -O2 -shared -fPIC -pthread -I Sources/CVigilPlugin/include \
@@ -32,12 +34,17 @@ static const vigil_option_spec options[] = {
       VIGIL_STR("Numeric fields per event, 1 to 16."), 0, 0, { NULL, 0 } },
     { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("threads"), VIGIL_STR("1"),
       VIGIL_STR("Threads emitting at once, 1 to 64."), 0, 0, { NULL, 0 } },
+    { sizeof(vigil_option_spec), VIGIL_TYPE_INT, VIGIL_STR("entities"), VIGIL_STR("0"),
+      VIGIL_STR("Things the events describe, 0 to 1000000: each event's `entity` identity cycles through them; 0 = no entity field."),
+      0, 0, { NULL, 0 } },
 };
 
 #define FIELD(n) { sizeof(vigil_field_spec), VIGIL_TYPE_DOUBLE, VIGIL_STR("v" #n), VIGIL_STR(""), VIGIL_STR(""), 0, 0 }
-static const vigil_field_spec fields[MAX_FIELDS] = {
+static const vigil_field_spec fields[MAX_FIELDS + 1] = {
     FIELD(0), FIELD(1), FIELD(2), FIELD(3), FIELD(4), FIELD(5), FIELD(6), FIELD(7),
     FIELD(8), FIELD(9), FIELD(10), FIELD(11), FIELD(12), FIELD(13), FIELD(14), FIELD(15),
+    { sizeof(vigil_field_spec), VIGIL_TYPE_INT, VIGIL_STR("entity"), VIGIL_STR(""),
+      VIGIL_STR("Which of `entities` things the event is about (with entities > 0)."), VIGIL_FIELD_IDENTITY, 0 },
 };
 static const char *const field_names[MAX_FIELDS] = {
     "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15",
@@ -45,7 +52,8 @@ static const char *const field_names[MAX_FIELDS] = {
 
 static const vigil_event_spec events[] = {
     { sizeof(vigil_event_spec), 0, VIGIL_STR("flood"),
-      VIGIL_STR("One synthetic event; the first `fields` of v0…v15 are present."), fields, MAX_FIELDS },
+      VIGIL_STR("One synthetic event; the first `fields` of v0…v15 are present, and `entity` with entities > 0."),
+      fields, MAX_FIELDS + 1 },
 };
 
 typedef struct flood flood;
@@ -61,7 +69,7 @@ typedef struct pusher {
 struct flood {
     vigil_host_ctx *host;
     const vigil_host_api *api;
-    int64_t count, rate;
+    int64_t count, rate, entities;
     int fields, threads;
 
     int running;
@@ -88,7 +96,7 @@ static int should_stop(flood *f) {
 static void *push(void *arg) {
     pusher *p = arg;
     flood *f = p->owner;
-    vigil_field values[MAX_FIELDS];
+    vigil_field values[MAX_FIELDS + 1];
     vigil_event event;
     int64_t sent = 0, start = now_ns();
     /* Each thread's share of the rate, in ns between events. */
@@ -101,12 +109,17 @@ static void *push(void *arg) {
         values[i].value.type = VIGIL_TYPE_DOUBLE;
         values[i].value.reserved = 0;
     }
+    if (f->entities > 0) {
+        values[f->fields].name = vigil_str_from_cstr("entity");
+        values[f->fields].value.type = VIGIL_TYPE_INT;
+        values[f->fields].value.reserved = 0;
+    }
     memset(&event, 0, sizeof event);
     event.size = sizeof(vigil_event);
     event.severity = VIGIL_SEVERITY_INFO;
     event.kind = vigil_str_from_cstr("flood");
     event.fields = values;
-    event.field_count = (size_t)f->fields;
+    event.field_count = (size_t)f->fields + (f->entities > 0 ? 1 : 0);
 
     while (p->count == 0 || sent < p->count) {
         /* Check for stop every 1024 events: cheap, and prompt enough. */
@@ -123,6 +136,8 @@ static void *push(void *arg) {
         }
         for (i = 0; i < f->fields; i++)
             values[i].value.as.f64 = (double)sent + i * 0.5;
+        if (f->entities > 0)
+            values[f->fields].value.as.i64 = (sent * f->threads + p->index) % f->entities;
         if (f->api->emit(f->host, &event) != VIGIL_OK)
             break; /* the host is stopping this instance */
         sent++;
@@ -155,11 +170,14 @@ static vigil_status flood_create(const vigil_create_args *args, void **out, vigi
     flood *f;
     int64_t count = int_option(args, "count", 1000000), rate = int_option(args, "rate", 0);
     int64_t fields_n = int_option(args, "fields", 1), threads = int_option(args, "threads", 1);
+    int64_t entities = int_option(args, "entities", 0);
     if (count < 0 || rate < 0)
         return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "count and rate must not be negative");
     if (fields_n < 1 || fields_n > MAX_FIELDS)
         return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "fields must be 1 to %d, not %lld",
                                MAX_FIELDS, (long long)fields_n);
+    if (entities < 0 || entities > 1000000)
+        return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "entities must be 0 to 1000000, not %lld", (long long)entities);
     if (threads < 1 || threads > MAX_THREADS)
         return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "threads must be 1 to %d, not %lld",
                                MAX_THREADS, (long long)threads);
@@ -170,6 +188,7 @@ static vigil_status flood_create(const vigil_create_args *args, void **out, vigi
     f->api = args->api;
     f->count = count;
     f->rate = rate;
+    f->entities = entities;
     f->fields = (int)fields_n;
     f->threads = (int)threads;
     pthread_mutex_init(&f->lock, NULL);

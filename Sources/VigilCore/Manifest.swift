@@ -162,6 +162,8 @@ public enum SinkKind: Sendable {
     case log(LogSinkConfig)
     case file(FileSinkConfig)
     case socket(SocketSinkConfig)
+    /// Serves the events' values as Prometheus series.
+    case prometheus(PrometheusSinkConfig)
     /// Discards every event (for benchmarks and for measuring the router).
     case null
 
@@ -170,6 +172,7 @@ public enum SinkKind: Sendable {
         case .log: "log"
         case .file: "file"
         case .socket: "socket"
+        case .prometheus: "prometheus"
         case .null: "null"
         }
     }
@@ -195,6 +198,22 @@ public struct FileSinkConfig: Sendable {
     /// Where `path` is written.
     public var pathLocation: SourceLocation?
     public init(path: String) { self.path = path }
+}
+
+/// `type: prometheus`: the events' numbers as series at
+/// `http://listen/metrics`.
+public struct PrometheusSinkConfig: Sendable {
+    public static let defaultPort: UInt16 = 9798
+    public var listenHost = "127.0.0.1"
+    public var listenPort: UInt16 = PrometheusSinkConfig.defaultPort
+    /// A series goes this long after the last event that carried it; nil:
+    /// five of its monitor's intervals (five minutes for one not polled).
+    public var expireAfter: Int64?
+    /// The most series held; past it new series are not made (counted).
+    public var maxSeries = 100_000
+    /// Where `listen` is written.
+    public var listenLocation: SourceLocation?
+    public init() {}
 }
 
 public struct SocketSinkConfig: Sendable {

@@ -25,6 +25,7 @@ public struct ManifestLoader {
         "log": ["stream", "format"],
         "file": ["path", "rotate", "fsync", "fsync_interval"],
         "socket": ["connect", "listen", "reconnect_min", "reconnect_max", "client_buffer"],
+        "prometheus": ["listen", "expire_after", "max_series"],
         "null": [],
     ]
 
@@ -262,6 +263,7 @@ public struct ManifestLoader {
             case "log": kind = logSink(keys, &d)
             case "file": kind = fileSink(keys, name: name, at: entry.key.location, &d)
             case "socket": kind = socketSink(keys, name: name, at: entry.key.location, &d)
+            case "prometheus": kind = prometheusSink(keys, &d)
             default: kind = .null
             }
             guard let kind else { continue }
@@ -312,6 +314,8 @@ public struct ManifestLoader {
             case .socket(let socket):
                 guard case .listen(let address) = socket.mode else { continue }
                 resource = "listen address \(address)"
+            case .prometheus(let prometheus):
+                resource = "listen address \(SocketAddress.tcp(host: prometheus.listenHost, port: prometheus.listenPort))"
             default: continue
             }
             if let (other, at) = claimed[resource] {
@@ -365,6 +369,32 @@ public struct ManifestLoader {
             config.fsyncInterval = max(ns, 1_000_000)
         }
         return .file(config)
+    }
+
+    private func prometheusSink(_ keys: Keys, _ d: inout Diags) -> SinkKind? {
+        var config = PrometheusSinkConfig()
+        if let node = keys["listen"] {
+            config.listenLocation = node.location
+            guard let address = d.address(node, what: "'listen'") else { return nil }
+            guard case .tcp(let host, let port) = address else {
+                d.error(node.location, "a prometheus sink listens on tcp://HOST:PORT (Prometheus scrapes over TCP), not \(address)",
+                        hint: "listen: \"tcp://127.0.0.1:\(PrometheusSinkConfig.defaultPort)\"")
+                return nil
+            }
+            config.listenHost = host
+            config.listenPort = port
+        }
+        if let node = keys["expire_after"], let ns = d.duration(node, what: "'expire_after'") {
+            if ns < 1_000_000_000 {
+                d.error(node.location, "'expire_after' must be at least 1s (series are swept once a second)")
+            } else {
+                config.expireAfter = ns
+            }
+        }
+        if let node = keys["max_series"], let n = d.int(node, what: "'max_series'", in: 1...10_000_000, unit: " series") {
+            config.maxSeries = Int(n)
+        }
+        return .prometheus(config)
     }
 
     private func socketSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {

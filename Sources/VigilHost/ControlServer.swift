@@ -126,24 +126,9 @@ final class ControlServer: Service, @unchecked Sendable {
     /// What each accepted connection gets: at most `maxConnections` open at
     /// once (one more is closed at once), idle ones closed, HTTP/1.1, the API.
     private static func bootstrap(_ group: MultiThreadedEventLoopGroup, api: ControlAPI, token: ControlToken?) -> ServerBootstrap {
-        let open = LockedState<Int>(0)
-        return ServerBootstrap(group: group)
-            .childChannelInitializer { channel in
-                // A client holding connections open cannot take the host's descriptors.
-                guard open.withLock({ count -> Bool in
-                    guard count < Self.maxConnections else { return false }
-                    count += 1
-                    return true
-                }) else {
-                    return channel.close()
-                }
-                channel.closeFuture.whenComplete { _ in open.withLock { $0 -= 1 } }
-                return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(api: api, token: token))
-                }
-            }
+        HTTPServing.bootstrap(group, maxConnections: maxConnections, idleTimeout: idleTimeout) {
+            ControlHTTPHandler(api: api, token: token)
+        }
     }
 
     func run() async throws {
@@ -244,5 +229,36 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             if !keepAlive { bound.value.close(promise: nil) }
         }
+    }
+}
+
+/// The HTTP servers' common ground (the control API, the `prometheus`
+/// sink): each accepted connection is counted against `maxConnections` (one
+/// more is closed at once, so a client holding connections open cannot take
+/// the host's descriptors), closed after `idleTimeout` without traffic, and
+/// given SwiftNIO's HTTP/1.1 codec and then `handler()`, which must close
+/// the connection on `IdleStateHandler.IdleStateEvent`.
+enum HTTPServing {
+    static func bootstrap<Handler: ChannelHandler & Sendable>(
+        _ group: MultiThreadedEventLoopGroup, maxConnections: Int, idleTimeout: TimeAmount,
+        handler: @escaping @Sendable () -> Handler
+    ) -> ServerBootstrap {
+        let open = LockedState<Int>(0)
+        return ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                guard open.withLock({ count -> Bool in
+                    guard count < maxConnections else { return false }
+                    count += 1
+                    return true
+                }) else {
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in open.withLock { $0 -= 1 } }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(handler())
+                }
+            }
     }
 }

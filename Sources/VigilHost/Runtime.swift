@@ -103,6 +103,8 @@ public final class VigilRuntime: @unchecked Sendable {
     var reloadCounts: (done: UInt64, failed: UInt64) { current.withLock { ($0.reloads, $0.failedReloads) } }
     /// The verdicts of a `--once` run; nil for another run.
     let once: OnceRun?
+    /// The monitors as sinks that keep series see them.
+    let directory: MonitorDirectory
 
     /// Every plugin in process (tests, tools).
     public convenience init(manifest: Manifest, resolution: ManifestResolution, options: RunOptions, logger: Logger) {
@@ -117,9 +119,11 @@ public final class VigilRuntime: @unchecked Sendable {
         self.options = options
         self.logger = logger
         let host = options.hostName ?? manifest.host ?? VigilRuntime.hostName()
+        let directory = MonitorDirectory()
+        self.directory = directory
         let sinks = manifest.sinks.map { config in
             SinkRunner(config: config, sink: options.once.map { OnceSink(json: $0.json, host: host) }
-                           ?? VigilRuntime.makeSink(config, host: host, logger: logger), logger: logger)
+                           ?? VigilRuntime.makeSink(config, host: host, logger: logger, directory: directory), logger: logger)
         }
         var slots: [String: Int] = [:]
         for (i, sink) in manifest.sinks.enumerated() { slots[sink.name] = i }
@@ -140,6 +144,7 @@ public final class VigilRuntime: @unchecked Sendable {
         }
         current = LockedState(Current(manifest: manifest, host: host, instances: instances, sinks: sinks, slots: slots,
                                       rules: resolution.rules))
+        directory.attach(self)
     }
 
     static func pluginNames(_ resolution: ResolvedManifest<HostedPlugin>) -> [String: String] {
@@ -173,8 +178,15 @@ public final class VigilRuntime: @unchecked Sendable {
         ConfigFingerprint.of(config) + "|host:" + host
     }
 
-    static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true) -> any EventSink {
+    static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true,
+                         directory: MonitorDirectory? = nil) -> any EventSink {
         switch config.kind {
+        case .prometheus(let prometheus):
+            let sink = PrometheusSink(config: prometheus, host: host, facts: { directory?.facts() ?? [:] })
+            var logger = logger
+            logger[metadataKey: "sink"] = "\(config.name)"
+            if bindNow { sink.bind(logger: logger) }
+            return sink
         case .null: return NullSink()
         case .log(let log): return LogSink(config: log, host: host)
         case .file(let file): return FileSink(config: file, host: host, holdFailedBatches: config.overflow == .block)
@@ -426,7 +438,7 @@ public final class VigilRuntime: @unchecked Sendable {
                 continue
             }
             // A listening sink binds once the one it replaces has let go of the address.
-            let sink = Self.makeSink(config, host: plan.host, logger: logger, bindNow: old == nil)
+            let sink = Self.makeSink(config, host: plan.host, logger: logger, bindNow: old == nil, directory: directory)
             let runner = SinkRunner(config: config, sink: sink, logger: logger)
             slots[slot] = runner
             sinks.append(runner)
@@ -480,6 +492,7 @@ public final class VigilRuntime: @unchecked Sendable {
                 Task { [logger] in
                     await after.stop(drainTimeout: drainTimeout)
                     (runner.sink as? SocketListenSink)?.bind(logger: logger)
+                    (runner.sink as? PrometheusSink)?.bind(logger: logger)
                     runner.start()
                 }
             } else {

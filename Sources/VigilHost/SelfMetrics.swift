@@ -111,6 +111,13 @@ struct SelfMetrics {
         out.family("vigil_reloads_total", .counter, "Reloads of the manifest, by result.")
         out.sample("vigil_reloads_total", ["result": "applied"], Double(reloads.done))
         out.sample("vigil_reloads_total", ["result": "refused"], Double(reloads.failed))
-        return out.bytes
+        // The series of `prometheus` sinks, as they serve them: one scrape of
+        // the control API has the host's figures and the events' values.
+        var bytes = out.bytes
+        for runner in live {
+            guard let sink = runner.sink as? PrometheusSink else { continue }
+            bytes += sink.series.exposition(openMetrics: false)
+        }
+        return bytes
     }
 }

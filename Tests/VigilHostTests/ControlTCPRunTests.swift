@@ -58,28 +58,7 @@ import Testing
         /// `request` as bytes on a new connection; what came back until the host closed it or 5 s passed.
         func raw(_ request: String) throws -> String { try raw(Array(request.utf8)) }
 
-        func raw(_ request: [UInt8]) throws -> String {
-            let fd = try Sockets.connect(.tcp(host: "127.0.0.1", port: UInt16(port)))
-            defer { close(fd) }
-            var sent = 0
-            while sent < request.count {
-                let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-                if n <= 0 { break }  // the host may close a connection it refuses before reading it all
-                sent += n
-            }
-            var reply: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            let deadline = Date().addingTimeInterval(5)
-            while Date() < deadline {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 100) >= 0 else { break }
-                if pfd.revents == 0 { continue }
-                let n = read(fd, &buffer, buffer.count)
-                if n <= 0 { break }
-                reply += buffer[0..<n]
-            }
-            return String(decoding: reply, as: UTF8.self)
-        }
+        func raw(_ request: [UInt8]) throws -> String { try TestEnv.http(port: port, request) }
 
         func stop() -> TestEnv.Output {
             process.signal(SIGTERM)

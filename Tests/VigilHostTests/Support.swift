@@ -74,6 +74,40 @@ enum TestEnv {
         try RunningProcess(program, arguments, environment: environment)
     }
 
+    /// Sends `request` as is to 127.0.0.1:`port` and reads the reply until
+    /// the peer closes or 5 s pass (ask with `Connection: close`).
+    static func http(port: Int, _ request: [UInt8]) throws -> String {
+        let fd = try Sockets.connect(.tcp(host: "127.0.0.1", port: UInt16(port)))
+        defer { close(fd) }
+        var sent = 0
+        while sent < request.count {
+            let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { break }  // a server may close a connection it refuses before reading it all
+            sent += n
+        }
+        var reply: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 100) >= 0 else { break }
+            if pfd.revents == 0 { continue }
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            reply += buffer[0..<n]
+        }
+        return String(decoding: reply, as: UTF8.self)
+    }
+
+    /// `GET path` on 127.0.0.1:`port`: the status and the body.
+    static func httpGet(port: Int, _ path: String, headers: String = "") throws -> (status: Int, head: String, body: String) {
+        let reply = try http(port: port, Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers)Connection: close\r\n\r\n".utf8))
+        guard let split = reply.range(of: "\r\n\r\n") else { return (0, reply, "") }
+        let head = String(reply[..<split.lowerBound])
+        let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        return (status, head, String(reply[split.upperBound...]))
+    }
+
     static func write(_ text: String, to path: String) throws {
         try text.write(toFile: path, atomically: true, encoding: .utf8)
     }

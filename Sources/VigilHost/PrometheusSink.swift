@@ -1,0 +1,306 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import VigilABI
+import VigilCore
+
+/// What a sink that keeps series needs to know of the monitor an event
+/// came from: its plugin's self-description (units, identities, counters,
+/// on-change kinds), its interval and whether it runs.
+struct MonitorFacts: Sendable {
+    let instance: ObjectIdentifier
+    let description: PluginDescription
+    let interval: Int64
+    let running: Bool
+}
+
+/// The running monitors, as sinks see them: set once the runtime exists,
+/// read by a sink's thread (once per batch) and its tick.
+final class MonitorDirectory: @unchecked Sendable {
+    private let runtime = LockedState<WeakRuntime>(WeakRuntime())
+    private struct WeakRuntime { weak var value: VigilRuntime? }
+
+    func attach(_ runtime: VigilRuntime) { self.runtime.withLock { $0.value = runtime } }
+
+    /// The facts of the current instance of each monitor named.
+    func facts() -> [String: MonitorFacts] {
+        guard let runtime = runtime.withLock({ $0.value }) else { return [:] }
+        var out: [String: MonitorFacts] = [:]
+        for instance in runtime.instances {
+            out[instance.name] = MonitorFacts(instance: ObjectIdentifier(instance), description: instance.description,
+                                              interval: instance.interval, running: instance.state == .running)
+        }
+        return out
+    }
+}
+
+/// `type: prometheus`: every numeric and boolean field of the events routed
+/// to it as a Prometheus series, served at `/metrics` on `listen` (and on
+/// the control API's `/metrics`). Names follow `PrometheusNaming`; labels
+/// are `monitor`, `host` and the fields the plugin marks as identities.
+/// Fields marked as counters are counters, every other number a gauge, a
+/// boolean 0 or 1; strings that are no identity are not exposed.
+///
+/// A series goes `expire_after` after the last event that carried it
+/// (default five of its monitor's intervals, five minutes for a monitor
+/// that is not polled); one of a kind emitted on change lives while its
+/// monitor runs, since silence means its value still holds.
+///
+/// The host's own events (monitor `vigil`) are not exposed: their figures
+/// are the control API's `/metrics`.
+///
+/// Best-effort by nature: Prometheus pulls the latest value, so an event
+/// counts as written once its values are in the exposition.
+final class PrometheusSink: EventSink, @unchecked Sendable {
+    let config: PrometheusSinkConfig
+    let host: String
+    let series: PrometheusSeries
+    /// The running monitors, asked once per batch and tick.
+    private let facts: @Sendable () -> [String: MonitorFacts]
+    private var server: MetricsHTTPServer?
+    private var lastBindAttempt: Int64 = 0
+    private var loggedBindFailure = false
+    /// Per monitor and kind: the family of each field, for the instance it was made for.
+    private var plans: [String: [String: KindPlan]] = [:]
+    private var loggedRefusal = false
+
+    struct KindPlan {
+        let instance: ObjectIdentifier?
+        var fields: [String: PrometheusNaming.Shape?]
+        let identities: [(field: String, label: String)]
+        let onChange: Bool
+        let ttl: Int64
+        let specs: [String: FieldSpec]
+    }
+
+    init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts]) {
+        self.config = config
+        self.host = host
+        self.facts = facts
+        self.series = PrometheusSeries(maxSeries: config.maxSeries)
+    }
+
+    /// Binds now, so that an address that cannot be had is reported when
+    /// the host starts; retried every 5 s after.
+    func bind(logger: Logger) {
+        guard server == nil else { return }
+        lastBindAttempt = monotonicNanoseconds()
+        do {
+            server = try MetricsHTTPServer(host: config.listenHost, port: config.listenPort, series: series)
+            if loggedBindFailure { logger.notice("serving /metrics on \(server!.shown)") } else {
+                logger.info("serving /metrics on \(server!.shown)")
+            }
+            loggedBindFailure = false
+        } catch {
+            if !loggedBindFailure { logger.error("cannot listen on tcp://\(config.listenHost):\(config.listenPort): \(error); retrying every 5s") }
+            loggedBindFailure = true
+        }
+    }
+
+    /// The port served (tests bind port 0).
+    var boundPort: Int? { server?.port }
+
+    /// Expiry once a second while there are series; a bind retried every 5 s.
+    var tickInterval: Int64 {
+        if server == nil { return 5_000_000_000 }
+        return series.count > 0 ? 1_000_000_000 : SinkTicks.never
+    }
+
+    func tick(context: SinkContext) {
+        if server == nil, monotonicNanoseconds() - lastBindAttempt >= 5_000_000_000 { bind(logger: context.logger) }
+        let facts = facts()
+        series.expire(now: monotonicNanoseconds()) { facts[$0]?.running == true }
+    }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        let facts = facts()
+        let now = monotonicNanoseconds()
+        let limit = config.maxSeries
+        var value: [UInt8] = []
+        value.reserveCapacity(32)
+        series.update { updater in
+            // The host's own events (started, reloaded…) are figures of the
+            // control API's /metrics, not values to keep.
+            for event in batch where event.monitor != Manifest.hostMonitorName {
+                let plan = self.plan(for: event, facts: facts[event.monitor])
+                var labels = ""
+                PrometheusSeries.appendLabel("monitor", event.monitor, to: &labels)
+                PrometheusSeries.appendLabel("host", host, to: &labels)
+                for (field, label) in plan.identities {
+                    switch event[field: field] {
+                    case .string(let s): PrometheusSeries.appendLabel(label, s, to: &labels)
+                    case .int(let i): PrometheusSeries.appendLabel(label, String(i), to: &labels)
+                    default: PrometheusSeries.appendLabel(label, "", to: &labels)
+                    }
+                }
+                for field in event.fields {
+                    let shape: PrometheusNaming.Shape?
+                    if let known = plan.fields[field.name] {
+                        shape = known
+                    } else {
+                        shape = Self.shape(event: event, field: field, spec: plan.specs[field.name])
+                        plans[event.monitor]?[event.kind]?.fields[field.name] = .some(shape)
+                    }
+                    guard let shape else { continue }
+                    value.removeAll(keepingCapacity: true)
+                    switch field.value {
+                    case .int(let i) where shape.scale == 1: value += String(i).utf8
+                    case .int(let i): Self.appendNumber(Double(i) * shape.scale, to: &value)
+                    case .double(let d): Self.appendNumber(shape.scale == 1 ? d : d * shape.scale, to: &value)
+                    case .bool(let b): value.append(b ? UInt8(ascii: "1") : UInt8(ascii: "0"))
+                    case .string: continue
+                    }
+                    _ = updater.set(shape, labels: labels, value: value[...], now: now, ttl: plan.ttl,
+                                    monitor: event.monitor, onChange: plan.onChange, limit: limit)
+                }
+            }
+        }
+        if !loggedRefusal, series.refused > 0 {
+            loggedRefusal = true
+            context.logger.warning("\(limit) series held (max_series): new series are not made; counted in the exposition as vigil_prometheus_series_refused_total")
+        }
+    }
+
+    /// How the fields of an event of this monitor and kind are exposed.
+    private func plan(for event: Event, facts: MonitorFacts?) -> KindPlan {
+        if let plan = plans[event.monitor]?[event.kind], plan.instance == facts?.instance { return plan }
+        let spec = facts?.description.events.first { $0.kind == event.kind }
+            ?? PluginDescription.hostKinds.first { $0.kind == event.kind && facts != nil }
+        var specs: [String: FieldSpec] = [:]
+        for field in spec?.fields ?? [] { specs[field.name] = field }
+        let identities = (spec?.fields ?? []).filter(\.identity).map { ($0.name, PrometheusNaming.labelName($0.name)) }
+        let interval = facts?.interval ?? 0
+        let ttl = config.expireAfter ?? (interval > 0 ? interval.multipliedSaturating(by: 5) : 300_000_000_000)
+        let plan = KindPlan(instance: facts?.instance, fields: [:], identities: identities,
+                            onChange: spec?.onChange == true, ttl: ttl, specs: specs)
+        plans[event.monitor, default: [:]][event.kind] = plan
+        return plan
+    }
+
+    static func shape(event: Event, field: Field, spec: FieldSpec?) -> PrometheusNaming.Shape? {
+        var isBool = false
+        switch field.value {
+        case .string: return nil
+        case .bool: isBool = true
+        default: break
+        }
+        return PrometheusNaming.shape(plugin: event.plugin, kind: event.kind, field: field.name, spec: spec, valueIsBool: isBool)
+    }
+
+    /// A float as both formats read it: `NaN`, `+Inf`, `-Inf`, else the
+    /// shortest text that reads back as the same Double.
+    static func appendNumber(_ d: Double, to out: inout [UInt8]) {
+        if d.isNaN { out += "NaN".utf8; return }
+        if d.isInfinite { out += (d > 0 ? "+Inf" : "-Inf").utf8; return }
+        if d == d.rounded(.towardZero), abs(d) < 1e15 {
+            out += String(Int64(d)).utf8
+        } else {
+            out += d.description.utf8
+        }
+    }
+
+    func shutdown(context: SinkContext) {
+        server?.close()
+        server = nil
+    }
+}
+
+/// The `prometheus` sink's HTTP/1.1 listener (SwiftNIO): `GET /metrics`
+/// answered on the event loop from the cached exposition, OpenMetrics when
+/// the scraper's `Accept` asks for it; at most 64 connections, idle ones
+/// closed after 30 s.
+final class MetricsHTTPServer: @unchecked Sendable {
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+    let port: Int
+    let shown: String
+
+    init(host: String, port: UInt16, series: PrometheusSeries) throws {
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let address = try NIOCore.SocketAddress.makeAddressResolvingHost(host, port: Int(port))
+            channel = try HTTPServing.bootstrap(group, maxConnections: 64, idleTimeout: .seconds(30)) {
+                MetricsHTTPHandler(series: series)
+            }
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 64)
+            .bind(to: address)
+            .wait()
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw error
+        }
+        self.port = channel.localAddress?.port ?? Int(port)
+        shown = "http://\(host.contains(":") ? "[\(host)]" : host):\(self.port)/metrics"
+    }
+
+    func close() {
+        try? channel.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+}
+
+private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    static let textType = "text/plain; version=0.0.4; charset=utf-8"
+    static let openMetricsType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+    private let series: PrometheusSeries
+    private var head: HTTPRequestHead?
+
+    init(series: PrometheusSeries) { self.series = series }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h): head = h
+        case .body: break  // a scrape has no body; whatever comes is not kept
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+            guard head.method == .GET || head.method == .HEAD else {
+                respond(context, head, status: .methodNotAllowed, type: "text/plain; charset=utf-8",
+                        body: Array("only GET and HEAD are served\n".utf8), extra: [("Allow", "GET, HEAD")])
+                return
+            }
+            switch path {
+            case "/metrics":
+                let openMetrics = head.headers["Accept"].contains { $0.contains("application/openmetrics-text") }
+                respond(context, head, status: .ok, type: openMetrics ? Self.openMetricsType : Self.textType,
+                        body: series.exposition(openMetrics: openMetrics))
+            case "/":
+                respond(context, head, status: .ok, type: "text/plain; charset=utf-8",
+                        body: Array("vigil: the events' values are at /metrics\n".utf8))
+            default:
+                respond(context, head, status: .notFound, type: "text/plain; charset=utf-8",
+                        body: Array("not found: the values are at /metrics\n".utf8))
+            }
+        }
+    }
+
+    private func respond(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, status: HTTPResponseStatus, type: String,
+                         body: [UInt8], extra: [(String, String)] = []) {
+        var out = HTTPResponseHead(version: head.version, status: status)
+        out.headers.add(name: "Content-Type", value: type)
+        out.headers.add(name: "Content-Length", value: "\(body.count)")
+        for (name, value) in extra { out.headers.add(name: name, value: value) }
+        let keepAlive = head.isKeepAlive
+        if !keepAlive { out.headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(out)), promise: nil)
+        if head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { bound.value.close(promise: nil) }
+        }
+    }
+}

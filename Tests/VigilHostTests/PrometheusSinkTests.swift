@@ -1,0 +1,154 @@
+import Foundation
+import Logging
+import Testing
+import VigilABI
+import VigilCore
+@testable import VigilHost
+
+/// The `prometheus` sink on its own: events in through `write`, the
+/// exposition out over real HTTP on loopback.
+@Suite(.serialized) struct PrometheusSinkTests {
+    static let zone = PluginDescription(
+        name: "thermal", version: "1", summary: "", abiMajor: 1, abiMinor: 4, options: [],
+        events: [
+            EventSpec(kind: "zone", doc: "", fields: [
+                FieldSpec(name: "zone", type: .string, identity: true),
+                FieldSpec(name: "temperature", type: .double, unit: "celsius", doc: "the temperature"),
+                FieldSpec(name: "state", type: .string),
+                FieldSpec(name: "hot", type: .bool),
+                FieldSpec(name: "trips", type: .int, unit: "count", counter: true),
+            ], onChange: true),
+            EventSpec(kind: "sample", doc: "", fields: [FieldSpec(name: "load", type: .double, unit: "percent")]),
+        ],
+        defaultInterval: 1_000_000_000, polled: true, path: "/x/thermal.so")
+
+    /// A sink on a free port whose monitors are `facts`.
+    func sink(_ config: PrometheusSinkConfig = PrometheusSinkConfig(), facts: [String: MonitorFacts] = [:]) throws -> (PrometheusSink, SinkContext, Int) {
+        var config = config
+        config.listenPort = UInt16(try ControlTCPRunTests.freePort())
+        let sink = PrometheusSink(config: config, host: "box", facts: { facts })
+        sink.bind(logger: Logger(label: "test"))
+        let port = try #require(sink.boundPort)
+        return (sink, SinkContext(name: "prom", logger: Logger(label: "test")), port)
+    }
+
+    static let facts = MonitorFacts(instance: ObjectIdentifier(PrometheusSinkTests.Marker.shared), description: zone,
+                                    interval: 1_000_000_000, running: true)
+    final class Marker: Sendable { static let shared = Marker() }
+
+    func event(_ zone: String, _ t: Double, kind: String = "zone", extra: [Field] = []) -> Event {
+        Event(time: 0, monitor: "therm", plugin: "thermal", kind: kind, fields: [
+            Field("zone", .string(zone)), Field("temperature", .double(t)), Field("state", .string("nominal")),
+            Field("hot", .bool(t > 80)), Field("trips", .int(3)),
+        ] + extra)
+    }
+
+    @Test func identitiesAreLabelsCountersCountAndStringsStayOut() throws {
+        let (sink, context, port) = try sink(facts: ["therm": Self.facts])
+        defer { sink.shutdown(context: context) }
+        try sink.write([event("cpu \"die\"\n", 41.5), event("nvme", 85)], context: context)
+        let reply = try TestEnv.httpGet(port: port, "/metrics")
+        #expect(reply.status == 200)
+        #expect(reply.head.contains("text/plain; version=0.0.4"))
+        let body = reply.body
+        #expect(body.contains("# TYPE vigil_thermal_zone_temperature_celsius gauge\n"))
+        #expect(body.contains(#"vigil_thermal_zone_temperature_celsius{monitor="therm",host="box",zone="cpu \"die\"\n"} 41.5"#))
+        #expect(body.contains(#"vigil_thermal_zone_temperature_celsius{monitor="therm",host="box",zone="nvme"} 85"#))
+        #expect(body.contains(#"vigil_thermal_zone_hot{monitor="therm",host="box",zone="nvme"} 1"#))
+        #expect(body.contains("# TYPE vigil_thermal_zone_trips_total counter\n"))
+        #expect(!body.contains("nominal") && !body.contains("state"))
+        // One HELP and TYPE per family, its series together.
+        #expect(body.components(separatedBy: "# TYPE vigil_thermal_zone_temperature_celsius").count == 2)
+        // A new value replaces the line: still one series.
+        try sink.write([event("nvme", 90.25)], context: context)
+        let again = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(again.contains(#"zone="nvme"} 90.25"#) && !again.contains(#"zone="nvme"} 85"#))
+        #expect(sink.series.count == 6)  // temperature, hot and trips of two zones
+    }
+
+    @Test func openMetricsWhenAskedAndRefusalsByName() throws {
+        let (sink, context, port) = try sink(facts: ["therm": Self.facts])
+        defer { sink.shutdown(context: context) }
+        try sink.write([event("a", 1)], context: context)
+        let om = try TestEnv.httpGet(port: port, "/metrics", headers: "Accept: application/openmetrics-text; version=1.0.0\r\n")
+        #expect(om.head.contains("application/openmetrics-text"))
+        #expect(om.body.hasSuffix("# EOF\n"))
+        #expect(om.body.contains("# TYPE vigil_thermal_zone_trips counter\n"))
+        #expect(om.body.contains("vigil_thermal_zone_trips_total{"))
+        #expect(try TestEnv.httpGet(port: port, "/nope").status == 404)
+        let post = try TestEnv.http(port: port, Array("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi".utf8))
+        #expect(post.hasPrefix("HTTP/1.1 405"))
+        let head = try TestEnv.http(port: port, Array("HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(head.hasPrefix("HTTP/1.1 200") && head.hasSuffix("\r\n\r\n"))
+    }
+
+    @Test func unitsAreConvertedAndNumbersReadBack() throws {
+        let (sink, context, port) = try sink(facts: ["therm": Self.facts])
+        defer { sink.shutdown(context: context) }
+        try sink.write([Event(time: 0, monitor: "therm", plugin: "thermal", kind: "sample", fields: [Field("load", .double(12.5))]),
+                        event("x", .nan), event("y", .infinity), event("z", 1e300)], context: context)
+        let body = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(body.contains(#"vigil_thermal_load_ratio{monitor="therm",host="box"} 0.125"#))
+        #expect(body.contains(#"zone="x"} NaN"#) && body.contains(#"zone="y"} +Inf"#) && body.contains(#"zone="z"} 1e+300"#))
+    }
+
+    @Test func seriesExpireUnlessTheirKindIsOnChangeAndTheMonitorRuns() throws {
+        var config = PrometheusSinkConfig()
+        config.expireAfter = 1_000_000_000
+        let (sink, context, _) = try sink(config, facts: ["therm": Self.facts])
+        defer { sink.shutdown(context: context) }
+        try sink.write([event("a", 1), Event(time: 0, monitor: "therm", plugin: "thermal", kind: "sample", fields: [Field("load", .double(1))])],
+                       context: context)
+        #expect(sink.series.count == 4)
+        let later = monotonicNanoseconds() + 2_000_000_000
+        // The sample kind is not on change: it goes; the zone's series live while therm runs.
+        #expect(sink.series.expire(now: later) { $0 == "therm" } == 1)
+        #expect(sink.series.count == 3)
+        // Once therm stopped, they go expire_after later.
+        #expect(sink.series.expire(now: later + 500_000_000) { _ in false } == 0)
+        #expect(sink.series.expire(now: later + 1_500_000_000) { _ in false } == 3)
+        #expect(sink.series.exposition(openMetrics: false).isEmpty)
+    }
+
+    @Test func maxSeriesIsHeldAndTheRefusalsAreCounted() throws {
+        var config = PrometheusSinkConfig()
+        config.maxSeries = 10
+        let (sink, context, port) = try sink(config, facts: ["therm": Self.facts])
+        defer { sink.shutdown(context: context) }
+        // A plugin inventing identities without end cannot exhaust the host.
+        try sink.write((0..<1000).map { event("zone\($0)", 1) }, context: context)
+        #expect(sink.series.count == 10)
+        let body = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(body.contains("vigil_prometheus_series_refused_total 2990"), "\(body)")
+    }
+
+    @Test func withoutADescriptionNumbersAreGaugesAndTheHostsOwnEventsAreLeftOut() throws {
+        let (sink, context, port) = try sink()
+        defer { sink.shutdown(context: context) }
+        try sink.write([Event(time: 0, monitor: "rule1", plugin: "rule", kind: "fired", fields: [Field("level", .int(2)), Field("why", .string("x"))]),
+                        Event(time: 0, monitor: "vigil", plugin: "vigil", kind: "started", fields: [Field("pid", .int(9))])],
+                       context: context)
+        let body = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(body.contains(#"vigil_rule_fired_level{monitor="rule1",host="box"} 2"#))
+        #expect(!body.contains("pid"))
+    }
+
+    @Test func aPortInUseIsReportedAndRetried() throws {
+        let holder = try Sockets.listen(.tcp(host: "127.0.0.1", port: 0), backlog: 1)
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(holder, $0, &length) }
+        }
+        var config = PrometheusSinkConfig()
+        config.listenPort = UInt16(bigEndian: address.sin_port)
+        let sink = PrometheusSink(config: config, host: "box", facts: { [:] })
+        sink.bind(logger: Logger(label: "test"))
+        #expect(sink.boundPort == nil)
+        #expect(sink.tickInterval == 5_000_000_000)
+        close(holder)
+        sink.bind(logger: Logger(label: "test"))
+        #expect(sink.boundPort == Int(config.listenPort))
+        sink.shutdown(context: SinkContext(name: "prom", logger: Logger(label: "test")))
+    }
+}
