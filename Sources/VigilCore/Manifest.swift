@@ -164,6 +164,8 @@ public enum SinkKind: Sendable {
     case socket(SocketSinkConfig)
     /// Serves the events' values as Prometheus series.
     case prometheus(PrometheusSinkConfig)
+    /// RFC 5424 messages to a syslog daemon.
+    case syslog(SyslogSinkConfig)
     /// Discards every event (for benchmarks and for measuring the router).
     case null
 
@@ -173,6 +175,7 @@ public enum SinkKind: Sendable {
         case .file: "file"
         case .socket: "socket"
         case .prometheus: "prometheus"
+        case .syslog: "syslog"
         case .null: "null"
         }
     }
@@ -214,6 +217,30 @@ public struct PrometheusSinkConfig: Sendable {
     /// Where `listen` is written.
     public var listenLocation: SourceLocation?
     public init() {}
+}
+
+/// `type: syslog`: RFC 5424 to `connect` (udp://, tcp:// with octet
+/// counting, or unix: datagrams, as /dev/log takes them).
+public struct SyslogSinkConfig: Sendable {
+    public var address: SocketAddress
+    public var appName = "vigil"
+    public var facility: SyslogEncoder.Facility = .daemon
+    /// The longest message sent; longer ones are cut (counted). nil: the
+    /// transport's (`defaultMaxMessageSize`).
+    public var maxMessageSize: Int?
+    public var reconnectMin: Int64 = 100_000_000
+    public var reconnectMax: Int64 = 30_000_000_000
+    public var addressLocation: SourceLocation?
+
+    public init(address: SocketAddress) { self.address = address }
+
+    /// 2048 over UDP (RFC 5426 asks receivers for that much, no more), 8 KiB
+    /// on a stream or /dev/log (rsyslog's and syslog-ng's default).
+    public var effectiveMaxMessageSize: Int {
+        if let maxMessageSize { return maxMessageSize }
+        if case .udp = address { return 2048 }
+        return 8192
+    }
 }
 
 public struct SocketSinkConfig: Sendable {

@@ -26,6 +26,7 @@ public struct ManifestLoader {
         "file": ["path", "rotate", "fsync", "fsync_interval"],
         "socket": ["connect", "listen", "reconnect_min", "reconnect_max", "client_buffer"],
         "prometheus": ["listen", "expire_after", "max_series"],
+        "syslog": ["connect", "app_name", "facility", "max_message_size", "reconnect_min", "reconnect_max"],
         "null": [],
     ]
 
@@ -264,6 +265,7 @@ public struct ManifestLoader {
             case "file": kind = fileSink(keys, name: name, at: entry.key.location, &d)
             case "socket": kind = socketSink(keys, name: name, at: entry.key.location, &d)
             case "prometheus": kind = prometheusSink(keys, &d)
+            case "syslog": kind = syslogSink(keys, name: name, at: entry.key.location, &d)
             default: kind = .null
             }
             guard let kind else { continue }
@@ -395,6 +397,46 @@ public struct ManifestLoader {
             config.maxSeries = Int(n)
         }
         return .prometheus(config)
+    }
+
+    private func syslogSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
+        guard let node = keys["connect"] else {
+            d.error(at, "syslog sink '\(name)' needs 'connect'",
+                    hint: "connect: \"unix:/dev/log\", \"udp://127.0.0.1:514\" or \"tcp://logs.example:601\"")
+            return nil
+        }
+        guard let address = d.address(node, what: "'connect'") else { return nil }
+        var config = SyslogSinkConfig(address: address)
+        config.addressLocation = node.location
+        if let n = keys["app_name"], let text = d.string(n, what: "'app_name'") {
+            if text.isEmpty || text.utf8.count > 48 || !text.utf8.allSatisfy({ $0 >= 33 && $0 <= 126 }) {
+                d.error(n.location, "'app_name' must be 1 to 48 printable ASCII characters without spaces (RFC 5424's APP-NAME), not '\(text)'")
+            } else {
+                config.appName = text
+            }
+        }
+        if let n = keys["facility"], let text = d.string(n, what: "'facility'") {
+            if let facility = SyslogEncoder.Facility.named(text) {
+                config.facility = facility
+            } else {
+                let names = SyslogEncoder.Facility.allCases.map { "\($0)" }
+                d.error(n.location, "'facility' must be one of \(names.joined(separator: ", ")), not '\(text)'",
+                        hint: Suggest.hint(for: text, in: names))
+            }
+        }
+        if let n = keys["max_message_size"],
+           let bytes = d.size(n, what: "'max_message_size'", atMost: 1 << 20, limitText: "1MiB") {
+            if bytes < Int64(SyslogEncoder.minimumSize) {
+                d.error(n.location, "'max_message_size' must be at least \(SyslogEncoder.minimumSize) bytes (RFC 5424's least), not \(bytes)")
+            } else if case .udp = address, bytes > 65_507 {
+                d.error(n.location, "'max_message_size' over UDP is at most 65507 bytes (one datagram), not \(bytes)")
+            } else {
+                config.maxMessageSize = Int(bytes)
+            }
+        }
+        if let n = keys["reconnect_min"], let ns = d.duration(n, what: "'reconnect_min'") { config.reconnectMin = max(ns, 1_000_000) }
+        if let n = keys["reconnect_max"], let ns = d.duration(n, what: "'reconnect_max'") { config.reconnectMax = max(ns, config.reconnectMin) }
+        return .syslog(config)
     }
 
     private func socketSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {

@@ -139,6 +139,7 @@ final class ControlAPI: Sendable {
             var written: UInt64
             var dropped: UInt64
             var failed: UInt64
+            var truncated: UInt64
             var lost: [String: UInt64]
         }
 
@@ -168,7 +169,7 @@ final class ControlAPI: Sendable {
             let s = runner.stats
             return Status.Sink(name: s.name, type: s.type, queueDepth: s.depth, queueCapacity: runner.config.queueCapacity,
                                highWater: s.highWater, accepted: s.accepted, written: s.written, dropped: s.dropped,
-                               failed: s.failed,
+                               failed: s.failed, truncated: s.truncated,
                                lost: Dictionary(uniqueKeysWithValues: LossReason.allCases.map { ($0.name, s.lost[$0]) }))
         }
         let started = runtime.started

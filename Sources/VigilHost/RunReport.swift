@@ -26,6 +26,8 @@ public struct RunSummary: Codable, Sendable {
         public var failed: UInt64
         public var highWater: Int
         public var queueSize: Int
+        /// Events delivered cut short to fit their transport (syslog's size limits).
+        public var truncated: UInt64 = 0
         /// Monotonic times of the first and last delivery (0: none).
         public var firstWriteNs: Int64
         public var lastWriteNs: Int64
@@ -99,7 +101,7 @@ extension VigilRuntime {
             let s = runner.stats
             return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
                                    dropped: s.dropped, failed: s.failed, highWater: s.highWater,
-                                   queueSize: runner.config.queueCapacity,
+                                   queueSize: runner.config.queueCapacity, truncated: s.truncated,
                                    firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite)
         }
         let monitors = allInstances.map { i in
@@ -143,7 +145,7 @@ extension VigilRuntime {
     /// when every counter of every sink is zero.
     func report(_ summary: RunSummary) {
         for s in summary.sinks {
-            let head = "sink \(s.name) (\(s.type)): \(s.written) written"
+            let head = "sink \(s.name) (\(s.type)): \(s.written) written" + (s.truncated > 0 ? " (\(s.truncated) truncated to fit)" : "")
             let tail = "queue high-water \(s.highWater)/\(s.queueSize)"
             if s.lost.total > 0 {
                 logger.warning("\(head), \(s.lost.total) lost: \(s.lost.description); \(tail)")

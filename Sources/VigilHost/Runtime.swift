@@ -181,6 +181,15 @@ public final class VigilRuntime: @unchecked Sendable {
     static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true,
                          directory: MonitorDirectory? = nil) -> any EventSink {
         switch config.kind {
+        case .syslog(let syslog):
+            var socket = SocketSinkConfig(mode: .connect(syslog.address))
+            socket.reconnectMin = syslog.reconnectMin
+            socket.reconnectMax = syslog.reconnectMax
+            let stream: Bool = if case .tcp = syslog.address { true } else { false }
+            let encoder = SyslogEncoder(facility: syslog.facility, appName: syslog.appName, host: host, procID: getpid(),
+                                        maxSize: syslog.effectiveMaxMessageSize)
+            return SocketConnectSink(address: syslog.address, config: socket,
+                                     framing: SyslogFraming(encoder: encoder, octetCounting: stream), unixDatagram: !stream)
         case .prometheus(let prometheus):
             let sink = PrometheusSink(config: prometheus, host: host, facts: { directory?.facts() ?? [:] })
             var logger = logger
@@ -192,7 +201,8 @@ public final class VigilRuntime: @unchecked Sendable {
         case .file(let file): return FileSink(config: file, host: host, holdFailedBatches: config.overflow == .block)
         case .socket(let socket):
             switch socket.mode {
-            case .connect(let address): return SocketConnectSink(address: address, config: socket, host: host)
+            case .connect(let address):
+                return SocketConnectSink(address: address, config: socket, framing: JSONLinesFraming(host: host))
             case .listen(let address):
                 let sink = SocketListenSink(address: address, config: socket, host: host)
                 var logger = logger

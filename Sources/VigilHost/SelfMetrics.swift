@@ -79,12 +79,13 @@ struct SelfMetrics {
 
         // Per sink name, across the runners a reload replaced.
         var sinkNames: [String] = []
-        var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts)] = [:]
+        var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts, truncated: UInt64)] = [:]
         for runner in sinks {
             let s = runner.stats
             if stats[s.name] == nil { sinkNames.append(s.name) }
-            var entry = stats[s.name] ?? (0, 0, LossCounts())
+            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0)
             entry.written &+= s.written
+            entry.truncated &+= s.truncated
             entry.accepted &+= s.accepted
             for reason in LossReason.allCases { entry.lost[reason] &+= s.lost[reason] }
             stats[s.name] = entry
@@ -97,6 +98,10 @@ struct SelfMetrics {
             for reason in LossReason.allCases {
                 out.sample("vigil_sink_events_total", [("sink", name), ("outcome", reason.name)], Double(entry.lost[reason]))
             }
+        }
+        out.family("vigil_sink_events_truncated_total", .counter, "Events a sink delivered cut short to fit its transport (counted in written too).")
+        for name in sinkNames {
+            out.sample("vigil_sink_events_truncated_total", ["sink": name], Double(stats[name]?.truncated ?? 0))
         }
         out.family("vigil_sink_queue_depth", .gauge, "Events waiting in a sink's queue.")
         for runner in live { out.sample("vigil_sink_queue_depth", ["sink": runner.config.name], Double(runner.queue.depth)) }

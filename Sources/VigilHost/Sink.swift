@@ -78,6 +78,9 @@ public final class SinkContext: @unchecked Sendable {
     let lost = AtomicLossCounts()
     /// Events delivered (net of those taken back by `countLostAfterWrite`).
     let written = Atomic<UInt64>(0)
+    /// Events delivered cut short to fit the transport (a syslog message
+    /// over its size limit): written, not lost, and counted apart.
+    let truncated = Atomic<UInt64>(0)
     /// Events counted lost during the current `write` (sink's thread only).
     var lostInCall = 0
     /// The size of the batch in the sink's hands (less what `countLost` took
@@ -92,6 +95,13 @@ public final class SinkContext: @unchecked Sendable {
     init(name: String, logger: Logger) {
         self.name = name
         self.logger = logger
+    }
+
+    /// Counts `n` events that were cut to fit their transport; they are
+    /// still delivered (or lost) as any other.
+    public func countTruncated(_ n: Int) {
+        guard n > 0 else { return }
+        truncated.wrappingAdd(UInt64(n), ordering: .relaxed)
     }
 
     /// Counts `n` events of the batch in hand as lost, without failing the
@@ -346,6 +356,8 @@ final class SinkRunner: @unchecked Sendable {
         var lost: LossCounts
         var depth: Int
         var highWater: Int
+        /// Delivered cut short (see `SinkContext.truncated`).
+        var truncated: UInt64
         /// Lost before the sink had them (queue full, or closed at shutdown).
         var dropped: UInt64 { lost.queueFull + lost.shutdown }
         /// Lost by the sink.
@@ -358,6 +370,7 @@ final class SinkRunner: @unchecked Sendable {
         lost.queueFull += q.queueFull
         lost.shutdown += q.shutdown
         return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
-                     written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater)
+                     written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
+                     truncated: context.truncated.load(ordering: .relaxed))
     }
 }

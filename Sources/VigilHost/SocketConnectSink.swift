@@ -25,16 +25,28 @@ import VigilCore
 /// reports unread memory, not bytes, and forgets it when the peer closes, so
 /// the sink counts from its last look: it may count as lost an event the
 /// peer read just before it died, never the other way round.
-final class SocketConnectSink: EventSink, @unchecked Sendable {
+///
+/// What goes on the wire is the `Framing`'s: JSON Lines for `type: socket`,
+/// RFC 5424 messages (octet-counted on a stream) for `type: syslog`.
+final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Sendable {
     private let address: SocketAddress
     private let config: SocketSinkConfig
-    private var encoder: JSONLineEncoder
+    private var framing: Framing
+    /// Datagrams on a unix socket (syslog's /dev/log), where `unix:` is
+    /// otherwise a stream.
+    private let unixDatagram: Bool
     private var fd: Int32 = -1
     private var backoff: Int64
     private var nextAttempt: Int64 = 0
     private var buffer: [UInt8] = []
     private var loggedDown = false
-    private var isDatagram: Bool { if case .udp = address { true } else { false } }
+    private var isDatagram: Bool {
+        switch address {
+        case .udp: true
+        case .unix: unixDatagram
+        case .tcp: false
+        }
+    }
     private var isUnix: Bool { if case .unix = address { true } else { false } }
 
     // Stream accounting, per connection.
@@ -49,10 +61,11 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
     /// Buffer offsets where the events of the batch in hand end.
     private var eventEnds: [Int] = []
 
-    init(address: SocketAddress, config: SocketSinkConfig, host: String) {
+    init(address: SocketAddress, config: SocketSinkConfig, framing: Framing, unixDatagram: Bool = false) {
         self.address = address
         self.config = config
-        self.encoder = JSONLineEncoder(host: host)
+        self.framing = framing
+        self.unixDatagram = unixDatagram
         self.backoff = config.reconnectMin
     }
 
@@ -71,10 +84,12 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
             return
         }
         eventEnds.removeAll(keepingCapacity: true)
+        var cut = 0
         for event in batch {
-            encoder.encode(event, into: &buffer)
+            if framing.frame(event, into: &buffer) { cut += 1 }
             eventEnds.append(buffer.count)
         }
+        context.countTruncated(cut)
         // A peer that closed while we were idle would swallow the first send
         // (the kernel takes it, then the connection resets): check first.
         dropIfPeerClosed(context: context)
@@ -210,10 +225,12 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
         if fd < 0 { try waitForConnection(context: context) }
         var tooLarge = 0
         var failed = 0
+        var cut = 0
         var firstError: Int32 = 0
+        defer { context.countTruncated(cut) }
         for event in batch {
             buffer.removeAll(keepingCapacity: true)
-            encoder.encode(event, into: &buffer)
+            if framing.frame(event, into: &buffer) { cut += 1 }
             var n: Int
             repeat {
                 n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -240,7 +257,7 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
             let now = monotonicNanoseconds()
             if now >= nextAttempt {
                 do {
-                    fd = try Sockets.connect(address, timeoutMs: 2000)
+                    fd = try Sockets.connect(address, timeoutMs: 2000, unixDatagram: unixDatagram)
                     streamSent = 0
                     confirmed = 0
                     Sockets.setNonBlocking(fd, true)
@@ -314,5 +331,47 @@ final class SocketConnectSink: EventSink, @unchecked Sendable {
             close(fd)
             fd = -1
         }
+    }
+}
+
+/// How a connecting sink puts an event on the wire.
+protocol EventFraming: Sendable {
+    /// Appends one event as its peer reads it; true when it was cut to fit
+    /// (counted as truncated, not lost).
+    mutating func frame(_ event: Event, into out: inout [UInt8]) -> Bool
+}
+
+/// JSON Lines: one object and a newline per event (`type: socket`).
+struct JSONLinesFraming: EventFraming {
+    var encoder: JSONLineEncoder
+    init(host: String) { encoder = JSONLineEncoder(host: host) }
+
+    @inline(__always)
+    mutating func frame(_ event: Event, into out: inout [UInt8]) -> Bool {
+        encoder.encode(event, into: &out)
+        return false
+    }
+}
+
+/// RFC 5424 messages (`type: syslog`): bare in a datagram, octet-counted
+/// (`LEN SP MSG`, RFC 6587) on a stream.
+struct SyslogFraming: EventFraming {
+    let encoder: SyslogEncoder
+    let octetCounting: Bool
+    private var scratch: [UInt8] = []
+
+    init(encoder: SyslogEncoder, octetCounting: Bool) {
+        self.encoder = encoder
+        self.octetCounting = octetCounting
+    }
+
+    mutating func frame(_ event: Event, into out: inout [UInt8]) -> Bool {
+        guard octetCounting else { return encoder.append(event, to: &out) }
+        scratch.removeAll(keepingCapacity: true)
+        let cut = encoder.append(event, to: &scratch)
+        out += String(scratch.count).utf8
+        out.append(UInt8(ascii: " "))
+        out += scratch
+        return cut
     }
 }

@@ -13,11 +13,13 @@ public enum Sockets {
     }
 
     /// A connected socket for `address`: a stream for unix and tcp, a connected
-    /// datagram socket for udp. Blocking, close-on-exec.
-    public static func connect(_ address: SocketAddress, timeoutMs: Int32 = 5000) throws -> Int32 {
+    /// datagram socket for udp, and for unix with `unixDatagram` (syslog's
+    /// /dev/log). Blocking, close-on-exec.
+    public static func connect(_ address: SocketAddress, timeoutMs: Int32 = 5000, unixDatagram: Bool = false) throws -> Int32 {
         switch address {
         case .unix(let path):
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let type = unixDatagram ? SOCK_DGRAM : SOCK_STREAM
+            let fd = socket(AF_UNIX, Int32(type.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
             var addr = try unixAddress(path)
             let rc = withUnsafePointer(to: &addr) {

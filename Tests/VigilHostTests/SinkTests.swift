@@ -176,7 +176,7 @@ final class Progress: Sendable {
         var config = SocketSinkConfig(mode: .connect(.tcp(host: "127.0.0.1", port: port)))
         config.reconnectMin = 10_000_000
         config.reconnectMax = 50_000_000
-        let sink = SocketConnectSink(address: .tcp(host: "127.0.0.1", port: port), config: config, host: "h")
+        let sink = SocketConnectSink(address: .tcp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h"))
         let r = runner(sink, .socket(config))
         r.start()
         // Nobody listens yet: these wait in the queue and the batch being retried.
@@ -209,7 +209,7 @@ final class Progress: Sendable {
         }
         let port = UInt16(bigEndian: addr.sin_port)
         let config = SocketSinkConfig(mode: .connect(.udp(host: "127.0.0.1", port: port)))
-        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
         r.start()
         for i in 1...3 { r.queue.push(Self.event(i)) }
         var datagrams: [String] = []
@@ -327,7 +327,7 @@ final class Progress: Sendable {
         var config = SocketSinkConfig(mode: .connect(.unix(path: dir + "/nobody.sock")))
         config.reconnectMin = 60_000 * 86_400 * 1_000_000_000
         config.reconnectMax = .max
-        let r = runner(SocketConnectSink(address: .unix(path: dir + "/nobody.sock"), config: config, host: "h"), .socket(config))
+        let r = runner(SocketConnectSink(address: .unix(path: dir + "/nobody.sock"), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
         r.start()
         for i in 1...3 { r.queue.push(Self.event(i)) }
         try await Task.sleep(for: .milliseconds(200))
@@ -349,7 +349,7 @@ final class Progress: Sendable {
         }
         let port = UInt16(bigEndian: addr.sin_port)
         let config = SocketSinkConfig(mode: .connect(.udp(host: "127.0.0.1", port: port)))
-        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
         r.start()
         // Every third event is over the 64 KiB datagram limit.
         for i in 1...30 {
@@ -369,7 +369,7 @@ final class Progress: Sendable {
 
         // The peer gone: each send the kernel refuses (ECONNREFUSED, from the
         // ICMP of an earlier datagram) is one loss; written + lost = sent.
-        let gone = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, host: "h"), .socket(config))
+        let gone = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
         gone.start()
         for i in 1...200 { gone.queue.push(Self.event(i)) }
         await gone.stop(drainTimeout: 1_000_000_000)

@@ -1,0 +1,75 @@
+import Testing
+@testable import VigilCore
+
+/// The `prometheus` and `syslog` sinks' keys: defaults, and every wrong
+/// value an error at its line and column.
+@Suite("Manifest: fleet sinks") struct FleetSinkManifestTests {
+    @Test func prometheusDefaultsAndValues() throws {
+        let (m, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: prometheus }
+              b: { type: prometheus, listen: "tcp://0.0.0.0:9100", expire_after: 2m, max_series: 500 }
+            """)
+        #expect(d.isEmpty, "\(d)")
+        guard case .prometheus(let a)? = m?.sinks.first?.kind, case .prometheus(let b)? = m?.sinks.last?.kind else {
+            Issue.record("not prometheus sinks")
+            return
+        }
+        #expect(a.listenHost == "127.0.0.1" && a.listenPort == 9798 && a.expireAfter == nil && a.maxSeries == 100_000)
+        #expect(b.listenHost == "0.0.0.0" && b.listenPort == 9100 && b.expireAfter == 120_000_000_000 && b.maxSeries == 500)
+    }
+
+    @Test func prometheusRefusals() {
+        let (_, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: prometheus, listen: "unix:/run/x.sock" }
+              b: { type: prometheus, listen: "tcp://127.0.0.1:1", expire_after: 10ms, max_series: 0 }
+              c: { type: prometheus, listen: "tcp://127.0.0.1:9798" }
+              e: { type: socket, listen: "tcp://127.0.0.1:9798" }
+            """)
+        expectDiagnostic(d, at: 3, 34, "a prometheus sink listens on tcp://HOST:PORT")
+        expectDiagnostic(d, at: 4, 69, "'expire_after' must be at least 1s")
+        expectDiagnostic(d, at: 4, 87, "'max_series'")
+        expectDiagnostic(d, at: 6, 3, "sinks 'c' and 'e' both use listen address tcp://127.0.0.1:9798")
+        expectCount(d, 4)
+    }
+
+    @Test func syslogDefaultsAndValues() throws {
+        let (m, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: syslog, connect: "unix:/dev/log" }
+              b: { type: syslog, connect: "udp://127.0.0.1:514", facility: local7, app_name: web-agent }
+              c: { type: syslog, connect: "tcp://logs:601", max_message_size: 64KiB, reconnect_max: 5s }
+            """)
+        #expect(d.isEmpty, "\(d)")
+        let configs = (m?.sinks ?? []).compactMap { sink -> SyslogSinkConfig? in
+            if case .syslog(let c) = sink.kind { return c } else { return nil }
+        }
+        #expect(configs.count == 3)
+        #expect(configs[0].facility == .daemon && configs[0].appName == "vigil" && configs[0].effectiveMaxMessageSize == 8192)
+        #expect(configs[1].facility == .local7 && configs[1].appName == "web-agent" && configs[1].effectiveMaxMessageSize == 2048)
+        #expect(configs[2].effectiveMaxMessageSize == 65536 && configs[2].reconnectMax == 5_000_000_000)
+    }
+
+    @Test func syslogRefusals() {
+        let (_, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: syslog }
+              b: { type: syslog, connect: "udp://h:514", facility: local9, app_name: "two words" }
+              c: { type: syslog, connect: "udp://h:514", max_message_size: 100KiB }
+              e: { type: syslog, connect: "tcp://h:601", max_message_size: 100 }
+              f: { type: syslog, connect: "ftp://h:601" }
+            """)
+        expectDiagnostic(d, at: 3, 3, "syslog sink 'a' needs 'connect'")
+        expectDiagnostic(d, at: 4, 56, "'facility' must be one of kern, user")
+        expectDiagnostic(d, at: 4, 74, "'app_name' must be 1 to 48 printable ASCII characters")
+        expectDiagnostic(d, at: 5, 64, "'max_message_size' over UDP is at most 65507 bytes")
+        expectDiagnostic(d, at: 6, 64, "'max_message_size' must be at least 480 bytes")
+        expectDiagnostic(d, at: 7, 31, "unknown scheme 'ftp'")
+        expectCount(d, 6)
+    }
+}
