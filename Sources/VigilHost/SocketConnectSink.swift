@@ -215,36 +215,72 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
         }
     }
 
-    /// One event per datagram, never retried: UDP has no delivery guarantee,
-    /// so a datagram the kernel took counts as written. Each one the kernel
-    /// refused is counted lost, once: `too_large` for an event over the
-    /// datagram limit (EMSGSIZE), `write_failed` for any other error (such
-    /// as ECONNREFUSED, the report of an earlier datagram's ICMP "port
-    /// unreachable": the peer is down).
+    /// One event per datagram. UDP has no delivery guarantee, so a datagram
+    /// the kernel took counts as written. Each one the kernel refused is
+    /// counted lost, once: `too_large` for an event over the datagram limit
+    /// (EMSGSIZE), `write_failed` for any other error (such as ECONNREFUSED,
+    /// the report of an earlier datagram's ICMP "port unreachable": the peer
+    /// is down). A unix datagram peer (syslog's /dev/log) is waited for as a
+    /// stream's is: while its queue is full the send waits for room, and when
+    /// it went away (restarted) the socket connects again, with backoff, and
+    /// the event is sent then; both give up only at the drain deadline.
     private func sendDatagrams(_ batch: [Event], context: SinkContext) throws {
-        if fd < 0 { try waitForConnection(context: context) }
         var tooLarge = 0
         var failed = 0
         var cut = 0
         var firstError: Int32 = 0
-        defer { context.countTruncated(cut) }
-        for event in batch {
+        defer {
+            context.countTruncated(cut)
+            if tooLarge + failed > 0 {
+                context.logger.debug("\(tooLarge + failed) datagrams to \(address) not sent: \(String(cString: strerror(firstError)))")
+            }
+        }
+        for (index, event) in batch.enumerated() {
             buffer.removeAll(keepingCapacity: true)
             if framing.frame(event, into: &buffer) { cut += 1 }
-            var n: Int
-            repeat {
-                n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            } while n < 0 && errno == EINTR
-            if n < 0 {
-                if errno == EMSGSIZE { tooLarge += 1 } else { failed += 1 }
-                if firstError == 0 { firstError = errno }
+            while true {
+                if fd < 0 {
+                    do {
+                        try waitForConnection(context: context)
+                    } catch {
+                        context.countLost(tooLarge, .tooLarge)
+                        context.countLost(failed, .writeFailed)
+                        let lost = tooLarge + failed
+                        (tooLarge, failed) = (0, 0)
+                        throw SinkWriteError(delivered: index - lost, reason: .shutdown, error)
+                    }
+                }
+                let n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if n >= 0 { break }
+                let code = errno
+                if code == EINTR { continue }
+                if code == EAGAIN || code == EWOULDBLOCK {
+                    if context.shouldAbandon {
+                        context.countLost(tooLarge, .tooLarge)
+                        context.countLost(failed, .writeFailed)
+                        let lost = tooLarge + failed
+                        (tooLarge, failed) = (0, 0)
+                        throw SinkWriteError(delivered: index - lost, reason: .shutdown,
+                                             Sockets.Failure(what: "gave up sending to \(address) at shutdown", code: code))
+                    }
+                    var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    if poll(&pfd, 1, 100) == 0 { context.whileWaiting() }
+                    continue
+                }
+                if isUnix && (code == ECONNREFUSED || code == ENOTCONN || code == ENOENT) {
+                    // The daemon went away or restarted with a new socket: connect again.
+                    context.logger.warning("\(address) refused a message (\(String(cString: strerror(code)))); reconnecting")
+                    close(fd)
+                    fd = -1
+                    continue
+                }
+                if code == EMSGSIZE { tooLarge += 1 } else { failed += 1 }
+                if firstError == 0 { firstError = code }
+                break
             }
         }
         context.countLost(tooLarge, .tooLarge)
         context.countLost(failed, .writeFailed)
-        if tooLarge + failed > 0 {
-            context.logger.debug("\(tooLarge + failed) datagrams to \(address) not sent: \(String(cString: strerror(firstError)))")
-        }
     }
 
     /// Blocks until connected, retrying with backoff; throws when the host is

@@ -13,7 +13,8 @@ import Testing
         let dir: String
         let udp: Int
         let tcp: Int
-        let process: RunningProcess
+        var process: RunningProcess
+        let exe: String
         var socket: String { dir + "/log.sock" }
         var out: String { dir + "/out.log" }
 
@@ -21,6 +22,7 @@ import Testing
             guard let exe = ["/usr/sbin/rsyslogd", "/usr/bin/rsyslogd"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
                 throw TestFailure("rsyslog is not installed (apt-get install rsyslog; .ci/run does)")
             }
+            self.exe = exe
             dir = try TestEnv.tempDir(tag)
             udp = try ControlTCPRunTests.freePort()
             tcp = try ControlTCPRunTests.freePort()
@@ -30,13 +32,13 @@ import Testing
             module(load="imudp")
             module(load="imtcp")
             module(load="imuxsock" SysSock.Use="off")
-            input(type="imudp" address="127.0.0.1" port="\(udp)")
+            input(type="imudp" address="127.0.0.1" port="\(udp)" rcvbufSize="4m")
             input(type="imtcp" address="127.0.0.1" port="\(tcp)")
             input(type="imuxsock" Socket="\(dir)/log.sock" UseSpecialParser="off" ParseHostname="on" IgnoreTimestamp="off")
             template(name="parts" type="string" string="%inputname%|%protocol-version%|%pri%|%timereported:::date-rfc3339%|%hostname%|%app-name%|%procid%|%msgid%|%structured-data%|%msg%\\n")
             *.* action(type="omfile" file="\(dir)/out.log" template="parts")
             """, to: dir + "/rsyslog.conf")
-            process = try TestEnv.start(exe, ["-n", "-f", dir + "/rsyslog.conf", "-i", dir + "/rsyslogd.pid"])
+            process = try Self.launch(exe, dir: dir)
             let (dir, udp, tcp) = (dir, udp, tcp)
             guard SinkRunTests.waitUntil(15, {
                 FileManager.default.fileExists(atPath: dir + "/log.sock")
@@ -46,6 +48,18 @@ import Testing
                 throw TestFailure("rsyslogd did not come up: \(process.wait(timeout: 5).stderr)")
             }
             _ = udp
+        }
+
+        static func launch(_ exe: String, dir: String) throws -> RunningProcess {
+            try TestEnv.start(exe, ["-n", "-f", dir + "/rsyslog.conf", "-i", dir + "/rsyslogd.pid"])
+        }
+
+        /// Stops rsyslogd and starts it again on the same ports and socket.
+        mutating func restart(after pause: TimeInterval) throws {
+            process.signal(SIGTERM)
+            _ = process.wait(timeout: 10)
+            Thread.sleep(forTimeInterval: pause)
+            process = try Self.launch(exe, dir: dir)
         }
 
         /// The lines written so far, split into their parts.
@@ -71,7 +85,7 @@ import Testing
         host: test-box
         monitors:
           beat: { plugin: heartbeat, interval: 50ms, isolation: none, options: { message: '\(Self.tricky.replacingOccurrences(of: "'", with: "''"))' } }
-          flood: { plugin: flood, isolation: none, options: { count: 600, rate: 2000, fields: 3 } }
+          flood: { plugin: flood, isolation: none, options: { count: 600, rate: 1000, fields: 3 } }
         sinks:
           udp: { type: syslog, connect: "udp://127.0.0.1:\(rsyslog.udp)" }
           tcp: { type: syslog, connect: "tcp://127.0.0.1:\(rsyslog.tcp)", facility: local3, app_name: vigil-test }
@@ -143,5 +157,34 @@ import Testing
         }
         // Parsed as RFC 5424 still, the element closed, the parameter that did not fit left out.
         #expect(cut.allSatisfy { $0[1] == "1" && $0[8].hasPrefix("[vigil@32473 count=\"") && $0[8].hasSuffix("]") && !$0[8].contains("message=") })
+    }
+
+    /// The daemon behind the log socket restarts (a new socket at the same
+    /// path): the sink connects again and sends what waited meanwhile;
+    /// nothing is lost and nothing is sent twice.
+    @Test func theLogSocketsDaemonRestartsAndNothingIsLost() throws {
+        var rsyslog = try Rsyslog("syslog-restart")
+        defer { rsyslog.stop() }
+        let dir = try TestEnv.tempDir("syslog-restart-vigil")
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 20ms, isolation: none }
+        sinks:
+          unix: { type: syslog, connect: "unix:\(rsyslog.socket)", reconnect_max: 200ms }
+        """, to: dir + "/vigil.yaml")
+        let summary = dir + "/summary.json"
+        let host = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "4s", "--control", "none", "--summary", summary])
+        Thread.sleep(forTimeInterval: 1)
+        try rsyslog.restart(after: 1)
+        let run = host.wait(timeout: 60)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("reconnecting") || run.stderr.contains("cannot connect"), "\(run.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: summary))) as? [String: Any] ?? [:]
+        let events = json["events"] as? Int ?? -1
+        #expect(SinkRunTests.waitUntil(20) { rsyslog.lines().count >= events })
+        let seqs = rsyslog.lines().compactMap { $0.count == 10 ? $0[9].split(separator: " ").first { $0.hasPrefix("seq=") } : nil }
+        #expect(seqs.count == events, "\(seqs.count) of \(events)")
+        #expect(Set(seqs).count == events)
     }
 }
