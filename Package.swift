@@ -48,8 +48,13 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
-        // The control API's HTTP/1.1, server and client (`vigil ctl`).
+        // The control API's HTTP/1.1, server and client (`vigil ctl`), and the
+        // prometheus sink's server and the otlp sink's client.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        // OTLP's protobuf messages (generated code in Sources/VigilOTLP).
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        // gzip of OTLP request bodies (zlib).
+        .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
     ],
     targets: [
         // The plugin contract: one C header, nothing else.
@@ -65,6 +70,9 @@ let package = Package(
         // Linux calls Swift's Glibc does not declare (memfd, eventfd, pipe2,
         // accept4, pidfd, PR_SET_PDEATHSIG) and atomics on shared memory.
         .target(name: "CVigilSys"),
+        // OTLP's messages, generated once from the official protos (scripts/gen-otlp).
+        .target(name: "VigilOTLP", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+                exclude: ["README.md"]),
         // The runtime: instances, bus, sinks, services. Swift's run-time
         // exclusivity checking is on; the queues keep their state behind a
         // lock (`LockedState`), so the event path makes no checks per event.
@@ -77,6 +85,9 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            .product(name: "CompressNIO", package: "compress-nio"),
+            "VigilOTLP",
         ]),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),

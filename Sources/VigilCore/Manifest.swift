@@ -166,6 +166,8 @@ public enum SinkKind: Sendable {
     case prometheus(PrometheusSinkConfig)
     /// RFC 5424 messages to a syslog daemon.
     case syslog(SyslogSinkConfig)
+    /// OTLP/HTTP to an OpenTelemetry receiver.
+    case otlp(OTLPSinkConfig)
     /// Discards every event (for benchmarks and for measuring the router).
     case null
 
@@ -176,6 +178,7 @@ public enum SinkKind: Sendable {
         case .socket: "socket"
         case .prometheus: "prometheus"
         case .syslog: "syslog"
+        case .otlp: "otlp"
         case .null: "null"
         }
     }
@@ -217,6 +220,88 @@ public struct PrometheusSinkConfig: Sendable {
     /// Where `listen` is written.
     public var listenLocation: SourceLocation?
     public init() {}
+}
+
+/// `type: otlp`: OTLP/HTTP to `endpoint` (`http://HOST:PORT[/PATH]`; the
+/// signals' paths `/v1/logs` and `/v1/metrics` are appended).
+public struct OTLPSinkConfig: Sendable {
+    public enum Signal: String, Sendable, CaseIterable { case logs, metrics }
+    public enum Encoding: String, Sendable, CaseIterable { case protobuf, json }
+    public enum Compression: String, Sendable, CaseIterable { case gzip, none }
+
+    public var host: String
+    public var port: UInt16
+    /// The endpoint's path, without a trailing `/` ("" for none).
+    public var basePath: String
+    public var signals: [Signal] = [.logs]
+    public var encoding: Encoding = .protobuf
+    public var compression: Compression = .gzip
+    /// Sent with every request (an `Authorization`, a tenant).
+    public var headers: [(String, String)] = []
+    /// A request carries at most this many events…
+    public var batchEvents = 512
+    /// …and this many bytes before compression…
+    public var batchBytes = 4 << 20
+    /// …and a partial batch waits at most this long for more.
+    public var batchTimeout: Int64 = 1_000_000_000
+    /// Backoff between retries (429, 502, 503, 504, connection errors).
+    public var retryMin: Int64 = 500_000_000
+    public var retryMax: Int64 = 30_000_000_000
+    /// One request's deadline.
+    public var timeout: Int64 = 10_000_000_000
+    public var endpointLocation: SourceLocation?
+
+    public init(host: String, port: UInt16, basePath: String) {
+        self.host = host
+        self.port = port
+        self.basePath = basePath
+    }
+
+    /// `http://HOST[:PORT][/PATH]`, port 4318 by default; nil with why not.
+    public static func parseEndpoint(_ text: String) -> Result<(host: String, port: UInt16, path: String), EndpointError> {
+        if text.hasPrefix("https://") { return .failure(.https) }
+        guard text.hasPrefix("http://") else { return .failure(.scheme) }
+        var rest = Substring(text.dropFirst(7))
+        var path = ""
+        if let slash = rest.firstIndex(of: "/") {
+            path = String(rest[slash...])
+            rest = rest[..<slash]
+        }
+        while path.hasSuffix("/") { path.removeLast() }
+        if path.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0.asciiValue.map { $0 < 0x21 } ?? false }) {
+            return .failure(.path)
+        }
+        var host = rest
+        var port: UInt16 = 4318
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { return .failure(.host) }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let p = UInt16(after.dropFirst()), p > 0 else { return .failure(.port) }
+                port = p
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[..<colon]
+            guard let p = UInt16(rest[rest.index(after: colon)...]), p > 0 else { return .failure(.port) }
+            port = p
+        }
+        guard !host.isEmpty, host.count <= 253 else { return .failure(.host) }
+        return .success((String(host), port, path))
+    }
+
+    public enum EndpointError: Error, CustomStringConvertible {
+        case https, scheme, host, port, path
+        public var description: String {
+            switch self {
+            case .https: "https is not supported by this build (no TLS library): send to a collector on loopback or through a TLS-terminating proxy"
+            case .scheme: "an endpoint is http://HOST[:PORT][/PATH]"
+            case .host: "the endpoint has no host"
+            case .port: "the endpoint's port is not 1-65535"
+            case .path: "the endpoint's path may not hold a query, a fragment or spaces"
+            }
+        }
+    }
 }
 
 /// `type: syslog`: RFC 5424 to `connect` (udp://, tcp:// with octet

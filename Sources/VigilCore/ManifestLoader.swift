@@ -26,6 +26,7 @@ public struct ManifestLoader {
         "file": ["path", "rotate", "fsync", "fsync_interval"],
         "socket": ["connect", "listen", "reconnect_min", "reconnect_max", "client_buffer"],
         "prometheus": ["listen", "expire_after", "max_series"],
+        "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout"],
         "syslog": ["connect", "app_name", "facility", "max_message_size", "reconnect_min", "reconnect_max"],
         "null": [],
     ]
@@ -266,6 +267,7 @@ public struct ManifestLoader {
             case "socket": kind = socketSink(keys, name: name, at: entry.key.location, &d)
             case "prometheus": kind = prometheusSink(keys, &d)
             case "syslog": kind = syslogSink(keys, name: name, at: entry.key.location, &d)
+            case "otlp": kind = otlpSink(keys, name: name, at: entry.key.location, &d)
             default: kind = .null
             }
             guard let kind else { continue }
@@ -397,6 +399,77 @@ public struct ManifestLoader {
             config.maxSeries = Int(n)
         }
         return .prometheus(config)
+    }
+
+    private func otlpSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
+        guard let node = keys["endpoint"] else {
+            d.error(at, "otlp sink '\(name)' needs 'endpoint'", hint: "endpoint: http://127.0.0.1:4318")
+            return nil
+        }
+        guard let text = d.string(node, what: "'endpoint'") else { return nil }
+        let endpoint: (host: String, port: UInt16, path: String)
+        switch OTLPSinkConfig.parseEndpoint(text) {
+        case .success(let e): endpoint = e
+        case .failure(let why):
+            d.error(node.location, "bad 'endpoint' '\(text)': \(why)", hint: "endpoint: http://127.0.0.1:4318")
+            return nil
+        }
+        var config = OTLPSinkConfig(host: endpoint.host, port: endpoint.port, basePath: endpoint.path)
+        config.endpointLocation = node.location
+        if let n = keys["signals"] {
+            var signals: [OTLPSinkConfig.Signal] = []
+            for (text, at) in d.locatedStrings(n, what: "'signals'") {
+                guard let signal = OTLPSinkConfig.Signal(rawValue: text) else {
+                    d.error(at, "'signals' lists logs and metrics, not '\(text)'",
+                            hint: Suggest.hint(for: text, in: OTLPSinkConfig.Signal.allCases.map(\.rawValue)))
+                    continue
+                }
+                if !signals.contains(signal) { signals.append(signal) }
+            }
+            if signals.isEmpty, !d.hasErrors { d.error(n.location, "'signals' is empty: list logs, metrics or both") }
+            if !signals.isEmpty { config.signals = signals }
+        }
+        if let n = keys["encoding"] { config.encoding = d.choice(n, what: "'encoding'", of: OTLPSinkConfig.Encoding.self) ?? .protobuf }
+        if let n = keys["compression"] {
+            config.compression = d.choice(n, what: "'compression'", of: OTLPSinkConfig.Compression.self) ?? .gzip
+        }
+        if let n = keys["headers"] {
+            if case .mapping(let entries, _) = n {
+                for entry in entries {
+                    let key = entry.key.text
+                    // RFC 9110 token characters; a value without line breaks.
+                    let tokenOK = !key.isEmpty && key.utf8.allSatisfy { b in
+                        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
+                    }
+                    guard tokenOK else {
+                        d.error(entry.key.location, "'\(key)' is not an HTTP header name")
+                        continue
+                    }
+                    guard let value = d.string(entry.value, what: "header '\(key)'") else { continue }
+                    if value.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) {
+                        d.error(entry.value.location, "header '\(key)' holds a line break or NUL")
+                        continue
+                    }
+                    config.headers.append((key, value))
+                }
+            } else {
+                d.error(n.location, "'headers' must be a mapping of names to values, not \(n.kindName)",
+                        hint: "headers: { Authorization: \"Bearer ${OTLP_TOKEN}\" }")
+            }
+        }
+        if let n = keys["batch"],
+           let b = Keys(nested: n, what: "'batch'", of: "sink '\(name)'", known: ["events", "bytes", "timeout"],
+                        example: "batch: { events: 512, bytes: 4MiB, timeout: 1s }", &d) {
+            if let v = b["events"], let count = d.int(v, what: "'batch.events'", in: 1...100_000, unit: " events") { config.batchEvents = Int(count) }
+            if let v = b["bytes"], let bytes = d.size(v, what: "'batch.bytes'", atMost: 64 << 20, limitText: "64MiB") {
+                if bytes < 1024 { d.error(v.location, "'batch.bytes' must be at least 1KiB") } else { config.batchBytes = Int(bytes) }
+            }
+            if let v = b["timeout"], let ns = d.duration(v, what: "'batch.timeout'") { config.batchTimeout = max(ns, 1_000_000) }
+        }
+        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 1_000_000) }
+        if let n = keys["retry_max"], let ns = d.duration(n, what: "'retry_max'") { config.retryMax = max(ns, config.retryMin) }
+        if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'") { config.timeout = max(ns, 100_000_000) }
+        return .otlp(config)
     }
 
     private func syslogSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {

@@ -24,7 +24,7 @@ public enum PrometheusNaming {
 
     /// The unit as Prometheus names it, and the factor into it; nil suffix:
     /// a count of things, which takes no suffix.
-    static func baseUnit(_ unit: String) -> (suffix: String?, scale: Double) {
+    public static func baseUnit(_ unit: String) -> (suffix: String?, scale: Double) {
         switch unit.lowercased() {
         case "", "count", "tasks", "processes", "threads", "inodes", "packets", "cpus", "radios", "modes",
              "beacons", "events", "intervals", "items", "entries", "files", "connections":

@@ -190,6 +190,8 @@ public final class VigilRuntime: @unchecked Sendable {
                                         maxSize: syslog.effectiveMaxMessageSize)
             return SocketConnectSink(address: syslog.address, config: socket,
                                      framing: SyslogFraming(encoder: encoder, octetCounting: stream), unixDatagram: !stream)
+        case .otlp(let otlp):
+            return OTLPSink(config: otlp, host: host, facts: { directory?.facts() ?? [:] })
         case .prometheus(let prometheus):
             let sink = PrometheusSink(config: prometheus, host: host, facts: { directory?.facts() ?? [:] })
             var logger = logger

@@ -361,7 +361,7 @@ final class SinkRunner: @unchecked Sendable {
         /// Lost before the sink had them (queue full, or closed at shutdown).
         var dropped: UInt64 { lost.queueFull + lost.shutdown }
         /// Lost by the sink.
-        var failed: UInt64 { lost.writeFailed + lost.kernelBuffer + lost.tooLarge }
+        var failed: UInt64 { lost.writeFailed + lost.kernelBuffer + lost.tooLarge + lost.rejected }
     }
 
     var stats: Stats {

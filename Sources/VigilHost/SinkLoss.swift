@@ -16,6 +16,9 @@ public enum LossReason: Int, CaseIterable, Sendable {
     case kernelBuffer
     /// One event too large for the transport (a UDP datagram over 64 KiB).
     case tooLarge
+    /// The peer took the request and refused these events in its answer
+    /// (OTLP's `partial_success`); not retried.
+    case rejected
 
     /// The name used in the exit line and `--summary` (`queue_full`…).
     public var name: String {
@@ -25,6 +28,7 @@ public enum LossReason: Int, CaseIterable, Sendable {
         case .writeFailed: "write_failed"
         case .kernelBuffer: "kernel_buffer"
         case .tooLarge: "too_large"
+        case .rejected: "rejected"
         }
     }
 }
@@ -36,8 +40,24 @@ public struct LossCounts: Codable, Sendable, Equatable {
     public var writeFailed: UInt64 = 0
     public var kernelBuffer: UInt64 = 0
     public var tooLarge: UInt64 = 0
+    public var rejected: UInt64 = 0
 
     public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case queueFull, shutdown, writeFailed, kernelBuffer, tooLarge, rejected
+    }
+
+    /// `rejected` may be absent (a summary written before it existed).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        queueFull = try c.decode(UInt64.self, forKey: .queueFull)
+        shutdown = try c.decode(UInt64.self, forKey: .shutdown)
+        writeFailed = try c.decode(UInt64.self, forKey: .writeFailed)
+        kernelBuffer = try c.decode(UInt64.self, forKey: .kernelBuffer)
+        tooLarge = try c.decode(UInt64.self, forKey: .tooLarge)
+        rejected = try c.decodeIfPresent(UInt64.self, forKey: .rejected) ?? 0
+    }
 
     public subscript(reason: LossReason) -> UInt64 {
         get {
@@ -47,6 +67,7 @@ public struct LossCounts: Codable, Sendable, Equatable {
             case .writeFailed: writeFailed
             case .kernelBuffer: kernelBuffer
             case .tooLarge: tooLarge
+            case .rejected: rejected
             }
         }
         set {
@@ -56,6 +77,7 @@ public struct LossCounts: Codable, Sendable, Equatable {
             case .writeFailed: writeFailed = newValue
             case .kernelBuffer: kernelBuffer = newValue
             case .tooLarge: tooLarge = newValue
+            case .rejected: rejected = newValue
             }
         }
     }
@@ -76,6 +98,7 @@ final class AtomicLossCounts: Sendable {
     private let tooLarge = Atomic<UInt64>(0)
     private let shutdown = Atomic<UInt64>(0)
     private let queueFull = Atomic<UInt64>(0)
+    private let rejected = Atomic<UInt64>(0)
 
     private func counter<R>(_ reason: LossReason, _ body: (borrowing Atomic<UInt64>) -> R) -> R {
         switch reason {
@@ -84,6 +107,7 @@ final class AtomicLossCounts: Sendable {
         case .writeFailed: body(writeFailed)
         case .kernelBuffer: body(kernelBuffer)
         case .tooLarge: body(tooLarge)
+        case .rejected: body(rejected)
         }
     }
 

@@ -1,0 +1,244 @@
+import CompressNIO
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import SwiftProtobuf
+import VigilABI
+import VigilCore
+import VigilOTLP
+
+/// `type: otlp`: events to an OpenTelemetry receiver over OTLP/HTTP
+/// (`POST /v1/logs`, `/v1/metrics`), protobuf or JSON, gzip by default.
+///
+/// Batching: events wait in the sink until `batch.events` are there, the
+/// request would pass `batch.bytes`, or the oldest has waited
+/// `batch.timeout`. Delivery: an answer 2xx delivers the batch; 429, 502,
+/// 503, 504 and connection errors are retried with exponential backoff and
+/// jitter between `retry_min` and `retry_max`, after the answer's
+/// `Retry-After` when it has one; any other answer is final, and its events
+/// are counted lost (`write_failed`) with the server's reason in the log.
+/// A 2xx answer's `partial_success` is logged and its rejected records
+/// counted lost (`rejected`), never retried. While the sink retries, events
+/// queue behind it (the queue's size and overflow policy apply, counted);
+/// at shutdown what is still not delivered by the drain deadline is counted
+/// lost (`shutdown`).
+///
+/// With both signals, an event's delivery is its log record's; a metrics
+/// request that fails is logged. Plain http only (no TLS in this build).
+final class OTLPSink: EventSink, @unchecked Sendable {
+    let config: OTLPSinkConfig
+    let host: String
+    private let facts: @Sendable () -> [String: MonitorFacts]
+    private let poster: HTTPPoster
+    private var pending: [Event] = []
+    private var pendingSince: Int64 = 0
+    private var loggedDown = false
+    private let headers: [(String, String)]
+
+    init(config: OTLPSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts]) {
+        self.config = config
+        self.host = host
+        self.facts = facts
+        poster = HTTPPoster(host: config.host, port: Int(config.port))
+        var headers = config.headers
+        headers.append(("Content-Type", config.encoding == .protobuf ? "application/x-protobuf" : "application/json"))
+        if config.compression == .gzip { headers.append(("Content-Encoding", "gzip")) }
+        self.headers = headers
+    }
+
+    /// While events wait for more, wake when the oldest has waited `batch.timeout`.
+    var tickInterval: Int64 {
+        guard !pending.isEmpty else { return SinkTicks.never }
+        return max(1_000_000, pendingSince.addingSaturating(config.batchTimeout).subtractingSaturating(monotonicNanoseconds()))
+    }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        if pending.isEmpty { pendingSince = monotonicNanoseconds() }
+        pending.append(contentsOf: batch)
+        while pending.count >= config.batchEvents {
+            flush(pending.prefix(config.batchEvents), context: context)
+            pending.removeFirst(config.batchEvents)
+            pendingSince = monotonicNanoseconds()
+        }
+    }
+
+    func tick(context: SinkContext) {
+        guard !pending.isEmpty, monotonicNanoseconds() - pendingSince >= config.batchTimeout else { return }
+        flush(pending[...], context: context)
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    func shutdown(context: SinkContext) {
+        if !pending.isEmpty {
+            flush(pending[...], context: context)
+            pending.removeAll()
+        }
+        poster.close()
+    }
+
+    /// Sends `events` (which `write` has returned as written) as one request
+    /// per signal; what does not arrive is taken back as lost.
+    private func flush(_ events: ArraySlice<Event>, context: SinkContext) {
+        guard !events.isEmpty else { return }
+        let primary = config.signals.first ?? .logs
+        for signal in config.signals { flush(signal, events, primary: signal == primary, context: context) }
+    }
+
+    /// One signal's request for `events`, split in halves while it would
+    /// pass `batch.bytes` (one event alone is sent whatever its size).
+    private func flush(_ signal: OTLPSinkConfig.Signal, _ events: ArraySlice<Event>, primary: Bool, context: SinkContext) {
+        let body: [UInt8]
+        do {
+            switch signal {
+            case .logs:
+                body = try encode(OTLPMessages.logs(events, host: host, observed: realtimeNanoseconds()))
+            case .metrics:
+                let table = facts()
+                let (request, points) = OTLPMessages.metrics(events, host: host) { monitor, kind in
+                    table[monitor]?.description.events.first { $0.kind == kind }
+                        ?? (table[monitor] != nil ? PluginDescription.hostKinds.first { $0.kind == kind } : nil)
+                }
+                // Events without numbers make no metrics request: delivered as far as metrics go.
+                guard points > 0 else { return }
+                body = try encode(request)
+            }
+        } catch {
+            context.logger.error("cannot encode \(events.count) events for OTLP \(signal.rawValue): \(error)")
+            if primary { context.countLostAfterWrite(events.count, .writeFailed) }
+            return
+        }
+        if body.count > config.batchBytes && events.count > 1 {
+            let half = events.startIndex + events.count / 2
+            flush(signal, events[..<half], primary: primary, context: context)
+            flush(signal, events[half...], primary: primary, context: context)
+            return
+        }
+        deliver(signal, body: body, events: events.count, primary: primary, context: context)
+    }
+
+    private func encode(_ message: some SwiftProtobuf.Message) throws -> [UInt8] {
+        switch config.encoding {
+        case .protobuf: try message.serializedBytes()
+        case .json: try message.jsonUTF8Bytes(options: OTLPMessages.jsonOptions)
+        }
+    }
+
+    /// Posts one request until it is answered for good (or the host gives up
+    /// at shutdown), and settles its events' account.
+    private func deliver(_ signal: OTLPSinkConfig.Signal, body: [UInt8], events: Int, primary: Bool, context: SinkContext) {
+        let path = config.basePath + "/v1/" + signal.rawValue
+        var buffer = ByteBuffer(bytes: body)
+        if config.compression == .gzip {
+            do {
+                buffer = try buffer.compress(with: .gzip())
+            } catch {
+                context.logger.error("cannot gzip an OTLP request: \(error); sent as is")
+                buffer = ByteBuffer(bytes: body)
+            }
+        }
+        var attempt = 0
+        var headers = self.headers
+        // A body the gzip step could not compress goes as is, and says so.
+        if config.compression == .gzip && buffer.getBytes(at: buffer.readerIndex, length: 2) != [0x1F, 0x8B] {
+            headers.removeAll { $0.0 == "Content-Encoding" }
+        }
+        while true {
+            if context.shouldAbandon {
+                if primary { context.countLostAfterWrite(events, .shutdown) }
+                context.logger.error("gave up sending \(events) events to \(endpoint(path)) at shutdown")
+                return
+            }
+            let wait: Int64
+            do {
+                let response = try poster.post(path, body: buffer, headers: headers, timeout: .nanoseconds(config.timeout))
+                switch response.status {
+                case 200..<300:
+                    if loggedDown { context.logger.notice("\(endpoint(path)) takes requests again") }
+                    loggedDown = false
+                    settle(signal, response, events: events, primary: primary, context: context)
+                    return
+                case 429, 502, 503, 504:
+                    wait = retryDelay(response.headers, attempt: attempt)
+                    if !loggedDown {
+                        context.logger.warning("\(endpoint(path)) answered \(response.status): retrying with backoff up to \(Units.formatDuration(config.retryMax))")
+                        loggedDown = true
+                    }
+                default:
+                    if primary { context.countLostAfterWrite(events, .writeFailed) }
+                    context.logger.error("\(endpoint(path)) refused \(events) events with \(response.status): \(Self.shown(response.body)); not retried")
+                    return
+                }
+            } catch {
+                wait = retryDelay(nil, attempt: attempt)
+                if !loggedDown {
+                    context.logger.warning("cannot send to \(endpoint(path)): \(error); retrying with backoff up to \(Units.formatDuration(config.retryMax))")
+                    loggedDown = true
+                }
+            }
+            attempt += 1
+            context.pause(wait)
+        }
+    }
+
+    /// A 2xx answer: its `partial_success`, if any, logged and counted.
+    private func settle(_ signal: OTLPSinkConfig.Signal, _ response: HTTPPoster.Response, events: Int, primary: Bool,
+                        context: SinkContext) {
+        guard !response.body.isEmpty else { return }
+        let json = response.headers["Content-Type"].contains { $0.contains("json") }
+        var rejected: Int64 = 0
+        var message = ""
+        switch signal {
+        case .logs:
+            let answer = json ? try? OTLPMessages.LogsResponse(jsonUTF8Bytes: response.body)
+                : try? OTLPMessages.LogsResponse(serializedBytes: response.body)
+            rejected = answer?.partialSuccess.rejectedLogRecords ?? 0
+            message = answer?.partialSuccess.errorMessage ?? ""
+        case .metrics:
+            let answer = json ? try? OTLPMessages.MetricsResponse(jsonUTF8Bytes: response.body)
+                : try? OTLPMessages.MetricsResponse(serializedBytes: response.body)
+            rejected = answer?.partialSuccess.rejectedDataPoints ?? 0
+            message = answer?.partialSuccess.errorMessage ?? ""
+        }
+        guard rejected > 0 || !message.isEmpty else { return }
+        let what = signal == .logs ? "log records" : "data points"
+        context.logger.warning("\(endpoint(config.basePath + "/v1/" + signal.rawValue)) rejected \(rejected) of the \(what) sent: \(Self.shown(Array(message.utf8))) (partial success; not retried)")
+        if primary && rejected > 0 { context.countLostAfterWrite(Int(min(rejected, Int64(events))), .rejected) }
+    }
+
+    /// The answer's `Retry-After` (seconds, or an HTTP date), at least
+    /// `retry_min` and at most ten minutes; else exponential backoff from
+    /// `retry_min` to `retry_max` with up to half of it as jitter.
+    func retryDelay(_ headers: HTTPHeaders?, attempt: Int) -> Int64 {
+        if let value = headers?["Retry-After"].first?.trimmingCharacters(in: .whitespaces), !value.isEmpty {
+            var seconds: Double?
+            if let n = Int64(value), n >= 0 { seconds = Double(n) }
+            else if let date = Self.httpDate(value) { seconds = max(0, date.timeIntervalSinceNow) }
+            if let seconds {
+                return max(config.retryMin, Int64(min(seconds, 600) * 1e9))
+            }
+        }
+        let base = min(config.retryMax, config.retryMin.multipliedSaturating(by: Int64(1) << min(attempt, 40)))
+        return base / 2 + Int64.random(in: 0...max(0, base / 2))
+    }
+
+    /// An IMF-fixdate (`Wed, 21 Oct 2015 07:28:00 GMT`).
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.date(from: text)
+    }
+
+    private func endpoint(_ path: String) -> String {
+        "http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(config.port)\(path)"
+    }
+
+    /// A server's words for the log: at most 300 characters, on one line.
+    static func shown(_ bytes: [UInt8]) -> String {
+        var text = String(decoding: bytes.prefix(300), as: UTF8.self)
+        text = String(text.map { $0.isNewline ? " " : $0 })
+        return bytes.count > 300 ? text + "…" : text
+    }
+}
