@@ -24,10 +24,10 @@ public struct ManifestLoader {
     static let sinkKeys: [String: [String]] = [
         "log": ["stream", "format"],
         "file": ["path", "rotate", "fsync", "fsync_interval"],
-        "socket": ["connect", "listen", "reconnect_min", "reconnect_max", "client_buffer"],
+        "socket": ["connect", "listen", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "client_buffer"],
         "prometheus": ["listen", "expire_after", "max_series"],
         "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout"],
-        "syslog": ["connect", "app_name", "facility", "max_message_size", "reconnect_min", "reconnect_max"],
+        "syslog": ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min", "reconnect_max"],
         "null": [],
     ]
 
@@ -507,9 +507,26 @@ public struct ManifestLoader {
                 config.maxMessageSize = Int(bytes)
             }
         }
-        if let n = keys["reconnect_min"], let ns = d.duration(n, what: "'reconnect_min'") { config.reconnectMin = max(ns, 1_000_000) }
-        if let n = keys["reconnect_max"], let ns = d.duration(n, what: "'reconnect_max'") { config.reconnectMax = max(ns, config.reconnectMin) }
+        Self.backoff(keys, min: &config.reconnectMin, max: &config.reconnectMax, &d)
         return .syslog(config)
+    }
+
+    /// `retry_min` and `retry_max` (`reconnect_min` and `reconnect_max`, the
+    /// older names, still read): the backoff of a connecting sink.
+    static func backoff(_ keys: Keys, min low: inout Int64, max high: inout Int64, _ d: inout Diags) {
+        for (name, old) in [("retry_min", "reconnect_min"), ("retry_max", "reconnect_max")] {
+            if let a = keys[name], let b = keys[old] {
+                d.error(b.location, "'\(old)' is the older name of '\(name)' (line \(a.location.line)); give one")
+            }
+        }
+        if let n = keys["retry_min"] ?? keys["reconnect_min"],
+           let ns = d.duration(n, what: keys["retry_min"] != nil ? "'retry_min'" : "'reconnect_min'") {
+            low = Swift.max(ns, 1_000_000)
+        }
+        if let n = keys["retry_max"] ?? keys["reconnect_max"],
+           let ns = d.duration(n, what: keys["retry_max"] != nil ? "'retry_max'" : "'reconnect_max'") {
+            high = Swift.max(ns, low)
+        }
     }
 
     private func socketSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
@@ -536,8 +553,7 @@ public struct ManifestLoader {
         }
         var config = SocketSinkConfig(mode: mode)
         config.addressLocation = (connect ?? listen)?.location
-        if let n = keys["reconnect_min"], let ns = d.duration(n, what: "'reconnect_min'") { config.reconnectMin = max(ns, 1_000_000) }
-        if let n = keys["reconnect_max"], let ns = d.duration(n, what: "'reconnect_max'") { config.reconnectMax = max(ns, config.reconnectMin) }
+        Self.backoff(keys, min: &config.reconnectMin, max: &config.reconnectMax, &d)
         if let n = keys["client_buffer"],
            let bytes = d.size(n, what: "'client_buffer'", atMost: ManifestLimits.maxClientBuffer, limitText: "1GiB (it is held in memory for each client)") {
             config.clientBuffer = max(bytes, 4096)

@@ -310,8 +310,11 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
                         context.logger.warning("cannot connect to \(address): \(error); retrying with backoff up to \(Units.formatDuration(config.reconnectMax))")
                         loggedDown = true
                     }
-                    // Both from the manifest: any Int64 saturates, never traps.
-                    nextAttempt = monotonicNanoseconds().addingSaturating(max(0, backoff))
+                    // Both from the manifest: any Int64 saturates, never traps. Half
+                    // the wait is jitter, so hosts that lost one peer together do
+                    // not all come back to it at the same instant.
+                    let wait = max(0, backoff)
+                    nextAttempt = monotonicNanoseconds().addingSaturating(wait / 2 + Int64.random(in: 0...(wait / 2)))
                     backoff = min(backoff.multipliedSaturating(by: 2), config.reconnectMax)
                 }
             }

@@ -72,4 +72,62 @@ import Testing
         expectDiagnostic(d, at: 7, 31, "unknown scheme 'ftp'")
         expectCount(d, 6)
     }
+
+    @Test func retryNamesAndTheirOlderSpelling() {
+        let (m, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: socket, connect: "tcp://h:1", retry_min: 1s, retry_max: 1m }
+              b: { type: syslog, connect: "tcp://h:601", reconnect_min: 2s }
+              c: { type: socket, connect: "tcp://h:1", retry_min: 1s, reconnect_min: 2s }
+            """)
+        expectDiagnostic(d, at: 5, 74, "'reconnect_min' is the older name of 'retry_min' (line 5); give one")
+        expectCount(d, 1)
+        if case .socket(let a)? = m?.sinks[0].kind { #expect(a.reconnectMin == 1_000_000_000 && a.reconnectMax == 60_000_000_000) }
+        if case .syslog(let b)? = m?.sinks[1].kind { #expect(b.reconnectMin == 2_000_000_000) }
+    }
+
+    @Test func otlpDefaultsAndValues() throws {
+        let (m, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: otlp, endpoint: "http://collector" }
+              b: { type: otlp, endpoint: "http://[::1]:4319/base/", signals: [metrics, logs], encoding: json, compression: none,
+                   headers: { Authorization: "Bearer x", X-Scope-OrgID: tenant }, batch: { events: 10, bytes: 64KiB, timeout: 2s },
+                   retry_min: 1s, retry_max: 2m, timeout: 3s }
+            """)
+        #expect(d.isEmpty, "\(d)")
+        let configs = (m?.sinks ?? []).compactMap { sink -> OTLPSinkConfig? in
+            if case .otlp(let c) = sink.kind { return c } else { return nil }
+        }
+        #expect(configs.count == 2)
+        #expect(configs[0].host == "collector" && configs[0].port == 4318 && configs[0].basePath == "")
+        #expect(configs[0].signals == [.logs] && configs[0].encoding == .protobuf && configs[0].compression == .gzip)
+        #expect(configs[1].host == "::1" && configs[1].port == 4319 && configs[1].basePath == "/base")
+        #expect(configs[1].signals == [.metrics, .logs] && configs[1].encoding == .json && configs[1].compression == .none)
+        #expect(configs[1].headers.map(\.0) == ["Authorization", "X-Scope-OrgID"])
+        #expect(configs[1].batchEvents == 10 && configs[1].batchBytes == 65536 && configs[1].batchTimeout == 2_000_000_000)
+        #expect(configs[1].retryMin == 1_000_000_000 && configs[1].retryMax == 120_000_000_000 && configs[1].timeout == 3_000_000_000)
+    }
+
+    @Test func otlpRefusals() {
+        let (_, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: otlp }
+              b: { type: otlp, endpoint: "https://collector:4318" }
+              c: { type: otlp, endpoint: "http://collector:99999" }
+              e: { type: otlp, endpoint: "http://h", signals: [traces], headers: { "bad name": x, Ok: "a\\nb" } }
+              f: { type: otlp, endpoint: "http://h", encoding: xml, batch: { events: 0, bytes: 10 } }
+            """)
+        expectDiagnostic(d, at: 3, 3, "otlp sink 'a' needs 'endpoint'")
+        expectDiagnostic(d, at: 4, 30, "https is not supported by this build (no TLS library)")
+        expectDiagnostic(d, at: 5, 30, "the endpoint's port is not 1-65535")
+        expectDiagnostic(d, at: 6, 52, "'signals' lists logs and metrics, not 'traces'")
+        expectDiagnostic(d, at: 6, 72, "'bad name' is not an HTTP header name")
+        expectDiagnostic(d, at: 6, 91, "header 'Ok' holds a line break or NUL")
+        expectDiagnostic(d, at: 7, 52, "'encoding'")
+        expectDiagnostic(d, at: 7, 74, "'batch.events'")
+        expectDiagnostic(d, at: 7, 84, "'batch.bytes' must be at least 1KiB")
+    }
 }
