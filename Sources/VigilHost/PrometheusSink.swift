@@ -130,7 +130,7 @@ final class PrometheusSink: EventSink, @unchecked Sendable {
                 PrometheusSeries.appendLabel("host", host, to: &labels)
                 for (field, label) in plan.identities {
                     switch event[field: field] {
-                    case .string(let s): PrometheusSeries.appendLabel(label, s, to: &labels)
+                    case .string(let s): PrometheusSeries.appendLabel(label, Self.labelValue(s), to: &labels)
                     case .int(let i): PrometheusSeries.appendLabel(label, String(i), to: &labels)
                     default: PrometheusSeries.appendLabel(label, "", to: &labels)
                     }
@@ -161,6 +161,21 @@ final class PrometheusSink: EventSink, @unchecked Sendable {
             loggedRefusal = true
             context.logger.warning("\(limit) series held (max_series): new series are not made; counted in the exposition as vigil_prometheus_series_refused_total")
         }
+    }
+
+    /// The longest label value kept, in bytes: with `max_series` it bounds
+    /// the memory a plugin's identities can take (a longer one is cut on a
+    /// character boundary and ends in `…`).
+    static let maxLabelBytes = 256
+
+    static func labelValue(_ s: String) -> String {
+        guard s.utf8.count > maxLabelBytes else { return s }
+        var out = ""
+        for c in s.unicodeScalars {
+            if out.utf8.count + c.utf8.count > maxLabelBytes - 3 { break }
+            out.unicodeScalars.append(c)
+        }
+        return out + "…"
     }
 
     /// How the fields of an event of this monitor and kind are exposed.

@@ -122,6 +122,16 @@ import VigilCore
         #expect(body.contains("vigil_prometheus_series_refused_total 2990"), "\(body)")
     }
 
+    @Test func longIdentitiesAreCutSoMaxSeriesBoundsTheMemory() throws {
+        let (sink, context, port) = try sink(facts: ["therm": Self.facts])
+        defer { sink.shutdown(context: context) }
+        try sink.write([event(String(repeating: "é", count: 100_000), 1)], context: context)
+        let body = try TestEnv.httpGet(port: port, "/metrics").body
+        let line = try #require(body.split(separator: "\n").first { $0.hasPrefix("vigil_thermal_zone_temperature_celsius{") })
+        #expect(line.utf8.count < 400, "\(line.utf8.count) bytes")
+        #expect(line.contains("é…\"}") && !line.contains("\u{FFFD}"))
+    }
+
     @Test func withoutADescriptionNumbersAreGaugesAndTheHostsOwnEventsAreLeftOut() throws {
         let (sink, context, port) = try sink()
         defer { sink.shutdown(context: context) }

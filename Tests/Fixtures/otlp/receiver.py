@@ -10,7 +10,8 @@ as one JSON line to OUT; each request as one line to OUT.requests.
 --fail N: answer the first N requests with --fail-status (and Retry-After
 S when given) without recording them. --reject K: answer each logs request
 with a partial success rejecting K records (they are still recorded, marked).
---status-after CODE: answer every request after the failures with CODE
+--discard: answer 200 at once, decoding and recording nothing (for
+scripts/bench). --status-after CODE: answer every request after the failures with CODE
 (a final refusal) instead of 200. Writes its port to OUT.port once
 listening on loopback (an ephemeral port unless --port).
 """
@@ -45,6 +46,7 @@ def main():
     ap.add_argument("--reject", type=int, default=0)
     ap.add_argument("--status-after", type=int, default=200)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--discard", action="store_true", help="answer 200 without decoding or recording (benchmarks)")
     args = ap.parse_args()
     lock = threading.Lock()
     state = {"requests": 0}
@@ -69,6 +71,9 @@ def main():
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
+            if args.discard:
+                self.answer(200)
+                return
             encoding = self.headers.get("Content-Encoding", "")
             body = gzip.decompress(raw) if encoding == "gzip" else raw
             ctype = self.headers.get("Content-Type", "")
