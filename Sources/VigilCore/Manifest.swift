@@ -222,6 +222,29 @@ public struct PrometheusSinkConfig: Sendable {
     public init() {}
 }
 
+/// `buffer:` of a network sink (socket connect, syslog over TCP, otlp).
+public struct SinkBufferConfig: Sendable {
+    public enum Kind: String, Sendable, CaseIterable { case memory, disk }
+    public enum WhenFull: String, Sendable, CaseIterable {
+        case block
+        case dropOldest = "drop_oldest"
+        case dropNewest = "drop_newest"
+    }
+    public enum Fsync: String, Sendable, CaseIterable { case always, interval, never }
+    public var kind: Kind
+    /// The disk buffer's directory (its own, one per sink).
+    public var path: String
+    public var maxSize: Int64 = 1 << 30
+    public var whenFull: WhenFull = .block
+    public var fsync: Fsync = .interval
+    public var location: SourceLocation
+    public init(kind: Kind, path: String, location: SourceLocation) {
+        self.kind = kind
+        self.path = path
+        self.location = location
+    }
+}
+
 /// `type: otlp`: OTLP/HTTP to `endpoint` (`http://HOST:PORT[/PATH]`; the
 /// signals' paths `/v1/logs` and `/v1/metrics` are appended).
 public struct OTLPSinkConfig: Sendable {
@@ -250,6 +273,7 @@ public struct OTLPSinkConfig: Sendable {
     /// One request's deadline.
     public var timeout: Int64 = 10_000_000_000
     public var endpointLocation: SourceLocation?
+    public var buffer: SinkBufferConfig?
 
     public init(host: String, port: UInt16, basePath: String) {
         self.host = host
@@ -316,6 +340,7 @@ public struct SyslogSinkConfig: Sendable {
     public var reconnectMin: Int64 = 100_000_000
     public var reconnectMax: Int64 = 30_000_000_000
     public var addressLocation: SourceLocation?
+    public var buffer: SinkBufferConfig?
 
     public init(address: SocketAddress) { self.address = address }
 
@@ -341,6 +366,8 @@ public struct SocketSinkConfig: Sendable {
     public var clientBuffer: Int64 = 4 << 20
     /// Where the `connect` or `listen` address is written.
     public var addressLocation: SourceLocation?
+    /// `buffer: { type: disk }` (connect only).
+    public var buffer: SinkBufferConfig?
     public init(mode: Mode) { self.mode = mode }
 }
 

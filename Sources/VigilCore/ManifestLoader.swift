@@ -24,10 +24,10 @@ public struct ManifestLoader {
     static let sinkKeys: [String: [String]] = [
         "log": ["stream", "format"],
         "file": ["path", "rotate", "fsync", "fsync_interval"],
-        "socket": ["connect", "listen", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "client_buffer"],
+        "socket": ["connect", "listen", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "client_buffer", "buffer"],
         "prometheus": ["listen", "expire_after", "max_series"],
-        "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout"],
-        "syslog": ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min", "reconnect_max"],
+        "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout", "buffer"],
+        "syslog": ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "buffer"],
         "null": [],
     ]
 
@@ -270,8 +270,12 @@ public struct ManifestLoader {
             case "otlp": kind = otlpSink(keys, name: name, at: entry.key.location, &d)
             default: kind = .null
             }
-            guard let kind else { continue }
+            guard var kind else { continue }
             var sink = SinkConfig(name: name, kind: kind, location: entry.key.location)
+            if let node = keys["buffer"] {
+                loadBuffer(node, sink: name, kind: &kind, config: &sink, &d)
+                sink.kind = kind
+            }
             if let match = keys["match"] {
                 let patterns = d.locatedStrings(match, what: "'match'")
                 sink.match = patterns.map(\.0)
@@ -316,10 +320,13 @@ public struct ManifestLoader {
             switch sink.kind {
             case .file(let file): resource = "file \(file.path)"
             case .socket(let socket):
+                if let buffer = socket.buffer { resource = "disk buffer \(buffer.path)"; break }
                 guard case .listen(let address) = socket.mode else { continue }
                 resource = "listen address \(address)"
             case .prometheus(let prometheus):
                 resource = "listen address \(SocketAddress.tcp(host: prometheus.listenHost, port: prometheus.listenPort))"
+            case .otlp(let o) where o.buffer != nil: resource = "disk buffer \(o.buffer!.path)"
+            case .syslog(let s) where s.buffer != nil: resource = "disk buffer \(s.buffer!.path)"
             default: continue
             }
             if let (other, at) = claimed[resource] {
@@ -509,6 +516,71 @@ public struct ManifestLoader {
         }
         Self.backoff(keys, min: &config.reconnectMin, max: &config.reconnectMax, &d)
         return .syslog(config)
+    }
+
+    /// `buffer: { type: memory | disk, path, max_size, when_full, fsync }`.
+    /// Memory is the sink's own queue (`queue_size` events), `when_full` its
+    /// overflow policy; disk is a directory of segment files
+    /// (DiskBufferedSink), for sinks that connect to a peer over a stream.
+    private func loadBuffer(_ node: ConfigNode, sink name: String, kind: inout SinkKind, config: inout SinkConfig, _ d: inout Diags) {
+        guard let b = Keys(nested: node, what: "'buffer'", of: "sink '\(name)'", known: ["type", "path", "max_size", "when_full", "fsync"],
+                           example: "buffer: { type: disk, path: /var/lib/vigil/buffer/NAME, max_size: 1GiB, when_full: block }", &d) else { return }
+        guard let typeNode = b["type"] else {
+            d.error(node.location, "'buffer' needs a 'type': memory or disk")
+            return
+        }
+        guard let type = d.choice(typeNode, what: "'buffer.type'", of: SinkBufferConfig.Kind.self) else { return }
+        var whenFull: SinkBufferConfig.WhenFull = .block
+        if let n = b["when_full"] { whenFull = d.choice(n, what: "'buffer.when_full'", of: SinkBufferConfig.WhenFull.self) ?? .block }
+        if type == .memory {
+            for key in ["path", "max_size", "fsync"] {
+                if let n = b[key] {
+                    d.error(n.location, "'\(key)' is a disk buffer's; a memory buffer is the sink's queue, bounded by 'queue_size' (events)")
+                }
+            }
+            if b["when_full"] != nil {
+                config.overflow = switch whenFull {
+                case .block: .block
+                case .dropOldest: .dropOldest
+                case .dropNewest: .dropNewest
+                }
+            }
+            return
+        }
+        // A disk buffer holds what a stream peer has not taken yet.
+        let streamPeer: Bool
+        switch kind {
+        case .socket(let s):
+            if case .connect(let address) = s.mode { if case .udp = address { streamPeer = false } else { streamPeer = true } } else { streamPeer = false }
+        case .syslog(let s):
+            if case .tcp = s.address { streamPeer = true } else { streamPeer = false }
+        case .otlp: streamPeer = true
+        default: streamPeer = false
+        }
+        guard streamPeer else {
+            d.error(typeNode.location, "a disk buffer is for sinks that connect over a stream (socket connect over unix or tcp, syslog over tcp, otlp); this one has no peer that can take events later")
+            return
+        }
+        guard let pathNode = b["path"], let path = d.string(pathNode, what: "'buffer.path'") else {
+            if b["path"] == nil { d.error(node.location, "a disk buffer needs a 'path': a directory of its own", hint: "path: /var/lib/vigil/buffer/\(name)") }
+            return
+        }
+        guard !path.isEmpty else {
+            d.error(pathNode.location, "'buffer.path' is empty")
+            return
+        }
+        var buffer = SinkBufferConfig(kind: .disk, path: path, location: pathNode.location)
+        buffer.whenFull = whenFull
+        if let n = b["max_size"], let bytes = d.size(n, what: "'buffer.max_size'", atMost: 1 << 50, limitText: "1PiB") {
+            if bytes < 1 << 20 { d.error(n.location, "'buffer.max_size' must be at least 1MiB") } else { buffer.maxSize = bytes }
+        }
+        if let n = b["fsync"] { buffer.fsync = d.choice(n, what: "'buffer.fsync'", of: SinkBufferConfig.Fsync.self) ?? .interval }
+        switch kind {
+        case .socket(var s): s.buffer = buffer; kind = .socket(s)
+        case .syslog(var s): s.buffer = buffer; kind = .syslog(s)
+        case .otlp(var s): s.buffer = buffer; kind = .otlp(s)
+        default: break
+        }
     }
 
     /// `retry_min` and `retry_max` (`reconnect_min` and `reconnect_max`, the

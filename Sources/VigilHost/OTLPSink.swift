@@ -35,8 +35,12 @@ final class OTLPSink: EventSink, @unchecked Sendable {
     private var pendingSince: Int64 = 0
     private var loggedDown = false
     private let headers: [(String, String)]
+    /// Behind a disk buffer: `write` returns only once its events were
+    /// answered for good (the buffer batches, and acknowledges on return).
+    private let synchronous: Bool
 
-    init(config: OTLPSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts]) {
+    init(config: OTLPSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts], synchronous: Bool = false) {
+        self.synchronous = synchronous
         self.config = config
         self.host = host
         self.facts = facts
@@ -56,9 +60,10 @@ final class OTLPSink: EventSink, @unchecked Sendable {
     func write(_ batch: [Event], context: SinkContext) throws {
         if pending.isEmpty { pendingSince = monotonicNanoseconds() }
         pending.append(contentsOf: batch)
-        while pending.count >= config.batchEvents {
-            flush(pending.prefix(config.batchEvents), context: context)
-            pending.removeFirst(config.batchEvents)
+        while pending.count >= config.batchEvents || (synchronous && !pending.isEmpty) {
+            let n = min(config.batchEvents, pending.count)
+            flush(pending.prefix(n), context: context)
+            pending.removeFirst(n)
             pendingSince = monotonicNanoseconds()
         }
     }

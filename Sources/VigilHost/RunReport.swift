@@ -28,6 +28,10 @@ public struct RunSummary: Codable, Sendable {
         public var queueSize: Int
         /// Events delivered cut short to fit their transport (syslog's size limits).
         public var truncated: UInt64 = 0
+        /// A disk buffer's account (nil without one): kept for the next
+        /// start, replayed from the last run, possible duplicates, corrupt
+        /// segments skipped.
+        var buffer: SinkBufferReport?
         /// Monotonic times of the first and last delivery (0: none).
         public var firstWriteNs: Int64
         public var lastWriteNs: Int64
@@ -71,6 +75,11 @@ public struct RunSummary: Codable, Sendable {
     public var unrouted: UInt64
     /// Events lost in all sinks, every reason.
     public var lost: UInt64
+    /// Parts of disk buffer segments skipped as corrupt: the events in them
+    /// are lost, how many cannot be known. Any makes the exit status 3.
+    public var corruptBufferParts: Int {
+        sinks.reduce(0) { $0 + ($1.buffer?.corruptSegments ?? 0) }
+    }
     public var sinks: [Sink]
     public var monitors: [Monitor]
     public var actions: [Action]
@@ -102,6 +111,7 @@ extension VigilRuntime {
             return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
                                    dropped: s.dropped, failed: s.failed, highWater: s.highWater,
                                    queueSize: runner.config.queueCapacity, truncated: s.truncated,
+                                   buffer: (runner.sink as? BufferReporting)?.bufferReport,
                                    firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite)
         }
         let monitors = allInstances.map { i in
@@ -146,7 +156,12 @@ extension VigilRuntime {
     func report(_ summary: RunSummary) {
         for s in summary.sinks {
             let head = "sink \(s.name) (\(s.type)): \(s.written) written" + (s.truncated > 0 ? " (\(s.truncated) truncated to fit)" : "")
-            let tail = "queue high-water \(s.highWater)/\(s.queueSize)"
+            var tail = "queue high-water \(s.highWater)/\(s.queueSize)"
+            if let b = s.buffer {
+                tail += "; disk buffer: \(b.buffered) kept for the next start"
+                if b.replayed > 0 { tail += ", \(b.replayed) replayed from the last run (\(b.possibleDuplicates) possibly sent twice)" }
+                if b.corruptSegments > 0 { tail += ", \(b.corruptSegments) corrupt segment parts skipped (\(b.corruptBytes) bytes)" }
+            }
             if s.lost.total > 0 {
                 logger.warning("\(head), \(s.lost.total) lost: \(s.lost.description); \(tail)")
             } else {
@@ -157,8 +172,11 @@ extension VigilRuntime {
             let reasons = instance.refusals.snapshot.map { "\($0.count) \($0.reason.name)" }.joined(separator: ", ")
             logger.warning("monitor \(instance.name): emits refused: \(reasons)")
         }
-        if summary.lost == 0 {
+        let corrupt = summary.corruptBufferParts
+        if summary.lost == 0 && corrupt == 0 {
             logger.info("stopped; \(summary.events) events, none lost")
+        } else if corrupt > 0 {
+            logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks, and the events of \(corrupt) corrupt disk buffer parts lost, how many unknown (exit status 3)")
         } else {
             logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks (exit status 3)")
         }

@@ -188,10 +188,12 @@ public final class VigilRuntime: @unchecked Sendable {
             let stream: Bool = if case .tcp = syslog.address { true } else { false }
             let encoder = SyslogEncoder(facility: syslog.facility, appName: syslog.appName, host: host, procID: getpid(),
                                         maxSize: syslog.effectiveMaxMessageSize)
-            return SocketConnectSink(address: syslog.address, config: socket,
-                                     framing: SyslogFraming(encoder: encoder, octetCounting: stream), unixDatagram: !stream)
+            let sink = SocketConnectSink(address: syslog.address, config: socket,
+                                         framing: SyslogFraming(encoder: encoder, octetCounting: stream), unixDatagram: !stream)
+            return buffered(sink, syslog.buffer, config, host: host, logger: logger)
         case .otlp(let otlp):
-            return OTLPSink(config: otlp, host: host, facts: { directory?.facts() ?? [:] })
+            let sink = OTLPSink(config: otlp, host: host, facts: { directory?.facts() ?? [:] }, synchronous: otlp.buffer != nil)
+            return buffered(sink, otlp.buffer, config, host: host, logger: logger)
         case .prometheus(let prometheus):
             let sink = PrometheusSink(config: prometheus, host: host, facts: { directory?.facts() ?? [:] })
             var logger = logger
@@ -204,7 +206,8 @@ public final class VigilRuntime: @unchecked Sendable {
         case .socket(let socket):
             switch socket.mode {
             case .connect(let address):
-                return SocketConnectSink(address: address, config: socket, framing: JSONLinesFraming(host: host))
+                let sink = SocketConnectSink(address: address, config: socket, framing: JSONLinesFraming(host: host))
+                return buffered(sink, socket.buffer, config, host: host, logger: logger)
             case .listen(let address):
                 let sink = SocketListenSink(address: address, config: socket, host: host)
                 var logger = logger
@@ -212,6 +215,21 @@ public final class VigilRuntime: @unchecked Sendable {
                 if bindNow { sink.bind(logger: logger) }
                 return sink
             }
+        }
+    }
+
+    /// `sink` behind its disk buffer, when it has one. A buffer that cannot
+    /// be opened (its directory not writable) is an error the run reports,
+    /// and every event given to the sink is counted lost (`write_failed`),
+    /// never sent without the guarantee asked for.
+    static func buffered(_ sink: any EventSink, _ buffer: SinkBufferConfig?, _ config: SinkConfig, host: String,
+                         logger: Logger) -> any EventSink {
+        guard let buffer, buffer.kind == .disk else { return sink }
+        do {
+            return try DiskBufferedSink(inner: sink, config: buffer, name: config.name, host: host, logger: logger)
+        } catch {
+            logger.critical("sink \(config.name): cannot open its disk buffer \(buffer.path): \(error); its events are counted lost")
+            return RefusingSink(why: "the disk buffer \(buffer.path) cannot be opened: \(error)")
         }
     }
 

@@ -359,7 +359,7 @@ final class SinkRunner: @unchecked Sendable {
         /// Delivered cut short (see `SinkContext.truncated`).
         var truncated: UInt64
         /// Lost before the sink had them (queue full, or closed at shutdown).
-        var dropped: UInt64 { lost.queueFull + lost.shutdown }
+        var dropped: UInt64 { lost.queueFull + lost.shutdown + lost.bufferFull }
         /// Lost by the sink.
         var failed: UInt64 { lost.writeFailed + lost.kernelBuffer + lost.tooLarge + lost.rejected }
     }

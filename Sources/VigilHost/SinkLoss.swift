@@ -19,6 +19,9 @@ public enum LossReason: Int, CaseIterable, Sendable {
     /// The peer took the request and refused these events in its answer
     /// (OTLP's `partial_success`); not retried.
     case rejected
+    /// The sink's disk buffer was at `max_size` (`when_full: drop_oldest`
+    /// or `drop_newest`).
+    case bufferFull
 
     /// The name used in the exit line and `--summary` (`queue_full`…).
     public var name: String {
@@ -29,6 +32,7 @@ public enum LossReason: Int, CaseIterable, Sendable {
         case .kernelBuffer: "kernel_buffer"
         case .tooLarge: "too_large"
         case .rejected: "rejected"
+        case .bufferFull: "buffer_full"
         }
     }
 }
@@ -41,11 +45,12 @@ public struct LossCounts: Codable, Sendable, Equatable {
     public var kernelBuffer: UInt64 = 0
     public var tooLarge: UInt64 = 0
     public var rejected: UInt64 = 0
+    public var bufferFull: UInt64 = 0
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case queueFull, shutdown, writeFailed, kernelBuffer, tooLarge, rejected
+        case queueFull, shutdown, writeFailed, kernelBuffer, tooLarge, rejected, bufferFull
     }
 
     /// `rejected` may be absent (a summary written before it existed).
@@ -57,6 +62,7 @@ public struct LossCounts: Codable, Sendable, Equatable {
         kernelBuffer = try c.decode(UInt64.self, forKey: .kernelBuffer)
         tooLarge = try c.decode(UInt64.self, forKey: .tooLarge)
         rejected = try c.decodeIfPresent(UInt64.self, forKey: .rejected) ?? 0
+        bufferFull = try c.decodeIfPresent(UInt64.self, forKey: .bufferFull) ?? 0
     }
 
     public subscript(reason: LossReason) -> UInt64 {
@@ -68,6 +74,7 @@ public struct LossCounts: Codable, Sendable, Equatable {
             case .kernelBuffer: kernelBuffer
             case .tooLarge: tooLarge
             case .rejected: rejected
+            case .bufferFull: bufferFull
             }
         }
         set {
@@ -78,6 +85,7 @@ public struct LossCounts: Codable, Sendable, Equatable {
             case .kernelBuffer: kernelBuffer = newValue
             case .tooLarge: tooLarge = newValue
             case .rejected: rejected = newValue
+            case .bufferFull: bufferFull = newValue
             }
         }
     }
@@ -99,6 +107,7 @@ final class AtomicLossCounts: Sendable {
     private let shutdown = Atomic<UInt64>(0)
     private let queueFull = Atomic<UInt64>(0)
     private let rejected = Atomic<UInt64>(0)
+    private let bufferFull = Atomic<UInt64>(0)
 
     private func counter<R>(_ reason: LossReason, _ body: (borrowing Atomic<UInt64>) -> R) -> R {
         switch reason {
@@ -108,6 +117,7 @@ final class AtomicLossCounts: Sendable {
         case .kernelBuffer: body(kernelBuffer)
         case .tooLarge: body(tooLarge)
         case .rejected: body(rejected)
+        case .bufferFull: body(bufferFull)
         }
     }
 

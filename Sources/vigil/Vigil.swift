@@ -244,7 +244,7 @@ struct Run: AsyncParsableCommand {
             }
             if !failures.isEmpty { throw ExitCode(1) }
         }
-        if summary.lost > 0 { throw ExitCode(3) }
+        if summary.lost > 0 || summary.corruptBufferParts > 0 { throw ExitCode(3) }
     }
 }
 

@@ -140,13 +140,21 @@ final class Progress: Sendable {
             result.withLock { $0 = lines }
             finished.signal()
         }
-        for chunk in 0..<20 {
-            for i in 1...1000 { r.queue.push(Self.event(chunk * 1000 + i)) }
-            let deadline = Date().addingTimeInterval(10)
-            while progress.lines.load(ordering: .relaxed) < (chunk + 1) * 1000 && Date() < deadline {
-                try await Task.sleep(for: .milliseconds(1))
+        // The producer too has a thread of its own: on the cooperative pool,
+        // other suites' blocking tests could hold it past the reader's
+        // patience (seen in full runs), and the reader would give up.
+        let produced = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            for chunk in 0..<20 {
+                for i in 1...1000 { r.queue.push(Self.event(chunk * 1000 + i)) }
+                let deadline = Date().addingTimeInterval(10)
+                while progress.lines.load(ordering: .relaxed) < (chunk + 1) * 1000 && Date() < deadline {
+                    usleep(1000)
+                }
             }
+            produced.signal()
         }
+        _ = produced.wait(timeout: .now() + 240)
         _ = finished.wait(timeout: .now() + 30)
         let lines = result.withLock { $0 }
         #expect(lines.count == total)

@@ -1,0 +1,256 @@
+import Foundation
+import Logging
+import VigilABI
+import VigilCore
+
+/// What a sink with a buffer of its own reports beside the runner's counts.
+protocol BufferReporting: AnyObject {
+    var bufferReport: SinkBufferReport { get }
+}
+
+struct SinkBufferReport: Codable, Sendable, Equatable {
+    /// Events on disk, not yet delivered (kept for the next start at exit).
+    var buffered = 0
+    /// Events found on disk at start, from an earlier run, sent again.
+    var replayed = 0
+    /// Of those, events that had been handed to the peer before that run
+    /// ended: the peer may have them twice.
+    var possibleDuplicates = 0
+    /// Segments (or their tails) skipped because they were corrupt, and their bytes.
+    var corruptSegments = 0
+    var corruptBytes: Int64 = 0
+}
+
+/// `buffer: { type: disk }` of a network sink: the sink's thread appends
+/// each batch to a `DiskBuffer` (so the events survive a crash, kill -9 or
+/// an outage of the peer) and returns; a delivery thread of its own reads
+/// them back in order and hands them to the network sink (`inner`), and
+/// removes them from disk only once the inner sink delivered them: an OTLP
+/// receiver answered 2xx, or, for the socket and syslog sinks, the kernel
+/// took them (at-least-once needs an acknowledging peer). After a crash the
+/// events not acknowledged are sent again, and those that had been handed to
+/// the peer are counted as possible duplicates. At shutdown the delivery
+/// thread goes on until the drain deadline; what it could not deliver stays
+/// on disk for the next start and is not lost.
+///
+/// `when_full` (the buffer at `max_size`): `block` makes the sink's write
+/// wait for room (its queue then fills, under the queue's overflow policy);
+/// `drop_oldest` removes the oldest segment (counted lost, `buffer_full`);
+/// `drop_newest` refuses the new events (counted lost, `buffer_full`).
+final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
+    let inner: any EventSink
+    let buffer: DiskBuffer
+    let whenFull: SinkBufferConfig.WhenFull
+    private var encoder: JSONLineEncoder
+    private let decoder = JSONLineDecoder()
+    private let innerContext: SinkContext
+    private var outer: SinkContext?
+    private let signal = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let state = LockedState(State())
+    private var lastSync: Int64 = 0
+    private var loggedFull = false
+    static let deliveryBatch = 512
+
+    private struct State {
+        var stopping = false
+        var started = false
+        var delivered = 0
+    }
+
+    init(inner: any EventSink, config: SinkBufferConfig, name: String, host: String, logger: Logger) throws {
+        self.inner = inner
+        self.whenFull = config.whenFull
+        encoder = JSONLineEncoder(host: host)
+        buffer = try DiskBuffer(directory: config.path, maxBytes: config.maxSize, fsync: DiskBuffer.Fsync(rawValue: config.fsync.rawValue) ?? .interval)
+        var logger = logger
+        logger[metadataKey: "sink"] = "\(name)"
+        innerContext = SinkContext(name: name, logger: logger)
+        let r = buffer.recovery
+        if r.pending > 0 {
+            logger.notice("disk buffer \(config.path): \(r.pending) events from an earlier run to send (\(r.possibleDuplicates) of them sent before, possibly received twice)")
+        }
+        if r.truncatedBytes > 0 {
+            logger.warning("disk buffer \(config.path): a record torn by a crash was cut off (\(r.truncatedBytes) bytes)")
+        }
+    }
+
+    var bufferReport: SinkBufferReport {
+        let r = buffer.recovery
+        return SinkBufferReport(buffered: buffer.pendingRecords, replayed: r.pending, possibleDuplicates: r.possibleDuplicates,
+                                corruptSegments: buffer.corruptSegments, corruptBytes: buffer.corruptBytes)
+    }
+
+    func attach(wake: @escaping @Sendable () -> Void) { inner.attach(wake: wake) }
+
+    /// The delivery thread starts with the first call (it needs the context).
+    private func startDelivery(_ context: SinkContext) {
+        guard state.withLock({ s -> Bool in
+            defer { s.started = true }
+            return !s.started
+        }) else { return }
+        outer = context
+        let thread = Thread { [self] in
+            deliver()
+            finished.signal()
+        }
+        thread.name = "vigil-buffer-\(context.name)"
+        thread.stackSize = 512 << 10
+        thread.start()
+    }
+
+    /// fsync on the `interval` policy: once a second while there is data.
+    var tickInterval: Int64 { buffer.fsync == .interval ? 1_000_000_000 : SinkTicks.never }
+
+    func tick(context: SinkContext) {
+        startDelivery(context)
+        if buffer.fsync == .interval { buffer.syncIfDirty() }
+    }
+
+    func write(_ batch: [Event], context: SinkContext) throws {
+        startDelivery(context)
+        var payloads: [[UInt8]] = []
+        payloads.reserveCapacity(batch.count)
+        var line: [UInt8] = []
+        var bytes = 0
+        for event in batch {
+            line.removeAll(keepingCapacity: true)
+            encoder.encode(event, into: &line)
+            bytes += line.count + DiskBuffer.headerBytes
+            payloads.append(line)
+        }
+        while buffer.wouldOverflow(adding: bytes) {
+            switch whenFull {
+            case .dropNewest:
+                context.countLost(batch.count, .bufferFull)
+                logFull(context, "new events are dropped (when_full: drop_newest)")
+                return
+            case .dropOldest:
+                let dropped = buffer.dropOldest()
+                guard dropped > 0 || buffer.totalBytes > 0 else { break }
+                // They were counted written when they entered the buffer.
+                context.countLostAfterWrite(dropped, .bufferFull)
+                logFull(context, "the oldest events are dropped (when_full: drop_oldest)")
+                if dropped == 0 { break }
+                continue
+            case .block:
+                logFull(context, "the sink waits for the peer (when_full: block)")
+                if context.shouldAbandon {
+                    throw SinkWriteError(delivered: 0, reason: .shutdown,
+                                         DiskBuffer.Failure(description: "the disk buffer stayed full until the drain deadline"))
+                }
+                signal.signal()
+                context.pause(50_000_000)
+                continue
+            }
+            break
+        }
+        do {
+            _ = try buffer.append(payloads)
+        } catch {
+            throw SinkWriteError(delivered: 0, reason: .writeFailed, error)
+        }
+        signal.signal()
+    }
+
+    private func logFull(_ context: SinkContext, _ what: String) {
+        guard !loggedFull else { return }
+        loggedFull = true
+        context.logger.warning("disk buffer \(buffer.directory) is full (max_size \(Units.formatSize(buffer.maxBytes))): \(what)")
+    }
+
+    /// The delivery thread: reads what waits on disk and hands it to the
+    /// inner sink, acknowledging what it delivered, until shutdown.
+    private func deliver() {
+        while true {
+            let stopping = state.withLock { $0.stopping }
+            if let outer, outer.isClosing, innerContext.abandonDeadline == .max {
+                innerContext.beginClosing(drainDeadline: outer.abandonDeadline)
+            }
+            let records = buffer.read(max: Self.deliveryBatch)
+            if records.isEmpty {
+                if stopping { return }
+                _ = signal.wait(timeout: .now() + .milliseconds(200))
+                continue
+            }
+            var events: [Event] = []
+            events.reserveCapacity(records.count)
+            var undecodable = 0
+            for record in records {
+                if let decoded = try? decoder.decode(String(decoding: record.payload, as: UTF8.self)) {
+                    events.append(decoded.event)
+                } else {
+                    undecodable += 1
+                }
+            }
+            let end = records[records.count - 1].end
+            buffer.markSent(upTo: end)
+            let before = innerContext.lost.counts
+            var gaveUp = false
+            do {
+                if !events.isEmpty { try inner.write(events, context: innerContext) }
+            } catch {
+                // Only a shutdown past the drain deadline ends a network
+                // sink's write: the events stay on disk for the next start.
+                gaveUp = true
+            }
+            let after = innerContext.lost.counts
+            if let outer {
+                for reason in LossReason.allCases where reason != .shutdown {
+                    let n = Int(after[reason] &- before[reason])
+                    if n > 0 { outer.countLostAfterWrite(n, reason) }
+                }
+                if undecodable > 0 {
+                    outer.countLostAfterWrite(undecodable, .writeFailed)
+                    outer.logger.error("disk buffer \(buffer.directory): \(undecodable) records did not decode as events; skipped")
+                }
+            }
+            if gaveUp || after.shutdown > before.shutdown {
+                return
+            }
+            buffer.acknowledge(upTo: end, records: records.count)
+            state.withLock { $0.delivered += records.count }
+        }
+    }
+
+    func shutdown(context: SinkContext) {
+        startDelivery(context)
+        state.withLock { $0.stopping = true }
+        signal.signal()
+        // The delivery thread ends when the buffer is empty, or gives up at
+        // the drain deadline (the inner sink's writes end then).
+        innerContext.beginClosing(drainDeadline: context.abandonDeadline)
+        while finished.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+            if context.shouldAbandon {
+                innerContext.beginClosing(drainDeadline: monotonicNanoseconds())
+            }
+        }
+        // The inner sink's own late losses (a socket's send queue at the end)
+        // were acknowledged from the buffer already: they are the run's.
+        let before = innerContext.lost.counts
+        inner.shutdown(context: innerContext)
+        let after = innerContext.lost.counts
+        for reason in LossReason.allCases {
+            let n = Int(after[reason] &- before[reason])
+            if n > 0 { context.countLostAfterWrite(n, reason) }
+        }
+        let left = buffer.pendingRecords
+        buffer.close()
+        if left > 0 {
+            context.logger.notice("\(left) events kept in the disk buffer \(buffer.directory) for the next start")
+        }
+    }
+
+    func requestReopen() { inner.requestReopen() }
+}
+
+/// Stands for a sink that could not be made as configured: every batch is
+/// refused (counted `write_failed`) with the reason.
+final class RefusingSink: EventSink, @unchecked Sendable {
+    let why: String
+    init(why: String) { self.why = why }
+    func write(_ batch: [Event], context: SinkContext) throws {
+        throw SinkWriteError(delivered: 0, reason: .writeFailed, DiskBuffer.Failure(description: why))
+    }
+    func shutdown(context: SinkContext) {}
+}

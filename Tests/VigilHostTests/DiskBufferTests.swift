@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+@testable import VigilHost
+
+/// The disk buffer's files: records in order across segments, what a
+/// restart finds (acknowledged, sent, torn), and corruption skipped with a
+/// count, never a crash.
+@Suite struct DiskBufferTests {
+    static func payloads(_ range: Range<Int>, size: Int = 40) -> [[UInt8]] {
+        range.map { i in Array("record \(i) ".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: size) }
+    }
+
+    static func text(_ records: [(payload: [UInt8], end: DiskBuffer.Position)]) -> [String] {
+        records.map { String(decoding: $0.payload.prefix { $0 != UInt8(ascii: "x") }, as: UTF8.self) }
+    }
+
+    @Test func recordsComeBackInOrderAcrossSegmentsAndAcknowledgedSegmentsGo() throws {
+        let dir = try TestEnv.tempDir("buffer-order")
+        // 8 MiB: segments of 1 MiB.
+        let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+        _ = try buffer.append(Self.payloads(0..<30_000))
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".seg") }
+        #expect(segments.count > 1)
+        var seen: [String] = []
+        while true {
+            let records = buffer.read(max: 1000)
+            if records.isEmpty { break }
+            seen += Self.text(records)
+            buffer.acknowledge(upTo: records.last!.end, records: records.count)
+        }
+        #expect(seen == (0..<30_000).map { "record \($0) " })
+        #expect(buffer.pendingRecords == 0)
+        // Only the segment being written is left.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".seg") }.count == 1)
+    }
+
+    @Test func aRestartSendsWhatWasNotAcknowledgedAndCountsWhatWasSent() throws {
+        let dir = try TestEnv.tempDir("buffer-restart")
+        do {
+            let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .always)
+            _ = try buffer.append(Self.payloads(0..<100))
+            let first = buffer.read(max: 30)
+            buffer.markSent(upTo: first.last!.end)
+            buffer.acknowledge(upTo: first.last!.end, records: 30)
+            let second = buffer.read(max: 20)
+            buffer.markSent(upTo: second.last!.end)
+            // A crash here: 20 handed to the peer, not acknowledged.
+        }
+        let again = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .always)
+        #expect(again.recovery.pending == 70)
+        #expect(again.recovery.possibleDuplicates == 20)
+        #expect(Self.text(again.read(max: 1000)) == (30..<100).map { "record \($0) " })
+    }
+
+    @Test func aTornRecordAtTheEndIsCutAndNewRecordsFollowIt() throws {
+        let dir = try TestEnv.tempDir("buffer-torn")
+        do {
+            let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+            _ = try buffer.append(Self.payloads(0..<10))
+        }
+        let segment = dir + "/0000000000000001.seg"
+        let handle = try #require(FileHandle(forWritingAtPath: segment))
+        handle.seekToEndOfFile()
+        handle.write(Data([0x56, 0x4C, 0x47, 0x31, 0xFF, 0x00]))  // half a header
+        handle.closeFile()
+        let again = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+        #expect(again.recovery.truncatedBytes == 6)
+        #expect(again.recovery.pending == 10)
+        _ = try again.append(Self.payloads(10..<12))
+        #expect(Self.text(again.read(max: 100)) == (0..<12).map { "record \($0) " })
+    }
+
+    @Test func aCorruptRecordEndsItsSegmentWhichIsCountedAndTheNextIsRead() throws {
+        let dir = try TestEnv.tempDir("buffer-corrupt")
+        let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+        _ = try buffer.append(Self.payloads(0..<20_000))  // two segments at least
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".seg") }.sorted()
+        #expect(segments.count >= 2)
+        // Flip a byte in the middle of the first segment's tenth record's payload.
+        let first = dir + "/" + segments[0]
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: first))
+        let recordBytes = DiskBuffer.headerBytes + Self.payloads(9..<10)[0].count
+        bytes[9 * recordBytes + DiskBuffer.headerBytes + 3] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: first))
+        var seen: [String] = []
+        while true {
+            let records = buffer.read(max: 5000)
+            if records.isEmpty { break }
+            seen += Self.text(records)
+            buffer.acknowledge(upTo: records.last!.end, records: records.count)
+        }
+        #expect(seen.prefix(9) == ArraySlice((0..<9).map { "record \($0) " }))
+        #expect(buffer.corruptSegments == 1 && buffer.corruptBytes > 0)
+        // Everything of the second segment on arrived.
+        #expect(seen.last == "record 19999 ")
+        #expect(!seen.contains("record 9 "))
+    }
+
+    @Test func garbageInTheDirectoryIsNeverACrash() throws {
+        let dir = try TestEnv.tempDir("buffer-garbage")
+        try TestEnv.write("ack 99999999999999999999 -5\nsent x y\n", to: dir + "/state")
+        try Data((0..<4096).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: dir + "/0000000000000001.seg"))
+        var huge = Data([0x56, 0x4C, 0x47, 0x31])  // the magic, then a length of 4 GiB - 1
+        huge += Data([0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0])
+        try huge.write(to: URL(fileURLWithPath: dir + "/0000000000000002.seg"))
+        try TestEnv.write("not a segment", to: dir + "/notes.txt")
+        try FileManager.default.createDirectory(atPath: dir + "/0000000000000003.seg", withIntermediateDirectories: true)
+        let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+        #expect(buffer.read(max: 100).isEmpty)
+        _ = try buffer.append(Self.payloads(0..<3))
+        #expect(Self.text(buffer.read(max: 100)) == (0..<3).map { "record \($0) " })
+        #expect(FileManager.default.fileExists(atPath: dir + "/notes.txt"))
+    }
+
+    @Test func dropOldestRemovesAWholeSegmentAndSaysHowManyRecords() throws {
+        let dir = try TestEnv.tempDir("buffer-drop")
+        let buffer = try DiskBuffer(directory: dir, maxBytes: 1 << 20, fsync: .never)  // 128 KiB segments
+        _ = try buffer.append(Self.payloads(0..<10_000))
+        let before = buffer.pendingRecords
+        let dropped = buffer.dropOldest()
+        #expect(dropped > 0 && buffer.pendingRecords == before - dropped)
+        #expect(Self.text(buffer.read(max: 1)) == ["record \(dropped) "])
+        #expect(buffer.wouldOverflow(adding: 2 << 20))
+    }
+}
