@@ -39,7 +39,12 @@ struct SinkBufferReport: Codable, Sendable, Equatable {
 /// `drop_newest` refuses the new events (counted lost, `buffer_full`).
 final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
     let inner: any EventSink
-    let buffer: DiskBuffer
+    let config: SinkBufferConfig
+    /// Opened on the sink's thread at its first call, not when the sink is
+    /// made: a reload makes a changed sink's replacement before the old one
+    /// has let go of the directory.
+    private var opened: DiskBuffer?
+    private var openError: (any Error)?
     let whenFull: SinkBufferConfig.WhenFull
     private var encoder: JSONLineEncoder
     private let decoder = JSONLineDecoder()
@@ -58,24 +63,42 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
         var delivered = 0
     }
 
-    init(inner: any EventSink, config: SinkBufferConfig, name: String, host: String, logger: Logger) throws {
+    init(inner: any EventSink, config: SinkBufferConfig, name: String, host: String, logger: Logger) {
         self.inner = inner
+        self.config = config
         self.whenFull = config.whenFull
         encoder = JSONLineEncoder(host: host)
-        buffer = try DiskBuffer(directory: config.path, maxBytes: config.maxSize, fsync: DiskBuffer.Fsync(rawValue: config.fsync.rawValue) ?? .interval)
         var logger = logger
         logger[metadataKey: "sink"] = "\(name)"
         innerContext = SinkContext(name: name, logger: logger)
-        let r = buffer.recovery
-        if r.pending > 0 {
-            logger.notice("disk buffer \(config.path): \(r.pending) events from an earlier run to send (\(r.possibleDuplicates) of them sent before, possibly received twice)")
-        }
-        if r.truncatedBytes > 0 {
-            logger.warning("disk buffer \(config.path): a record torn by a crash was cut off (\(r.truncatedBytes) bytes)")
+    }
+
+    /// The buffer, opened (and recovered) at the first call; nil, logged,
+    /// when it cannot be.
+    private func buffer(_ context: SinkContext) -> DiskBuffer? {
+        if let opened { return opened }
+        if openError != nil { return nil }
+        do {
+            let buffer = try DiskBuffer(directory: config.path, maxBytes: config.maxSize,
+                                        fsync: DiskBuffer.Fsync(rawValue: config.fsync.rawValue) ?? .interval)
+            state.withLock { _ in self.opened = buffer }
+            let r = buffer.recovery
+            if r.pending > 0 {
+                context.logger.notice("disk buffer \(config.path): \(r.pending) events from an earlier run to send (\(r.possibleDuplicates) of them sent before, possibly received twice)")
+            }
+            if r.truncatedBytes > 0 {
+                context.logger.warning("disk buffer \(config.path): a record torn by a crash was cut off (\(r.truncatedBytes) bytes)")
+            }
+            return buffer
+        } catch {
+            openError = error
+            context.logger.critical("cannot open the disk buffer \(config.path): \(error); this sink's events are counted lost")
+            return nil
         }
     }
 
     var bufferReport: SinkBufferReport {
+        guard let buffer = state.withLock({ _ in opened }) else { return SinkBufferReport() }
         let r = buffer.recovery
         return SinkBufferReport(buffered: buffer.pendingRecords, replayed: r.pending, possibleDuplicates: r.possibleDuplicates,
                                 corruptSegments: buffer.corruptSegments, corruptBytes: buffer.corruptBytes)
@@ -83,15 +106,17 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
 
     func attach(wake: @escaping @Sendable () -> Void) { inner.attach(wake: wake) }
 
-    /// The delivery thread starts with the first call (it needs the context).
+    /// The delivery thread starts with the first call (it needs the context
+    /// and the buffer).
     private func startDelivery(_ context: SinkContext) {
+        guard let buffer = buffer(context) else { return }
         guard state.withLock({ s -> Bool in
             defer { s.started = true }
             return !s.started
         }) else { return }
         outer = context
         let thread = Thread { [self] in
-            deliver()
+            deliver(buffer)
             finished.signal()
         }
         thread.name = "vigil-buffer-\(context.name)"
@@ -99,16 +124,24 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
         thread.start()
     }
 
-    /// fsync on the `interval` policy: once a second while there is data.
-    var tickInterval: Int64 { buffer.fsync == .interval ? 1_000_000_000 : SinkTicks.never }
+    /// At once until the buffer is open (what an earlier run left is sent
+    /// without waiting for an event); then fsync on the `interval` policy.
+    var tickInterval: Int64 {
+        if opened == nil && openError == nil { return 1_000_000 }
+        return config.fsync == .interval && opened != nil ? 1_000_000_000 : SinkTicks.never
+    }
 
     func tick(context: SinkContext) {
         startDelivery(context)
-        if buffer.fsync == .interval { buffer.syncIfDirty() }
+        if config.fsync == .interval { opened?.syncIfDirty() }
     }
 
     func write(_ batch: [Event], context: SinkContext) throws {
         startDelivery(context)
+        guard let buffer = opened else {
+            throw SinkWriteError(delivered: 0, reason: .writeFailed,
+                                 DiskBuffer.Failure(description: "the disk buffer \(config.path) cannot be opened: \(openError.map { "\($0)" } ?? "")"))
+        }
         var payloads: [[UInt8]] = []
         payloads.reserveCapacity(batch.count)
         var line: [UInt8] = []
@@ -156,12 +189,12 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
     private func logFull(_ context: SinkContext, _ what: String) {
         guard !loggedFull else { return }
         loggedFull = true
-        context.logger.warning("disk buffer \(buffer.directory) is full (max_size \(Units.formatSize(buffer.maxBytes))): \(what)")
+        context.logger.warning("disk buffer \(config.path) is full (max_size \(Units.formatSize(config.maxSize))): \(what)")
     }
 
     /// The delivery thread: reads what waits on disk and hands it to the
     /// inner sink, acknowledging what it delivered, until shutdown.
-    private func deliver() {
+    private func deliver(_ buffer: DiskBuffer) {
         while true {
             let stopping = state.withLock { $0.stopping }
             if let outer, outer.isClosing, innerContext.abandonDeadline == .max {
@@ -215,6 +248,10 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
 
     func shutdown(context: SinkContext) {
         startDelivery(context)
+        guard let buffer = opened else {
+            inner.shutdown(context: innerContext)
+            return
+        }
         state.withLock { $0.stopping = true }
         signal.signal()
         // The delivery thread ends when the buffer is empty, or gives up at
@@ -242,15 +279,4 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
     }
 
     func requestReopen() { inner.requestReopen() }
-}
-
-/// Stands for a sink that could not be made as configured: every batch is
-/// refused (counted `write_failed`) with the reason.
-final class RefusingSink: EventSink, @unchecked Sendable {
-    let why: String
-    init(why: String) { self.why = why }
-    func write(_ batch: [Event], context: SinkContext) throws {
-        throw SinkWriteError(delivered: 0, reason: .writeFailed, DiskBuffer.Failure(description: why))
-    }
-    func shutdown(context: SinkContext) {}
 }

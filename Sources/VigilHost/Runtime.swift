@@ -218,19 +218,14 @@ public final class VigilRuntime: @unchecked Sendable {
         }
     }
 
-    /// `sink` behind its disk buffer, when it has one. A buffer that cannot
-    /// be opened (its directory not writable) is an error the run reports,
-    /// and every event given to the sink is counted lost (`write_failed`),
-    /// never sent without the guarantee asked for.
+    /// `sink` behind its disk buffer, when it has one (opened on the sink's
+    /// thread: a buffer that cannot be opened is logged as critical, and
+    /// every event given to the sink is counted lost, `write_failed`, never
+    /// sent without the guarantee asked for).
     static func buffered(_ sink: any EventSink, _ buffer: SinkBufferConfig?, _ config: SinkConfig, host: String,
                          logger: Logger) -> any EventSink {
         guard let buffer, buffer.kind == .disk else { return sink }
-        do {
-            return try DiskBufferedSink(inner: sink, config: buffer, name: config.name, host: host, logger: logger)
-        } catch {
-            logger.critical("sink \(config.name): cannot open its disk buffer \(buffer.path): \(error); its events are counted lost")
-            return RefusingSink(why: "the disk buffer \(buffer.path) cannot be opened: \(error)")
-        }
+        return DiskBufferedSink(inner: sink, config: buffer, name: config.name, host: host, logger: logger)
     }
 
     public static func hostName() -> String {

@@ -321,4 +321,48 @@ import Testing
         #expect(values.contains(2999) && values.contains(0))
         #expect(values.count < 3000 && values.count > 2000, "\(values.count)")
     }
+
+    @Test func aBufferThatCannotBeOpenedCountsItsEventsLost() throws {
+        let dir = try TestEnv.tempDir("buffer-unopenable")
+        try TestEnv.write("a file where the buffer's directory should be", to: dir + "/buffer")
+        let run = try TestEnv.run(TestEnv.vigil, ["run", try Self.manifest(dir, port: try ControlTCPRunTests.freePort(), flood: false),
+                                                  "--for", "1s", "--control", "none"], timeout: 60)
+        #expect(run.status == 3, "\(run.stderr)")
+        #expect(run.stderr.contains("cannot open the disk buffer \(dir)/buffer"), "\(run.stderr)")
+        #expect(run.stderr.contains("write_failed"), "\(run.stderr)")
+    }
+
+    /// A reload that changes the sink makes its replacement before the old
+    /// one let go of the directory: the two never hold it at once, and
+    /// nothing is lost or sent twice.
+    @Test func aReloadedBufferedSinkTakesOverTheDirectory() throws {
+        let dir = try TestEnv.tempDir("buffer-reload")
+        let receiver = try OTLPRunTests.Receiver(dir)
+        defer { receiver.stop() }
+        func write(_ timeout: String) throws {
+            try TestEnv.write("""
+            plugin_dirs: [\(try TestEnv.cPlugins())]
+            monitors:
+              beat: { plugin: heartbeat, interval: 20ms, isolation: none }
+            sinks:
+              otel: { type: otlp, endpoint: "http://127.0.0.1:\(receiver.port)", batch: { events: 64, timeout: \(timeout) },
+                      buffer: { type: disk, path: \(dir)/buffer } }
+            """, to: dir + "/vigil.yaml")
+        }
+        try write("50ms")
+        let host = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "4s", "--control", "none",
+                                                     "--summary", dir + "/summary.json"])
+        for round in 0..<3 {
+            Thread.sleep(forTimeInterval: 0.7)
+            try write("\(60 + round)ms")
+            host.signal(SIGHUP)
+        }
+        let run = host.wait(timeout: 60)
+        #expect(run.status == 0, "\(run.stderr)")
+        let summary = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json")))) as? [String: Any] ?? [:]
+        let events = summary["events"] as? Int ?? -1
+        #expect(SinkRunTests.waitUntil(10) { receiver.records().count >= events })
+        let seqs = receiver.records().compactMap { ($0["attributes"] as? [String: [Any]])?["vigil.seq"]?.last as? Int }
+        #expect(Set(seqs).count == events, "\(Set(seqs).count) distinct of \(events)")
+    }
 }
