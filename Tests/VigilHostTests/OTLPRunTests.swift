@@ -30,7 +30,7 @@ import Testing
             process = try TestEnv.start(try OTLPRunTests.python(),
                                         [TestEnv.fixture("otlp/receiver.py"), out, "--port", String(port)] + arguments)
             let portFile = out + ".port"
-            guard SinkRunTests.waitUntil(30, { FileManager.default.fileExists(atPath: portFile) }),
+            guard SinkRunTests.waitUntil(60, { (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0) } != nil }),
                   let text = try? String(contentsOfFile: portFile, encoding: .utf8), let p = Int(text) else {
                 process.signal(SIGTERM)
                 throw TestFailure("the OTLP receiver did not start: \(process.wait(timeout: 5).stderr)")

@@ -18,6 +18,7 @@ listening on loopback (an ephemeral port unless --port).
 import argparse
 import gzip
 import json
+import os
 import sys
 import threading
 import time
@@ -135,8 +136,10 @@ def main():
                 self.answer(200, resp.SerializeToString())
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    with open(args.out + ".port", "w") as f:
+    # Written whole, then renamed: a reader never sees it half done.
+    with open(args.out + ".port.tmp", "w") as f:
         f.write(str(server.server_address[1]))
+    os.rename(args.out + ".port.tmp", args.out + ".port")
     print("ready", server.server_address[1], flush=True)
     server.serve_forever()
 
