@@ -130,4 +130,27 @@ import Testing
         expectDiagnostic(d, at: 7, 74, "'batch.events'")
         expectDiagnostic(d, at: 7, 84, "'batch.bytes' must be at least 1KiB")
     }
+
+    @Test func buffers() throws {
+        let (m, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: otlp, endpoint: "http://h", buffer: { type: memory, when_full: drop_newest } }
+              b: { type: socket, connect: "tcp://h:1", buffer: { type: disk, path: /var/lib/vigil/b, max_size: 2GiB, fsync: always } }
+              c: { type: socket, listen: "tcp://127.0.0.1:7000", buffer: { type: disk, path: /x } }
+              e: { type: syslog, connect: "tcp://h:601", buffer: { type: disk } }
+              f: { type: otlp, endpoint: "http://h", buffer: { type: disk, path: /var/lib/vigil/b, max_size: 10KiB } }
+            """)
+        #expect(m?.sinks.first?.overflow == .dropNewest)
+        if case .socket(let b)? = m?.sinks[1].kind {
+            #expect(b.buffer?.path == "/var/lib/vigil/b" && b.buffer?.maxSize == 2 << 30 && b.buffer?.fsync == .always)
+        } else {
+            Issue.record("b is not a socket sink")
+        }
+        expectDiagnostic(d, at: 5, 70, "a disk buffer is for sinks that connect over a stream")
+        expectDiagnostic(d, at: 6, 54, "a disk buffer needs a 'path'")
+        expectDiagnostic(d, at: 7, 98, "'buffer.max_size' must be at least 1MiB")
+        expectDiagnostic(d, at: 7, 3, "sinks 'b' and 'f' both use disk buffer /var/lib/vigil/b")
+        expectCount(d, 4)
+    }
 }

@@ -365,4 +365,39 @@ import Testing
         let seqs = receiver.records().compactMap { ($0["attributes"] as? [String: [Any]])?["vigil.seq"]?.last as? Int }
         #expect(Set(seqs).count == events, "\(Set(seqs).count) distinct of \(events)")
     }
+
+    /// A full buffer drops as `when_full` says, counted `buffer_full`; the
+    /// newest or the oldest events are the ones kept.
+    @Test(arguments: ["drop_newest", "drop_oldest"])
+    func aFullBufferDropsAsWhenFullSaysAndCountsIt(policy: String) throws {
+        let dir = try TestEnv.tempDir("buffer-full-\(policy)")
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 20000, fields: 4 } }
+          beat: { plugin: heartbeat, interval: 1h, isolation: none }
+        sinks:
+          otel: { type: otlp, endpoint: "http://127.0.0.1:\(try ControlTCPRunTests.freePort())", overflow: block,
+                  buffer: { type: disk, path: \(dir)/buffer, max_size: 1MiB, when_full: \(policy), fsync: never } }
+        """, to: dir + "/vigil.yaml")
+        let run = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "3s", "--control", "none",
+                                                  "--summary", dir + "/summary.json"], timeout: 60)
+        #expect(run.status == 3, "\(run.stderr)")
+        #expect(run.stderr.contains("is full (max_size 1MiB)"), "\(run.stderr)")
+        let summary = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json")))) as? [String: Any] ?? [:]
+        let sink = (summary["sinks"] as? [[String: Any]])?.first ?? [:]
+        let lost = (sink["lost"] as? [String: Any])?["buffer_full"] as? Int ?? 0
+        let kept = (sink["buffer"] as? [String: Any])?["buffered"] as? Int ?? 0
+        #expect(lost > 1000, "\(sink)")
+        // Every event is kept or counted: none is lost without a reason.
+        #expect(kept > 1000 && kept + lost == summary["events"] as? Int, "\(sink)")
+        // What is on disk: the first events with drop_newest, the last with drop_oldest.
+        let buffer = try DiskBuffer(directory: dir + "/buffer", maxBytes: 1 << 20, fsync: .never)
+        let first = buffer.read(max: 1).first.map { String(decoding: $0.payload, as: UTF8.self) } ?? ""
+        if policy == "drop_newest" {
+            #expect(first.contains("\"kind\":\"started\"") || first.contains("\"v0\":0"), "\(first)")
+        } else {
+            #expect(!first.contains("\"v0\":0,") && !first.contains("\"kind\":\"started\""), "\(first)")
+        }
+    }
 }
