@@ -73,6 +73,8 @@ private final class ReplyCollector: ChannelInboundHandler, @unchecked Sendable {
     private var status = 0
     private var body: [UInt8] = []
 
+    private let opened = DispatchTime.now().uptimeNanoseconds
+
     init(promise: EventLoopPromise<ControlClient.Reply>) { self.promise = promise }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -92,7 +94,10 @@ private final class ReplyCollector: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        promise.fail(ControlError("the host closed the connection before replying"))
+        // Said with what came, for a cut that is hard to see again.
+        let waited = (DispatchTime.now().uptimeNanoseconds - opened) / 1_000_000
+        let got = status == 0 ? "no answer" : "status \(status) and \(body.count) bytes of its body"
+        promise.fail(ControlError("the host closed the connection before replying (\(got), after \(waited) ms)"))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
