@@ -110,6 +110,11 @@ indirect enum JSON {
 private struct Parser {
     let bytes: [UInt8]
     var i = 0
+    /// Objects and arrays open now. An event is three deep; a line from a
+    /// socket or a disk buffer nested deeper than `maxDepth` is refused, so
+    /// it cannot take the stack (each level is a call).
+    var depth = 0
+    static let maxDepth = 32
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -123,7 +128,23 @@ private struct Parser {
         skipSpace()
         guard i < bytes.count else { throw fail("unexpected end") }
         switch bytes[i] {
-        case UInt8(ascii: "{"):
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            depth += 1
+            defer { depth -= 1 }
+            guard depth <= Self.maxDepth else { throw fail("nested deeper than \(Self.maxDepth) levels") }
+            return bytes[i] == UInt8(ascii: "{") ? try parseObject() : try parseArray()
+        case UInt8(ascii: "\""):
+            return .string(try parseString())
+        case UInt8(ascii: "t"): return try literal("true", .bool(true))
+        case UInt8(ascii: "f"): return try literal("false", .bool(false))
+        case UInt8(ascii: "n"): return try literal("null", .null)
+        default:
+            return try parseNumber()
+        }
+    }
+
+    mutating func parseObject() throws(JSONLineDecoder.DecodingError) -> JSON {
+        do {
             i += 1
             var members: [(String, JSON)] = []
             skipSpace()
@@ -141,7 +162,11 @@ private struct Parser {
                 if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
                 throw fail("expected ',' or '}'")
             }
-        case UInt8(ascii: "["):
+        }
+    }
+
+    mutating func parseArray() throws(JSONLineDecoder.DecodingError) -> JSON {
+        do {
             i += 1
             var items: [JSON] = []
             skipSpace()
@@ -154,12 +179,11 @@ private struct Parser {
                 if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
                 throw fail("expected ',' or ']'")
             }
-        case UInt8(ascii: "\""):
-            return .string(try parseString())
-        case UInt8(ascii: "t"): return try literal("true", .bool(true))
-        case UInt8(ascii: "f"): return try literal("false", .bool(false))
-        case UInt8(ascii: "n"): return try literal("null", .null)
-        default:
+        }
+    }
+
+    mutating func parseNumber() throws(JSONLineDecoder.DecodingError) -> JSON {
+        do {
             let start = i
             var integral = true
             if bytes[i] == UInt8(ascii: "-") { i += 1 }

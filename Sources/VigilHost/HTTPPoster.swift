@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import VigilABI
 
 /// A small HTTP/1.1 client for one origin with SwiftNIO's codec: POSTs a
 /// body and waits for the answer, on one kept-alive connection that is made
@@ -36,7 +37,8 @@ final class HTTPPoster: @unchecked Sendable {
     /// One POST; throws on a connection error or past `timeout` (the
     /// connection is then dropped, so a late answer cannot be taken for the
     /// next request's).
-    func post(_ path: String, body: ByteBuffer, headers: [(String, String)], timeout: TimeAmount) throws -> Response {
+    func post(_ path: String, body: ByteBuffer, headers: [(String, String)], timeout: TimeAmount,
+              giveUp: () -> Bool = { false }) throws -> Response {
         let (channel, collector) = try connection(timeout: timeout)
         let promise = channel.eventLoop.makePromise(of: Response.self)
         // On the loop, before the request's writes (which queue behind it).
@@ -52,8 +54,22 @@ final class HTTPPoster: @unchecked Sendable {
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
         channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil)
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        // Waited for in short steps, so a shutdown past its drain deadline
+        // does not wait out a request's whole timeout.
+        let done = DispatchSemaphore(value: 0)
+        let outcome = LockedState<Result<Response, any Error>?>(nil)
+        promise.futureResult.whenComplete { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        while done.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+            if giveUp() {
+                promise.fail(Failure(description: "given up at shutdown"))
+            }
+        }
         do {
-            let response = try promise.futureResult.wait()
+            guard let result = outcome.withLock({ $0 }) else { throw Failure(description: "no answer") }
+            let response = try result.get()
             deadline.cancel()
             if response.headers["Connection"].contains(where: { $0.lowercased() == "close" }) { drop() }
             return response

@@ -32,6 +32,13 @@ final class OTLPSink: EventSink, @unchecked Sendable {
     private let facts: @Sendable () -> [String: MonitorFacts]
     private let poster: HTTPPoster
     private var pending: [Event] = []
+    /// Of `pending`, how many at its front the runner already counts
+    /// written (returned by an earlier `write`): a loss among them is taken
+    /// back (`countLostAfterWrite`), a loss among the batch in hand is
+    /// counted in the call (`countLost`).
+    private var returned = 0
+    /// The same for the chunk being sent.
+    private var chunkReturned = 0
     private var pendingSince: Int64 = 0
     private var loggedDown = false
     private let headers: [(String, String)]
@@ -59,25 +66,44 @@ final class OTLPSink: EventSink, @unchecked Sendable {
 
     func write(_ batch: [Event], context: SinkContext) throws {
         if pending.isEmpty { pendingSince = monotonicNanoseconds() }
+        returned = pending.count
         pending.append(contentsOf: batch)
         while pending.count >= config.batchEvents || (synchronous && !pending.isEmpty) {
             let n = min(config.batchEvents, pending.count)
+            chunkReturned = min(n, returned)
             flush(pending.prefix(n), context: context)
+            returned -= min(n, returned)
             pending.removeFirst(n)
             pendingSince = monotonicNanoseconds()
         }
+        // What stays is returned now.
+        returned = pending.count
+    }
+
+    /// Counts `n` events of the chunk being sent as lost under `reason`.
+    private func lose(_ n: Int, _ reason: LossReason, _ context: SinkContext) {
+        let back = min(n, chunkReturned)
+        if back > 0 {
+            context.countLostAfterWrite(back, reason)
+            chunkReturned -= back
+        }
+        if n > back { context.countLost(n - back, reason) }
     }
 
     func tick(context: SinkContext) {
         guard !pending.isEmpty, monotonicNanoseconds() - pendingSince >= config.batchTimeout else { return }
+        chunkReturned = pending.count
         flush(pending[...], context: context)
         pending.removeAll(keepingCapacity: true)
+        returned = 0
     }
 
     func shutdown(context: SinkContext) {
         if !pending.isEmpty {
+            chunkReturned = pending.count
             flush(pending[...], context: context)
             pending.removeAll()
+            returned = 0
         }
         poster.close()
     }
@@ -110,7 +136,7 @@ final class OTLPSink: EventSink, @unchecked Sendable {
             }
         } catch {
             context.logger.error("cannot encode \(events.count) events for OTLP \(signal.rawValue): \(error)")
-            if primary { context.countLostAfterWrite(events.count, .writeFailed) }
+            if primary { lose(events.count, .writeFailed, context) }
             return
         }
         if body.count > config.batchBytes && events.count > 1 {
@@ -150,13 +176,14 @@ final class OTLPSink: EventSink, @unchecked Sendable {
         }
         while true {
             if context.shouldAbandon {
-                if primary { context.countLostAfterWrite(events, .shutdown) }
+                if primary { lose(events, .shutdown, context) }
                 context.logger.error("gave up sending \(events) events to \(endpoint(path)) at shutdown")
                 return
             }
             let wait: Int64
             do {
-                let response = try poster.post(path, body: buffer, headers: headers, timeout: .nanoseconds(config.timeout))
+                let response = try poster.post(path, body: buffer, headers: headers, timeout: .nanoseconds(config.timeout),
+                                               giveUp: { context.shouldAbandon })
                 switch response.status {
                 case 200..<300:
                     if loggedDown { context.logger.notice("\(endpoint(path)) takes requests again") }
@@ -170,7 +197,7 @@ final class OTLPSink: EventSink, @unchecked Sendable {
                         loggedDown = true
                     }
                 default:
-                    if primary { context.countLostAfterWrite(events, .writeFailed) }
+                    if primary { lose(events, .writeFailed, context) }
                     context.logger.error("\(endpoint(path)) refused \(events) events with \(response.status): \(Self.shown(response.body)); not retried")
                     return
                 }
@@ -208,7 +235,7 @@ final class OTLPSink: EventSink, @unchecked Sendable {
         guard rejected > 0 || !message.isEmpty else { return }
         let what = signal == .logs ? "log records" : "data points"
         context.logger.warning("\(endpoint(config.basePath + "/v1/" + signal.rawValue)) rejected \(rejected) of the \(what) sent: \(Self.shown(Array(message.utf8))) (partial success; not retried)")
-        if primary && rejected > 0 { context.countLostAfterWrite(Int(min(rejected, Int64(events))), .rejected) }
+        if primary && rejected > 0 { lose(Int(min(rejected, Int64(events))), .rejected, context) }
     }
 
     /// The answer's `Retry-After` (seconds, or an HTTP date), at least

@@ -121,7 +121,15 @@ public final class SinkContext: @unchecked Sendable {
     /// queue). They are taken off `written`.
     public func countLostAfterWrite(_ n: Int, _ reason: LossReason) {
         guard n > 0, !hand.withLock({ $0.abandoned }) else { return }
-        written.wrappingSubtract(UInt64(n), ordering: .relaxed)
+        // Never more than was counted written: a sink's mistake must not
+        // wrap the counter (and trap the next add).
+        var current = written.load(ordering: .relaxed)
+        while true {
+            let (exchanged, now) = written.compareExchange(expected: current, desired: current - min(current, UInt64(n)),
+                                                           ordering: .relaxed)
+            if exchanged { break }
+            current = now
+        }
         lost.add(UInt64(n), reason)
     }
 
@@ -278,7 +286,7 @@ final class SinkRunner: @unchecked Sendable {
     /// Counts `n` events of a batch as delivered.
     private func delivered(_ n: Int) {
         guard n > 0 else { return }
-        context.written.add(UInt64(n), ordering: .relaxed)
+        context.written.wrappingAdd(UInt64(n), ordering: .relaxed)
         let now = monotonicNanoseconds()
         if firstWrite == 0 { firstWrite = now }
         lastWrite = now

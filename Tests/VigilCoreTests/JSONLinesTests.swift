@@ -489,3 +489,17 @@ struct TimestampCacheTests {
         }
     }
 }
+
+/// A line from a socket or a disk buffer nested without end is refused,
+/// never a stack overflow (hostile testing found a disk buffer record of
+/// 300 nested arrays taking the host down on every start).
+@Suite struct JSONLineDepthTests {
+    @Test(arguments: [33, 300, 100_000])
+    func deepNestingIsAnErrorNotACrash(depth: Int) {
+        for (open, close) in [("[", "]"), ("{\"a\":", "}")] {
+            let value = String(repeating: open, count: depth) + "1" + String(repeating: close, count: depth)
+            let line = #"{"time":"2026-11-26T00:00:00.000000000Z","host":"h","monitor":"m","plugin":"p","kind":"k","severity":"info","seq":1,"fields":{"x":"# + value + "}}"
+            #expect(throws: JSONLineDecoder.DecodingError.self) { try JSONLineDecoder().decode(line) }
+        }
+    }
+}
