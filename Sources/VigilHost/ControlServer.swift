@@ -223,6 +223,12 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
         let keepAlive = head.isKeepAlive && response.status != 401
         if response.status == 401 { out.headers.add(name: "WWW-Authenticate", value: "Bearer realm=\"vigil\"") }
         if !keepAlive { out.headers.add(name: "Connection", value: "close") }
+        // A client that does not read its answers (pipelining requests) gets
+        // no more of them: the connection closes rather than queue them.
+        guard context.channel.isWritable else {
+            context.close(promise: nil)
+            return
+        }
         context.write(wrapOutboundOut(.head(out)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -239,8 +245,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
 /// given SwiftNIO's HTTP/1.1 codec and then `handler()`, which must close
 /// the connection on `IdleStateHandler.IdleStateEvent`.
 enum HTTPServing {
+    /// A connection must send a whole request within this long of opening,
+    /// or of its previous request: a client trickling bytes (slowloris)
+    /// cannot hold a slot, which the idle timeout alone would allow.
+    static let requestDeadline = TimeAmount.seconds(10)
+
     static func bootstrap<Handler: ChannelHandler & Sendable>(
         _ group: MultiThreadedEventLoopGroup, maxConnections: Int, idleTimeout: TimeAmount,
+        requestDeadline: TimeAmount = HTTPServing.requestDeadline,
         handler: @escaping @Sendable () -> Handler
     ) -> ServerBootstrap {
         let open = LockedState<Int>(0)
@@ -257,8 +269,47 @@ enum HTTPServing {
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(RequestDeadlineHandler(deadline: requestDeadline))
                     try channel.pipeline.syncOperations.addHandler(handler())
                 }
             }
+    }
+}
+
+/// Closes a connection that has not completed a request within `deadline`
+/// of opening or of its previous request (see `HTTPServing.requestDeadline`).
+final class RequestDeadlineHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    private let deadline: TimeAmount
+    private var timer: Scheduled<Void>?
+
+    init(deadline: TimeAmount) { self.deadline = deadline }
+
+    private func arm(_ context: ChannelHandlerContext) {
+        timer?.cancel()
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: deadline) { bound.value.close(promise: nil) }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { arm(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        arm(context)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .end = unwrapInboundIn(data) { arm(context) }
+        context.fireChannelRead(data)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
     }
 }

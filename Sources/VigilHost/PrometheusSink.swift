@@ -309,6 +309,13 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
         for (name, value) in extra { out.headers.add(name: name, value: value) }
         let keepAlive = head.isKeepAlive
         if !keepAlive { out.headers.add(name: "Connection", value: "close") }
+        // A scraper that does not read its answers (pipelined requests, a
+        // full socket) gets no more of them: the connection closes rather
+        // than queue a copy of the exposition per request.
+        guard context.channel.isWritable else {
+            context.close(promise: nil)
+            return
+        }
         context.write(wrapOutboundOut(.head(out)), promise: nil)
         if head.method != .HEAD {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
