@@ -314,19 +314,35 @@ public struct ManifestLoader {
                 }
             }
         }
+        // Disk buffers: one directory each, none inside another (`a`, `a/`,
+        // `a/../a` and `a/sub` are all the same place or share it).
+        var buffers: [(path: String, sink: String, at: SourceLocation)] = []
+        for sink in manifest.sinks {
+            let buffer: SinkBufferConfig? = switch sink.kind {
+            case .socket(let s): s.buffer
+            case .syslog(let s): s.buffer
+            case .otlp(let s): s.buffer
+            default: nil
+            }
+            guard let buffer, buffer.kind == .disk else { continue }
+            let path = Self.normalizedPath(buffer.path)
+            if let other = buffers.first(where: { $0.path == path || path.hasPrefix($0.path + "/") || $0.path.hasPrefix(path + "/") }) {
+                d.error(buffer.location, "sinks '\(other.sink)' and '\(sink.name)' both use the disk buffer directory \(other.path == path ? path : "\(other.path) and \(path), one inside the other")",
+                        hint: "'\(other.sink)' is at \(other.at); give each sink a directory of its own")
+            } else {
+                buffers.append((path, sink.name, sink.location))
+            }
+        }
         var claimed: [String: (String, SourceLocation)] = [:]
         for sink in manifest.sinks {
             let resource: String
             switch sink.kind {
             case .file(let file): resource = "file \(file.path)"
             case .socket(let socket):
-                if let buffer = socket.buffer { resource = "disk buffer \(buffer.path)"; break }
                 guard case .listen(let address) = socket.mode else { continue }
                 resource = "listen address \(address)"
             case .prometheus(let prometheus):
                 resource = "listen address \(SocketAddress.tcp(host: prometheus.listenHost, port: prometheus.listenPort))"
-            case .otlp(let o) where o.buffer != nil: resource = "disk buffer \(o.buffer!.path)"
-            case .syslog(let s) where s.buffer != nil: resource = "disk buffer \(s.buffer!.path)"
             default: continue
             }
             if let (other, at) = claimed[resource] {
@@ -449,12 +465,19 @@ public struct ManifestLoader {
                         (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
                     }
                     guard tokenOK else {
-                        d.error(entry.key.location, "'\(key)' is not an HTTP header name")
+                        d.error(entry.key.location, "\(Self.shown(key)) is not an HTTP header name")
+                        continue
+                    }
+                    // The sink writes these itself; a second one makes a request receivers refuse.
+                    let own = ["content-length", "content-type", "content-encoding", "transfer-encoding", "host", "connection"]
+                    guard !own.contains(key.lowercased()) else {
+                        d.error(entry.key.location, "header '\(key)' is the sink's own to set",
+                                hint: "use 'encoding' and 'compression' for the body's type and encoding")
                         continue
                     }
                     guard let value = d.string(entry.value, what: "header '\(key)'") else { continue }
-                    if value.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) {
-                        d.error(entry.value.location, "header '\(key)' holds a line break or NUL")
+                    if value.utf8.contains(where: { $0 < 0x20 && $0 != 0x09 || $0 >= 0x7F }) {
+                        d.error(entry.value.location, "header '\(key)' must be printable ASCII (a line break, a control character or non-ASCII text cannot be sent as is)")
                         continue
                     }
                     config.headers.append((key, value))
@@ -473,7 +496,7 @@ public struct ManifestLoader {
             }
             if let v = b["timeout"], let ns = d.duration(v, what: "'batch.timeout'") { config.batchTimeout = max(ns, 1_000_000) }
         }
-        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 1_000_000) }
+        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 10_000_000) }
         if let n = keys["retry_max"], let ns = d.duration(n, what: "'retry_max'") { config.retryMax = max(ns, config.retryMin) }
         if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'") { config.timeout = max(ns, 100_000_000) }
         return .otlp(config)
@@ -516,6 +539,34 @@ public struct ManifestLoader {
         }
         Self.backoff(keys, min: &config.reconnectMin, max: &config.reconnectMax, &d)
         return .syslog(config)
+    }
+
+    /// A name from the manifest as an error shows it: control characters escaped.
+    static func shown(_ text: String) -> String {
+        var out = "'"
+        for c in text.unicodeScalars {
+            if c.value < 0x20 || c.value == 0x7F {
+                let hex = String(c.value, radix: 16)
+                out += "\\x" + (hex.count < 2 ? "0" + hex : hex)
+            } else {
+                out.unicodeScalars.append(c)
+            }
+        }
+        return out + "'"
+    }
+
+    /// A path with `.`, `..`, repeated and trailing `/` resolved in text
+    /// (relative ones stay relative; symbolic links are not followed here:
+    /// the buffer's lock catches what text cannot).
+    static func normalizedPath(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == "..", let last = parts.last, last != ".." { parts.removeLast(); continue }
+            parts.append(part)
+        }
+        let joined = parts.joined(separator: "/")
+        return path.hasPrefix("/") ? "/" + joined : (joined.isEmpty ? "." : joined)
     }
 
     /// `buffer: { type: memory | disk, path, max_size, when_full, fsync }`.
@@ -593,7 +644,8 @@ public struct ManifestLoader {
         }
         if let n = keys["retry_min"] ?? keys["reconnect_min"],
            let ns = d.duration(n, what: keys["retry_min"] != nil ? "'retry_min'" : "'reconnect_min'") {
-            low = Swift.max(ns, 1_000_000)
+            // At least 10ms: a dead peer must not be retried in a busy loop.
+            low = Swift.max(ns, 10_000_000)
         }
         if let n = keys["retry_max"] ?? keys["reconnect_max"],
            let ns = d.duration(n, what: keys["retry_max"] != nil ? "'retry_max'" : "'reconnect_max'") {

@@ -37,6 +37,8 @@ final class DiskBuffer: @unchecked Sendable {
         var possibleDuplicates = 0
         /// A torn record at the end of the newest segment, cut off (bytes).
         var truncatedBytes: Int64 = 0
+        /// `state` pointed past the data: ignored, everything sent again.
+        var stateDistrusted = false
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -63,10 +65,17 @@ final class DiskBuffer: @unchecked Sendable {
     private(set) var recovery = Recovery()
     /// Records on disk not yet acknowledged.
     private(set) var pendingRecords = 0
+    /// Records handed out by `read` and not yet acknowledged.
+    private var readNotAcknowledged = 0
     /// Records skipped because their segment was corrupt, and segments so.
     private(set) var corruptSegments = 0
     private(set) var corruptBytes: Int64 = 0
+    /// Segment numbers missing between two present (removed from under the buffer).
+    private(set) var missingSegments = 0
     private var dirty = false
+    /// `DIR/lock`, held (flock) while the buffer is open: two sinks, or two
+    /// hosts, never use one directory at once.
+    private var lockFD: Int32 = -1
 
     var totalBytes: Int64 { lock.withLock { segments.reduce(0) { $0 + $1.size } - ack.offset } }
 
@@ -80,10 +89,22 @@ final class DiskBuffer: @unchecked Sendable {
         cursor = ack
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
+        lockFD = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard lockFD >= 0 else {
+            throw Failure(description: "cannot open \(directory)/lock: \(String(cString: strerror(errno)))")
+        }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(lockFD)
+            lockFD = -1
+            throw Failure(description: "\(directory) is in use by another sink or another vigil (its lock is held)")
+        }
         try recover()
     }
 
-    deinit { if writeFD >= 0 { Glibc.close(writeFD) } }
+    deinit {
+        if writeFD >= 0 { Glibc.close(writeFD) }
+        if lockFD >= 0 { Glibc.close(lockFD) }
+    }
 
     private func path(_ segment: UInt64) -> String {
         directory + "/" + String(format: "%016llx", segment) + ".seg"
@@ -106,6 +127,15 @@ final class DiskBuffer: @unchecked Sendable {
         if let (a, s) = readState() {
             ack = a
             sent = max(s, a)
+            // A state ahead of the data it speaks of (tampered, or from
+            // another directory) would skip records silently: distrust it,
+            // and send everything again, every record a possible duplicate.
+            let size = segments.first { $0.number == a.segment }?.size
+            if let last = segments.last, a.segment > last.number || (size != nil && a.offset > size!) {
+                recovery.stateDistrusted = true
+                ack = Position(segment: segments[0].number, offset: 0)
+                sent = Position(segment: last.number, offset: last.size)
+            }
         } else if let first = segments.first {
             ack = Position(segment: first.number, offset: 0)
             sent = ack
@@ -115,7 +145,15 @@ final class DiskBuffer: @unchecked Sendable {
             unlink(path(first.number))
             segments.removeFirst()
         }
-        if let first = segments.first, first.number > ack.segment { ack = Position(segment: first.number, offset: 0) }
+        if let first = segments.first, first.number > ack.segment {
+            // The segment `state` points into is gone (it is never removed
+            // before it is acknowledged whole): its records are lost.
+            if FileManager.default.fileExists(atPath: directory + "/state") {
+                corruptSegments += 1
+                missingSegments &+= Int(clamping: first.number &- ack.segment)
+            }
+            ack = Position(segment: first.number, offset: 0)
+        }
         if segments.isEmpty { ack = Position(segment: max(1, ack.segment), offset: 0) }
         if ack.offset > (segments.first?.size ?? 0) { ack.offset = segments.first?.size ?? 0 }
         sent = max(sent, ack)
@@ -266,7 +304,13 @@ final class DiskBuffer: @unchecked Sendable {
                 if cursor.offset >= segment.size {
                     // The end of a segment that is not the newest: go on to the next.
                     guard index + 1 < segments.count else { break }
-                    cursor = Position(segment: segments[index + 1].number, offset: 0)
+                    let next = segments[index + 1].number
+                    if next != segment.number + 1 {
+                        // Segments between were removed from under the buffer: their records are lost.
+                        corruptSegments += 1
+                        missingSegments &+= Int(clamping: next &- segment.number &- 1)
+                    }
+                    cursor = Position(segment: next, offset: 0)
                     continue
                 }
                 let fd = open(path(segment.number), O_RDONLY | O_CLOEXEC)
@@ -287,6 +331,7 @@ final class DiskBuffer: @unchecked Sendable {
                         break
                     }
                     cursor.offset += Int64(record.count)
+                    readNotAcknowledged += 1
                     out.append((Array(record[Self.headerBytes...]), cursor))
                 }
             }
@@ -307,6 +352,24 @@ final class DiskBuffer: @unchecked Sendable {
             cursor = Position(segment: segment.number, offset: segment.size)
             if writeFD >= 0 { Glibc.close(writeFD); writeFD = -1 }
         }
+        // What was in the skipped part is no longer pending: count again.
+        pendingRecords = readNotAcknowledged + recordsFromCursor()
+    }
+
+    /// Records whose headers are sound from the cursor on.
+    private func recordsFromCursor() -> Int {
+        var count = 0
+        for segment in segments where segment.number >= cursor.segment {
+            let fd = open(path(segment.number), O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { Glibc.close(fd) }
+            var offset: Int64 = segment.number == cursor.segment ? cursor.offset : 0
+            while offset < segment.size, let length = recordLength(fd: fd, at: offset, size: segment.size) {
+                count += 1
+                offset += Int64(Self.headerBytes + length)
+            }
+        }
+        return count
     }
 
     /// Marks what is being handed to the peer (persisted before the send).
@@ -323,6 +386,7 @@ final class DiskBuffer: @unchecked Sendable {
             ack = max(ack, position)
             sent = max(sent, ack)
             pendingRecords = max(0, pendingRecords - records)
+            readNotAcknowledged = max(0, readNotAcknowledged - records)
             // Delivered segments go; the newest (being written) stays.
             while segments.count > 1 {
                 let first = segments[0]
@@ -376,6 +440,10 @@ final class DiskBuffer: @unchecked Sendable {
                 writeFD = -1
             }
             writeState()
+            if lockFD >= 0 {
+                Glibc.close(lockFD)
+                lockFD = -1
+            }
         }
     }
 

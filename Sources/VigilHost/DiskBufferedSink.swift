@@ -86,6 +86,9 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
             if r.pending > 0 {
                 context.logger.notice("disk buffer \(config.path): \(r.pending) events from an earlier run to send (\(r.possibleDuplicates) of them sent before, possibly received twice)")
             }
+            if r.stateDistrusted {
+                context.logger.warning("disk buffer \(config.path): its state points past its data; every record is sent again (each a possible duplicate)")
+            }
             if r.truncatedBytes > 0 {
                 context.logger.warning("disk buffer \(config.path): a record torn by a crash was cut off (\(r.truncatedBytes) bytes)")
             }
@@ -200,7 +203,11 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
             if let outer, outer.isClosing, innerContext.abandonDeadline == .max {
                 innerContext.beginClosing(drainDeadline: outer.abandonDeadline)
             }
+            let corruptBefore = buffer.corruptSegments
             let records = buffer.read(max: Self.deliveryBatch)
+            if buffer.corruptSegments > corruptBefore, let outer {
+                outer.logger.error("disk buffer \(buffer.directory): \(buffer.corruptSegments - corruptBefore) corrupt or missing segment parts skipped (\(buffer.corruptBytes) bytes corrupt, \(buffer.missingSegments) segments missing so far); their events are lost")
+            }
             if records.isEmpty {
                 if stopping { return }
                 _ = signal.wait(timeout: .now() + .milliseconds(200))

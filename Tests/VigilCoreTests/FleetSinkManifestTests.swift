@@ -125,7 +125,7 @@ import Testing
         expectDiagnostic(d, at: 5, 30, "the endpoint's port is not 1-65535")
         expectDiagnostic(d, at: 6, 52, "'signals' lists logs and metrics, not 'traces'")
         expectDiagnostic(d, at: 6, 72, "'bad name' is not an HTTP header name")
-        expectDiagnostic(d, at: 6, 91, "header 'Ok' holds a line break or NUL")
+        expectDiagnostic(d, at: 6, 91, "header 'Ok' must be printable ASCII")
         expectDiagnostic(d, at: 7, 52, "'encoding'")
         expectDiagnostic(d, at: 7, 74, "'batch.events'")
         expectDiagnostic(d, at: 7, 84, "'batch.bytes' must be at least 1KiB")
@@ -150,7 +150,31 @@ import Testing
         expectDiagnostic(d, at: 5, 70, "a disk buffer is for sinks that connect over a stream")
         expectDiagnostic(d, at: 6, 54, "a disk buffer needs a 'path'")
         expectDiagnostic(d, at: 7, 98, "'buffer.max_size' must be at least 1MiB")
-        expectDiagnostic(d, at: 7, 3, "sinks 'b' and 'f' both use disk buffer /var/lib/vigil/b")
+        expectDiagnostic(d, at: 7, 70, "sinks 'b' and 'f' both use the disk buffer directory /var/lib/vigil/b")
         expectCount(d, 4)
+        // The same place spelled otherwise, or one inside the other.
+        let (_, e) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: otlp, endpoint: "http://h", buffer: { type: disk, path: buf } }
+              b: { type: otlp, endpoint: "http://h", buffer: { type: disk, path: ./x/../buf/ } }
+              c: { type: otlp, endpoint: "http://h", buffer: { type: disk, path: buf/inner } }
+              f: { type: otlp, endpoint: "http://h", buffer: { type: disk, path: bufs } }
+            """)
+        expectDiagnostic(e, at: 4, 70, "sinks 'a' and 'b' both use the disk buffer directory buf")
+        expectDiagnostic(e, at: 5, 70, "sinks 'a' and 'c' both use the disk buffer directory buf and buf/inner, one inside the other")
+        expectCount(e, 2)
+    }
+
+    @Test func headersTheSinkSetsItselfAreRefused() {
+        let (_, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: otlp, endpoint: "http://h", headers: { Content-Length: "5", host: other, X-Ok: "é" } }
+            """)
+        expectDiagnostic(d, at: 3, 53, "header 'Content-Length' is the sink's own to set")
+        expectDiagnostic(d, at: 3, 74, "header 'host' is the sink's own to set")
+        expectDiagnostic(d, at: 3, 93, "header 'X-Ok' must be printable ASCII")
+        expectCount(d, 3)
     }
 }

@@ -122,4 +122,34 @@ import Testing
         #expect(Self.text(buffer.read(max: 1)) == ["record \(dropped) "])
         #expect(buffer.wouldOverflow(adding: 2 << 20))
     }
+
+    @Test func oneDirectoryIsHeldByOneBufferAtATime() throws {
+        let dir = try TestEnv.tempDir("buffer-lock")
+        let first = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+        #expect(throws: DiskBuffer.Failure.self) { try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never) }
+        first.close()
+        _ = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+    }
+
+    @Test func aSegmentRemovedFromUnderTheBufferIsCountedAndAStateAheadIsDistrusted() throws {
+        let dir = try TestEnv.tempDir("buffer-missing")
+        do {
+            let buffer = try DiskBuffer(directory: dir, maxBytes: 1 << 20, fsync: .never)  // 128 KiB segments
+            _ = try buffer.append(Self.payloads(0..<10_000))
+            buffer.close()
+        }
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".seg") }.sorted()
+        #expect(segments.count >= 3)
+        try FileManager.default.removeItem(atPath: dir + "/" + segments[1])
+        let again = try DiskBuffer(directory: dir, maxBytes: 1 << 20, fsync: .never)
+        while !again.read(max: 1000).isEmpty {}
+        #expect(again.corruptSegments == 1 && again.missingSegments == 1)
+        again.close()
+
+        // A state that points past the data: everything again, all possibly duplicates.
+        try TestEnv.write("ack 999 5\nsent 999 5\n", to: dir + "/state")
+        let distrusting = try DiskBuffer(directory: dir, maxBytes: 1 << 20, fsync: .never)
+        #expect(distrusting.recovery.stateDistrusted)
+        #expect(distrusting.recovery.pending > 0 && distrusting.recovery.possibleDuplicates == distrusting.recovery.pending)
+    }
 }
