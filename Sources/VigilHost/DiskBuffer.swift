@@ -89,6 +89,15 @@ final class DiskBuffer: @unchecked Sendable {
         cursor = ack
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
+        // Records from it go to the peer as the host's own: a directory others
+        // can write to would let them plant events.
+        var st = stat()
+        guard stat(directory, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+            throw Failure(description: "\(directory) is not a directory")
+        }
+        if st.st_uid != geteuid() || st.st_mode & 0o022 != 0 {
+            throw Failure(description: "\(directory) is \(st.st_uid != geteuid() ? "owned by uid \(st.st_uid), not this user" : "writable by others (mode \(String(st.st_mode & 0o777, radix: 8)))"): others could plant events in it; chmod 700 it, owned by the user vigil runs as")
+        }
         lockFD = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard lockFD >= 0 else {
             throw Failure(description: "cannot open \(directory)/lock: \(String(cString: strerror(errno)))")

@@ -152,4 +152,12 @@ import Testing
         #expect(distrusting.recovery.stateDistrusted)
         #expect(distrusting.recovery.pending > 0 && distrusting.recovery.possibleDuplicates == distrusting.recovery.pending)
     }
+
+    @Test func aDirectoryOthersCanWriteIsRefused() throws {
+        let dir = try TestEnv.tempDir("buffer-mode")
+        chmod(dir, 0o777)
+        #expect(throws: DiskBuffer.Failure.self) { try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never) }
+        chmod(dir, 0o700)
+        _ = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+    }
 }

@@ -212,6 +212,42 @@ import Testing
         #expect(receiver.requests().count <= 10)
     }
 
+    /// Hostile testing found both: a dead peer with several batches waiting
+    /// trapped the host at shutdown (a counter taken back below zero), and a
+    /// peer that never answers left its batch counted written ("none lost").
+    @Test(arguments: ["dead", "silent"])
+    func aPeerThatNeverTakesAnythingIsCountedLostAtShutdown(peer: String) throws {
+        let dir = try TestEnv.tempDir("otlp-\(peer)")
+        let port = try ControlTCPRunTests.freePort()
+        var silent: RunningProcess?
+        if peer == "silent" {
+            // Accepts, reads nothing, answers nothing.
+            silent = try TestEnv.start("/usr/bin/env", ["python3", "-c", """
+            import socket, time
+            s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", \(port))); s.listen(16)
+            held = []
+            while True: held.append(s.accept()[0])
+            """])
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        defer { silent?.signal(SIGKILL); _ = silent?.wait(timeout: 5) }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors: { beat: { plugin: heartbeat, interval: 100ms, isolation: none } }
+        sinks:
+          otel: { type: otlp, endpoint: "http://127.0.0.1:\(port)", timeout: 30s, batch: { events: 5, timeout: 100ms } }
+        """, to: dir + "/vigil.yaml")
+        let started = Date()
+        let run = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "2s", "--drain-timeout", "1s", "--control", "none",
+                                                  "--summary", dir + "/summary.json"], timeout: 60)
+        #expect(run.status == 3, "\(run.stderr)")
+        #expect(Date().timeIntervalSince(started) < 10, "waited out the request's timeout")
+        let summary = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json")))) as? [String: Any] ?? [:]
+        let sink = (summary["sinks"] as? [[String: Any]])?.first ?? [:]
+        let lost = (sink["lost"] as? [String: Any])?["shutdown"] as? Int ?? 0
+        #expect(lost == summary["events"] as? Int && sink["written"] as? Int == 0, "\(sink)")
+    }
+
     @Test func aReceiverThatComesUpLateGetsEverything() throws {
         let dir = try TestEnv.tempDir("otlp-late")
         let port = try ControlTCPRunTests.freePort()
