@@ -39,6 +39,9 @@ final class DiskBuffer: @unchecked Sendable {
         var truncatedBytes: Int64 = 0
         /// `state` pointed past the data: ignored, everything sent again.
         var stateDistrusted = false
+        /// Records `state` said were waiting that are not on disk (segments
+        /// truncated or emptied from under the buffer): lost.
+        var missingRecords = 0
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -122,6 +125,7 @@ final class DiskBuffer: @unchecked Sendable {
     // MARK: recovery
 
     private func recover() throws {
+        var frontGap = false
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         var numbers: [UInt64] = []
         for name in names where name.hasSuffix(".seg") && name.count == 20 {
@@ -158,7 +162,7 @@ final class DiskBuffer: @unchecked Sendable {
             // The segment `state` points into is gone (it is never removed
             // before it is acknowledged whole): its records are lost.
             if FileManager.default.fileExists(atPath: directory + "/state") {
-                corruptSegments += 1
+                frontGap = true
                 missingSegments &+= Int(clamping: first.number &- ack.segment)
             }
             ack = Position(segment: first.number, offset: 0)
@@ -187,6 +191,11 @@ final class DiskBuffer: @unchecked Sendable {
             }
         }
         pendingRecords = recovery.pending
+        if let stated = statedRecords, recovery.pending < stated {
+            recovery.missingRecords = stated - recovery.pending
+        }
+        // One count for what went missing before this start, however seen.
+        if recovery.missingRecords > 0 || frontGap { corruptSegments += 1 }
         if let last = segments.last {
             writeFD = open(path(last.number), O_WRONLY | O_APPEND | O_CLOEXEC)
             if writeFD < 0 { throw Failure(description: "cannot open \(path(last.number)): \(String(cString: strerror(errno)))") }
@@ -204,12 +213,17 @@ final class DiskBuffer: @unchecked Sendable {
         return length
     }
 
+    /// Records waiting when `state` was last written (`records N`); nil
+    /// when it does not say.
+    private var statedRecords: Int?
+
     private func readState() -> (Position, Position)? {
         guard let data = FileManager.default.contents(atPath: directory + "/state"), data.count < 4096,
               let text = String(data: data, encoding: .utf8) else { return nil }
         var ack: Position?, sent: Position?
         for line in text.split(separator: "\n") {
             let parts = line.split(separator: " ")
+            if parts.count == 2, parts[0] == "records", let n = Int(parts[1]), n >= 0 { statedRecords = n }
             guard parts.count == 3, let seg = UInt64(parts[1]), let off = Int64(parts[2]), off >= 0 else { continue }
             if parts[0] == "ack" { ack = Position(segment: seg, offset: off) }
             if parts[0] == "sent" { sent = Position(segment: seg, offset: off) }
@@ -218,8 +232,10 @@ final class DiskBuffer: @unchecked Sendable {
         return (ack, sent ?? ack)
     }
 
+    /// `ack`, `sent`, and how many records wait: appends only add to those,
+    /// so finding fewer at the next start means records went missing.
     private func writeState() {
-        let text = "ack \(ack.segment) \(ack.offset)\nsent \(sent.segment) \(sent.offset)\n"
+        let text = "ack \(ack.segment) \(ack.offset)\nsent \(sent.segment) \(sent.offset)\nrecords \(pendingRecords)\n"
         let tmp = directory + "/state.tmp"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
@@ -315,8 +331,10 @@ final class DiskBuffer: @unchecked Sendable {
                     guard index + 1 < segments.count else { break }
                     let next = segments[index + 1].number
                     if next != segment.number + 1 {
-                        // Segments between were removed from under the buffer: their records are lost.
-                        corruptSegments += 1
+                        // Segments between were removed from under the buffer: their
+                        // records are lost (counted once: at recovery when `state` said
+                        // how many records waited).
+                        if recovery.missingRecords == 0 { corruptSegments += 1 }
                         missingSegments &+= Int(clamping: next &- segment.number &- 1)
                     }
                     cursor = Position(segment: next, offset: 0)
@@ -361,8 +379,10 @@ final class DiskBuffer: @unchecked Sendable {
             cursor = Position(segment: segment.number, offset: segment.size)
             if writeFD >= 0 { Glibc.close(writeFD); writeFD = -1 }
         }
-        // What was in the skipped part is no longer pending: count again.
+        // What was in the skipped part is no longer pending: count again,
+        // and say so in `state`, so the next start does not count them twice.
         pendingRecords = readNotAcknowledged + recordsFromCursor()
+        writeState()
     }
 
     /// Records whose headers are sound from the cursor on.

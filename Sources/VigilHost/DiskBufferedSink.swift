@@ -89,6 +89,9 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
             if r.stateDistrusted {
                 context.logger.warning("disk buffer \(config.path): its state points past its data; every record is sent again (each a possible duplicate)")
             }
+            if r.missingRecords > 0 {
+                context.logger.error("disk buffer \(config.path): \(r.missingRecords) records its state counted are not on disk (segments emptied or removed from under it); they are lost")
+            }
             if r.truncatedBytes > 0 {
                 context.logger.warning("disk buffer \(config.path): a record torn by a crash was cut off (\(r.truncatedBytes) bytes)")
             }

@@ -160,4 +160,21 @@ import Testing
         chmod(dir, 0o700)
         _ = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
     }
+
+    @Test func segmentsEmptiedFromUnderTheBufferAreCountedMissing() throws {
+        let dir = try TestEnv.tempDir("buffer-emptied")
+        do {
+            let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+            _ = try buffer.append(Self.payloads(0..<500))
+            let first = buffer.read(max: 100)
+            buffer.acknowledge(upTo: first.last!.end, records: 100)  // state: 400 waiting
+            buffer.close()
+        }
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir) where name.hasSuffix(".seg") {
+            truncate(dir + "/" + name, 0)
+        }
+        let again = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+        #expect(again.recovery.missingRecords == 400)
+        #expect(again.corruptSegments == 1)
+    }
 }
