@@ -29,21 +29,11 @@ struct PrometheusText {
     mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
         bytes += Array(name.utf8)
         if !labels.isEmpty {
+            // The same escaping as the prometheus sink's series.
+            var text = ""
+            for (key, value) in labels { PrometheusSeries.appendLabel(key, value, to: &text) }
             bytes.append(UInt8(ascii: "{"))
-            for (i, (key, text)) in labels.enumerated() {
-                if i > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes += Array(key.utf8)
-                bytes += Array("=\"".utf8)
-                for b in text.utf8 {
-                    switch b {
-                    case UInt8(ascii: "\\"): bytes += Array("\\\\".utf8)
-                    case UInt8(ascii: "\""): bytes += Array("\\\"".utf8)
-                    case UInt8(ascii: "\n"): bytes += Array("\\n".utf8)
-                    default: bytes.append(b)
-                    }
-                }
-                bytes.append(UInt8(ascii: "\""))
-            }
+            bytes += text.utf8
             bytes.append(UInt8(ascii: "}"))
         }
         bytes.append(UInt8(ascii: " "))
