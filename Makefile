@@ -83,6 +83,11 @@ install: all
 	for f in $(notdir $(SWIFT_PLUGIN_FILES)); do $(PATCHELF) --set-rpath '$$ORIGIN/..' "$(DESTDIR)$(PLUGINDIR)/$$f" || exit 1; done
 	$(INSTALL) -m 0755 $(EXTRA)/*.so "$(DESTDIR)$(PLUGINDIR)/"
 	{ printf '%s\n' $(notdir $(SWIFT_PLUGIN_FILES)); for f in $(EXTRA)/*.so; do basename "$$f"; done; } > "$(DESTDIR)$(LIBDIR)/plugins.txt"
+	# The collectd plugin's shim (built where collectd-dev is installed) beside it.
+	if [ -f $(EXTRA)/collectd-shim/libvigil_collectd_shim.so ]; then \
+		$(INSTALL) -d -m 0755 "$(DESTDIR)$(PLUGINDIR)/collectd-shim" && \
+		$(INSTALL) -m 0755 $(EXTRA)/collectd-shim/libvigil_collectd_shim.so "$(DESTDIR)$(PLUGINDIR)/collectd-shim/"; \
+	fi
 	scripts/bundle-swift-runtime "$(SWIFT_RUNTIME_DIR)" "$(DESTDIR)$(LIBDIR)" $(BIN)/vigil $(SWIFT_PLUGIN_FILES)
 	$(INSTALL) -m 0644 Sources/CVigilPlugin/include/vigil_plugin.h "$(DESTDIR)$(INCLUDEDIR)/vigil_plugin.h"
 	$(INSTALL) -m 0644 dist/vigil.1 "$(DESTDIR)$(MANDIR)/man1/vigil.1"
@@ -111,7 +116,8 @@ uninstall:
 		done < "$$list"; \
 		rm -f "$$list"; \
 	done
-	-rmdir "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" 2>/dev/null
+	rm -f "$(DESTDIR)$(PLUGINDIR)/collectd-shim/libvigil_collectd_shim.so"
+	-rmdir "$(DESTDIR)$(PLUGINDIR)/collectd-shim" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" 2>/dev/null
 	@[ ! -e "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml" ] || echo "left $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml in place"
 
 check:

@@ -316,14 +316,15 @@ public enum PluginProbe {
             out.send("timing", "\(loadTime)", create)
         }
         if let manifestPath = request.manifest, !request.creates.isEmpty {
-            createInstances(request.creates, manifest: manifestPath, plugin: plugin, out: out)
+            createInstances(request.creates, manifest: manifestPath, plugin: plugin, path: request.path, out: out)
         }
         out.send("done")
     }
 
     /// Creates and destroys each named monitor's instance with its options
     /// from the manifest, as `vigil validate` would in-process.
-    static func createInstances(_ names: [String], manifest path: String, plugin: LoadedPlugin, out: ProtocolWriter) {
+    static func createInstances(_ names: [String], manifest path: String, plugin: LoadedPlugin, path pluginPath: String,
+                                out: ProtocolWriter) {
         // With its includes: a monitor may be defined in a fragment.
         let (manifest, problems) = ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment)
             .load(from: FileManifestSource())
@@ -344,6 +345,10 @@ public enum PluginProbe {
             }
             let descriptor = plugin.descriptor
             let interval = plugin.description.effectiveInterval(config.interval)
+            // The instance is told where `run` would put it, as a runner tells its own.
+            let decision = IsolationDecision.decide(for: config, in: manifest, path: pluginPath,
+                                                    hostDirectories: PluginProbes.hostDirectories())
+            IsolationEnvironment.set(decision.isolation)
             var handle: UnsafeMutableRawPointer?
             out.send("begin", "create", name)
             let started = monotonicNanoseconds()

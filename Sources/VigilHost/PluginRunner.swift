@@ -72,6 +72,9 @@ public enum PluginRunner {
             return 0
         }
         // The host already warned of every rule the override skips.
+        // A plugin may ask where it runs (docs/isolation.md): alone in this
+        // process. Set before the plugin is loaded, while one thread runs.
+        IsolationEnvironment.set(.process)
         let vetting = PluginVetting(policy: PluginFilePolicy(allowUnsafe: request.allowUnsafe), warn: { _ in })
         let plugin: LoadedPlugin
         switch PluginLoader.load(path: request.path, vetting: vetting) {

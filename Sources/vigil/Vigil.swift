@@ -17,6 +17,8 @@ enum Entry {
         if arguments.starts(with: ["plugins", "runner"]) {
             Plugins.Runner.main(Array(arguments.dropFirst(2)))
         }
+        // Plugins loaded by this process run in it, whatever the environment said.
+        IsolationEnvironment.set(.none)
         Task {
             await Vigil.main()
             exit(0)
