@@ -600,9 +600,10 @@ static vigil_status compat_create(const vigil_create_args *args, void **instance
         char library[256];
         if (already)
             return vigil_error_set(err, VIGIL_E_INVALID_CONFIG,
-                                   "options.plugin: collectd's '%s' plugin is already loaded in this process (it "
-                                   "keeps its state in the process, once): run this monitor with `isolation: process`",
-                                   name);
+                                   "options.plugin: collectd's '%s' plugin is already loaded in this process and a "
+                                   "private copy for this instance could not be made (%s): run this monitor with "
+                                   "`isolation: process`",
+                                   name, why);
         if (missing_library(why, path, library, sizeof library))
             return vigil_error_set(err, VIGIL_E_UNAVAILABLE,
                                    "collectd's '%s' plugin needs %s, which is not installed", name, library);

@@ -7,7 +7,10 @@
 #include "vcd.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <math.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 
 /* ---------------------------------------------------------------- globals */
@@ -66,6 +69,8 @@ struct vcd_module {
     int gate_open;
     int inited;
     int threads;
+    int copy;              /* loaded from a private copy of the file */
+    int detached;          /* unloaded: its sink is gone (gate_lock) */
     char last_error[VCD_MAX_MESSAGE];
     char logged_error[VCD_MAX_MESSAGE]; /* the last LOG_ERR while capturing */
     char first_problem[VCD_MAX_MESSAGE]; /* the first warning or error while capturing */
@@ -138,7 +143,11 @@ static void log_message(int level, const char *message) {
     if (m->capture && level <= LOG_ERR) sstrncpy(m->logged_error, message, sizeof m->logged_error);
     if (m->capture && level <= LOG_WARNING && m->first_problem[0] == 0)
         sstrncpy(m->first_problem, message, sizeof m->first_problem);
-    if (m->sink.log != NULL) m->sink.log(m->ctx, level, message);
+    /* After its unload a module that stayed mapped (threads of its own may
+     * still log) is detached from the instance that is gone. */
+    pthread_rwlock_rdlock(&m->gate_lock);
+    if (!m->detached && m->sink.log != NULL) m->sink.log(m->ctx, level, message);
+    pthread_rwlock_unlock(&m->gate_lock);
 }
 
 void plugin_log(int level, const char *format, ...) {
@@ -167,9 +176,11 @@ void daemon_log(int level, const char *format, ...) {
 
 /* ------------------------------------------------------------ registration */
 
-static callback *find_callback(cb_kind kind, const char *name) {
+/* Names are the module's own: two copies of one plugin (see
+ * vcd_module_load) each register "load". */
+static callback *find_callback(cb_kind kind, const char *name, const vcd_module *m) {
     for (callback *cb = callbacks; cb != NULL; cb = cb->next_cb)
-        if (cb->kind == kind && !cb->removed && strcasecmp(cb->name, name) == 0) return cb;
+        if (cb->kind == kind && cb->module == m && !cb->removed && strcasecmp(cb->name, name) == 0) return cb;
     return NULL;
 }
 
@@ -195,7 +206,7 @@ static callback *add_callback(cb_kind kind, const char *name, void (*fn)(void), 
     cb->fn.any = fn;
     if (ud != NULL) cb->ud = *ud;
     pthread_mutex_lock(&registry_lock);
-    callback *old = find_callback(kind, cb->name);
+    callback *old = find_callback(kind, cb->name, m);
     if (old != NULL) old->removed = 1;
     cb->next_cb = callbacks;
     callbacks = cb;
@@ -212,9 +223,10 @@ static callback *add_callback(cb_kind kind, const char *name, void (*fn)(void), 
 static int remove_callbacks(cb_kind kind, const char *name, int by_group) {
     int found = 0;
     if (name == NULL) return -1;
+    vcd_module *m = current_module(NULL);
     pthread_mutex_lock(&registry_lock);
     for (callback *cb = callbacks; cb != NULL; cb = cb->next_cb) {
-        if (cb->kind != kind || cb->removed) continue;
+        if (cb->kind != kind || cb->removed || (m != NULL && cb->module != m)) continue;
         if (strcasecmp(by_group ? cb->group : cb->name, name) != 0) continue;
         cb->removed = 1;
         found = 1;
@@ -526,17 +538,55 @@ int plugin_dispatch_multivalue(value_list_t const *template, bool store_percenta
     return failed;
 }
 
+/* Live callbacks of `kind` of every module, as collectd runs them for
+ * missing values and cache events; NULL-ended, the caller frees. */
+static callback **all_callbacks(cb_kind kind) {
+    size_t n = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (callback *cb = callbacks; cb != NULL; cb = cb->next_cb)
+        if (cb->kind == kind && !cb->removed) n++;
+    callback **list = calloc(n + 1, sizeof *list);
+    size_t i = 0;
+    for (callback *cb = callbacks; list != NULL && cb != NULL && i < n; cb = cb->next_cb)
+        if (cb->kind == kind && !cb->removed) list[i++] = cb;
+    pthread_mutex_unlock(&registry_lock);
+    return list;
+}
+
+/* A value that stopped coming (the cache's timeout): each missing
+ * callback is told, in its module's context. */
 int plugin_dispatch_missing(const value_list_t *vl) {
-    (void)vl;
+    if (vl == NULL) return EINVAL;
+    callback **list = all_callbacks(CB_MISSING);
+    vcd_module *saved = tl_module;
+    for (size_t i = 0; list != NULL && list[i] != NULL; i++) {
+        tl_module = list[i]->module;
+        int status = ((plugin_missing_cb)list[i]->fn.any)(vl, &list[i]->ud);
+        if (status != 0 && status != -1) WARNING("plugin_dispatch_missing: callback %s returned %d", list[i]->name, status);
+    }
+    tl_module = saved;
+    free(list);
     return 0;
 }
 
+/* New, updated and expired cache entries, to the plugins that asked. A
+ * callback answering 0 to a new entry asks for its updates too (bit i of
+ * the entry's mask, as collectd keeps it). */
 void plugin_dispatch_cache_event(enum cache_event_type_e event_type, unsigned long callbacks_mask,
                                  const char *name, const value_list_t *vl) {
-    (void)event_type;
-    (void)callbacks_mask;
-    (void)name;
-    (void)vl;
+    callback **list = all_callbacks(CB_CACHE_EVENT);
+    vcd_module *saved = tl_module;
+    unsigned long wanted = 0;
+    for (size_t i = 0; list != NULL && list[i] != NULL && i < sizeof(unsigned long) * 8; i++) {
+        if (event_type != CE_VALUE_NEW && !(callbacks_mask & (1UL << i))) continue;
+        cache_event_t event = {.type = event_type, .value_list = vl, .value_list_name = name, .ret = 0};
+        tl_module = list[i]->module;
+        ((plugin_cache_event_cb)list[i]->fn.any)(&event, &list[i]->ud);
+        if (event_type == CE_VALUE_NEW && event.ret) wanted |= 1UL << i;
+    }
+    tl_module = saved;
+    free(list);
+    if (event_type == CE_VALUE_NEW && wanted != 0 && name != NULL) uc_set_callbacks_mask(name, wanted);
 }
 
 int plugin_dispatch_notification(const notification_t *given) {
@@ -586,6 +636,47 @@ static int spent(const char *name) {
     return 0;
 }
 
+/* A private copy of `path` in a memfd, opened as a library of its own:
+ * the loader tells libraries apart by file, so the copy gets statics of its
+ * own and runs module_register and init again, as a second collectd daemon
+ * would. NULL with a message when it cannot be made. */
+static void *open_private_copy(const char *path, const char *name, char *err, size_t err_len) {
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (in < 0 || fstat(in, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size > (off_t)256 << 20) {
+        set_err(err, err_len, "cannot copy %s for a second instance: %s", path, in < 0 ? strerror(errno) : "not a plugin file");
+        if (in >= 0) close(in);
+        return NULL;
+    }
+    int out = memfd_create(name, MFD_CLOEXEC);
+    if (out < 0) {
+        set_err(err, err_len, "cannot copy %s for a second instance: memfd_create: %s", path, strerror(errno));
+        close(in);
+        return NULL;
+    }
+    char buffer[65536];
+    ssize_t n;
+    int failed = 0;
+    while ((n = read(in, buffer, sizeof buffer)) > 0)
+        if (swrite(out, buffer, (size_t)n) != 0) {
+            failed = 1;
+            break;
+        }
+    close(in);
+    void *handle = NULL;
+    if (n < 0 || failed) {
+        set_err(err, err_len, "cannot copy %s for a second instance: %s", path, strerror(errno));
+    } else {
+        char fd_path[64];
+        snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", out);
+        dlerror();
+        handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL);
+        if (handle == NULL) set_err(err, err_len, "%s", dlerror());
+    }
+    close(out); /* the mapping keeps the copy */
+    return handle;
+}
+
 vcd_module *vcd_module_load(const char *path, const char *name, cdtime_t interval, const vcd_sink *sink,
                             void *ctx, int *already, char *err, size_t err_len) {
     if (already != NULL) *already = 0;
@@ -593,16 +684,13 @@ vcd_module *vcd_module_load(const char *path, const char *name, cdtime_t interva
         set_err(err, err_len, "vcd_module_load: path, name and sink are required");
         return NULL;
     }
+    /* The plugin's file is loaded once; a second instance, or one after an
+     * unload that left the file mapped, gets a private copy. */
     pthread_mutex_lock(&registry_lock);
     int taken = spent(name);
     for (vcd_module *m = modules; m != NULL && !taken; m = m->next)
-        if (strcmp(m->name, name) == 0) taken = 1;
+        if (strcmp(m->name, name) == 0 && !m->copy) taken = 1;
     pthread_mutex_unlock(&registry_lock);
-    if (taken) {
-        if (already != NULL) *already = 1;
-        set_err(err, err_len, "collectd plugin '%s' is already loaded in this process", name);
-        return NULL;
-    }
     vcd_module *m = calloc(1, sizeof *m);
     if (m == NULL) {
         set_err(err, err_len, "out of memory");
@@ -617,10 +705,15 @@ vcd_module *vcd_module_load(const char *path, const char *name, cdtime_t interva
     pthread_mutex_init(&m->counts_lock, NULL);
 
     dlerror();
-    m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    m->copy = taken;
+    m->dl = taken ? open_private_copy(path, name, err, err_len) : dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (m->dl == NULL) {
-        const char *why = dlerror();
-        set_err(err, err_len, "%s", why != NULL ? why : "dlopen failed");
+        if (!taken) {
+            const char *why = dlerror();
+            set_err(err, err_len, "%s", why != NULL ? why : "dlopen failed");
+        } else if (already != NULL) {
+            *already = 1;
+        }
         free(m);
         return NULL;
     }
@@ -776,8 +869,22 @@ void vcd_module_gate(vcd_module *m, int open) {
     pthread_rwlock_unlock(&m->gate_lock);
 }
 
+/* collectd's main loop expires cache entries once an interval; here the
+ * first read of any module after an interval has passed does it. */
+static void expire_cache(cdtime_t now) {
+    static cdtime_t last;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    cdtime_t every = interval_g > 0 ? interval_g : TIME_T_TO_CDTIME_T_STATIC(10);
+    pthread_mutex_lock(&lock);
+    int due = now >= last + every;
+    if (due) last = now;
+    pthread_mutex_unlock(&lock);
+    if (due) uc_check_timeout();
+}
+
 int vcd_module_read(vcd_module *m, cdtime_t now, int *failed, char *err, size_t err_len) {
     int ran = 0, bad = 0;
+    expire_cache(now);
     callback **list = module_callbacks(m, CB_READ);
     if (list == NULL) return 0;
     /* A callback due within half the module's interval runs now: polls
@@ -862,11 +969,11 @@ void vcd_module_unload(vcd_module *m) {
     int still_mapped = 1;
     if (!keep_mapped) {
         dlclose(m->dl);
-        void *probe = dlopen(m->path, RTLD_NOW | RTLD_NOLOAD);
+        void *probe = m->copy ? NULL : dlopen(m->path, RTLD_NOW | RTLD_NOLOAD);
         still_mapped = probe != NULL;
         if (probe != NULL) dlclose(probe);
     }
-    if (still_mapped) {
+    if (still_mapped && !m->copy) {
         pthread_mutex_lock(&registry_lock);
         char **grown = realloc(spent_names, (spent_count + 1) * sizeof *grown);
         if (grown != NULL) {
@@ -875,7 +982,13 @@ void vcd_module_unload(vcd_module *m) {
             if (spent_names[spent_count] != NULL) spent_count++;
         }
         pthread_mutex_unlock(&registry_lock);
-        return; /* the module's struct stays too: its threads may still log */
+    }
+    if (still_mapped) {
+        /* The struct stays (its threads may still log), cut from the sink. */
+        pthread_rwlock_wrlock(&m->gate_lock);
+        m->detached = 1;
+        pthread_rwlock_unlock(&m->gate_lock);
+        return;
     }
     pthread_rwlock_destroy(&m->gate_lock);
     pthread_mutex_destroy(&m->counts_lock);

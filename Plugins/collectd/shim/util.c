@@ -344,8 +344,9 @@ int strunescape(char *buf, size_t buf_len) {
 
 size_t strstripnewline(char *buffer) {
   /* The header promises nonnull; the barrier keeps the check anyway. */
-  __asm__("" : "+r"(buffer));
-  if (buffer == NULL)
+  char *checked = buffer;
+  __asm__("" : "+r"(checked));
+  if (checked == NULL)
     return 0;
   size_t len = strlen(buffer);
   while (len > 0 && (buffer[len - 1] == '\n' || buffer[len - 1] == '\r'))

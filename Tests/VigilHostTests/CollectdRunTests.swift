@@ -1,0 +1,417 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The `collectd` plugin through the real `vigil`, with collectd's own
+/// plugins (Debian's collectd-core) and a real collectd daemon: tail, exec
+/// and python configured from a manifest; the network plugin receiving
+/// from collectd over loopback; isolation, validation, describe; and a
+/// hostile collectd plugin written against the headers alone.
+@Suite(.serialized)
+struct CollectdRunTests {
+    let setup: CollectdTestSetup
+    init() throws { setup = try CollectdTestSetup() }
+
+    func run(_ manifest: String, in dir: String, for duration: String = "3s",
+             during: ((RunningProcess) throws -> Void)? = nil) throws -> (TestEnv.Output, CollectdValues, [[String: Any]]) {
+        try TestEnv.write(manifest, to: dir + "/m.yaml")
+        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", setup.pluginDir, "--for", duration])
+        try during?(process)
+        let output = process.wait(timeout: 90)
+        let lines = ((try? String(contentsOfFile: dir + "/events.jsonl", encoding: .utf8)) ?? "").split(separator: "\n")
+        let events = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        return (output, CollectdValues(file: dir + "/events.jsonl"), events)
+    }
+
+    static func sink(_ dir: String) -> String { "sinks:\n  out: { type: file, path: \(dir)/events.jsonl }\n" }
+
+    @Test func tailCountsLinesAppendedToAFile() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = dir + "/app.log"
+        try TestEnv.write("", to: log)
+        let manifest = """
+        monitors:
+          cd_tail:
+            plugin: collectd
+            isolation: process
+            interval: 500ms
+            options:
+              plugin: tail
+              config:
+                File:
+                  $args: \(log)
+                  Instance: app
+                  Match: { Regex: "ERROR", DSType: CounterInc, Type: counter, Instance: errors }
+        """ + "\n" + Self.sink(dir)
+        let (output, values, _) = try run(manifest, in: dir, for: "4s") { _ in
+            Thread.sleep(forTimeInterval: 1.5)
+            let handle = try #require(FileHandle(forWritingAtPath: log))
+            handle.seekToEndOfFile()
+            handle.write(Data("ERROR one\nfine\nERROR two\nERROR three\n".utf8))
+            try handle.close()
+        }
+        #expect(output.status == 0, "\(output.stderr)")
+        let counts = values.of(monitor: "cd_tail").filter { $0.typeInstance == "errors" }
+        #expect(counts.first?.fields["plugin"] as? String == "tail")
+        #expect(counts.first?.pluginInstance == "app")
+        #expect(counts.last?.number("value") == 3, "\(counts.map { $0.fields })")
+    }
+
+    @Test func execReadsAScriptsPutvalLines() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        chmod(dir, 0o755)
+        let script = dir + "/putval.sh"
+        try TestEnv.write("""
+        #!/bin/sh
+        while true; do
+          echo "PUTVAL \\"$COLLECTD_HOSTNAME/exec-script/gauge-answer\\" interval=$COLLECTD_INTERVAL N:42"
+          echo "PUTVAL \\"$COLLECTD_HOSTNAME/exec-script/derive-total\\" N:1000"
+          sleep 0.5
+        done
+        """, to: script)
+        chmod(script, 0o755)
+        // exec refuses to run a program as root: it runs as nobody then.
+        let user = getuid() == 0 ? "nobody" : String(cString: getpwuid(getuid()).pointee.pw_name)
+        let manifest = """
+        monitors:
+          cd_exec:
+            plugin: collectd
+            isolation: process
+            interval: 1s
+            options: { plugin: exec, hostname: exec-host, config: { Exec: { $args: [\(user), \(script)] } } }
+        """ + "\n" + Self.sink(dir)
+        let (output, values, _) = try run(manifest, in: dir)
+        #expect(output.status == 0, "\(output.stderr)")
+        let answers = values.of(monitor: "cd_exec").filter { $0.type == "gauge" && $0.typeInstance == "answer" }
+        #expect(!answers.isEmpty, "\(output.stderr)")
+        #expect(answers.allSatisfy { $0.number("value") == 42 && $0.fields["host"] as? String == "exec-host" })
+        #expect(answers.first?.pluginInstance == "script")
+        let totals = values.of(monitor: "cd_exec").filter { $0.type == "derive" }
+        #expect(totals.first?.fields["value"] as? Int == 1000, "derive sources are integers")
+    }
+
+    @Test func pythonRunsAModuleConfiguredFromTheManifest() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestEnv.write("""
+        import collectd
+
+        settings = {"prefix": "none", "scale": 1.0}
+
+        def configure(conf):
+            for node in conf.children:
+                settings[node.key.lower()] = node.values[0]
+
+        def read():
+            collectd.Values(plugin="pyprobe", plugin_instance=settings["prefix"], type="gauge",
+                            type_instance="scaled").dispatch(values=[21.0 * settings["scale"]])
+            collectd.Notification(plugin="pyprobe", type="gauge", type_instance="hello",
+                                  severity=collectd.NOTIF_FAILURE, message="from python").dispatch()
+
+        collectd.register_config(configure)
+        collectd.register_read(read)
+        """, to: dir + "/vigil_probe.py")
+        let manifest = """
+        monitors:
+          cd_python:
+            plugin: collectd
+            isolation: process
+            interval: 1s
+            options:
+              plugin: python
+              config:
+                ModulePath: \(dir)
+                Import: vigil_probe
+                Module: { $args: vigil_probe, Prefix: mine, Scale: 2 }
+        """ + "\n" + Self.sink(dir)
+        let (output, values, events) = try run(manifest, in: dir)
+        #expect(output.status == 0, "\(output.stderr)")
+        let scaled = values.of(monitor: "cd_python").filter { $0.typeInstance == "scaled" }
+        #expect(!scaled.isEmpty, "\(output.stderr)")
+        #expect(scaled.allSatisfy { $0.number("value") == 42 && $0.pluginInstance == "mine" })
+        let notes = events.filter { $0["kind"] as? String == "notification" }
+        #expect(notes.first?["severity"] as? String == "error", "FAILURE is an error")
+        #expect((notes.first?["fields"] as? [String: Any])?["message"] as? String == "from python")
+    }
+
+    @Test func networkReceivesFromARealCollectdDaemon() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let collectd = try #require(["/usr/sbin/collectd", "/usr/bin/collectd"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                    "collectd is not installed (apt-get install collectd-core; .ci/run does)")
+        let port = try freeUDPPort()
+        let sender = "sender-\(UUID().uuidString.prefix(8).lowercased())"
+        try FileManager.default.createDirectory(atPath: dir + "/base", withIntermediateDirectories: true)
+        try TestEnv.write("""
+        Hostname "\(sender)"
+        FQDNLookup false
+        Interval 1
+        BaseDir "\(dir)/base"
+        PIDFile "\(dir)/base/collectd.pid"
+        PluginDir "/usr/lib/collectd"
+        TypesDB "/usr/share/collectd/types.db"
+        LoadPlugin load
+        LoadPlugin memory
+        <LoadPlugin network>
+          FlushInterval 1
+        </LoadPlugin>
+        <Plugin network>
+          Server "127.0.0.1" "\(port)"
+        </Plugin>
+
+        """, to: dir + "/collectd.conf")
+        let manifest = """
+        monitors:
+          cd_agents:
+            plugin: collectd
+            isolation: process
+            options: { plugin: network, config: { Listen: { $args: ["127.0.0.1", "\(port)"] } } }
+        """ + "\n" + Self.sink(dir)
+        var daemon: RunningProcess?
+        let (output, values, _) = try run(manifest, in: dir, for: "6s") { _ in
+            Thread.sleep(forTimeInterval: 0.5)
+            daemon = try TestEnv.start(collectd, ["-C", dir + "/collectd.conf", "-f"])
+        }
+        daemon?.signal(SIGTERM)
+        let said = daemon?.wait(timeout: 10)
+        #expect(output.status == 0, "\(output.stderr)")
+        let received = values.of(monitor: "cd_agents")
+        #expect(received.contains { $0.fields["host"] as? String == sender && $0.fields["plugin"] as? String == "load" },
+                "nothing from \(sender): \(received.prefix(3).map { $0.fields })\n\(output.stderr)\ncollectd: \(said?.stdout ?? "") \(said?.stderr ?? "")")
+        #expect(received.contains { $0.fields["host"] as? String == sender && $0.type == "memory" })
+        // The receiving host's own name is not put in place of the sender's.
+        #expect(received.allSatisfy { $0.fields["host"] as? String == sender })
+    }
+
+    @Test func pluginsThatNeedAProcessOfTheirOwnAreRefusedInProcessOthersRunTwice() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let manifest = """
+        monitors:
+          in_host:
+            plugin: collectd
+            isolation: none
+            options: { plugin: statsd }
+          load_a:
+            plugin: collectd
+            isolation: none
+            interval: 1s
+            options: { plugin: load }
+          load_b:
+            plugin: collectd
+            isolation: none
+            interval: 1s
+            options: { plugin: load }
+          load_isolated:
+            plugin: collectd
+            isolation: process
+            interval: 1s
+            options: { plugin: load }
+        """ + "\n" + Self.sink(dir)
+        let (output, values, _) = try run(manifest, in: dir, for: "2500ms")
+        #expect(output.stderr.contains("collectd's 'statsd' plugin may start threads, handle signals, fork or exit the process: run it with `isolation: process`"),
+                "\(output.stderr)")
+        // Two instances of one plugin in the host's process: the second runs
+        // a private copy of the plugin's file, with statics of its own.
+        #expect(!output.stderr.contains("already loaded"), "\(output.stderr)")
+        for monitor in ["load_a", "load_b"] {
+            #expect(values.of(monitor: monitor).count >= 2, "\(monitor): \(output.stderr)")
+        }
+        #expect(!values.of(monitor: "load_isolated").isEmpty)
+    }
+
+    @Test func validateReportsMissingPluginsLibrariesAndRefusedConfigAtTheirPlace() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // A plugin whose library is missing: one of Debian's whose
+        // dependencies are not installed here, if there is one.
+        let missingLib = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/collectd"))?.sorted().first { file in
+            file.hasSuffix(".so") && ((try? TestEnv.run("/usr/bin/ldd", ["/usr/lib/collectd/" + file]))?.stdout.contains("not found") ?? false)
+        }
+        var manifest = """
+        isolation: process
+        monitors:
+          nosuch:
+            plugin: collectd
+            options: { plugin: no_such_plugin }
+          badkey:
+            plugin: collectd
+            options:
+              plugin: cpu
+              config: { ReportByCpu: true, NoSuchKey: 1 }
+          nested:
+            plugin: collectd
+            options:
+              plugin: tail
+              config:
+                File:
+                  $args: /var/log/none
+                  Instance: x
+                  Match: { Regex: "x", DSType: CounterInc, Type: counter, Unknown: y }
+          listlist:
+            plugin: collectd
+            options: { plugin: df, config: { MountPoint: [[a, b]] } }
+          unsafe_here:
+            plugin: collectd
+            isolation: none
+            options: { plugin: network }
+
+        """
+        if let missingLib {
+            manifest += "  nolib:\n    plugin: collectd\n    options: { plugin: \(missingLib.dropLast(3)) }\n"
+        }
+        try TestEnv.write(manifest, to: dir + "/m.yaml")
+        let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/m.yaml", "--plugin-dir", setup.pluginDir], timeout: 120)
+        let text = result.stdout + result.stderr
+        #expect(result.status != 0)
+        #expect(text.contains("m.yaml:5:24: error: monitor 'nosuch': options.plugin: no collectd plugin 'no_such_plugin'"), "\(text)")
+        #expect(text.contains("m.yaml:10:47: error: monitor 'badkey': options.config.NoSuchKey: the cpu plugin does not take 'NoSuchKey'"), "\(text)")
+        #expect(text.contains("m.yaml:19:76: error: monitor 'nested': options.config.File.Match.Unknown: the tail plugin refused its configuration"), "\(text)")
+        #expect(text.contains("monitor 'listlist': options.config.MountPoint[0]: a list inside a list"), "\(text)")
+        #expect(text.contains("m.yaml:26:24: error: monitor 'unsafe_here': options.plugin: collectd's 'network' plugin may start threads"), "\(text)")
+        if let missingLib {
+            #expect(text.contains("monitor 'nolib' is unavailable on this machine: collectd's '\(missingLib.dropLast(3))' plugin needs lib"),
+                    "\(text)")
+        }
+    }
+
+    @Test func describeListsTheCollectdPluginsInstalledHere() throws {
+        let result = try TestEnv.run(TestEnv.vigil, ["plugins", "describe", "collectd", "--plugin-dir", setup.pluginDir])
+        #expect(result.status == 0, "\(result.stderr)")
+        let installed = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/collectd").filter { $0.hasSuffix(".so") }
+        for name in ["cpu", "df", "network", "python"] where installed.contains(name + ".so") {
+            #expect(result.stdout.contains(name), "describe does not list \(name): \(result.stdout)")
+        }
+        #expect(result.stdout.contains("value") && result.stdout.contains("notification"))
+        #expect(result.stdout.contains("type_instance"))
+    }
+
+    @Test func theCheckerAcceptsThePluginAsShipped() throws {
+        let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", setup.pluginDir + "/collectd.so"], timeout: 120)
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+    }
+
+    /// Debian's builds of the plugins allowed in the host's process do none
+    /// of what a plugin needs a process of its own for.
+    @Test func pluginsAllowedInProcessImportNothingThatNeedsAProcessOfTheirOwn() throws {
+        let source = try String(contentsOfFile: TestEnv.repoRoot + "/Plugins/collectd/collectd.c", encoding: .utf8)
+        let start = try #require(source.range(of: "in_process_safe[] = {"))
+        let end = try #require(source.range(of: "};", range: start.upperBound..<source.endIndex))
+        let names = source[start.upperBound..<end.lowerBound].split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespacesAndNewlines).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }.filter { !$0.isEmpty }
+        #expect(names.count >= 30)
+        let forbidden: Set<String> = ["pthread_create", "pthread_kill", "plugin_thread_create", "fork", "vfork", "exit", "_exit",
+                                      "abort", "sigaction", "signal", "popen", "system", "execv", "execve", "execvp", "daemon",
+                                      "setuid", "dlopen"]
+        for name in names {
+            let path = "/usr/lib/collectd/\(name).so"
+            guard FileManager.default.fileExists(atPath: path) else { continue }
+            let nm = try TestEnv.run("/usr/bin/nm", ["-D", "--undefined-only", path])
+            let imported = Set(nm.stdout.split(separator: "\n").compactMap { $0.split(separator: " ").last.map { String($0.split(separator: "@")[0]) } })
+            #expect(imported.isDisjoint(with: forbidden), "\(name) imports \(imported.intersection(forbidden).sorted())")
+        }
+    }
+
+    /// A collectd plugin that dispatches what it should not (more values
+    /// than its type has, an unknown type, names without a NUL, a
+    /// notification with 300 meta entries), unregisters itself from inside
+    /// its read, exits or crashes: the host counts and goes on, the
+    /// bystander keeps running.
+    @Test func aHostileCollectdPluginCostsOnlyItsOwnRunner() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let plugin = dir + "/hostile_cd.so"
+        let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} -std=gnu11 -O2 -shared -fPIC -DHAVE_CONFIG_H -I/usr/include/collectd -I/usr/include/collectd/core \(TestEnv.fixture("collectd/hostile_cd.c")) -o \(plugin)"])
+        try #require(build.status == 0, "\(build.stderr)")
+        let manifest = """
+        isolation: process
+        monitors:
+          abuse:
+            plugin: collectd
+            interval: 300ms
+            options: { plugin: \(plugin) }
+          exits:
+            plugin: collectd
+            interval: 300ms
+            restart: never
+            options: { plugin: \(plugin), config: { Mode: exit } }
+          crashes:
+            plugin: collectd
+            interval: 300ms
+            restart: never
+            options: { plugin: \(plugin), config: { Mode: crash } }
+          bystander:
+            plugin: collectd
+            interval: 300ms
+            options: { plugin: load }
+        """ + "\n" + Self.sink(dir)
+        let (output, values, events) = try run(manifest, in: dir, for: "3s")
+        // Monitors failed: not a clean run, but the host stayed up and said so.
+        #expect(output.stderr.contains("stopped;"), "\(output.stderr)")
+        #expect(output.stderr.contains("exit") || output.stderr.contains("exited"), "\(output.stderr)")
+        #expect(output.stderr.contains("SIGSEGV"), "\(output.stderr)")
+        let abuse = values.of(monitor: "abuse")
+        let ok = abuse.filter { $0.typeInstance == "ok" }.compactMap { $0.number("value") }
+        #expect(ok.prefix(3) == [1, 2, 3], "\(ok)")
+        #expect(abuse.contains { $0.typeInstance == "second" }, "a read registered from inside a read runs")
+        #expect(!abuse.contains { $0.type == "no_such_type" })
+        // Names without a NUL are cut at 127 bytes, never read past.
+        let raw = abuse.first { ($0.fields["host"] as? String)?.hasPrefix("hhh") == true }
+        #expect((raw?.fields["host"] as? String)?.count == 127)
+        #expect((raw?.fields["type_instance"] as? String)?.count == 127)
+        let notes = events.filter { $0["monitor"] as? String == "abuse" && $0["kind"] as? String == "notification" }
+        let fields = notes.first?["fields"] as? [String: Any]
+        #expect((fields?["message"] as? String)?.count == 255)
+        #expect(fields?["k254"] as? Int == 254, "meta entries as fields, the first 256")
+        #expect(fields?["k255"] == nil)
+        #expect(fields?["meta_host"] as? String == "a meta named like a field")
+        #expect(values.of(monitor: "bystander").count >= 5)
+        #expect(values.of(monitor: "exits").filter { $0.typeInstance == "ok" }.count <= 1, "exit(7) on the second read")
+    }
+
+    func freeUDPPort() throws -> Int {
+        let s = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(s) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, length) == 0 && getsockname(s, $0, &length) == 0 }
+        }
+        guard ok else { throw TestFailure("no UDP port: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// The shim's C unit tests (Tests/Fixtures/collectd/*_test.c), built with
+/// cc against collectd-dev's headers and run.
+struct CollectdShimUnitTests {
+    func buildAndRun(_ test: String, _ sources: [String], sanitize: Bool = false) throws -> TestEnv.Output {
+        _ = try CollectdTestSetup()
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let shim = TestEnv.repoRoot + "/Plugins/collectd/shim/"
+        let files = ([TestEnv.fixture("collectd/\(test).c")] + sources.map { shim + $0 }).joined(separator: " ")
+        let flags = "-std=gnu11 -Wall -Wextra -Wno-unused-parameter -O1 -g -pthread -DHAVE_CONFIG_H -I/usr/include/collectd -I/usr/include/collectd/core -I\(shim)"
+            + (sanitize ? " -fsanitize=address,undefined -fno-sanitize-recover=all" : "")
+        let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} \(flags) \(files) -lm -o \(dir)/\(test)"], timeout: 120)
+        try #require(build.status == 0, "\(build.stderr)")
+        return try TestEnv.run(dir + "/" + test, [], timeout: 120)
+    }
+
+    @Test func utilitiesAndContainers() throws {
+        let result = try buildAndRun("util_test", ["util.c", "containers.c"], sanitize: true)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("ok "))
+    }
+
+    @Test func typesDBAndValueCache() throws {
+        let result = try buildAndRun("cache_test", ["typesdb.c", "cache.c", "util.c", "containers.c"], sanitize: true)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("ok "))
+    }
+}
