@@ -409,6 +409,24 @@ struct CollectdShimUnitTests {
         #expect(result.stdout.contains("ok "))
     }
 
+    /// Every collectd plugin installed here binds to the shim: each one
+    /// either loads with all it imports from the daemon found, or needs a
+    /// library of its own that is not installed; none misses a symbol.
+    @Test func everyInstalledCollectdPluginLinksAgainstTheShim() throws {
+        let setup = try CollectdTestSetup()
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} -O1 \(TestEnv.fixture("collectd/link_all.c")) -ldl -o \(dir)/link_all"])
+        try #require(build.status == 0, "\(build.stderr)")
+        // A process of its own: some plugins' libraries start a runtime when loaded.
+        let result = try TestEnv.run(dir + "/link_all", [setup.pluginDir + "/collectd-shim/libvigil_collectd_shim.so", "/usr/lib/collectd"],
+                                     timeout: 120)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let loaded = result.stdout.split(separator: "\n").last.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Int($0.filter(\.isNumber)) }
+        #expect((loaded ?? 0) >= 60, "\(result.stdout)")
+        print("collectd plugins against the shim: \(result.stdout.split(separator: "\n").last ?? "")")
+    }
+
     @Test func typesDBAndValueCache() throws {
         let result = try buildAndRun("cache_test", ["typesdb.c", "cache.c", "util.c", "containers.c"], sanitize: true)
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
