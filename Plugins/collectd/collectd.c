@@ -170,8 +170,8 @@ typedef struct shim_api {
     int (*interface_version)(void);
     int (*global_init)(const char *, cdtime_t, const char *, char *, size_t);
     int (*types_add)(const char *, char *, size_t);
-    vcd_module *(*module_load)(const char *, const char *, cdtime_t, const vcd_sink *, void *, int *, char *,
-                               size_t);
+    vcd_module *(*module_load)(const char *, const char *, const char *, cdtime_t, const vcd_sink *, void *, int *,
+                               char *, size_t);
     vcd_config *(*config_parse)(const char *, size_t, const char *, char *, size_t);
     void (*config_free)(vcd_config *);
     int (*module_configure)(vcd_module *, const vcd_config *, char *, size_t);
@@ -593,7 +593,7 @@ static vigil_status compat_create(const vigil_create_args *args, void **instance
     }
 
     int already = 0;
-    c->module = shim.module_load(path, name, interval, &sink, c, &already, why, sizeof why);
+    c->module = shim.module_load(path, name, hostname, interval, &sink, c, &already, why, sizeof why);
     if (c->module == NULL) {
         shim.config_free(c->config);
         free(c);

@@ -57,7 +57,9 @@ import Testing
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".yaml") }
         #expect(!files.isEmpty)
         for file in files {
-            let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/" + file], timeout: 60)
+            // With the C plugins' directory: examples use the collectd plugin.
+            let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/" + file, "--plugin-dir", try TestEnv.cPlugins()],
+                                         timeout: 60)
             #expect(result.status == 0, "\(file): \(result.stderr)")
         }
     }

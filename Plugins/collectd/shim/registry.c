@@ -70,6 +70,7 @@ struct vcd_module {
     int inited;
     int threads;
     int copy;              /* loaded from a private copy of the file */
+    char hostname[DATA_MAX_NAME_LEN]; /* the monitor's; hostname_g is the first one's */
     int detached;          /* unloaded: its sink is gone (gate_lock) */
     char last_error[VCD_MAX_MESSAGE];
     char logged_error[VCD_MAX_MESSAGE]; /* the last LOG_ERR while capturing */
@@ -431,6 +432,14 @@ static int gate_enter(vcd_module *m) {
 
 static void gate_leave(vcd_module *m) { pthread_rwlock_unlock(&m->gate_lock); }
 
+/* The host a value or notification is dispatched with: the module's host
+ * name where the plugin left it empty, or wrote the process's hostname_g
+ * (which is the first monitor's) into it. */
+static void own_host(const vcd_module *m, char host[DATA_MAX_NAME_LEN]) {
+    if (host[0] == 0 || (m->hostname[0] != 0 && hostname_g != NULL && strcmp(host, hostname_g) == 0))
+        copy_name(host, m->hostname[0] != 0 ? m->hostname : hostname_g);
+}
+
 /* Fills what collectd fills for a plugin that left it out, checks the
  * list against its type and hands it to the module's sink. */
 static int dispatch(vcd_module *m, const data_set_t *ds, value_list_t const *given) {
@@ -456,7 +465,7 @@ static int dispatch(vcd_module *m, const data_set_t *ds, value_list_t const *giv
                         vl.plugin, vl.type, vl.values_len, ds->type, ds->ds_num);
         return EINVAL;
     }
-    if (vl.host[0] == 0) copy_name(vl.host, hostname_g);
+    own_host(m, vl.host);
     if (vl.time == 0) vl.time = cdtime();
     if (vl.interval == 0) vl.interval = plugin_get_interval();
     if (!gate_enter(m)) {
@@ -600,7 +609,7 @@ int plugin_dispatch_notification(const notification_t *given) {
     n.plugin_instance[DATA_MAX_NAME_LEN - 1] = 0;
     n.type[DATA_MAX_NAME_LEN - 1] = 0;
     n.type_instance[DATA_MAX_NAME_LEN - 1] = 0;
-    if (n.host[0] == 0) copy_name(n.host, hostname_g);
+    own_host(m, n.host);
     if (n.time == 0) n.time = cdtime();
     if (!gate_enter(m)) {
         count(m, &m->counts.gate_closed);
@@ -677,7 +686,8 @@ static void *open_private_copy(const char *path, const char *name, char *err, si
     return handle;
 }
 
-vcd_module *vcd_module_load(const char *path, const char *name, cdtime_t interval, const vcd_sink *sink,
+vcd_module *vcd_module_load(const char *path, const char *name, const char *hostname, cdtime_t interval,
+                            const vcd_sink *sink,
                             void *ctx, int *already, char *err, size_t err_len) {
     if (already != NULL) *already = 0;
     if (path == NULL || name == NULL || sink == NULL) {
@@ -697,6 +707,7 @@ vcd_module *vcd_module_load(const char *path, const char *name, cdtime_t interva
         return NULL;
     }
     copy_name(m->name, name);
+    copy_name(m->hostname, hostname);
     sstrncpy(m->path, path, sizeof m->path);
     m->sink = *sink;
     m->ctx = ctx;

@@ -56,10 +56,12 @@ VCD_EXPORT int vcd_global_init(const char *hostname, cdtime_t interval, const ch
 VCD_EXPORT int vcd_types_add(const char *path, char *err, size_t err_len);
 
 /** dlopens `path` (RTLD_NOW | RTLD_LOCAL) and runs its module_register.
+ *  `hostname` is what its values are dispatched with where the plugin
+ *  leaves the host empty or writes hostname_g (the first module's).
  *  NULL with a message in `err` when it cannot be loaded (dlerror's text,
  *  which names a missing library), exports no module_register, or a module
  *  of `name` is already loaded in this process (`*already` set to 1). */
-VCD_EXPORT vcd_module *vcd_module_load(const char *path, const char *name, cdtime_t interval,
+VCD_EXPORT vcd_module *vcd_module_load(const char *path, const char *name, const char *hostname, cdtime_t interval,
                                        const vcd_sink *sink, void *ctx, int *already, char *err,
                                        size_t err_len);
 
