@@ -12,10 +12,11 @@ struct CollectdRunTests {
     let setup: CollectdTestSetup
     init() throws { setup = try CollectdTestSetup() }
 
-    func run(_ manifest: String, in dir: String, for duration: String = "3s",
+    func run(_ manifest: String, in dir: String, for duration: String = "3s", control: String = "none",
              during: ((RunningProcess) throws -> Void)? = nil) throws -> (TestEnv.Output, CollectdValues, [[String: Any]]) {
         try TestEnv.write(manifest, to: dir + "/m.yaml")
-        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", setup.pluginDir, "--for", duration])
+        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", setup.pluginDir, "--for", duration,
+                                                        "--control", control])
         try during?(process)
         let output = process.wait(timeout: 90)
         let lines = ((try? String(contentsOfFile: dir + "/events.jsonl", encoding: .utf8)) ?? "").split(separator: "\n")
@@ -170,9 +171,18 @@ struct CollectdRunTests {
             options: { plugin: network, config: { Listen: { $args: ["127.0.0.1", "\(port)"] } } }
         """ + "\n" + Self.sink(dir)
         var daemon: RunningProcess?
-        let (output, values, _) = try run(manifest, in: dir, for: "6s") { _ in
+        var stopped: Date?
+        let control = "unix:\(dir)/ctl.sock"
+        let (output, values, events) = try run(manifest, in: dir, for: "7s", control: control) { _ in
             Thread.sleep(forTimeInterval: 0.5)
             daemon = try TestEnv.start(collectd, ["-C", dir + "/collectd.conf", "-f"])
+            // Once values have come, the monitor is stopped while collectd
+            // goes on sending: the network plugin's threads still receive,
+            // but nothing reaches the host after stop returned.
+            Thread.sleep(forTimeInterval: 3.5)
+            let stop = try TestEnv.run(TestEnv.vigil, ["ctl", "stop", "cd_agents", "--control", control])
+            stopped = Date()
+            #expect(stop.status == 0, "\(stop.stdout)\(stop.stderr)")
         }
         daemon?.signal(SIGTERM)
         let said = daemon?.wait(timeout: 10)
@@ -183,6 +193,13 @@ struct CollectdRunTests {
         #expect(received.contains { $0.fields["host"] as? String == sender && $0.type == "memory" })
         // The receiving host's own name is not put in place of the sender's.
         #expect(received.allSatisfy { $0.fields["host"] as? String == sender })
+        // Nothing after the stop: the last value event came before it.
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let times = events.filter { $0["monitor"] as? String == "cd_agents" && $0["kind"] as? String == "value" }
+            .compactMap { ($0["time"] as? String).flatMap { formatter.date(from: String($0.prefix(23)) + "Z") } }
+        let stopTime = try #require(stopped)
+        #expect(!times.isEmpty && times.allSatisfy { $0 <= stopTime }, "values after the stop at \(stopTime): \(times.filter { $0 > stopTime })")
     }
 
     @Test func pluginsThatNeedAProcessOfTheirOwnAreRefusedInProcessOthersRunTwice() throws {
