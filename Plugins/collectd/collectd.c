@@ -169,7 +169,7 @@ static int isolated(void) {
 typedef struct shim_api {
     int (*interface_version)(void);
     int (*global_init)(const char *, cdtime_t, const char *, char *, size_t);
-    int (*types_add)(const char *, char *, size_t);
+    int (*types_add)(const char *, int, char *, size_t);
     vcd_module *(*module_load)(const char *, const char *, const char *, cdtime_t, const vcd_sink *, void *, int *,
                                char *, size_t);
     vcd_config *(*config_parse)(const char *, size_t, const char *, char *, size_t);
@@ -264,6 +264,8 @@ typedef struct compat {
     vcd_module *module;
     vcd_config *config;
     int running;
+    vcd_counts reported;     /* the module's counts as last said in the log */
+    int64_t reported_at_ns;
 } compat;
 
 static int64_t cdtime_to_ns(cdtime_t t) {
@@ -306,6 +308,15 @@ static vigil_value number_value(int ds_type, value_t v) {
     return out;
 }
 
+static const char *const notification_names[] = {"host", "plugin", "plugin_instance", "type", "type_instance",
+                                                 "message"};
+
+static int taken_name(const char *name) {
+    for (size_t i = 0; i < sizeof notification_names / sizeof notification_names[0]; i++)
+        if (strcmp(notification_names[i], name) == 0) return 1;
+    return 0;
+}
+
 static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl, const gauge_t *rates) {
     compat *c = ctx;
     enum { FIXED = 5 };
@@ -316,7 +327,10 @@ static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl,
                                                                               : calloc(max, sizeof *fields);
     char(*rate_names)[DATA_MAX_NAME_LEN + 5] = ds->ds_num <= 16 ? stack_names
                                                                 : calloc(ds->ds_num, sizeof *rate_names);
-    if (fields == NULL || rate_names == NULL) goto done;
+    char stack_sources[16][DATA_MAX_NAME_LEN + 4];
+    char(*source_names)[DATA_MAX_NAME_LEN + 4] = ds->ds_num <= 16 ? stack_sources
+                                                                  : calloc(ds->ds_num, sizeof *source_names);
+    if (fields == NULL || rate_names == NULL || source_names == NULL) goto done;
     size_t n = 0;
     fields[n++] = str_field("host", vl->host);
     fields[n++] = str_field("plugin", vl->plugin);
@@ -325,10 +339,18 @@ static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl,
     fields[n++] = str_field("type_instance", vl->type_instance);
     for (size_t i = 0; i < ds->ds_num; i++) {
         const data_source_t *source = &ds->ds[i];
-        fields[n].name = vigil_str_from_cstr(source->name);
+        /* A source named like an identity field (a types.db of one's own)
+         * is given as ds_NAME. */
+        if (taken_name(source->name)) {
+            snprintf(source_names[i], sizeof source_names[i], "ds_%s", source->name);
+            fields[n].name = vigil_str_from_cstr(source_names[i]);
+        } else {
+            fields[n].name = vigil_str_from_cstr(source->name);
+        }
         fields[n++].value = number_value(source->type, vl->values[i]);
         if (source->type != DS_TYPE_GAUGE && rates != NULL && !isnan(rates[i])) {
-            snprintf(rate_names[i], sizeof rate_names[i], "%s_rate", source->name);
+            snprintf(rate_names[i], sizeof rate_names[i], "%.*s_rate", (int)fields[n - 1].name.len,
+                     fields[n - 1].name.ptr);
             fields[n].name = vigil_str_from_cstr(rate_names[i]);
             fields[n].value.type = VIGIL_TYPE_DOUBLE;
             fields[n].value.reserved = 0;
@@ -341,15 +363,7 @@ static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl,
 done:
     if (fields != stack_fields) free(fields);
     if (rate_names != stack_names) free(rate_names);
-}
-
-static const char *const notification_names[] = {"host", "plugin", "plugin_instance", "type", "type_instance",
-                                                 "message"};
-
-static int taken_name(const char *name) {
-    for (size_t i = 0; i < sizeof notification_names / sizeof notification_names[0]; i++)
-        if (strcmp(notification_names[i], name) == 0) return 1;
-    return 0;
+    if (source_names != stack_sources) free(source_names);
 }
 
 #define MAX_META 256
@@ -512,8 +526,14 @@ static vigil_status add_types(const vigil_create_args *args, vigil_error *err) {
         path[n] = 0;
         p++;
         char why[512] = "";
-        if (shim.types_add(path, why, sizeof why) != 0)
-            return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.types_db[%d]: %s", index, why);
+        /* In the host's process types are shared with the other monitors:
+         * a file may add types there, not change them. */
+        if (shim.types_add(path, isolated(), why, sizeof why) != 0)
+            return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.types_db[%d]: %s%s", index, why,
+                                   strstr(why, "redefines type") != NULL
+                                       ? ", which other monitors of this process use: run this monitor with "
+                                         "`isolation: process`"
+                                       : "");
     }
     return VIGIL_OK;
 }
@@ -522,9 +542,13 @@ static vigil_status add_types(const vigil_create_args *args, vigil_error *err) {
 
 static vigil_status compat_create(const vigil_create_args *args, void **instance, vigil_error *err) {
     char plugin[PATH_MAX], dir[PATH_MAX], hostname[256];
-    if (option_text(args, "plugin", plugin, sizeof plugin) != 0 || plugin[0] == 0)
+    if (option_text(args, "plugin", plugin, sizeof plugin) != 0)
+        return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.plugin: at most %d bytes, no NUL", PATH_MAX - 1);
+    if (plugin[0] == 0)
         return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.plugin: a collectd plugin's name or path is required");
-    if (option_text(args, "plugin_dir", dir, sizeof dir) != 0 || dir[0] == 0)
+    if (option_text(args, "plugin_dir", dir, sizeof dir) != 0)
+        return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.plugin_dir: at most %d bytes, no NUL", PATH_MAX - 1);
+    if (dir[0] == 0)
         return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.plugin_dir: a directory is required");
     if (option_text(args, "hostname", hostname, sizeof hostname) != 0)
         return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.hostname: at most 255 bytes, no NUL");
@@ -562,6 +586,14 @@ static vigil_status compat_create(const vigil_create_args *args, void **instance
                                "options.plugin: collectd's '%s' plugin may start threads, handle signals, fork or "
                                "exit the process: run it with `isolation: process`",
                                name);
+    /* The list vouches for Debian's files, not for any file of that name. */
+    char real[PATH_MAX], expected[PATH_MAX];
+    snprintf(expected, sizeof expected, DEFAULT_PLUGIN_DIR "/%s.so", name);
+    if (!isolated() && (realpath(path, real) == NULL || strcmp(real, expected) != 0))
+        return vigil_error_set(err, VIGIL_E_INVALID_CONFIG,
+                               "options.plugin: %s is not collectd's own %s: only the plugins installed in "
+                               DEFAULT_PLUGIN_DIR " run in the host's process; run this one with `isolation: process`",
+                               path, expected);
 
     vigil_status status = load_shim(err);
     if (status != VIGIL_OK) return status;
@@ -657,10 +689,31 @@ static cdtime_t now_cdtime(void) {
     return ((cdtime_t)ts.tv_sec << 30) + (((cdtime_t)ts.tv_nsec << 30) / 1000000000ULL);
 }
 
+/* Value lists the shim did not dispatch (as collectd would not have), said
+ * in the log at most every 10 s with how many of each since the last time. */
+static void report_refusals(compat *c, int now_or_never) {
+    vcd_counts now = shim.module_counts(c->module);
+    uint64_t unknown = now.unknown_type - c->reported.unknown_type, length = now.bad_length - c->reported.bad_length,
+             old = now.too_old - c->reported.too_old;
+    if (unknown + length + old == 0) return;
+    int64_t at = c->api->now_ns(c->host);
+    if (!now_or_never && c->reported_at_ns != 0 && at - c->reported_at_ns < 10000000000LL) return;
+    char line[512];
+    snprintf(line, sizeof line,
+             "value lists of collectd's %s plugin not dispatched (as collectd would not): %llu of a type types.db "
+             "does not have, %llu with a value count that does not match their type, %llu not newer than the "
+             "last value of their identifier",
+             c->name, (unsigned long long)unknown, (unsigned long long)length, (unsigned long long)old);
+    c->api->log(c->host, VIGIL_LOG_WARNING, vigil_str_from_cstr(line));
+    c->reported = now;
+    c->reported_at_ns = at;
+}
+
 static vigil_status compat_poll(void *instance, vigil_error *err) {
     compat *c = instance;
     char why[1024] = "";
     int failed = 0;
+    report_refusals(c, 0);
     int ran = shim.module_read(c->module, now_cdtime(), &failed, why, sizeof why);
     if (ran > 0 && failed == ran) return vigil_error_set(err, VIGIL_E_TEMPORARY, "%s", why);
     return VIGIL_OK;
@@ -671,6 +724,7 @@ static vigil_status compat_stop(void *instance, vigil_error *err) {
     (void)err;
     if (!c->running) return VIGIL_OK;
     shim.module_gate(c->module, 0);
+    report_refusals(c, 1);
     c->running = 0;
     return VIGIL_OK;
 }

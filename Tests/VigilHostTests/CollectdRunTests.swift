@@ -226,7 +226,28 @@ struct CollectdRunTests {
             isolation: process
             interval: 1s
             options: { plugin: load }
+          uptime_a: { plugin: collectd, isolation: none, interval: 1s, options: { plugin: uptime } }
+          uptime_b: { plugin: collectd, isolation: none, interval: 1s, options: { plugin: uptime } }
+          entropy_a: { plugin: collectd, isolation: none, interval: 1s, options: { plugin: entropy } }
+          entropy_b: { plugin: collectd, isolation: none, interval: 1s, options: { plugin: entropy } }
+          if_a: { plugin: collectd, isolation: none, interval: 1s, options: { plugin: interface, config: { Interface: lo } } }
+          if_b: { plugin: collectd, isolation: none, interval: 1s, options: { plugin: interface, config: { Interface: lo } } }
+          percent:
+            plugin: collectd
+            isolation: none
+            interval: 1s
+            options: { plugin: memory, config: { ValuesAbsolute: false, ValuesPercentage: true } }
+          renamed:                      # a file named like a plugin of the list is not that plugin
+            plugin: collectd
+            isolation: none
+            options: { plugin: \(dir)/load.so }
+          redefines:                    # in process, types are every monitor's
+            plugin: collectd
+            isolation: none
+            options: { plugin: swap, types_db: [\(dir)/percent.db] }
         """ + "\n" + Self.sink(dir)
+        try FileManager.default.copyItem(atPath: "/usr/lib/collectd/load.so", toPath: dir + "/load.so")
+        try TestEnv.write("percent value:GAUGE:0:100, other:GAUGE:0:100\n", to: dir + "/percent.db")
         let (output, values, _) = try run(manifest, in: dir, for: "2500ms")
         #expect(output.stderr.contains("collectd's 'statsd' plugin may start threads, handle signals, fork or exit the process: run it with `isolation: process`"),
                 "\(output.stderr)")
@@ -236,6 +257,24 @@ struct CollectdRunTests {
         for monitor in ["load_a", "load_b"] {
             #expect(values.of(monitor: monitor).count >= 2, "\(monitor): \(output.stderr)")
         }
+        // Each copy runs its own plugin's code, whichever loaded first.
+        for (monitor, plugin) in [("uptime_a", "uptime"), ("uptime_b", "uptime"), ("entropy_a", "entropy"), ("entropy_b", "entropy"),
+                                  ("load_a", "load"), ("load_b", "load")] {
+            let plugins = Set(values.of(monitor: monitor).compactMap { $0.fields["plugin"] as? String })
+            #expect(plugins == [plugin], "\(monitor): \(plugins)")
+        }
+        // Each instance's rates are its own: the first value of each has none.
+        for monitor in ["if_a", "if_b"] {
+            let octets = values.of(monitor: monitor).filter { $0.type == "if_octets" }
+            #expect(octets.first.map { $0.fields["rx_rate"] == nil } == true, "\(monitor): \(octets.map(\.fields))")
+            #expect(octets.dropFirst().allSatisfy { $0.fields["rx_rate"] != nil }, "\(monitor)")
+        }
+        // plugin_dispatch_multivalue with percentages dispatches type percent.
+        let percent = values.of(monitor: "percent")
+        #expect(!percent.isEmpty && percent.allSatisfy { $0.type == "percent" }, "\(percent.map(\.type))")
+        #expect(output.stderr.contains("load.so is not collectd's own /usr/lib/collectd/load.so"), "\(output.stderr)")
+        #expect(output.stderr.contains("percent.db: redefines type percent, which other monitors of this process use"),
+                "\(output.stderr)")
         #expect(!values.of(monitor: "load_isolated").isEmpty)
     }
 
@@ -274,6 +313,15 @@ struct CollectdRunTests {
             plugin: collectd
             isolation: none
             options: { plugin: network }
+          topargs:
+            plugin: collectd
+            options: { plugin: df, config: { $args: x } }
+          deep:
+            plugin: collectd
+            options: { plugin: df, config: \(String(repeating: "{ A: ", count: 33) + "1" + String(repeating: " }", count: 33)) }
+          infinite:
+            plugin: collectd
+            options: { plugin: df, config: { MountPoint: .inf } }
 
         """
         if let missingLib {
@@ -288,6 +336,10 @@ struct CollectdRunTests {
         #expect(text.contains("m.yaml:19:76: error: monitor 'nested': options.config.File.Match.Unknown: the tail plugin refused its configuration"), "\(text)")
         #expect(text.contains("monitor 'listlist': options.config.MountPoint[0]: a list inside a list"), "\(text)")
         #expect(text.contains("m.yaml:26:24: error: monitor 'unsafe_here': options.plugin: collectd's 'network' plugin may start threads"), "\(text)")
+        #expect(text.contains("monitor 'topargs': options.config.$args: the plugin's own block takes no arguments"), "\(text)")
+        #expect(text.contains("monitor 'deep': options.config" + String(repeating: ".A", count: 32) + ": nested deeper than 32 levels"),
+                "\(text)")
+        #expect(text.contains("monitor 'infinite': options.config.MountPoint: a null (or a number without a finite value"), "\(text)")
         if let missingLib {
             #expect(text.contains("monitor 'nolib' is unavailable on this machine: collectd's '\(missingLib.dropLast(3))' plugin needs lib"),
                     "\(text)")
@@ -386,6 +438,9 @@ struct CollectdRunTests {
         #expect(fields?["k255"] == nil)
         #expect(fields?["meta_host"] as? String == "a meta named like a field")
         #expect(values.of(monitor: "bystander").count >= 5)
+        // What the shim did not dispatch is said, with how many of each.
+        #expect(output.stderr.contains("value lists of collectd's hostile_cd plugin not dispatched (as collectd would not): "),
+                "\(output.stderr)")
         #expect(values.of(monitor: "exits").filter { $0.typeInstance == "ok" }.count <= 1, "exit(7) on the second read")
     }
 

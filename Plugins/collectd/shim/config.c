@@ -37,7 +37,11 @@ typedef struct jparser {
     const char *p, *end;
     int depth;
     size_t nodes;
-    char error[256];
+    /* Where the parser is, for its messages: per level the key being read
+     * (objects) or the index (lists). */
+    const char *keys[MAX_DEPTH + 2];
+    long indexes[MAX_DEPTH + 2];
+    char error[1024];
 } jparser;
 
 static void jfree(jvalue *v) {
@@ -56,7 +60,17 @@ static void jskip(jparser *jp) {
 }
 
 static int jfail(jparser *jp, const char *what) {
-    if (jp->error[0] == 0) snprintf(jp->error, sizeof jp->error, "options.config: %s", what);
+    if (jp->error[0] != 0) return -1;
+    char at[512] = "options.config";
+    size_t used = strlen(at);
+    for (int level = 1; level <= jp->depth && level < MAX_DEPTH + 2 && used < sizeof at; level++) {
+        int n = jp->keys[level] != NULL ? snprintf(at + used, sizeof at - used, ".%s", jp->keys[level])
+                : jp->indexes[level] >= 0 ? snprintf(at + used, sizeof at - used, "[%ld]", jp->indexes[level])
+                                          : 0;
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    snprintf(jp->error, sizeof jp->error, "%s: %s", at, what);
     return -1;
 }
 
@@ -147,7 +161,10 @@ static int jparse(jparser *jp, jvalue *v);
 
 static int jparse_container(jparser *jp, jvalue *v, int object) {
     char close = object ? '}' : ']';
-    if (++jp->depth > MAX_DEPTH) return jfail(jp, "nested deeper than 32 levels");
+    if (jp->depth + 1 > MAX_DEPTH) return jfail(jp, "nested deeper than 32 levels");
+    jp->depth++;
+    jp->keys[jp->depth] = NULL;
+    jp->indexes[jp->depth] = -1;
     jp->p++;
     size_t cap = 0;
     for (;;) {
@@ -173,10 +190,12 @@ static int jparse_container(jparser *jp, jvalue *v, int object) {
             char *key = jstring(jp);
             if (key == NULL) return -1;
             v->keys[v->count] = key;
+            jp->keys[jp->depth] = key;
             jskip(jp);
             if (jp->p >= jp->end || *jp->p != ':') return v->count++, jfail(jp, "':' expected");
             jp->p++;
         }
+        if (!object) jp->indexes[jp->depth] = (long)v->count;
         v->count++;
         if (jparse(jp, item) != 0) return -1;
         jskip(jp);
@@ -188,6 +207,7 @@ static int jparse_container(jparser *jp, jvalue *v, int object) {
         return jfail(jp, object ? "',' or '}' expected" : "',' or ']' expected");
     }
     jp->p++;
+    jp->keys[jp->depth] = NULL;
     jp->depth--;
     return 0;
 }
@@ -273,7 +293,8 @@ static int to_value(const jvalue *j, oconfig_value_t *out, const char *at, char 
         return 0;
     default:
         snprintf(err, err_len, "%s: a %s where collectd needs a string, a number or a boolean", at,
-                 j->type == J_NULL ? "null" : j->type == J_ARRAY ? "list" : "map");
+                 j->type == J_NULL ? "null (or a number without a finite value: .inf, .nan, 1e400)"
+                 : j->type == J_ARRAY ? "list" : "map");
         return -1;
     }
 }
@@ -388,7 +409,12 @@ vcd_config *vcd_config_parse(const char *json, size_t len, const char *plugin, c
     if (status != 0) {
         snprintf(err, err_len, "%s", jp.error);
     } else if (top.type == J_OBJECT) {
-        status = build_items(&top, &config->root, &config->root_path, err, err_len);
+        for (size_t i = 0; i < top.count && status == 0; i++)
+            if (strcmp(top.keys[i], "$args") == 0) {
+                snprintf(err, err_len, "options.config.$args: the plugin's own block takes no arguments");
+                status = -1;
+            }
+        if (status == 0) status = build_items(&top, &config->root, &config->root_path, err, err_len);
     } else if (top.type != J_NULL) {
         snprintf(err, err_len, "options.config: a map of the plugin's options is expected (Key: value)");
         status = -1;
@@ -412,19 +438,25 @@ VCD_HIDDEN const oconfig_item_t *vcd_config_root(const vcd_config *config) {
     return config != NULL ? &config->root : NULL;
 }
 
-static const char *find_path(const oconfig_item_t *ci, const cpath *path, const oconfig_item_t *item) {
-    if (ci == item) return path->text;
-    for (int i = 0; i < ci->children_num && i < path->count; i++) {
-        const char *found = find_path(&ci->children[i], &path->children[i], item);
-        if (found != NULL) return found;
-    }
-    return NULL;
-}
-
-/* Where `item` (an item of the parsed tree, not of a clone) came from. */
+/* Where `item` (an item of the parsed tree, not of a clone) came from: its
+ * indexes up the parent links, then down the paths; O(depth). */
 VCD_HIDDEN const char *vcd_config_path_of(const vcd_config *config, const oconfig_item_t *item) {
-    const char *found = find_path(&config->root, &config->root_path, item);
-    return found != NULL ? found : "options.config";
+    int indexes[MAX_DEPTH + 2];
+    int depth = 0;
+    for (const oconfig_item_t *at = item; at != &config->root; at = at->parent) {
+        const oconfig_item_t *parent = at->parent;
+        if (parent == NULL || depth >= MAX_DEPTH + 2 || at < parent->children ||
+            at >= parent->children + parent->children_num)
+            return "options.config";
+        indexes[depth++] = (int)(at - parent->children);
+    }
+    const cpath *path = &config->root_path;
+    while (depth > 0) {
+        int i = indexes[--depth];
+        if (i >= path->count) return "options.config";
+        path = &path->children[i];
+    }
+    return path->text;
 }
 
 static int mentions_word(const char *message, const char *word) {

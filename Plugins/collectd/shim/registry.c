@@ -23,6 +23,11 @@ int pidfile_from_cli;
 /* collectd's MaxReadInterval default: the longest a failing read waits. */
 #define VCD_MAX_READ_INTERVAL TIME_T_TO_CDTIME_T_STATIC(86400)
 #define VCD_MAX_MESSAGE 1024
+/* Callbacks one module may register (collectd has no limit; a plugin that
+ * registers without end would make every registration slower). */
+#define VCD_MAX_CALLBACKS 10000
+/* Identifiers one module keeps last values of, for rates. */
+#define VCD_MAX_RATE_ENTRIES 1000000
 
 typedef enum {
     CB_CONFIG, CB_COMPLEX_CONFIG, CB_INIT, CB_READ, CB_WRITE, CB_FLUSH, CB_MISSING,
@@ -70,7 +75,15 @@ struct vcd_module {
     int inited;
     int threads;
     int copy;              /* loaded from a private copy of the file */
+    int copy_fd;           /* the copy's memfd, open while the copy is loaded */
     char hostname[DATA_MAX_NAME_LEN]; /* the monitor's; hostname_g is the first one's */
+    pthread_mutex_t rates_lock;
+    c_avl_tree_t *rates;   /* identifier -> rate_entry: the module's last values */
+    cdtime_t rates_swept;
+    int callbacks;         /* registered, live or not: at most VCD_MAX_CALLBACKS */
+    int had_reads;         /* it once had a read callback */
+    int said_no_reads;
+    c_complain_t bad_length_complaint;
     int detached;          /* unloaded: its sink is gone (gate_lock) */
     char last_error[VCD_MAX_MESSAGE];
     char logged_error[VCD_MAX_MESSAGE]; /* the last LOG_ERR while capturing */
@@ -199,6 +212,12 @@ static callback *add_callback(cb_kind kind, const char *name, void (*fn)(void), 
         return NULL;
     }
     vcd_module *m = current_module(name);
+    if (m != NULL && __atomic_add_fetch(&m->callbacks, 1, __ATOMIC_RELAXED) > VCD_MAX_CALLBACKS) {
+        static c_complain_t complaint = C_COMPLAIN_INIT_STATIC;
+        c_complain_once(LOG_ERR, &complaint, "plugin_register_%s: more than %d callbacks registered: refused",
+                        cb_kind_names[kind], VCD_MAX_CALLBACKS);
+        return NULL;
+    }
     callback *cb = calloc(1, sizeof *cb);
     if (cb == NULL) return NULL;
     cb->kind = kind;
@@ -440,6 +459,127 @@ static void own_host(const vcd_module *m, char host[DATA_MAX_NAME_LEN]) {
         copy_name(host, m->hostname[0] != 0 ? m->hostname : hostname_g);
 }
 
+/* The last values of each identifier a module dispatched, for its rates
+ * and collectd's "value too old": the module's own, so that two instances
+ * of one plugin (the same identifiers) do not see each other's values. */
+typedef struct rate_entry {
+    cdtime_t time;
+    cdtime_t interval;
+    size_t count;
+    value_t values[];
+} rate_entry;
+
+static int compare_keys(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Rates of `vl` against the module's last values into `rates` (NAN where
+ * unknown), which then become `vl`'s. -1: not newer than the last value. */
+static int module_rates(vcd_module *m, const data_set_t *ds, const value_list_t *vl, gauge_t *rates) {
+    char name[6 * DATA_MAX_NAME_LEN];
+    for (size_t i = 0; i < ds->ds_num; i++) rates[i] = ds->ds[i].type == DS_TYPE_GAUGE ? vl->values[i].gauge : NAN;
+    if (FORMAT_VL(name, sizeof name, vl) != 0) return 0;
+    int status = 0;
+    pthread_mutex_lock(&m->rates_lock);
+    if (m->rates == NULL) m->rates = c_avl_create(compare_keys);
+    rate_entry *last = NULL;
+    if (m->rates != NULL && c_avl_get(m->rates, name, (void **)&last) == 0) {
+        if (vl->time <= last->time) {
+            status = -1;
+        } else if (last->count == ds->ds_num) {
+            double seconds = CDTIME_T_TO_DOUBLE(vl->time - last->time);
+            for (size_t i = 0; i < ds->ds_num; i++) {
+                value_t now = vl->values[i], before = last->values[i];
+                switch (ds->ds[i].type) {
+                case DS_TYPE_COUNTER: rates[i] = (double)counter_diff(before.counter, now.counter) / seconds; break;
+                case DS_TYPE_DERIVE: rates[i] = ((double)now.derive - (double)before.derive) / seconds; break;
+                case DS_TYPE_ABSOLUTE: rates[i] = (double)now.absolute / seconds; break;
+                default: break;
+                }
+            }
+        }
+        if (status == 0 && last->count == ds->ds_num) {
+            memcpy(last->values, vl->values, ds->ds_num * sizeof *vl->values);
+            last->time = vl->time;
+            last->interval = vl->interval;
+        } else if (status == 0) {
+            /* The type changed its sources: the entry starts again. */
+            char *key = NULL;
+            if (c_avl_remove(m->rates, name, (void **)&key, (void **)&last) == 0) {
+                free(key);
+                free(last);
+            }
+            last = NULL;
+        }
+    }
+    if (status == 0 && last == NULL && m->rates != NULL && c_avl_size(m->rates) < VCD_MAX_RATE_ENTRIES) {
+        rate_entry *entry = malloc(sizeof *entry + ds->ds_num * sizeof(value_t));
+        char *key = sstrdup(name);
+        if (entry != NULL && key != NULL) {
+            entry->time = vl->time;
+            entry->interval = vl->interval;
+            entry->count = ds->ds_num;
+            memcpy(entry->values, vl->values, ds->ds_num * sizeof *vl->values);
+            if (c_avl_insert(m->rates, key, entry) == 0) entry = NULL, key = NULL;
+        }
+        free(entry);
+        free(key);
+    }
+    pthread_mutex_unlock(&m->rates_lock);
+    return status;
+}
+
+/* Forgets identifiers that stopped coming (collectd's Timeout: that many
+ * intervals), at most once a minute, so that a module receiving from
+ * hosts that come and go does not keep them all. */
+static void sweep_rates(vcd_module *m, cdtime_t now) {
+    pthread_mutex_lock(&m->rates_lock);
+    if (m->rates == NULL || now < m->rates_swept + TIME_T_TO_CDTIME_T_STATIC(60)) {
+        pthread_mutex_unlock(&m->rates_lock);
+        return;
+    }
+    m->rates_swept = now;
+    int rounds = timeout_g > 0 ? timeout_g : 2;
+    char **stale = NULL;
+    size_t n = 0, cap = 0;
+    c_avl_iterator_t *it = c_avl_get_iterator(m->rates);
+    char *key;
+    rate_entry *entry;
+    while (it != NULL && c_avl_iterator_next(it, (void **)&key, (void **)&entry) == 0) {
+        cdtime_t interval = entry->interval > 0 ? entry->interval : m->interval;
+        if (entry->time + (cdtime_t)rounds * interval >= now) continue;
+        if (n == cap) {
+            size_t grown = cap ? cap * 2 : 64;
+            char **bigger = realloc(stale, grown * sizeof *bigger);
+            if (bigger == NULL) break;
+            stale = bigger;
+            cap = grown;
+        }
+        stale[n++] = key;
+    }
+    c_avl_iterator_destroy(it);
+    for (size_t i = 0; i < n; i++) {
+        char *stored = NULL;
+        if (c_avl_remove(m->rates, stale[i], (void **)&stored, (void **)&entry) == 0) {
+            free(stored);
+            free(entry);
+        }
+    }
+    free(stale);
+    pthread_mutex_unlock(&m->rates_lock);
+}
+
+static void free_rates(vcd_module *m) {
+    char *key;
+    rate_entry *entry;
+    pthread_mutex_lock(&m->rates_lock);
+    while (m->rates != NULL && c_avl_pick(m->rates, (void **)&key, (void **)&entry) == 0) {
+        free(key);
+        free(entry);
+    }
+    if (m->rates != NULL) c_avl_destroy(m->rates);
+    m->rates = NULL;
+    pthread_mutex_unlock(&m->rates_lock);
+}
+
 /* Fills what collectd fills for a plugin that left it out, checks the
  * list against its type and hands it to the module's sink. */
 static int dispatch(vcd_module *m, const data_set_t *ds, value_list_t const *given) {
@@ -459,10 +599,14 @@ static int dispatch(vcd_module *m, const data_set_t *ds, value_list_t const *giv
     }
     if (vl.values == NULL || vl.values_len != ds->ds_num) {
         count(m, &m->counts.bad_length);
-        static c_complain_t complaint = C_COMPLAIN_INIT_STATIC;
-        c_complain_once(LOG_WARNING, &complaint,
-                        "plugin_dispatch_values: %s/%s: %zu values where type %s has %zu sources: not dispatched",
-                        vl.plugin, vl.type, vl.values_len, ds->type, ds->ds_num);
+        if (vl.values == NULL)
+            c_complain_once(LOG_WARNING, &m->bad_length_complaint,
+                            "plugin_dispatch_values: %s/%s: no values (a NULL pointer): not dispatched", vl.plugin,
+                            vl.type);
+        else
+            c_complain_once(LOG_WARNING, &m->bad_length_complaint,
+                            "plugin_dispatch_values: %s/%s: %zu values where type %s has %zu sources: not dispatched",
+                            vl.plugin, vl.type, vl.values_len, ds->type, ds->ds_num);
         return EINVAL;
     }
     own_host(m, vl.host);
@@ -473,17 +617,20 @@ static int dispatch(vcd_module *m, const data_set_t *ds, value_list_t const *giv
         return 0;
     }
     int status = 0;
-    if (vcd_cache_update(ds, &vl) != 0) {
+    gauge_t stack_rates[16];
+    gauge_t *rates = ds->ds_num <= 16 ? stack_rates : calloc(ds->ds_num, sizeof *rates);
+    if (rates == NULL) {
+        status = ENOMEM;
+    } else if (module_rates(m, ds, &vl, rates) != 0) {
         count(m, &m->counts.too_old);
         status = -1;
     } else {
-        gauge_t stack_rates[16];
-        gauge_t *rates = ds->ds_num <= 16 ? stack_rates : calloc(ds->ds_num, sizeof *rates);
-        if (rates != NULL && vcd_cache_rates(ds, &vl, rates) != 0)
-            for (size_t i = 0; i < ds->ds_num; i++) rates[i] = NAN;
+        /* The process's value cache, which plugins may ask (uc_*), from
+         * the plugin's own file: copies repeat its identifiers. */
+        if (!m->copy) (void)vcd_cache_update(ds, &vl);
         if (m->sink.values != NULL) m->sink.values(m->ctx, ds, &vl, rates);
-        if (rates != stack_rates) free(rates);
     }
+    if (rates != stack_rates) free(rates);
     gate_leave(m);
     return status;
 }
@@ -514,6 +661,8 @@ int plugin_dispatch_multivalue(value_list_t const *template, bool store_percenta
     value_t value;
     vl.values = &value;
     vl.values_len = 1;
+    /* Percentages are of type "percent", whatever the template says. */
+    if (store_percentage) copy_name(vl.type, "percent");
     gauge_t sum = 0;
     va_list ap;
     if (store_percentage) {
@@ -637,7 +786,9 @@ int vcd_global_init(const char *hostname, cdtime_t interval, const char *types_d
     return status;
 }
 
-int vcd_types_add(const char *path, char *err, size_t err_len) { return vcd_types_load(path, err, err_len); }
+int vcd_types_add(const char *path, int replace, char *err, size_t err_len) {
+    return replace ? vcd_types_load(path, err, err_len) : vcd_types_load_new(path, err, err_len);
+}
 
 static int spent(const char *name) {
     for (size_t i = 0; i < spent_count; i++)
@@ -648,8 +799,13 @@ static int spent(const char *name) {
 /* A private copy of `path` in a memfd, opened as a library of its own:
  * the loader tells libraries apart by file, so the copy gets statics of its
  * own and runs module_register and init again, as a second collectd daemon
- * would. NULL with a message when it cannot be made. */
-static void *open_private_copy(const char *path, const char *name, char *err, size_t err_len) {
+ * would. The loader also knows a library by the path it was opened with
+ * ("/proc/self/fd/N"), so the memfd stays open, its number taken, for as
+ * long as the copy is loaded: a later copy never gets a path that names an
+ * earlier one. NULL with a message when it cannot be made; `*fd_out` the
+ * memfd to close once the copy is unloaded. */
+static void *open_private_copy(const char *path, const char *name, int *fd_out, char *err, size_t err_len) {
+    *fd_out = -1;
     int in = open(path, O_RDONLY | O_CLOEXEC);
     struct stat info;
     if (in < 0 || fstat(in, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size > (off_t)256 << 20) {
@@ -682,7 +838,8 @@ static void *open_private_copy(const char *path, const char *name, char *err, si
         handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL);
         if (handle == NULL) set_err(err, err_len, "%s", dlerror());
     }
-    close(out); /* the mapping keeps the copy */
+    if (handle == NULL) close(out);
+    else *fd_out = out;
     return handle;
 }
 
@@ -714,10 +871,13 @@ vcd_module *vcd_module_load(const char *path, const char *name, const char *host
     m->interval = interval;
     pthread_rwlock_init(&m->gate_lock, NULL);
     pthread_mutex_init(&m->counts_lock, NULL);
+    pthread_mutex_init(&m->rates_lock, NULL);
+    C_COMPLAIN_INIT(&m->bad_length_complaint);
 
     dlerror();
     m->copy = taken;
-    m->dl = taken ? open_private_copy(path, name, err, err_len) : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    m->copy_fd = -1;
+    m->dl = taken ? open_private_copy(path, name, &m->copy_fd, err, err_len) : dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (m->dl == NULL) {
         if (!taken) {
             const char *why = dlerror();
@@ -896,8 +1056,21 @@ static void expire_cache(cdtime_t now) {
 int vcd_module_read(vcd_module *m, cdtime_t now, int *failed, char *err, size_t err_len) {
     int ran = 0, bad = 0;
     expire_cache(now);
+    sweep_rates(m, now);
     callback **list = module_callbacks(m, CB_READ);
     if (list == NULL) return 0;
+    if (list[0] != NULL) {
+        m->had_reads = 1;
+    } else if (m->had_reads && !m->said_no_reads) {
+        /* Unregistered from inside itself: say so once, or the monitor
+         * would look running with nothing to show. */
+        m->said_no_reads = 1;
+        vcd_module *saved_module = tl_module;
+        tl_module = m;
+        WARNING("the %s plugin unregistered its last read callback: it reads nothing more until the monitor restarts",
+                m->name);
+        tl_module = saved_module;
+    }
     /* A callback due within half the module's interval runs now: polls
      * come at the module's interval, give or take scheduling. */
     cdtime_t slack = m->interval / 2;
@@ -980,10 +1153,15 @@ void vcd_module_unload(vcd_module *m) {
     int still_mapped = 1;
     if (!keep_mapped) {
         dlclose(m->dl);
-        void *probe = m->copy ? NULL : dlopen(m->path, RTLD_NOW | RTLD_NOLOAD);
+        char copy_path[64];
+        if (m->copy) snprintf(copy_path, sizeof copy_path, "/proc/self/fd/%d", m->copy_fd);
+        void *probe = dlopen(m->copy ? copy_path : m->path, RTLD_NOW | RTLD_NOLOAD);
         still_mapped = probe != NULL;
         if (probe != NULL) dlclose(probe);
     }
+    /* A copy the loader let go frees its memfd number; one still mapped
+     * keeps it, so that no later copy is taken for it. */
+    if (m->copy && !still_mapped && m->copy_fd >= 0) close(m->copy_fd);
     if (still_mapped && !m->copy) {
         pthread_mutex_lock(&registry_lock);
         char **grown = realloc(spent_names, (spent_count + 1) * sizeof *grown);
@@ -999,10 +1177,13 @@ void vcd_module_unload(vcd_module *m) {
         pthread_rwlock_wrlock(&m->gate_lock);
         m->detached = 1;
         pthread_rwlock_unlock(&m->gate_lock);
+        free_rates(m);
         return;
     }
+    free_rates(m);
     pthread_rwlock_destroy(&m->gate_lock);
     pthread_mutex_destroy(&m->counts_lock);
+    pthread_mutex_destroy(&m->rates_lock);
     free(m);
 }
 

@@ -54,6 +54,11 @@
  *  "PATH:LINE: what is wrong" (or the open error) in `err`. */
 VCD_HIDDEN int vcd_types_load(const char *path, char *err, size_t err_len);
 
+/** As vcd_types_load, but a file that would redefine a type already known
+ *  is refused ("PATH: redefines type NAME"): other monitors of the process
+ *  use the known one. */
+VCD_HIDDEN int vcd_types_load_new(const char *path, char *err, size_t err_len);
+
 /* -------------------------------------------------------------- cache.c */
 
 /** Records `vl` in the value cache (what uc_get_rate and friends answer

@@ -226,14 +226,15 @@ static vcd_type_t *type_copy(const data_set_t *ds) {
 typedef struct {
   size_t added;    /* names not known yet */
   size_t replaced; /* known names with a different definition */
+  char first_replaced[DATA_MAX_NAME_LEN];
 } vcd_plan_t;
 
 static void plan_one(vcd_plan_t *plan, const vcd_type_t *node) {
   const vcd_type_t *old = table_get(&types, node->ds.type);
   if (old == NULL)
     plan->added++;
-  else if (!ds_equal(&old->ds, &node->ds))
-    plan->replaced++;
+  else if (!ds_equal(&old->ds, &node->ds) && plan->replaced++ == 0)
+    sstrncpy(plan->first_replaced, node->ds.type, sizeof(plan->first_replaced));
 }
 
 /* Checks the limits and reserves room; types_lock is held for writing. */
@@ -275,13 +276,22 @@ static bool install(vcd_type_t *node) {
   return old != NULL;
 }
 
-/* Installs every node of `list` or none; consumes the list either way. */
-static int install_list(vcd_type_t *list, char *err, size_t err_len) {
+/* Installs every node of `list` or none; consumes the list either way.
+ * Without `replace`, a list that would redefine a known type is refused. */
+static int install_list(vcd_type_t *list, bool replace, char *err,
+                        size_t err_len) {
   vcd_plan_t plan = {0};
   pthread_rwlock_wrlock(&types_lock);
   for (const vcd_type_t *n = list; n != NULL; n = n->next)
     plan_one(&plan, n);
-  int status = plan_check(&plan, err, err_len);
+  int status = 0;
+  if (!replace && plan.replaced > 0) {
+    snprintf(err, err_len, "redefines type %s%s", plan.first_replaced,
+             plan.replaced > 1 ? " and others" : "");
+    status = -1;
+  }
+  if (status == 0)
+    status = plan_check(&plan, err, err_len);
   while (status == 0 && list != NULL) {
     vcd_type_t *next = list->next;
     install(list);
@@ -675,7 +685,19 @@ static int read_file(const char *path, char **ret, size_t *ret_len, char *err,
   return status;
 }
 
+static int load_types(const char *path, bool replace, char *err,
+                      size_t err_len);
+
 int vcd_types_load(const char *path, char *err, size_t err_len) {
+  return load_types(path, true, err, err_len);
+}
+
+int vcd_types_load_new(const char *path, char *err, size_t err_len) {
+  return load_types(path, false, err, err_len);
+}
+
+static int load_types(const char *path, bool replace, char *err,
+                      size_t err_len) {
   char spare[1];
   if (err == NULL || err_len == 0) {
     err = spare;
@@ -699,8 +721,8 @@ int vcd_types_load(const char *path, char *err, size_t err_len) {
     type_list_free(list);
     return -1;
   }
-  char why[128] = "";
-  if (install_list(list, why, sizeof(why)) != 0) {
+  char why[256] = "";
+  if (install_list(list, replace, why, sizeof(why)) != 0) {
     snprintf(err, err_len, "%s: %s", path, why);
     return -1;
   }

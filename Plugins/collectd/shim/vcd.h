@@ -52,8 +52,10 @@ VCD_EXPORT int vcd_interface_version(void);
 VCD_EXPORT int vcd_global_init(const char *hostname, cdtime_t interval, const char *types_db, char *err,
                                size_t err_len);
 
-/** Adds the types of another types.db file. 0, or -1 with "PATH:LINE: …". */
-VCD_EXPORT int vcd_types_add(const char *path, char *err, size_t err_len);
+/** Adds the types of another types.db file. 0, or -1 with "PATH:LINE: …".
+ *  Without `replace`, a file that redefines a known type is refused (the
+ *  process's other modules use it). */
+VCD_EXPORT int vcd_types_add(const char *path, int replace, char *err, size_t err_len);
 
 /** dlopens `path` (RTLD_NOW | RTLD_LOCAL) and runs its module_register.
  *  `hostname` is what its values are dispatched with where the plugin
