@@ -348,18 +348,20 @@ int cf_register_complex(const char *type, int (*callback_fn)(oconfig_item_t *)) 
 void cf_unregister(const char *type) { plugin_unregister_config(type); }
 void cf_unregister_complex(const char *type) { plugin_unregister_complex_config(type); }
 
-/* Callbacks of `kind` belonging to `m`, live, oldest first, as a NULL-ended
- * array the caller frees; entries stay valid until `m` unloads. */
+/* Callbacks of `kind` belonging to `m` (NULL: of every module, as collectd
+ * runs missing-value and cache-event callbacks), live, oldest first, as a
+ * NULL-ended array the caller frees; entries stay valid until their module
+ * unloads. */
 static callback **module_callbacks(vcd_module *m, cb_kind kind) {
     size_t n = 0;
     pthread_mutex_lock(&registry_lock);
     for (callback *cb = callbacks; cb != NULL; cb = cb->next_cb)
-        if (cb->kind == kind && cb->module == m && !cb->removed) n++;
+        if (cb->kind == kind && (m == NULL || cb->module == m) && !cb->removed) n++;
     callback **list = calloc(n + 1, sizeof *list);
     if (list != NULL) {
         size_t i = n;
         for (callback *cb = callbacks; cb != NULL && i > 0; cb = cb->next_cb)
-            if (cb->kind == kind && cb->module == m && !cb->removed) list[--i] = cb;
+            if (cb->kind == kind && (m == NULL || cb->module == m) && !cb->removed) list[--i] = cb;
     }
     pthread_mutex_unlock(&registry_lock);
     return list;
@@ -696,26 +698,11 @@ int plugin_dispatch_multivalue(value_list_t const *template, bool store_percenta
     return failed;
 }
 
-/* Live callbacks of `kind` of every module, as collectd runs them for
- * missing values and cache events; NULL-ended, the caller frees. */
-static callback **all_callbacks(cb_kind kind) {
-    size_t n = 0;
-    pthread_mutex_lock(&registry_lock);
-    for (callback *cb = callbacks; cb != NULL; cb = cb->next_cb)
-        if (cb->kind == kind && !cb->removed) n++;
-    callback **list = calloc(n + 1, sizeof *list);
-    size_t i = 0;
-    for (callback *cb = callbacks; list != NULL && cb != NULL && i < n; cb = cb->next_cb)
-        if (cb->kind == kind && !cb->removed) list[i++] = cb;
-    pthread_mutex_unlock(&registry_lock);
-    return list;
-}
-
 /* A value that stopped coming (the cache's timeout): each missing
  * callback is told, in its module's context. */
 int plugin_dispatch_missing(const value_list_t *vl) {
     if (vl == NULL) return EINVAL;
-    callback **list = all_callbacks(CB_MISSING);
+    callback **list = module_callbacks(NULL, CB_MISSING);
     vcd_module *saved = tl_module;
     for (size_t i = 0; list != NULL && list[i] != NULL; i++) {
         tl_module = list[i]->module;
@@ -732,7 +719,7 @@ int plugin_dispatch_missing(const value_list_t *vl) {
  * the entry's mask, as collectd keeps it). */
 void plugin_dispatch_cache_event(enum cache_event_type_e event_type, unsigned long callbacks_mask,
                                  const char *name, const value_list_t *vl) {
-    callback **list = all_callbacks(CB_CACHE_EVENT);
+    callback **list = module_callbacks(NULL, CB_CACHE_EVENT);
     vcd_module *saved = tl_module;
     unsigned long wanted = 0;
     for (size_t i = 0; list != NULL && list[i] != NULL && i < sizeof(unsigned long) * 8; i++) {
