@@ -444,6 +444,37 @@ struct CollectdRunTests {
         #expect(values.of(monitor: "exits").filter { $0.typeInstance == "ok" }.count <= 1, "exit(7) on the second read")
     }
 
+    /// collectd's read scheduling: a read callback with an interval of its
+    /// own runs at that interval, not the monitor's; a failing one waits
+    /// twice as long after each failure (collectd's back-off).
+    @Test func readCallbacksKeepTheirIntervalsAndBackOffWhenTheyFail() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let plugin = dir + "/hostile_cd.so"
+        let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} -std=gnu11 -O2 -shared -fPIC -DHAVE_CONFIG_H -I/usr/include/collectd -I/usr/include/collectd/core \(TestEnv.fixture("collectd/hostile_cd.c")) -o \(plugin)"])
+        try #require(build.status == 0, "\(build.stderr)")
+        let manifest = """
+        isolation: process
+        monitors:
+          failing:
+            plugin: collectd
+            interval: 100ms
+            options: { plugin: \(plugin), config: { Mode: failing } }
+          slow:
+            plugin: collectd
+            interval: 100ms
+            options: { plugin: \(plugin), config: { Mode: slow } }
+        """ + "\n" + Self.sink(dir)
+        let (output, values, _) = try run(manifest, in: dir, for: "3200ms")
+        // Reads at 0, 0.2, 0.6, 1.4 and 3.0 s: 5, where the monitor's 100 ms would give 32.
+        let attempts = values.of(monitor: "failing").filter { $0.typeInstance == "attempt" }.count
+        #expect((4...6).contains(attempts), "\(attempts) failing reads\n\(output.stderr)")
+        #expect(output.stderr.contains("read function failing failed; suspended for 0.800 s"), "\(output.stderr)")
+        // Every second, where the monitor polls every 100 ms: 3 or 4 in 3.2 s.
+        let slow = values.of(monitor: "slow").filter { $0.typeInstance == "slow" }.count
+        #expect((3...4).contains(slow), "\(slow) reads of a callback with a 1 s interval")
+    }
+
     func freeUDPPort() throws -> Int {
         let s = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         defer { close(s) }

@@ -16,6 +16,9 @@
  * and registers another ("second"), which dispatches "hostile/gauge-second".
  * `Mode exit` calls exit(7) on the second read; `Mode crash` dereferences
  * NULL on the second read; `Mode refuse` refuses its config with an error.
+ * `Mode failing` dispatches "hostile/gauge-attempt" then fails, every read
+ * (collectd's back-off doubles the wait each time); `Mode slow` reads
+ * through plugin_register_complex_read with an interval of its own, 1 s.
  */
 #include "collectd/core/daemon/collectd.h"
 #include "collectd/core/daemon/plugin.h"
@@ -58,6 +61,26 @@ static void dispatch_gauge(const char *type_instance, double v) {
 
 static int second_read(void) {
     dispatch_gauge("second", reads);
+    return 0;
+}
+
+static int failing_read(void) {
+    dispatch_gauge("attempt", ++reads);
+    return -1;
+}
+
+static int slow_read(user_data_t *ud) {
+    (void)ud;
+    dispatch_gauge("slow", ++reads);
+    return 0;
+}
+
+static int hostile_init(void) {
+    if (strcmp(mode, "failing") == 0 || strcmp(mode, "slow") == 0) {
+        plugin_unregister_read("hostile");
+        if (strcmp(mode, "failing") == 0) plugin_register_read("failing", failing_read);
+        else plugin_register_complex_read(NULL, "slow", slow_read, TIME_T_TO_CDTIME_T_STATIC(1), NULL);
+    }
     return 0;
 }
 
@@ -114,5 +137,6 @@ static int hostile_read(void) {
 
 void module_register(void) {
     plugin_register_complex_config("hostile", hostile_config);
+    plugin_register_init("hostile", hostile_init);
     plugin_register_read("hostile", hostile_read);
 }
