@@ -152,7 +152,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         self.availabilityKind = kinds.firstIndex(of: "availability")!
         self.route = Route(source: config.name, kinds: kinds)
         self.queue = DispatchQueue(label: "vigil.monitor.\(config.name)")
-        (transport as? RunnerTransport)?.whenDiedOutsideACall { [weak self] death in self?.runnerDied(death) }
+        (transport as? RunnerTransport)?.whenDiedOutsideACall { [weak self] death, runner in self?.runnerDied(death, of: runner) }
     }
 
     var state: State { lock.withLock { _state } }
@@ -348,10 +348,13 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     }
 
     /// The runner died while no call was in flight (a plugin thread
-    /// crashed between polls): handled on the queue like a crash in a call.
-    private func runnerDied(_ death: RunnerDeath) {
+    /// crashed between polls): handled on the queue like a crash in a call,
+    /// if `runner` still serves the instance (a runner let go by a stop or
+    /// restart queued before is not the one running now).
+    private func runnerDied(_ death: RunnerDeath, of runner: RunnerProcess) {
         queue.async { [self] in
-            guard !stopping, !stoppedByOperator, state == .running || state == .retrying else { return }
+            guard !stopping, !stoppedByOperator, state == .running || state == .retrying,
+                  (transport as? RunnerTransport)?.currentProcess === runner else { return }
             crashed(call: "running (between calls)", death: death)
         }
     }

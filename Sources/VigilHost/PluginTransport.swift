@@ -134,8 +134,10 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
         set { current.withLock { $0 = newValue } }
     }
     private var created = false
-    /// Told when the runner dies outside a call (on the runner's channel thread).
-    private let onDeath = LockedState<@Sendable (RunnerDeath) -> Void>({ _ in })
+    /// Told when the runner dies outside a call (on the runner's channel
+    /// thread), with the runner that died: by the time the instance looks,
+    /// another may serve it.
+    private let onDeath = LockedState<@Sendable (RunnerDeath, RunnerProcess) -> Void>({ _, _ in })
     private let late = LockedState<UInt64>(0)
 
     /// A transport over `first`, the runner that described the plugin.
@@ -146,7 +148,7 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
     }
 
     /// Who hears of a runner that died outside a call (the instance).
-    func whenDiedOutsideACall(_ handler: @escaping @Sendable (RunnerDeath) -> Void) {
+    func whenDiedOutsideACall(_ handler: @escaping @Sendable (RunnerDeath, RunnerProcess) -> Void) {
         onDeath.withLock { $0 = handler }
     }
 
@@ -173,7 +175,10 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
         }
         guard let process else { return .crashed(RunnerDeath()) }
         let onDeath = onDeath
-        process.attach(receiver) { death in onDeath.withLock { $0 }(death) }
+        process.attach(receiver) { [weak process] death in
+            guard let process else { return }
+            onDeath.withLock { $0 }(death, process)
+        }
         let outcome = call(RunnerWire.encodeCreate(name: name, options: options, interval: interval), "create", timeout)
         if case .returned(VIGIL_OK, _) = outcome { created = true }
         return outcome

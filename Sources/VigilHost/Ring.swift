@@ -47,6 +47,8 @@ final class SharedRing: @unchecked Sendable {
     let maxPayload: Int
     private let base: UnsafeMutableRawPointer
     private let mappedBytes: Int
+    /// Unmapped and closed (`release`).
+    private var released = false
 
     struct Failure: Error, CustomStringConvertible {
         var description: String
@@ -60,7 +62,15 @@ final class SharedRing: @unchecked Sendable {
         self.maxPayload = capacity / 4 - Layout.recordHeader
     }
 
-    deinit {
+    deinit { release() }
+
+    /// Unmaps the ring and closes its memfd, once no one reads or writes it
+    /// any more (the host, when its runner has ended: a process object may
+    /// outlive its runner, and must not hold the ring's memory and
+    /// descriptor meanwhile). By the ring's one owner; idempotent.
+    func release() {
+        guard !released else { return }
+        released = true
         munmap(base, mappedBytes)
         close(fd)
     }

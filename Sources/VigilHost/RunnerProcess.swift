@@ -60,7 +60,6 @@ public final class RunnerProcess: @unchecked Sendable {
     let description: PluginDescription
     private let control: ControlSocket
     private let ring: SharedRing
-    private let reader: RingReader
     private let dataEvent: Int32
     private let spaceEvent: Int32
 
@@ -74,6 +73,10 @@ public final class RunnerProcess: @unchecked Sendable {
     /// Called once, on the channel thread, when the runner dies outside a call.
     private var onDeath: (@Sendable (RunnerDeath) -> Void)?
     private var callInFlight = false
+    /// The socket, ring and eventfds are closed: the runner was reaped. A
+    /// process object outlives its runner (a replaced instance keeps the
+    /// plugin it was resolved with), so they are closed then, not at deinit.
+    private var closed = false
     /// Room for a rebuilt event's fields.
     private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
 
@@ -87,14 +90,22 @@ public final class RunnerProcess: @unchecked Sendable {
         self.ring = ring
         self.dataEvent = dataEvent
         self.spaceEvent = spaceEvent
-        self.reader = RingReader(ring: ring, dataEvent: dataEvent, spaceEvent: spaceEvent)
     }
 
     deinit {
+        closeDescriptors()
+        fieldScratch.deallocate()
+    }
+
+    /// Closes the socket and the eventfds (under `state`, or alone) and
+    /// releases the ring; once.
+    private func closeDescriptors() {
+        guard !closed else { return }
+        closed = true
         close(control.fd)
         close(dataEvent)
         close(spaceEvent)
-        fieldScratch.deallocate()
+        ring.release()
     }
 
     /// Starts a runner as `launch` says and waits (up to its load timeout)
@@ -230,8 +241,10 @@ public final class RunnerProcess: @unchecked Sendable {
         }
         callInFlight = true
         pendingReply = nil
-        state.unlock()
+        // Sent under the lock: the channel closes the socket under it once
+        // the runner has ended (one call at a time, so it never blocks).
         control.send(message)
+        state.unlock()
         let deadline = monotonicNanoseconds().addingSaturating(timeout)
         state.lock()
         defer {
@@ -273,8 +286,14 @@ public final class RunnerProcess: @unchecked Sendable {
 
     /// Ends a runner whose instance was destroyed: the runner exits when
     /// its control socket closes; one that does not within a second is killed.
+    /// Nothing of it reaches the receiver after, its end included: a runner
+    /// let go is not a runner that died (an operator's restart, a reload).
     func finish() {
-        shutdown(control.fd, Int32(SHUT_RDWR))
+        state.withLock {
+            receiver = nil
+            onDeath = nil
+            if !closed { shutdown(control.fd, Int32(SHUT_RDWR)) }
+        }
         let pid = pid
         DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
             // A runner whose process object is gone was reaped: its pid may be another's now.
@@ -287,13 +306,15 @@ public final class RunnerProcess: @unchecked Sendable {
     // MARK: - the channel thread
 
     private func channel() {
+        // The reader (and its copy buffer) lives as long as the channel.
+        let reader = RingReader(ring: ring, dataEvent: dataEvent, spaceEvent: spaceEvent)
         var fds = [pollfd(fd: control.fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: dataEvent, events: Int16(POLLIN), revents: 0)]
         // Once the ring is found broken it is read no more: the runner is
         // being ended, and only its channel's end is awaited.
         var broken = false
         while true {
-            if !broken, let why = drainRing() {
+            if !broken, let why = drainRing(reader) {
                 broken = true
                 terminate(because: "the runner broke its channel: \(why)")
             }
@@ -303,7 +324,7 @@ public final class RunnerProcess: @unchecked Sendable {
             if n < 0 && errno != EINTR { break }
             guard fds[0].revents != 0 else { continue }
             // Everything written before the reply is in the ring: take it first.
-            if !broken, let why = drainRing() {
+            if !broken, let why = drainRing(reader) {
                 broken = true
                 terminate(because: "the runner broke its channel: \(why)")
             }
@@ -314,7 +335,7 @@ public final class RunnerProcess: @unchecked Sendable {
             }
         }
         // The runner closed its end: what it wrote before dying is delivered.
-        if !broken { _ = drainRing() }
+        if !broken { _ = drainRing(reader) }
         var ending = Self.reap(pid) ?? RunnerDeath()
         Self.reaped()
         let kernelReason = cgroup?.killReason()
@@ -322,14 +343,20 @@ public final class RunnerProcess: @unchecked Sendable {
         let (receiverOnDeath, inCall) = state.withLock { () -> ((@Sendable (RunnerDeath) -> Void)?, Bool) in
             ending.killedBecause = killReason ?? kernelReason
             death = ending
-            return (onDeath, callInFlight)
+            let told = onDeath
+            // Nothing more comes from it: its descriptors go now, and the
+            // instance it served is no longer held.
+            receiver = nil
+            onDeath = nil
+            closeDescriptors()
+            return (told, callInFlight)
         }
         state.broadcast()
         if !inCall { receiverOnDeath?(ending) }
     }
 
     /// Takes every record published so far; why the channel is broken, or nil.
-    private func drainRing() -> String? {
+    private func drainRing(_ reader: RingReader) -> String? {
         let receiver = state.withLock { self.receiver }
         while true {
             switch reader.next() {

@@ -186,6 +186,51 @@ import Testing
         _ = host.stop()
     }
 
+    /// The host's open descriptors (its /proc fd directory).
+    static func descriptors(of pid: pid_t) -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+    }
+
+    /// Each restart of an isolated monitor lets its runner go for good: the
+    /// host closes the runner's socket, ring memfd and eventfds (4 were left
+    /// open per restart), and the end of a runner it let go is not reported
+    /// as a crash (about every other restart was, and used up the budget).
+    @Test func restartingAnIsolatedMonitorLeaksNoDescriptorAndReportsNoCrash() throws {
+        let host = try Host("""
+          m:
+            plugin: heartbeat
+            interval: 100ms
+            isolation: process
+            restart_backoff: { min: 100ms, max: 100ms }
+            max_restarts: 3
+        """)
+        func state() -> String? { try? host.monitor("m")["state"] as? String }
+        #expect(SinkRunTests.waitUntil(10) { state() == "running" })
+        let pid = host.process.pid
+        // Settled: the control connections above are closed.
+        usleep(300_000)
+        let baseline = Self.descriptors(of: pid)
+        for _ in 0..<20 {
+            let restart = try host.ctl("restart", "m")
+            #expect(restart.status == 0, "\(restart.stderr)")
+            // Running again, long enough for the runner let go to have ended.
+            #expect(SinkRunTests.waitUntil(10) { state() == "running" })
+            usleep(150_000)
+        }
+        // The last runner let go ends within a second; a little slack for
+        // a control connection still closing.
+        #expect(SinkRunTests.waitUntil(5) { Self.descriptors(of: pid) <= baseline + 2 },
+                "\(baseline) descriptors before 20 restarts, \(Self.descriptors(of: pid)) after")
+        let m = try host.monitor("m")
+        #expect(m["state"] as? String == "running")
+        #expect(m["crashes"] as? Int == 0, "\(m)")
+        #expect(m["restarts"] as? Int == 0, "\(m)")
+        let output = host.stop()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stderr.contains("runner ended"), "\(output.stderr)")
+        #expect(output.stderr.components(separatedBy: "started by an operator").count - 1 == 20)
+    }
+
     @Test func ctlWithoutAHostSaysSoWithExit2() throws {
         let output = try TestEnv.run(TestEnv.vigil, ["ctl", "status", "--control", "unix:/nonexistent/vigil.sock"])
         #expect(output.status == 2)
