@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <unistd.h>
 
@@ -23,6 +24,18 @@ int vigil_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC);
 int vigil_seqpacket_pair(int fds[2]) { return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds); }
 
 int vigil_set_parent_death_signal(int signal) { return prctl(PR_SET_PDEATHSIG, (unsigned long)signal, 0, 0, 0); }
+
+int vigil_child_ended(pid_t pid, int block) {
+    siginfo_t info;
+    int r;
+    do {
+        info.si_pid = 0;
+        r = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+    } while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return -1;
+    return info.si_pid == pid ? 1 : 0;
+}
 
 int vigil_pidfd_open(pid_t pid) {
 #ifdef SYS_pidfd_open

@@ -165,6 +165,12 @@ struct RunnerCgroup: Sendable {
         return "memory limit: the kernel ended it at its cgroup's memory.max of \(Units.formatSize(memory))"
     }
 
+    /// Ends every process in the group at once (`cgroup.kill`, Linux 5.14):
+    /// what the runner started cannot leave it. Before `remove`.
+    func killAll() {
+        _ = RunnerCgroups.write("1", to: path + "/cgroup.kill")
+    }
+
     /// Removes the group once the runner in it has been reaped (the kernel
     /// may take a moment to see it empty).
     func remove() {

@@ -58,6 +58,8 @@ public final class RunnerProcess: @unchecked Sendable {
     let dataLimit: Int64?
     /// The plugin as the runner loaded and described it.
     let description: PluginDescription
+    /// What the plugin started, ended with the runner.
+    private let descendants: RunnerDescendants
     private let control: ControlSocket
     private let ring: SharedRing
     private let dataEvent: Int32
@@ -81,9 +83,10 @@ public final class RunnerProcess: @unchecked Sendable {
     private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
 
     private init(pid: pid_t, description: PluginDescription, control: ControlSocket, ring: SharedRing,
-                 dataEvent: Int32, spaceEvent: Int32, cgroup: RunnerCgroup?, dataLimit: Int64?) {
+                 dataEvent: Int32, spaceEvent: Int32, descendants: RunnerDescendants, dataLimit: Int64?) {
         self.pid = pid
-        self.cgroup = cgroup
+        self.descendants = descendants
+        self.cgroup = descendants.cgroup
         self.dataLimit = dataLimit
         self.description = description
         self.control = control
@@ -144,6 +147,9 @@ public final class RunnerProcess: @unchecked Sendable {
         if let cgroup { arguments += ["--cgroup", cgroup.path] }
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
+        // Inherited by whatever the plugin starts: how the host finds it to end it.
+        let tag = RunnerDescendants.newTag()
+        environment[RunnerDescendants.variable] = tag
         let spawn = Spawn(program: program, arguments: arguments, environment: environment,
                           descriptors: [0: .null, 1: .parent(2), 2: .parent(2),
                                         PluginRunner.controlFD: .parent(pair[1]), PluginRunner.ringFD: .parent(ring.fd),
@@ -159,6 +165,7 @@ public final class RunnerProcess: @unchecked Sendable {
             throw StartFailure(description: "cannot start a runner: \(error)")
         }
         close(pair[1])
+        let descendants = RunnerDescendants(group: pid, tag: tag, cgroup: cgroup)
         let control = ControlSocket(fd: pair[0])
         // The hello: the description, or why the plugin was refused.
         var pfd = pollfd(fd: control.fd, events: Int16(POLLIN), revents: 0)
@@ -172,7 +179,7 @@ public final class RunnerProcess: @unchecked Sendable {
         let load = "load (dlopen, its constructors and \(VIGIL_ENTRY_SYMBOL))"
         func abandon(_ why: String, ended: Bool = false) -> StartFailure {
             _ = kill(pid, SIGKILL)
-            let death = Self.reap(pid)
+            let death = Self.reap(pid, descendants)
             Self.reaped()
             for fd in [control.fd, dataEvent, spaceEvent] { close(fd) }
             guard ended, let death else { return StartFailure(description: why) }
@@ -216,7 +223,8 @@ public final class RunnerProcess: @unchecked Sendable {
             if vigil_limit_data(pid, UInt64(cap)) == 0 { dataLimit = cap }
         }
         let process = RunnerProcess(pid: pid, description: description, control: control, ring: ring,
-                                    dataEvent: dataEvent, spaceEvent: spaceEvent, cgroup: cgroup, dataLimit: dataLimit)
+                                    dataEvent: dataEvent, spaceEvent: spaceEvent, descendants: descendants,
+                                    dataLimit: dataLimit)
         handedOver = true
         Thread.detachNewThread { process.channel() }
         return process
@@ -308,7 +316,14 @@ public final class RunnerProcess: @unchecked Sendable {
     private func channel() {
         // The reader (and its copy buffer) lives as long as the channel.
         let reader = RingReader(ring: ring, dataEvent: dataEvent, spaceEvent: spaceEvent)
+        // The runner's end is seen on its pidfd (Linux 5.3), not only as the
+        // end of its socket: a process the plugin forked holds a copy of the
+        // socket open after the runner died. Without a pidfd, looked for
+        // every 100 ms. A negative fd is one poll skips.
+        let pidfd = vigil_pidfd_open(pid)
+        defer { if pidfd >= 0 { close(pidfd) } }
         var fds = [pollfd(fd: control.fd, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: dataEvent, events: Int16(POLLIN), revents: 0)]
         // Once the ring is found broken it is read no more: the runner is
         // being ended, and only its channel's end is awaited.
@@ -319,10 +334,14 @@ public final class RunnerProcess: @unchecked Sendable {
                 terminate(because: "the runner broke its channel: \(why)")
             }
             if !broken && !reader.prepareToSleep() { continue }
-            let n = poll(&fds, broken ? 1 : 2, -1)
+            let n = poll(&fds, broken ? 2 : 3, pidfd >= 0 ? -1 : 100)
             if !broken { reader.wokeUp() }
             if n < 0 && errno != EINTR { break }
-            guard fds[0].revents != 0 else { continue }
+            // A reply the runner sent before it ended is taken first.
+            guard fds[0].revents != 0 else {
+                if fds[1].revents != 0 || (pidfd < 0 && vigil_child_ended(pid, 0) == 1) { break }
+                continue
+            }
             // Everything written before the reply is in the ring: take it first.
             if !broken, let why = drainRing(reader) {
                 broken = true
@@ -334,9 +353,9 @@ public final class RunnerProcess: @unchecked Sendable {
                 continue
             }
         }
-        // The runner closed its end: what it wrote before dying is delivered.
+        // The runner closed its end or ended: what it wrote before is delivered.
         if !broken { _ = drainRing(reader) }
-        var ending = Self.reap(pid) ?? RunnerDeath()
+        var ending = Self.reap(pid, descendants) ?? RunnerDeath()
         Self.reaped()
         let kernelReason = cgroup?.killReason()
         cgroup?.remove()
@@ -415,16 +434,23 @@ public final class RunnerProcess: @unchecked Sendable {
     }
 
     /// Waits for `pid` to end (killing it if it has not a moment after its
-    /// channel closed); its ending, or nil if it was not our child.
-    private static func reap(_ pid: pid_t) -> RunnerDeath? {
-        var status: Int32 = 0
+    /// channel closed), ends what its plugin started, and reaps it; its
+    /// ending, or nil if it was not our child.
+    private static func reap(_ pid: pid_t, _ descendants: RunnerDescendants) -> RunnerDeath? {
+        var ended: Int32 = 0
         for _ in 0..<50 {
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid { return death(status) }
-            if r < 0 && errno != EINTR { return nil }
+            ended = vigil_child_ended(pid, 0)
+            if ended != 0 { break }
             usleep(2_000)
         }
-        _ = kill(pid, SIGKILL)
+        if ended == 0 {
+            _ = kill(pid, SIGKILL)
+            ended = vigil_child_ended(pid, 1)
+        }
+        guard ended == 1 else { return nil }
+        // Ended, not reaped yet: its pid (its group's id) is still its own.
+        descendants.killAll()
+        var status: Int32 = 0
         while true {
             let r = waitpid(pid, &status, 0)
             if r == pid { return death(status) }

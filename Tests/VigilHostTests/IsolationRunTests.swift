@@ -386,6 +386,62 @@ import Testing
         #expect(runnerUID == nobody)
     }
 
+    /// What a plugin starts ends with its runner, however the runner ends:
+    /// after a `kill -9` of the runner, the fixture's child (in the runner's
+    /// process group) and its detached grandchild (`setsid`, then exec of
+    /// /bin/sleep, as a daemon or collectd's exec plugin does) are gone
+    /// within a second or two, not left running under init.
+    @Test func aRunnerKilledWithSIGKILLTakesWhatItsPluginStartedWithIt() throws {
+        let dir = try TestEnv.tempDir()
+        let pidFile = dir + "/pids"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          forks:
+            plugin: forks_children
+            isolation: process
+            options: { pid_file: \(pidFile) }
+            restart: never
+        sinks:
+          out: { type: null }
+        """, to: dir + "/vigil.yaml")
+        let host = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "60s", "--control", "none"])
+        func sleepers() -> [pid_t] {
+            ((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { pid_t($0) }
+        }
+        defer {
+            if host.isRunning { host.signal(SIGKILL); _ = host.wait(timeout: 5) }
+            // Whatever a failed run left behind.
+            for pid in sleepers() where Self.isRunning(pid) { kill(pid, SIGKILL) }
+        }
+        #expect(SinkRunTests.waitUntil(10) { sleepers().count == 2 })
+        let started = sleepers()
+        #expect(started.count == 2 && started.allSatisfy(Self.isRunning), "\(started)")
+        let runners = Self.children(of: host.pid).filter { child in
+            String(decoding: FileManager.default.contents(atPath: "/proc/\(child)/cmdline") ?? Data(), as: UTF8.self)
+                .contains("runner")
+        }
+        try #require(runners.count == 1)
+        kill(runners[0], SIGKILL)
+        #expect(SinkRunTests.waitUntil(2) { !started.contains(where: Self.isRunning) },
+                "still running after the runner's SIGKILL: \(started.filter(Self.isRunning))")
+        // Left over, they would hold the host's stderr open: the wait below would not end.
+        for pid in started where Self.isRunning(pid) { kill(pid, SIGKILL) }
+        host.signal(SIGTERM)
+        let output = host.wait(timeout: 30)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("the plugin's runner ended in running (between calls): killed by SIGKILL"),
+                "\(output.stderr)")
+    }
+
+    /// Whether `pid` is a process that has not ended (a zombie has).
+    static func isRunning(_ pid: pid_t) -> Bool {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat"),
+              case let stat = String(decoding: data, as: UTF8.self), let close = stat.lastIndex(of: ")") else { return false }
+        let state = stat[stat.index(after: close)...].split(separator: " ").first
+        return state != "Z" && state != "X"
+    }
+
     static func children(of pid: pid_t) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { Int32($0) }.filter { child in

@@ -27,6 +27,11 @@ int vigil_seqpacket_pair(int fds[2]);
  *  thread that created it ends. */
 int vigil_set_parent_death_signal(int signal);
 
+/** Whether child `pid` has ended, without reaping it (waitid(P_PID, pid,
+ *  WEXITED | WNOWAIT), with WNOHANG unless `block`): 1 ended (a zombie,
+ *  its pid still its own), 0 not yet, -1 with errno (not our child). */
+int vigil_child_ended(pid_t pid, int block);
+
 /** pidfd_open(pid, 0) through syscall(2); -1 with errno where the kernel has none. */
 int vigil_pidfd_open(pid_t pid);
 
