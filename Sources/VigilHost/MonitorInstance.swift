@@ -86,6 +86,10 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// The plugin's last log lines, for a crash report. Guarded by `lock`.
     private var recentLog: [String] = []
     static let recentLogLines = 5
+    /// How many of the plugin's log lines are written. Guarded by `lock`.
+    private var logLimit = PluginLogLimit(now: monotonicNanoseconds())
+    /// Plugin log lines dropped over `logLimit`.
+    let logSuppressed = Atomic<UInt64>(0)
 
     // Supervision (runners only), on `queue`.
     private var budget: RestartBudget
@@ -473,6 +477,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         quarantineCheck?.cancel()
         quarantineCheck = nil
         stopAndDestroy()
+        flushLogNote()
     }
 
     /// Stops (when running) and destroys the plugin's instance. On `queue`.
@@ -574,23 +579,53 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         }
     }
 
+    /// A plugin's log line, from any thread (in process) or the runner's
+    /// channel: the one place plugin lines are written, so the one place
+    /// they are rate-limited (`PluginLogLimit`). A dropped line still counts
+    /// among the last words of a crash report.
     func log(level: Int, message: String, cut: Int) {
         if cut > 0 { logCuts.add(1, ordering: .relaxed) }
         // The host table copied at most HostLimits.logMessageBytes; the note
         // uses the log handler's words for a cut.
-        pluginLog(level: level, message: cut > 0 ? "\(message)… [cut \(cut) bytes]" : message)
+        let text = cut > 0 ? "\(message)… [cut \(cut) bytes]" : message
+        let now = monotonicNanoseconds()
+        let verdict = lock.withLock {
+            if recentLog.count == Self.recentLogLines { recentLog.removeFirst() }
+            recentLog.append(String(decoding: text.utf8.prefix(512), as: UTF8.self))
+            return logLimit.admit(now: now)
+        }
+        if let note = verdict.note { writeLogNote(note) }
+        guard verdict.write else {
+            logSuppressed.add(1, ordering: .relaxed)
+            if verdict.startedDropping { scheduleLogNote(at: now.addingSaturating(logLimit.config.noteAfter)) }
+            return
+        }
+        let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
+        logger.log(level: severity.logLevel, "\(text)", metadata: ["plugin": "\(description.name)"])
+    }
+
+    /// Writes the note of dropped lines at `due` (monotonic ns) if no line
+    /// has written it by then; again later if lines dropped since are not due yet.
+    private func scheduleLogNote(at due: Int64) {
+        let wait = max(0, due - monotonicNanoseconds())
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: wait))) { [weak self] in
+            guard let self else { return }
+            let (note, next) = lock.withLock { (logLimit.takeNote(now: monotonicNanoseconds()), logLimit.noteDue) }
+            if let note { writeLogNote(note) }
+            if let next { scheduleLogNote(at: next) }
+        }
+    }
+
+    /// At stop: the note of lines dropped and not yet said.
+    private func flushLogNote() {
+        if let note = lock.withLock({ logLimit.takeNote(now: monotonicNanoseconds(), force: true) }) { writeLogNote(note) }
+    }
+
+    private func writeLogNote(_ note: PluginLogLimit.Note) {
+        logger.warning("\(note.text(monitor: name))", metadata: ["plugin": "\(description.name)"])
     }
 
     func now() -> Int64 { clock() }
-
-    func pluginLog(level: Int, message: String) {
-        let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
-        lock.withLock {
-            if recentLog.count == Self.recentLogLines { recentLog.removeFirst() }
-            recentLog.append(String(decoding: message.utf8.prefix(512), as: UTF8.self))
-        }
-        logger.log(level: severity.logLevel, "\(message)", metadata: ["plugin": "\(description.name)"])
-    }
 
     /// An emit the plugin's runner refused (its decoder is this one's).
     func countRefusal(_ defect: EventDefect) { refuse(defect) }

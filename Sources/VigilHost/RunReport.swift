@@ -48,6 +48,8 @@ public struct RunSummary: Codable, Sendable {
         public var lateCalls: UInt64
         /// Log messages cut at 8 KiB.
         public var logCuts: UInt64
+        /// Log lines dropped over the rate limit (`PluginLogLimit`).
+        public var logSuppressed: UInt64
         public var polls: UInt64
         public var pollErrors: UInt64
         public var pollNs: UInt64
@@ -118,6 +120,7 @@ extension VigilRuntime {
             RunSummary.Monitor(name: i.name, emitted: i.emitted.load(ordering: .relaxed), refused: i.refusals.total,
                                refusedBy: Dictionary(uniqueKeysWithValues: i.refusals.snapshot.map { ($0.reason.name, $0.count) }),
                                lateCalls: i.lateCalls, logCuts: i.logCuts.load(ordering: .relaxed),
+                               logSuppressed: i.logSuppressed.load(ordering: .relaxed),
                                polls: i.polls.load(ordering: .relaxed), pollErrors: i.pollErrors.load(ordering: .relaxed),
                                pollNs: i.pollNanoseconds.load(ordering: .relaxed))
         }

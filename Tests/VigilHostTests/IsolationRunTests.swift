@@ -434,6 +434,33 @@ import Testing
                 "\(output.stderr)")
     }
 
+    /// A plugin that logs 100 000 lines at once, in process and in a runner:
+    /// each monitor's lines reach the host's log 100 at once and then 20 a
+    /// second, the rest are dropped, counted in the summary and said in a
+    /// note, and the host goes on (the bystander beats, nothing is lost).
+    @Test func aFloodOfPluginLogLinesIsRateLimitedAndSaid() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("""
+          inproc: { plugin: log_flood, interval: 100ms, isolation: none }
+          isolated: { plugin: log_flood, interval: 100ms, isolation: process }
+        """, for: "3s", in: dir)
+        Self.expectHealthyHost(run, seconds: 3)
+        let stderr = run.output.stderr.split(separator: "\n")
+        for monitor in ["inproc", "isolated"] {
+            let written = stderr.filter { $0.contains("monitor=\(monitor) ") && $0.contains("flood line") }.count
+            #expect(written >= 100 && written <= 200, "\(monitor): \(written) lines written")
+            let notes = stderr.filter { $0.contains("log lines of monitor \(monitor) suppressed in the last") }
+            #expect((1...4).contains(notes.count), "\(monitor): \(notes)")
+            // "… plugin=log_flood: N log lines of monitor …": the notes add up to the count.
+            let said = notes.compactMap { line in
+                line.components(separatedBy: ": ").last?.split(separator: " ").first.flatMap { Int($0) }
+            }.reduce(0, +)
+            let suppressed = run.monitorSummaries[monitor]?["log_suppressed"] as? Int ?? -1
+            #expect(said == suppressed, "\(notes)")
+            #expect(written + suppressed == 100_000, "\(written) written, \(suppressed) suppressed")
+        }
+    }
+
     /// Whether `pid` is a process that has not ended (a zombie has).
     static func isRunning(_ pid: pid_t) -> Bool {
         guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat"),

@@ -320,7 +320,9 @@ typedef struct vigil_host_api {
     /** Writes one line to the host's log, attributed to the instance.
      *  `message` is borrowed for the call; the host cuts it after
      *  VIGIL_MAX_LOG_BYTES and escapes control characters, so a message can
-     *  neither flood the log nor forge a line of its own. */
+     *  neither flood the log nor forge a line of its own. Lines are
+     *  rate-limited per instance (100 at once, then 20 a second): the rest
+     *  are dropped, counted, and said in one line of the host's. */
     void (*log)(vigil_host_ctx *host, vigil_log_level level, vigil_str message);
 
     /** Declares whether the instance's source exists now. `reason` (borrowed)

@@ -1,0 +1,48 @@
+import Testing
+@testable import VigilHost
+
+/// The plugin log rate limit on its own, time passed in: no test sleeps.
+struct PluginLogLimitTests {
+    static let second: Int64 = 1_000_000_000
+
+    @Test func aBurstThenTheRateThenANoteOfWhatWasDropped() {
+        var limit = PluginLogLimit(now: 0)
+        // The burst: 100 lines at once.
+        for _ in 0..<100 { #expect(limit.admit(now: 0) == (true, nil, false)) }
+        // The 101st is dropped and starts a count; the next ones add to it.
+        #expect(limit.admit(now: 0) == (false, nil, true))
+        for _ in 0..<9 { #expect(limit.admit(now: 0) == (false, nil, false)) }
+        #expect(limit.noteDue == Self.second)
+        // 50 ms later one token is back (20 a second): written, no note yet.
+        #expect(limit.admit(now: Self.second / 20) == (true, nil, false))
+        #expect(limit.takeNote(now: Self.second / 2) == nil)
+        // A second after the first drop the note is due, with the next line.
+        let verdict = limit.admit(now: Self.second)
+        #expect(verdict.write)
+        #expect(verdict.note == PluginLogLimit.Note(count: 10, nanoseconds: Self.second))
+        #expect(limit.noteDue == nil)
+    }
+
+    @Test func aNoteIsDueFromATimerAndAtStop() {
+        var limit = PluginLogLimit(now: 0)
+        for _ in 0..<150 { _ = limit.admit(now: 0) }
+        #expect(limit.takeNote(now: Self.second - 1) == nil)
+        #expect(limit.takeNote(now: Self.second) == PluginLogLimit.Note(count: 50, nanoseconds: Self.second))
+        #expect(limit.takeNote(now: 2 * Self.second) == nil)
+        // At stop, what was dropped is said at once.
+        for _ in 0..<100 { _ = limit.admit(now: 2 * Self.second) }
+        #expect(limit.takeNote(now: 2 * Self.second + 1, force: true)?.count == 60)
+        #expect(PluginLogLimit.Note(count: 60, nanoseconds: 1_500_000_000).text(monitor: "m")
+            .hasPrefix("60 log lines of monitor m suppressed in the last 1.5 s"))
+    }
+
+    @Test func aQuietSpellRefillsTheBurstAndNoMore() {
+        var limit = PluginLogLimit(now: 0)
+        for _ in 0..<100 { _ = limit.admit(now: 0) }
+        #expect(!limit.admit(now: 0).write)
+        // An hour of quiet gives back the burst, not an hour's worth.
+        let later = 3600 * Self.second
+        for _ in 0..<100 { #expect(limit.admit(now: later).write) }
+        #expect(!limit.admit(now: later).write)
+    }
+}
