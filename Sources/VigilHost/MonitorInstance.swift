@@ -87,7 +87,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     private var recentLog: [String] = []
     static let recentLogLines = 5
     /// How many of the plugin's log lines are written. Guarded by `lock`.
-    private var logLimit = PluginLogLimit(now: monotonicNanoseconds())
+    private var logLimit = PluginLogLimit(config: MonitorInstance.logLimitConfig, now: monotonicNanoseconds())
+    static let logLimitConfig = PluginLogLimit.Config()
     /// Plugin log lines dropped over `logLimit`.
     let logSuppressed = Atomic<UInt64>(0)
 
@@ -597,7 +598,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         if let note = verdict.note { writeLogNote(note) }
         guard verdict.write else {
             logSuppressed.add(1, ordering: .relaxed)
-            if verdict.startedDropping { scheduleLogNote(at: now.addingSaturating(logLimit.config.noteAfter)) }
+            if verdict.startedDropping { scheduleLogNote(at: now.addingSaturating(Self.logLimitConfig.noteAfter)) }
             return
         }
         let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
@@ -622,7 +623,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     }
 
     private func writeLogNote(_ note: PluginLogLimit.Note) {
-        logger.warning("\(note.text(monitor: name))", metadata: ["plugin": "\(description.name)"])
+        logger.warning("\(PluginLogLimit.text(of: note, monitor: name, config: Self.logLimitConfig))", metadata: ["plugin": "\(description.name)"])
     }
 
     func now() -> Int64 { clock() }

@@ -24,13 +24,14 @@ struct PluginLogLimit: Sendable {
         var count: UInt64
         var nanoseconds: Int64
 
-        /// "N log lines of monitor M suppressed in the last T s".
-        func text(monitor: String) -> String {
-            let seconds = Double(nanoseconds) / 1e9
-            let shown = seconds < 10 ? String(format: "%.1f", seconds) : String(Int(seconds.rounded()))
-            return "\(count) log lines of monitor \(monitor) suppressed in the last \(shown) s"
-                + " (at most \(Int(PluginLogLimit.Config().burst)) at once, then \(Int(PluginLogLimit.Config().perSecond)) a second)"
-        }
+    }
+
+    /// "N log lines of monitor M suppressed in the last T s", and the limit.
+    static func text(of note: Note, monitor: String, config: Config) -> String {
+        let seconds = Double(note.nanoseconds) / 1e9
+        let shown = seconds < 10 ? String(format: "%.1f", seconds) : String(Int(seconds.rounded()))
+        return "\(note.count) log lines of monitor \(monitor) suppressed in the last \(shown) s"
+            + " (at most \(Int(config.burst)) at once, then \(Int(config.perSecond)) a second)"
     }
 
     let config: Config

@@ -32,8 +32,9 @@ struct PluginLogLimitTests {
         // At stop, what was dropped is said at once.
         for _ in 0..<100 { _ = limit.admit(now: 2 * Self.second) }
         #expect(limit.takeNote(now: 2 * Self.second + 1, force: true)?.count == 60)
-        #expect(PluginLogLimit.Note(count: 60, nanoseconds: 1_500_000_000).text(monitor: "m")
-            .hasPrefix("60 log lines of monitor m suppressed in the last 1.5 s"))
+        #expect(PluginLogLimit.text(of: PluginLogLimit.Note(count: 60, nanoseconds: 1_500_000_000), monitor: "m",
+                                    config: limit.config)
+                == "60 log lines of monitor m suppressed in the last 1.5 s (at most 100 at once, then 20 a second)")
     }
 
     @Test func aQuietSpellRefillsTheBurstAndNoMore() {
