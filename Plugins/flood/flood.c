@@ -256,12 +256,21 @@ static void flood_destroy(void *self) {
 }
 
 static const vigil_plugin_descriptor descriptor = {
-    sizeof(vigil_plugin_descriptor), VIGIL_PLUGIN_MONITOR,
-    VIGIL_STR("flood"), VIGIL_STR("1.0.0"),
-    VIGIL_STR("Benchmark load: emits events as fast as asked from its own threads, then finishes"),
-    options, sizeof options / sizeof options[0], events, 1,
-    0,
-    flood_create, flood_start, NULL, flood_stop, flood_destroy,
+    .size = sizeof(vigil_plugin_descriptor),
+    .kind = VIGIL_PLUGIN_MONITOR,
+    .name = VIGIL_STR("flood"),
+    .version = VIGIL_STR("1.0.0"),
+    .description = VIGIL_STR("Benchmark load: emits events as fast as asked from its own threads, then finishes"),
+    .options = options,
+    .option_count = sizeof options / sizeof options[0],
+    .events = events,
+    .event_count = 1,
+    .default_interval_ns = 0,
+    .create = flood_create,
+    .start = flood_start,
+    .poll = NULL, /* push only */
+    .stop = flood_stop,
+    .destroy = flood_destroy,
 };
 
 VIGIL_EXPORT vigil_status vigil_plugin_entry(const vigil_entry_args *args, vigil_entry_result *result) {

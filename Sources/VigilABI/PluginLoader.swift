@@ -251,6 +251,12 @@ package enum PluginLoader {
         switch describe(descriptor, path: path, abiMajor: Int(result.abi_major), abiMinor: Int(result.abi_minor)) {
         case .failure(let problem): return refuse("malformed self-description: \(problem)")
         case .success(let description):
+            // An output may leave start and stop out: every caller meets a
+            // function that does nothing rather than a NULL.
+            if description.kind == .output {
+                if descriptor.start == nil { descriptor.start = { _, _ in VIGIL_OK } }
+                if descriptor.stop == nil { descriptor.stop = { _, _ in VIGIL_OK } }
+            }
             return .success(LoadedPlugin(description: description, descriptor: descriptor))
         }
     }
@@ -276,11 +282,26 @@ package enum PluginLoader {
     static func describe(_ d: vigil_plugin_descriptor, path: String, abiMajor: Int, abiMinor: Int)
         -> Result<PluginDescription, Malformed> {
         do {
-            guard d.kind == UInt32(VIGIL_PLUGIN_MONITOR.rawValue) else {
-                throw Malformed(why: "plugin kind \(d.kind) is not one this host loads (1 = monitor)")
-            }
-            guard d.create != nil, d.start != nil, d.stop != nil, d.destroy != nil else {
-                throw Malformed(why: "create, start, stop and destroy are required (one is NULL)")
+            let kind: PluginDescription.Kind
+            switch d.kind {
+            case UInt32(VIGIL_PLUGIN_MONITOR.rawValue):
+                kind = .monitor
+                guard d.create != nil, d.start != nil, d.stop != nil, d.destroy != nil else {
+                    throw Malformed(why: "create, start, stop and destroy are required (one is NULL)")
+                }
+            case UInt32(VIGIL_PLUGIN_OUTPUT.rawValue) where abiMinor >= 5:
+                // `write` and `flush` are 1.5's; a descriptor too short for them has them zeroed.
+                kind = .output
+                guard d.create != nil, d.destroy != nil, d.write != nil else {
+                    throw Malformed(why: "an output needs create, destroy and write (one is NULL, or its descriptor is shorter than ABI 1.5's)")
+                }
+                guard d.poll == nil, d.event_count == 0 else {
+                    throw Malformed(why: "an output has no poll and declares no event kinds")
+                }
+            case UInt32(VIGIL_PLUGIN_OUTPUT.rawValue):
+                throw Malformed(why: "an output plugin needs ABI 1.5 or later; it chose \(abiMajor).\(abiMinor)")
+            default:
+                throw Malformed(why: "plugin kind \(d.kind) is not one this host loads (1 = monitor, 2 = output)")
             }
             let name = try text(d.name, "name")
             let options = try array(d.options, count: d.option_count, minimum: ABISizes.optionSpec, what: "option") { (o: vigil_option_spec) in
@@ -320,7 +341,7 @@ package enum PluginLoader {
             let description = PluginDescription(
                 name: name, version: try text(d.version, "version"), summary: try text(d.description, "description"),
                 abiMajor: abiMajor, abiMinor: abiMinor, options: options, events: events,
-                defaultInterval: d.default_interval_ns, polled: d.poll != nil, path: path)
+                defaultInterval: kind == .output ? 0 : d.default_interval_ns, polled: d.poll != nil, path: path, kind: kind)
             let problems = description.problems()
             guard problems.isEmpty else { throw Malformed(why: problems.joined(separator: "; ")) }
             return .success(description)

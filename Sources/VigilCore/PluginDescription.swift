@@ -179,15 +179,32 @@ public struct PluginDescription: Sendable, Equatable, Codable {
     /// Whether the host polls it (it has a `poll` callback).
     public var polled: Bool
     public var path: String
+    /// "output" for an output; absent (a monitor) otherwise, so that JSON of
+    /// hosts before outputs still reads.
+    private var kindName: String?
+
+    /// What the plugin is: a monitor (emits events) or an output (ABI 1.5:
+    /// takes them, as a sink of `type: plugin`).
+    public enum Kind: String, Sendable, Equatable {
+        case monitor, output
+    }
+
+    public var kind: Kind {
+        get { kindName.flatMap(Kind.init(rawValue:)) ?? .monitor }
+        set { kindName = newValue == .monitor ? nil : newValue.rawValue }
+    }
 
     /// Its JSON keys (PluginDescriptionJSON.swift).
     enum CodingKeys: String, CodingKey {
         case name, version, summary, options, events, polled, path
         case abiMajor = "abi_major", abiMinor = "abi_minor", defaultInterval = "default_interval_ns"
+        case kindName = "kind"
     }
 
     public init(name: String, version: String, summary: String, abiMajor: Int, abiMinor: Int,
-                options: [OptionSpec], events: [EventSpec], defaultInterval: Int64, polled: Bool, path: String) {
+                options: [OptionSpec], events: [EventSpec], defaultInterval: Int64, polled: Bool, path: String,
+                kind: Kind = .monitor) {
+        self.kindName = kind == .monitor ? nil : kind.rawValue
         self.name = name
         self.version = version
         self.summary = summary
@@ -225,6 +242,8 @@ public struct PluginDescription: Sendable, Equatable, Codable {
     /// was read.
     public func problems() -> [String] {
         var problems = sizeProblems()
+        if let kindName, Kind(rawValue: kindName) == nil { problems.append("plugin kind '\(kindName)' is not monitor or output") }
+        if kind == .output && (!events.isEmpty || polled) { problems.append("an output declares no event kinds and is not polled") }
         if !Self.isIdentifier(name, allowDash: true) { problems.append("plugin name '\(name)' is not [a-z][a-z0-9_-]*") }
         var seen = Set<String>()
         for option in options {

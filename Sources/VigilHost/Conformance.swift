@@ -60,5 +60,6 @@ public enum Conformance {
         static let pluginThreads = "emits from plugin threads"
         static let noLateEmit = "no emit after stop"
         static let declarations = "events match declarations"
+        static let outputWrites = "output: batches written, flushed"
     }
 }

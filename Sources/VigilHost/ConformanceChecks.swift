@@ -16,6 +16,10 @@ extension ConformanceSession {
             finalChecks()
             return
         }
+        if plugin.description.kind == .output {
+            checkOutputWrites(a)
+            return
+        }
         let running = checkLifecycle(a)
         checkStopWhenStopped(a)
         if running { checkTwoInstances() } else {
@@ -47,7 +51,7 @@ extension ConformanceSession {
         let d = plugin.description
         ledger = EmitLedger(plugin: d)
         let interval = d.defaultInterval > 0 ? Units.formatDuration(d.defaultInterval) : "10s (the host's default)"
-        out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)", d.polled ? "polled, default interval \(interval)" : "push (not polled)", d.path)
+        out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)", d.kind == .output ? "an output" : d.polled ? "polled, default interval \(interval)" : "push (not polled)", d.path)
         out.send("check", Name.negotiation, "pass",
                  "chose ABI \(d.abiMajor).\(d.abiMinor); this host speaks \(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)")
         return true
@@ -271,6 +275,57 @@ extension ConformanceSession {
         for p in created { _ = destroy(p) }
         let events = created.map { "\($0.id): \(accepted($0))" }.joined(separator: ", ")
         report(Name.twoInstances, outcome, pass: "created, started, \(polled ? "polled" : "watched"), stopped and destroyed side by side; events \(events)")
+    }
+
+    /// An output (ABI 1.5): started, given the same batch of events twice
+    /// (attempts 1 and 2), flushed, stopped and destroyed; every answer is
+    /// read as the host's sinks read it (OutputBatch).
+    private func checkOutputWrites(_ a: ProbeInstance) {
+        out.send("step", Name.outputWrites)
+        var outcome = CheckOutcome()
+        let start = self.start(a)
+        guard start.ok else {
+            outcome.fail("start returned \(start.said)")
+            report(Name.outputWrites, outcome)
+            _ = destroy(a)
+            return
+        }
+        let now = realtimeNanoseconds()
+        var events: [Event] = []
+        for i in 1...3 {
+            let fields: [Field] = [Field("value", .double(Double(i) / 4)), Field("count", .int(Int64(i))),
+                                   Field("name", .string("event \(i)")), Field("ok", .bool(i % 2 == 0))]
+            events.append(Event(time: now, monitor: "check", plugin: "check", kind: "sample", severity: .info, seq: UInt64(i),
+                                fields: fields))
+        }
+        var said: [String] = []
+        for attempt in UInt32(1)...2 {
+            var answer: OutputBatch.Answer?
+            let result = call("write", a) { _ in
+                answer = OutputBatch.write(events, host: "vigil-check", attempt: attempt) { batch, result, err in
+                    descriptor.write(a.handle, batch, result, err)
+                }
+                return answer!.status
+            }
+            guard let answer else {
+                outcome.fail("write (attempt \(attempt)) \(result.said)")
+                break
+            }
+            if answer.status != VIGIL_OK && answer.status != VIGIL_E_TEMPORARY {
+                outcome.fail("write (attempt \(attempt)) returned \(statusName(answer.status)): \(answer.message)")
+            }
+            said.append("attempt \(attempt): \(answer.delivered) delivered, \(answer.retried) to retry, \(answer.rejected) rejected"
+                        + (answer.rejected > 0 && !answer.message.isEmpty ? " (\(answer.message))" : ""))
+        }
+        if descriptor.flush != nil {
+            let flush = call("flush", a) { err in descriptor.flush(a.handle, monotonicNanoseconds() + 1_000_000_000, err) }
+            if !flush.ok && flush.status != VIGIL_E_TEMPORARY { outcome.fail("flush returned \(flush.said)") }
+            said.append("flushed")
+        }
+        let stop = self.stop(a)
+        if !stop.ok { outcome.notes.append("stop returned \(stop.said)") }
+        _ = destroy(a)
+        report(Name.outputWrites, outcome, pass: "a batch of 3 events written twice: " + said.joined(separator: "; "))
     }
 
     private func finalChecks() {

@@ -52,6 +52,10 @@ public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
                     : "unknown plugin '\(monitor.plugin)' for monitor '\(monitor.name)' (searched \(catalog.directories.joined(separator: ", ")))"
                 result.diagnostics.append(Diagnostic(at: monitor.pluginLocation, message, hint: hint))
                 result.refused.append((monitor, refusal.description))
+            case .success(let plugin) where plugin.description.kind == .output:
+                let message = "plugin '\(plugin.description.name)' of monitor '\(monitor.name)' is an output plugin: it takes events, it does not make them, and cannot run as a monitor"
+                result.diagnostics.append(Diagnostic(at: monitor.pluginLocation, message))
+                result.refused.append((monitor, message))
             case .success(let plugin):
                 let (options, problems) = OptionBinder.bind(monitor, to: plugin.description)
                 result.diagnostics += problems

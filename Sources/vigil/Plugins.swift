@@ -44,7 +44,9 @@ struct Plugins: AsyncParsableCommand {
                     switch report.load {
                     case .loaded(let d):
                         let time = report.timing.map { String(format: "%.3f", Double($0.load + ($0.create ?? 0)) / 1e6) } ?? "-"
-                        rows.append([d.name, d.version, "\(d.abiMajor).\(d.abiMinor)"] + (timing ? [time] : []) + [path])
+                        // An output says so after its name (monitors are the rule).
+                        let name = d.kind == .output ? "\(d.name) (output)" : d.name
+                        rows.append([name, d.version, "\(d.abiMajor).\(d.abiMinor)"] + (timing ? [time] : []) + [path])
                     case .refused(_, notAPlugin: true):
                         continue
                     default:
@@ -140,7 +142,11 @@ struct Plugins: AsyncParsableCommand {
         static func render(_ d: PluginDescription) -> String {
             var out = "\(d.name) \(d.version) — \(d.summary)\n"
             out += "  file: \(d.path)\n  ABI: \(d.abiMajor).\(d.abiMinor)\n"
-            out += d.polled ? "  polled, default interval \(Units.formatDuration(d.defaultInterval))\n" : "  push (not polled)\n"
+            if d.kind == .output {
+                out += "  an output: takes events and sends them on (ABI 1.5)\n"
+            } else {
+                out += d.polled ? "  polled, default interval \(Units.formatDuration(d.defaultInterval))\n" : "  push (not polled)\n"
+            }
             out += "\nOptions:\n"
             if d.options.isEmpty { out += "  (none)\n" }
             for o in d.options {
@@ -148,6 +154,7 @@ struct Plugins: AsyncParsableCommand {
                 let example = o.exampleText.map { ", e.g. \($0)" } ?? ""
                 out += "  \(o.name) (\(o.type), \(def)\(example))\n      \(o.doc)\n"
             }
+            if d.kind == .output { return out }
             out += "\nEvents:\n"
             for e in d.events + PluginDescription.hostKinds {
                 out += "  \(e.kind)\(e.onChange ? " (on change)" : "") — \(e.doc)\n"

@@ -24,7 +24,7 @@ import Testing
         }
         #expect(line("emits from plugin threads", in: result)?.hasPrefix("  INFO  ") == true, "\(result.stdout)")
         #expect(line("create with default options", in: result)?.contains("threads=0, push_interval=100ms, message=alive") == true)
-        #expect(result.stdout.contains("plugin heartbeat 1.0.0, ABI 1.4"))
+        #expect(result.stdout.contains("plugin heartbeat 1.0.0, ABI 1.5"))
         #expect(result.stdout.hasSuffix("8 passed, 0 failed\n"), "\(result.stdout)")
         #expect(!result.stdout.contains("FAIL"))
         // One line per instance, every call with its time, in order.

@@ -380,7 +380,7 @@ import VigilCore
         let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
         for name in ["cpu", "memory", "load", "heartbeat"] {
             let row = rows.first { $0.first.map(String.init) == name }
-            #expect(row.map { $0.count == 4 && $0[1] == "1.0.0" && $0[2] == "1.4" && $0[3].hasSuffix(".so") } == true,
+            #expect(row.map { $0.count == 4 && $0[1] == "1.0.0" && $0[2] == "1.5" && $0[3].hasSuffix(".so") } == true,
                     "\(name) missing or malformed in \(list.stdout)")
         }
         #expect(list.stderr.contains("abi_major2.so refused"))

@@ -29,7 +29,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let good = try TestEnv.run(TestEnv.vigil, ["plugins", "describe", "--plugin-dir", dir, "heartbeat"])
         #expect(good.status == 0, "\(good.stderr)")
-        for line in ["heartbeat 1.0.0 — Emits a beat every interval", "  file: \(dir)/heartbeat.so", "  ABI: 1.4",
+        for line in ["heartbeat 1.0.0 — Emits a beat every interval", "  file: \(dir)/heartbeat.so", "  ABI: 1.5",
                      "  polled, default interval 1s",
                      "  threads (int, default 0)", "  push_interval (duration, default 100ms)", "  message (string, default alive)",
                      "  beat — One per poll.", "      count (int, count, counter): Beats emitted by this instance so far",
@@ -65,7 +65,7 @@ import Testing
         // In file order, whichever probe child finished first.
         #expect(mine.map(\.[0]) == ["create_crashes", "create_hangs", "good_minimal", "heartbeat"], "\(result.stdout)")
         for row in mine {
-            #expect(row.count == 5 && row[1] == "1.0.0" && row[2] == "1.4", "\(row)")
+            #expect(row.count == 5 && row[1] == "1.0.0" && row[2] == "1.5", "\(row)")
         }
         #expect(mine.first { $0[0] == "heartbeat" }.map { Double($0[3]) != nil } == true, "\(result.stdout)")
         let refused = result.stderr.split(separator: "\n").filter { $0.contains(dir) }

@@ -90,7 +90,7 @@ extern "C" {
 
 /** The ABI version this header describes. */
 #define VIGIL_ABI_MAJOR 1
-#define VIGIL_ABI_MINOR 4
+#define VIGIL_ABI_MINOR 5
 
 /** Name of the one symbol every plugin exports. */
 #define VIGIL_ENTRY_SYMBOL "vigil_plugin_entry"
@@ -437,9 +437,11 @@ typedef struct vigil_event_spec {
     size_t field_count;
 } vigil_event_spec;
 
-/** What a plugin is. Monitors emit events; sinks (a later minor) take them. */
+/** What a plugin is. Monitors emit events; outputs (ABI 1.5) take them and
+ *  send them on (a sink of `type: plugin` in the manifest). */
 typedef enum vigil_plugin_kind {
     VIGIL_PLUGIN_MONITOR = 1,
+    VIGIL_PLUGIN_OUTPUT = 2,
     VIGIL_PLUGIN_KIND_MAX_ENUM_ = 0x7FFFFFFF
 } vigil_plugin_kind;
 
@@ -462,6 +464,65 @@ typedef struct vigil_create_args {
     size_t option_count;
     int64_t interval_ns;           /* poll interval; 0 for push-only plugins */
 } vigil_create_args;
+
+/* ------------------------------------------------------ outputs (ABI 1.5) */
+
+/**
+ * An event as the host hands it to an output: what a monitor emitted, with
+ * the host's stamps. Borrowed for the `write` call, like everything in the
+ * batch. `time_ns` is always set. Step through a batch's events by
+ * `vigil_batch.event_size`, never by your own sizeof.
+ */
+typedef struct vigil_output_event {
+    uint32_t size;              /* sizeof(vigil_output_event) as the host compiled it */
+    uint32_t severity;          /* a vigil_severity */
+    vigil_str kind;
+    int64_t time_ns;            /* CLOCK_REALTIME ns since the epoch */
+    const vigil_field *fields;  /* `field_count` fields */
+    size_t field_count;
+    vigil_str host;             /* the host's name */
+    vigil_str monitor;          /* the monitor (instance) that emitted it */
+    vigil_str plugin;           /* the monitor's plugin */
+    uint64_t seq;               /* the host's sequence number, per host run */
+} vigil_output_event;
+
+/** A batch of events for `write`. Borrowed for the call; the host keeps the
+ *  events until the plugin answered for each. */
+typedef struct vigil_batch {
+    uint32_t size;              /* sizeof(vigil_batch) */
+    uint32_t attempt;           /* 1 the first time these events are written, then 2, 3… */
+    const vigil_output_event *events;
+    size_t count;               /* at least 1 */
+    size_t event_size;          /* the stride of `events`: sizeof(vigil_output_event) as the host compiled it */
+} vigil_batch;
+
+/** An output's answer for an event. */
+typedef enum vigil_write_verdict {
+    /** Delivered. */
+    VIGIL_WRITE_OK = 0,
+    /** Not delivered, may be later: the host keeps it and writes it again
+     *  (after `retry_after_ns`, or its own backoff). */
+    VIGIL_WRITE_RETRY = 1,
+    /** Never deliverable (a permanent error: the peer refused it): the host
+     *  counts it lost as `rejected`, with the call's error message as reason. */
+    VIGIL_WRITE_REJECT = 2,
+    VIGIL_WRITE_VERDICT_MAX_ENUM_ = 0x7FFFFFFF
+} vigil_write_verdict;
+
+/**
+ * Where `write` answers, host-owned, valid for the call. The plugin sets
+ * `verdict` for the whole batch, or answers per event: it writes `count`
+ * verdicts into `per_event` and sets `per_event_used` to 1. An unknown
+ * verdict counts as RETRY. The host believes no more than it was given.
+ */
+typedef struct vigil_write_result {
+    uint32_t size;              /* sizeof(vigil_write_result) as the host compiled it */
+    uint32_t verdict;           /* a vigil_write_verdict for every event; host preset: VIGIL_WRITE_OK */
+    int64_t retry_after_ns;     /* with RETRY: wait at least this long (0: the host's backoff) */
+    uint8_t *per_event;         /* `count` bytes, host preset to VIGIL_WRITE_OK */
+    uint32_t per_event_used;    /* 1: `per_event` holds the answers */
+    uint32_t reserved;          /* 0 */
+} vigil_write_result;
 
 /**
  * Instance lifecycle. An instance is created, started, polled (if `poll` is
@@ -494,6 +555,18 @@ typedef struct vigil_create_args {
  *          it returns the plugin must not emit for this instance. A non-OK
  *          status is logged; the instance counts as stopped all the same.
  * destroy: frees the instance. Never fails; never called while started.
+ *
+ * An output (kind VIGIL_PLUGIN_OUTPUT, ABI 1.5) declares no event kinds and
+ * has no `poll`. create opens it with its options (`interval_ns` is 0; a
+ * host function `emit` answers VIGIL_E_UNSUPPORTED), start and stop may be
+ * NULL, destroy closes it. The host calls `write` with batches, from the
+ * sink's own thread, one call at a time, between start and stop: the
+ * return is VIGIL_OK with the answer in `result`, or an error for the whole
+ * batch (TEMPORARY: retried like RETRY; FATAL: the sink fails, its events
+ * are counted lost). `flush` (may be NULL) sends what the plugin buffered,
+ * giving up at `deadline_ns` (CLOCK_MONOTONIC); it is called on the same
+ * thread, never beside write: periodically, and before stop. The host owns
+ * the queue, retries with backoff, the disk buffer and every counter.
  */
 typedef struct vigil_plugin_descriptor {
     uint32_t size;        /* sizeof(vigil_plugin_descriptor) as the plugin compiled it */
@@ -517,7 +590,13 @@ typedef struct vigil_plugin_descriptor {
     vigil_status (*stop)(void *instance, vigil_error *err);
     void (*destroy)(void *instance);
 
-    /* Room for later minors, appended here (e.g. sink callbacks). */
+    /* ---- ABI 1.5: outputs. Read only from an output that chose 1.5 or
+     *      later, and only when the descriptor's size covers them
+     *      (VIGIL_DESCRIPTOR_SIZE_1_5). ---- */
+    vigil_status (*write)(void *instance, const vigil_batch *batch, vigil_write_result *result, vigil_error *err);
+    vigil_status (*flush)(void *instance, int64_t deadline_ns, vigil_error *err); /* NULL: nothing buffered */
+
+    /* Room for later minors, appended here. */
 } vigil_plugin_descriptor;
 
 /** The 1.0 size of every struct that may grow: the least a reader accepts.
@@ -536,6 +615,9 @@ typedef struct vigil_plugin_descriptor {
 #define VIGIL_CREATE_ARGS_SIZE_1_0    (offsetof(vigil_create_args, interval_ns) + sizeof(int64_t))
 #define VIGIL_DESCRIPTOR_SIZE_1_0 \
     (offsetof(vigil_plugin_descriptor, destroy) + sizeof(void (*)(void *)))
+/** The descriptor with `write` and `flush` (ABI 1.5): an output's least. */
+#define VIGIL_DESCRIPTOR_SIZE_1_5 \
+    (offsetof(vigil_plugin_descriptor, flush) + sizeof(void (*)(void)))
 /** Kept for readers of the first drafts of this header. */
 #define VIGIL_DESCRIPTOR_MIN_SIZE VIGIL_DESCRIPTOR_SIZE_1_0
 
@@ -646,7 +728,11 @@ VIGIL_STATIC_ASSERT(sizeof(vigil_field_spec) == 64, "vigil_field_spec 1.4 layout
 VIGIL_STATIC_ASSERT(VIGIL_FIELD_SPEC_SIZE_1_4 == 64, "vigil_field_spec 1.4 size");
 VIGIL_STATIC_ASSERT(sizeof(vigil_event_spec) == 56, "vigil_event_spec 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_create_args) == 64, "vigil_create_args 1.0 layout");
-VIGIL_STATIC_ASSERT(sizeof(vigil_plugin_descriptor) == 136, "descriptor 1.0 layout");
+VIGIL_STATIC_ASSERT(VIGIL_DESCRIPTOR_SIZE_1_0 == 136, "descriptor 1.0 size");
+VIGIL_STATIC_ASSERT(sizeof(vigil_plugin_descriptor) == 152, "descriptor 1.5 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_output_event) == 104, "vigil_output_event 1.5 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_batch) == 32, "vigil_batch 1.5 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_write_result) == 32, "vigil_write_result 1.5 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_entry_args) == 16, "vigil_entry_args 1.0 layout");
 VIGIL_STATIC_ASSERT(sizeof(vigil_entry_result) == 40, "vigil_entry_result 1.0 layout");
 #endif
