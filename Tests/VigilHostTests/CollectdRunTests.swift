@@ -392,9 +392,7 @@ struct CollectdRunTests {
     @Test func aHostileCollectdPluginCostsOnlyItsOwnRunner() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let plugin = dir + "/hostile_cd.so"
-        let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} -std=gnu11 -O2 -shared -fPIC -DHAVE_CONFIG_H -I/usr/include/collectd -I/usr/include/collectd/core \(TestEnv.fixture("collectd/hostile_cd.c")) -o \(plugin)"])
-        try #require(build.status == 0, "\(build.stderr)")
+        let plugin = try buildHostilePlugin(in: dir)
         let manifest = """
         isolation: process
         monitors:
@@ -450,9 +448,7 @@ struct CollectdRunTests {
     @Test func readCallbacksKeepTheirIntervalsAndBackOffWhenTheyFail() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let plugin = dir + "/hostile_cd.so"
-        let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} -std=gnu11 -O2 -shared -fPIC -DHAVE_CONFIG_H -I/usr/include/collectd -I/usr/include/collectd/core \(TestEnv.fixture("collectd/hostile_cd.c")) -o \(plugin)"])
-        try #require(build.status == 0, "\(build.stderr)")
+        let plugin = try buildHostilePlugin(in: dir)
         let manifest = """
         isolation: process
         monitors:
@@ -473,6 +469,14 @@ struct CollectdRunTests {
         // Every second, where the monitor polls every 100 ms: 3 or 4 in 3.2 s.
         let slow = values.of(monitor: "slow").filter { $0.typeInstance == "slow" }.count
         #expect((3...4).contains(slow), "\(slow) reads of a callback with a 1 s interval")
+    }
+
+    /// Tests/Fixtures/collectd/hostile_cd.c built with cc against collectd-dev's headers, into `dir`.
+    func buildHostilePlugin(in dir: String) throws -> String {
+        let plugin = dir + "/hostile_cd.so"
+        let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} -std=gnu11 -O2 -shared -fPIC -DHAVE_CONFIG_H -I/usr/include/collectd -I/usr/include/collectd/core \(TestEnv.fixture("collectd/hostile_cd.c")) -o \(plugin)"])
+        try #require(build.status == 0, "\(build.stderr)")
+        return plugin
     }
 
     func freeUDPPort() throws -> Int {
