@@ -168,6 +168,8 @@ public enum SinkKind: Sendable {
     case syslog(SyslogSinkConfig)
     /// OTLP/HTTP to an OpenTelemetry receiver.
     case otlp(OTLPSinkConfig)
+    /// An output plugin (ABI 1.5) takes the events.
+    case plugin(PluginSinkConfig)
     /// Discards every event (for benchmarks and for measuring the router).
     case null
 
@@ -179,9 +181,47 @@ public enum SinkKind: Sendable {
         case .prometheus: "prometheus"
         case .syslog: "syslog"
         case .otlp: "otlp"
+        case .plugin: "plugin"
         case .null: "null"
         }
     }
+}
+
+/// A sink run by an output plugin (ABI 1.5):
+///
+///     sinks:
+///       graphite:
+///         type: plugin
+///         plugin: graphite            # a name in plugin_dirs, or a path
+///         options: { host: 127.0.0.1, port: 2003 }
+///         batch: 500                  # events per write, at most
+///         retry_min: 100ms            # backoff of RETRY answers
+///         retry_max: 30s
+///         flush_interval: 1s          # flush() of an output that buffers
+///         isolation: none             # in the host's process (the only way yet)
+public struct PluginSinkConfig: Sendable {
+    public var plugin: String
+    public var pluginLocation: SourceLocation
+    /// `plugin` is a path, not a name.
+    public var pluginIsPath: Bool { plugin.contains("/") }
+    /// The `options:` mapping as written.
+    public var options: [ConfigEntry] = []
+    public var optionsLocation: SourceLocation
+    public var batch = 500
+    public var retryMin: Int64 = 100_000_000
+    public var retryMax: Int64 = 30_000_000_000
+    public var flushInterval: Int64 = 1_000_000_000
+    /// Where it runs: in the host's process is all this host does for outputs.
+    public var isolation: Isolation?
+    public var isolationLocation: SourceLocation?
+
+    public init(plugin: String, pluginLocation: SourceLocation) {
+        self.plugin = plugin
+        self.pluginLocation = pluginLocation
+        self.optionsLocation = pluginLocation
+    }
+
+    public static let maxBatch = 100_000
 }
 
 public struct LogSinkConfig: Sendable {

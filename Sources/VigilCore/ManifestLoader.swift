@@ -28,6 +28,7 @@ public struct ManifestLoader {
         "prometheus": ["listen", "expire_after", "max_series"],
         "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout", "buffer"],
         "syslog": ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "buffer"],
+        "plugin": ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation"],
         "null": [],
     ]
 
@@ -268,6 +269,7 @@ public struct ManifestLoader {
             case "prometheus": kind = prometheusSink(keys, &d)
             case "syslog": kind = syslogSink(keys, name: name, at: entry.key.location, &d)
             case "otlp": kind = otlpSink(keys, name: name, at: entry.key.location, &d)
+            case "plugin": kind = pluginSink(keys, name: name, at: entry.key.location, &d)
             default: kind = .null
             }
             guard var kind else { continue }
@@ -422,6 +424,34 @@ public struct ManifestLoader {
             config.maxSeries = Int(n)
         }
         return .prometheus(config)
+    }
+
+    private func pluginSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
+        guard let node = keys["plugin"] else {
+            d.error(at, "plugin sink '\(name)' needs 'plugin': the output plugin to run", hint: "plugin: NAME, or a path to its .so")
+            return nil
+        }
+        guard let plugin = d.string(node, what: "'plugin'"), !plugin.isEmpty else { return nil }
+        var config = PluginSinkConfig(plugin: plugin, pluginLocation: node.location)
+        if let options = keys["options"] {
+            config.optionsLocation = options.location
+            switch options {
+            case .mapping(let entries, _): config.options = entries
+            case .scalar(let s) where s.isNull: break
+            default: d.error(options.location, "'options' must be a mapping, not \(options.kindName)")
+            }
+        }
+        if let n = keys["batch"], let v = d.int(n, what: "'batch'", in: 1...Int64(PluginSinkConfig.maxBatch), unit: " events") {
+            config.batch = Int(v)
+        }
+        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 10_000_000) }
+        if let n = keys["retry_max"], let ns = d.duration(n, what: "'retry_max'") { config.retryMax = max(ns, config.retryMin) }
+        if let n = keys["flush_interval"], let ns = d.duration(n, what: "'flush_interval'") { config.flushInterval = max(ns, 10_000_000) }
+        if let n = keys["isolation"] {
+            config.isolation = d.choice(n, what: "'isolation'", of: Isolation.self)
+            config.isolationLocation = n.location
+        }
+        return .plugin(config)
     }
 
     private func otlpSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {

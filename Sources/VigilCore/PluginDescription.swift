@@ -385,19 +385,25 @@ extension PluginDescription {
 /// produces every declared option's value, defaults filled in.
 public enum OptionBinder {
     public static func bind(_ monitor: MonitorConfig, to plugin: PluginDescription) -> ([BoundOption], [Diagnostic]) {
+        bind(monitor.options, at: monitor.optionsLocation, of: "monitor '\(monitor.name)'", to: plugin)
+    }
+
+    /// `options` (written at `location`, of `owner`: "monitor 'cpu'", "sink 'out'") against the plugin's declarations.
+    public static func bind(_ options: [ConfigEntry], at location: SourceLocation, of owner: String,
+                            to plugin: PluginDescription) -> ([BoundOption], [Diagnostic]) {
         var diagnostics: [Diagnostic] = []
         let declared = plugin.options.map(\.name)
-        for entry in monitor.options where !declared.contains(entry.key.text) {
+        for entry in options where !declared.contains(entry.key.text) {
             let hint = Suggest.hint(for: entry.key.text, in: declared)
                 ?? (declared.isEmpty ? "plugin '\(plugin.name)' takes no options"
                                      : "options of '\(plugin.name)': \(declared.joined(separator: ", "))")
             diagnostics.append(Diagnostic(at: entry.key.location,
-                                          "unknown option '\(entry.key.text)' for plugin '\(plugin.name)' in monitor '\(monitor.name)'",
+                                          "unknown option '\(entry.key.text)' for plugin '\(plugin.name)' in \(owner)",
                                           hint: hint))
         }
         var bound: [BoundOption] = []
         for spec in plugin.options {
-            if let entry = monitor.options.first(where: { $0.key.text == spec.name }) {
+            if let entry = options.first(where: { $0.key.text == spec.name }) {
                 switch convert(entry.value, to: spec.type) {
                 case .success(let value): bound.append(BoundOption(name: spec.name, value: value))
                 case .failure(let why):
@@ -406,11 +412,11 @@ public enum OptionBinder {
                                                   hint: spec.doc.isEmpty ? nil : "\(spec.name): \(spec.doc)"))
                 }
             } else if let text = spec.defaultText,
-                      case .success(let value) = convert(defaultNode(text, type: spec.type, at: monitor.optionsLocation), to: spec.type) {
+                      case .success(let value) = convert(defaultNode(text, type: spec.type, at: location), to: spec.type) {
                 bound.append(BoundOption(name: spec.name, value: value))
             } else if spec.required {
-                diagnostics.append(Diagnostic(at: monitor.optionsLocation,
-                                              "monitor '\(monitor.name)' needs option '\(spec.name)' (\(spec.type)) for plugin '\(plugin.name)'",
+                diagnostics.append(Diagnostic(at: location,
+                                              "\(owner) needs option '\(spec.name)' (\(spec.type)) for plugin '\(plugin.name)'",
                                               hint: spec.doc.isEmpty ? nil : spec.doc))
             } else {
                 bound.append(BoundOption(name: spec.name, value: .none))

@@ -251,3 +251,41 @@ extension PluginCatalog {
     }
 }
 
+
+/// What `validate` can say of the sinks of `type: plugin` without loading
+/// their plugins here: each plugin is found and described by its probe
+/// child, is an output, and takes the sink's options; one from outside the
+/// host's own directories says `isolation: none` (outputs do not run in
+/// runners yet). Creating the output is left to `run`.
+public enum PluginSinkValidation {
+    public static func diagnostics(_ manifest: Manifest, probes: PluginProbes) -> [Diagnostic] {
+        var diagnostics: [Diagnostic] = []
+        for sink in manifest.sinks {
+            guard case .plugin(let config) = sink.kind else { continue }
+            let reference = config.pluginIsPath && !config.plugin.hasPrefix("/") && !manifest.directory.isEmpty
+                ? "\(manifest.directory)/\(config.plugin)" : config.plugin
+            switch probes.describe(reference: reference) {
+            case .failure(let refusal):
+                diagnostics.append(Diagnostic(at: config.pluginLocation, "sink '\(sink.name)': \(refusal.description)"))
+            case .success(let probed):
+                let d = probed.description
+                guard d.kind == .output else {
+                    diagnostics.append(Diagnostic(at: config.pluginLocation,
+                                                  "sink '\(sink.name)': plugin '\(d.name)' is a monitor, not an output"))
+                    continue
+                }
+                diagnostics += OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(sink.name)'", to: d).1
+                if config.isolation == .process {
+                    diagnostics.append(Diagnostic(at: config.isolationLocation ?? config.pluginLocation,
+                                                  "sink '\(sink.name)': outputs do not run in a runner process yet; isolation: none runs it in the host's process"))
+                } else if config.isolation == nil, let real = PluginFile.realPath(of: d.path),
+                          !PluginProbes.hostDirectories().contains(PluginFile.parent(of: real)) {
+                    diagnostics.append(Diagnostic(at: config.pluginLocation,
+                                                  "sink '\(sink.name)': \(d.path) is not in the host's own directories and outputs do not run in a runner process yet",
+                                                  hint: "say isolation: none to run it in the host's process"))
+                }
+            }
+        }
+        return diagnostics
+    }
+}

@@ -13,6 +13,10 @@ public let vigilVersion = "0.1.0"
 
 /// Everything `vigil run` needs besides the manifest.
 public struct RunOptions: Sendable {
+    /// Where sinks of `type: plugin` find their output plugins: the run's
+    /// catalog, with its vetting (nil: the manifest's directories, unvetted
+    /// by owner rules, for tests of the runtime alone).
+    public var outputCatalog: PluginCatalog?
     /// Stop by itself after this many nanoseconds.
     public var runFor: Int64?
     /// How long sinks may take to drain at shutdown before giving up.
@@ -123,7 +127,10 @@ public final class VigilRuntime: @unchecked Sendable {
         self.directory = directory
         let sinks = manifest.sinks.map { config in
             SinkRunner(config: config, sink: options.once.map { OnceSink(json: $0.json, host: host) }
-                           ?? VigilRuntime.makeSink(config, host: host, logger: logger, directory: directory), logger: logger)
+                           ?? VigilRuntime.makeSink(config, host: host, logger: logger, directory: directory,
+                                                   catalog: options.outputCatalog
+                                                       ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories())),
+                           logger: logger)
         }
         var slots: [String: Int] = [:]
         for (i, sink) in manifest.sinks.enumerated() { slots[sink.name] = i }
@@ -179,8 +186,11 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true,
-                         directory: MonitorDirectory? = nil) -> any EventSink {
+                         directory: MonitorDirectory? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
         switch config.kind {
+        case .plugin(let plugin):
+            return PluginOutputSink(config: plugin, name: config.name, host: host,
+                                    catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()), logger: logger)
         case .syslog(let syslog):
             var socket = SocketSinkConfig(mode: .connect(syslog.address))
             socket.reconnectMin = syslog.reconnectMin
@@ -463,7 +473,9 @@ public final class VigilRuntime: @unchecked Sendable {
                 continue
             }
             // A listening sink binds once the one it replaces has let go of the address.
-            let sink = Self.makeSink(config, host: plan.host, logger: logger, bindNow: old == nil, directory: directory)
+            let sink = Self.makeSink(config, host: plan.host, logger: logger, bindNow: old == nil, directory: directory,
+                                     catalog: options.outputCatalog
+                                         ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories()))
             let runner = SinkRunner(config: config, sink: sink, logger: logger)
             slots[slot] = runner
             sinks.append(runner)

@@ -237,6 +237,7 @@ struct Run: AsyncParsableCommand {
             options.reloader = reloader(logger: logger)
             options.watch = watch
         }
+        options.outputCatalog = catalog
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
         let summary = try await runtime.run()
         if once {
@@ -317,8 +318,10 @@ struct Validate: AsyncParsableCommand {
         if let loaded {
             // Every plugin file is loaded, and each monitor's instance created,
             // in a child process only: a crash or a hang is an error, not our end.
-            let resolution = ResolvedManifest.resolve(loaded, probes: plugins.probes(manifest: loaded, scope: .all, creating: true))
+            let probes = plugins.probes(manifest: loaded, scope: .all, creating: true)
+            let resolution = ResolvedManifest.resolve(loaded, probes: probes)
             all += resolution.diagnostics + resolution.validateInstances()
+            all += PluginSinkValidation.diagnostics(loaded, probes: probes)
         }
         ManifestFile.print(all, files: loaded?.files ?? [manifest])
         let errors = all.filter { $0.level == .error }.count

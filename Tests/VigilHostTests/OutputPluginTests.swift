@@ -16,7 +16,7 @@ import VigilCore
         #expect(d.kind == .output)
         #expect(d.abiMinor == 5)
         #expect(d.events.isEmpty && !d.polled && d.defaultInterval == 0)
-        #expect(d.options.map(\.name) == ["threshold"])
+        #expect(d.options.map(\.name) == ["threshold", "path", "retry_first", "retry_after"])
         // What the probe child sends keeps the kind; a monitor's JSON has none.
         #expect(try PluginDescription(json: d.json()).kind == .output)
         let monitor = try PluginCatalog(directories: []).load(path: try TestEnv.cPlugin("heartbeat")).get().description
@@ -69,6 +69,72 @@ import VigilCore
         #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
         #expect(check.stdout.contains("PASS  output: batches written, flushed"), "\(check.stdout)")
         #expect(check.stdout.contains("attempt 1: 2 delivered, 0 to retry, 1 rejected (seq is a multiple of 2)"), "\(check.stdout)")
+    }
+
+    /// A sink of `type: plugin` through the real binary: 10,000 events of a
+    /// flood; the output answers RETRY to its first 3 writes, then REJECTs
+    /// events whose seq is a multiple of 7. Every other event is delivered
+    /// exactly once, the rejects are counted exactly, and the run says so.
+    @Test func aPluginSinkDeliversEveryEventItDoesNotRejectAndCountsTheRejects() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestEnv.write("""
+        monitors:
+          f:
+            plugin: flood
+            options: { count: 10000, rate: 20000 }
+        sinks:
+          out:
+            type: plugin
+            plugin: output_min
+            isolation: none
+            match: ["f/*"]
+            batch: 1000
+            retry_min: 10ms
+            options: { path: \(dir)/delivered.txt, threshold: 7, retry_first: 3, retry_after: 20 }
+        """, to: dir + "/m.yaml")
+        let validate = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins()])
+        #expect(validate.status == 0, "\(validate.stdout)\(validate.stderr)")
+        let run = try TestEnv.run(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins(), "--control", "none",
+                                                  "--summary", dir + "/s.json"], timeout: 60)
+        // Rejected events are lost: the run says so, and exits 3.
+        #expect(run.status == 3, "\(run.stderr)")
+        let seqs = try String(contentsOfFile: dir + "/delivered.txt", encoding: .utf8).split(separator: "\n")
+            .compactMap { $0.split(separator: " ").first.flatMap { UInt64($0) } }
+        #expect(seqs.count == Set(seqs).count, "an event delivered twice")
+        #expect(seqs.allSatisfy { $0 % 7 != 0 })
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/s.json"))) as? [String: Any]
+        let sink = (summary?["sinks"] as? [[String: Any]])?.first
+        let lost = sink?["lost"] as? [String: Any]
+        #expect(sink?["written"] as? Int == seqs.count)
+        #expect(lost?["rejected"] as? Int == 10_000 - seqs.count, "\(String(describing: lost))")
+        #expect((lost?["rejected"] as? Int ?? 0) > 1000)
+        #expect(lost?["write_failed"] as? Int == 0 && lost?["shutdown"] as? Int == 0)
+        #expect(run.stderr.contains("events rejected by the output: seq is a multiple of 7"), "\(run.stderr)")
+    }
+
+    /// What validate says of plugin sinks: a missing plugin, a monitor where
+    /// an output belongs, an unknown option, an output from outside the
+    /// host's own directories without `isolation: none`.
+    @Test func validateChecksPluginSinks() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestEnv.write("""
+        monitors: {}
+        sinks:
+          missing: { type: plugin, plugin: no_such_output, isolation: none }
+          monitor: { type: plugin, plugin: heartbeat, isolation: none }
+          badopt: { type: plugin, plugin: output_min, isolation: none, options: { thresold: 3 } }
+          outside: { type: plugin, plugin: output_min }
+        """, to: dir + "/m.yaml")
+        let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins()])
+        let text = result.stdout + result.stderr
+        #expect(result.status != 0)
+        #expect(text.contains("m.yaml:3:36: error: sink 'missing': "), "\(text)")
+        #expect(text.contains("m.yaml:4:36: error: sink 'monitor': plugin 'heartbeat' is a monitor, not an output"), "\(text)")
+        #expect(text.contains("unknown option 'thresold' for plugin 'output_min' in sink 'badopt'"), "\(text)")
+        #expect(text.contains("m.yaml:6:36: error: sink 'outside': "), "\(text)")
+        #expect(text.contains("outputs do not run in a runner process yet"), "\(text)")
     }
 
     @Test func aMonitorNamingAnOutputIsRefused() throws {
