@@ -137,6 +137,48 @@ import VigilCore
         #expect(text.contains("outputs do not run in a runner process yet"), "\(text)")
     }
 
+    /// An output that retries forever (asking to wait INT64_MAX ns),
+    /// answers verdicts that do not exist, or fails for good: the host
+    /// neither hangs nor believes more than it was told; every event is
+    /// counted, by reason, and the run ends within its drain deadline.
+    @Test(arguments: [("retry_forever", "shutdown"), ("garbage", "shutdown"), ("fatal", "write_failed"), ("overclaim", "")])
+    func aHostileOutputCostsOnlyItsEvents(mode: String, reason: String) throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestEnv.write("""
+        monitors:
+          f:
+            plugin: flood
+            options: { count: 2000, rate: 20000 }
+        sinks:
+          out:
+            type: plugin
+            plugin: output_hostile
+            isolation: none
+            match: ["f/*"]
+            batch: 100
+            retry_min: 10ms
+            retry_max: 50ms
+            options: { mode: \(mode) }
+        """, to: dir + "/m.yaml")
+        let started = Date()
+        let run = try TestEnv.run(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins(), "--control", "none",
+                                                  "--drain-timeout", "1s", "--summary", dir + "/s.json"], timeout: 60)
+        #expect(Date().timeIntervalSince(started) < 20, "the run took \(Date().timeIntervalSince(started)) s")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/s.json"))) as? [String: Any]
+        let sink = (summary?["sinks"] as? [[String: Any]])?.first
+        let lost = sink?["lost"] as? [String: Int] ?? [:]
+        let written = sink?["written"] as? Int ?? -1
+        // Every event is either written or counted lost under one reason.
+        #expect(written + lost.values.reduce(0, +) == 2000, "written \(written), lost \(lost)")
+        if reason.isEmpty {
+            #expect(written == 2000 && run.status == 0, "\(run.stderr)")
+        } else {
+            #expect((lost[reason] ?? 0) > 0, "\(lost)")
+            #expect(run.status == 3, "\(run.stderr)")
+        }
+    }
+
     @Test func aMonitorNamingAnOutputIsRefused() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
