@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import Synchronization
 @preconcurrency import CVigilPlugin
 import Testing
 import VigilABI
@@ -177,6 +179,60 @@ import VigilCore
             #expect((lost[reason] ?? 0) > 0, "\(lost)")
             #expect(run.status == 3, "\(run.stderr)")
         }
+    }
+
+    /// Plugins/examples/c/graphite.c, the C output example, through the real
+    /// binary to a carbon stand-in on loopback (a TCP listener that keeps
+    /// every line): each number of each event arrives once, as a Graphite
+    /// path with the value and the event's second.
+    @Test func theGraphiteExampleSendsEveryNumberToCarbon() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let carbon = try TCPListener()
+        defer { carbon.close() }
+        let received = Mutex<[UInt8]>([])
+        let listening = carbon.fd
+        let reader = Thread {
+            let fd = accept(listening, nil, nil)
+            guard fd >= 0 else { return }
+            defer { close(fd) }
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = read(fd, &buffer, buffer.count)
+                if n <= 0 { break }
+                received.withLock { $0 += buffer[0..<n] }
+            }
+        }
+        reader.start()
+        try TestEnv.write("""
+        host: web-1.example
+        monitors:
+          f:
+            plugin: flood
+            options: { count: 300, rate: 3000, fields: 2 }
+        sinks:
+          carbon:
+            type: plugin
+            plugin: graphite
+            isolation: none
+            match: ["f/*"]
+            options: { host: 127.0.0.1, port: \(carbon.port), prefix: site.a }
+        """, to: dir + "/m.yaml")
+        let run = try TestEnv.run(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins(), "--control", "none"],
+                                  timeout: 60)
+        #expect(run.status == 0, "\(run.stderr)")
+        // The plugin closes its connection when the host destroys it at exit.
+        let deadline = Date().addingTimeInterval(5)
+        while reader.isExecuting || !reader.isFinished, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        let lines = String(decoding: received.withLock { $0 }, as: UTF8.self).split(separator: "\n")
+        #expect(lines.count == 600, "\(lines.count) lines; \(lines.prefix(3))")
+        let paths = Set(lines.compactMap { $0.split(separator: " ").first.map(String.init) })
+        #expect(paths == ["site_a.web-1_example.f.flood.v0", "site_a.web-1_example.f.flood.v1"], "\(paths)")
+        let now = Int(Date().timeIntervalSince1970)
+        #expect(lines.allSatisfy { line in
+            let parts = line.split(separator: " ")
+            return parts.count == 3 && Double(parts[1]) != nil && Int(parts[2]).map { abs($0 - now) < 120 } == true
+        })
     }
 
     @Test func aMonitorNamingAnOutputIsRefused() throws {
