@@ -27,13 +27,14 @@ import Testing
             paths.append(path)
         }
         paths.append(try TestEnv.cPlugin("ticker"))
+        paths.append(try TestEnv.cPlugin("graphite"))
         return paths
     }
 
     @Test func everyShippedPluginIsFound() throws {
         let names = try Self.shipped().map { ($0 as NSString).lastPathComponent }
         for name in ["libcpu.so", "libprocess.so", "libfiles.so", "libvigil-ffi.so", "libdevices.so",
-                     "heartbeat.so", "flood.so", "ticker.so"] {
+                     "heartbeat.so", "flood.so", "ticker.so", "graphite.so"] {
             #expect(names.contains(name), "\(names)")
         }
     }
