@@ -65,7 +65,7 @@ rust-plugins:
 ifneq ($(CARGO),)
 	CARGO="$(CARGO)" scripts/build-rust-plugins $(EXTRA) --target-dir $(RUST_TARGET)
 else
-	@echo "cargo not found: the Rust example plugin (uptime) is not built"
+	@echo "cargo not found: the Rust example plugins (boottime, influx) are not built"
 endif
 
 # Files are staged under DESTDIR; the paths written into the unit are the

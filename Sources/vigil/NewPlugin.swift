@@ -26,7 +26,7 @@ struct NewPlugin: AsyncParsableCommand {
 
         The Vigil sources are the tree this vigil was built from, unless --vigil-source names another. The \
         C header (Sources/CVigilPlugin/include/vigil_plugin.h) and the Rust bindings \
-        (Plugins/examples/rust/src/abi.rs) are copied from there as they are, so they never drift from the ABI.
+        (Plugins/examples/rust/abi.rs) are copied from there as they are, so they never drift from the ABI.
         """)
 
     enum Language: String, ExpressibleByArgument, CaseIterable {
@@ -127,7 +127,7 @@ struct NewPlugin: AsyncParsableCommand {
             next = [("make", "builds \(name).so"), ("make test", "runs test_\(name) on it"),
                     ("make check", "vigil plugins check ./\(name).so")]
         case .rust:
-            let bindings = try Self.read(source, "Plugins/examples/rust/src/abi.rs")
+            let bindings = try Self.read(source, "Plugins/examples/rust/abi.rs")
             files = [
                 File(path: "Cargo.toml", text: Self.render(RustTemplate.cargo, tokens), about: "a cdylib, no dependencies"),
                 File(path: "src/lib.rs", text: Self.render(RustTemplate.lib, tokens), about: "the plugin, with its unit tests"),

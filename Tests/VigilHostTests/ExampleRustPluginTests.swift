@@ -5,7 +5,7 @@ import VigilABI
 import VigilCore
 @testable import VigilHost
 
-/// The Rust example plugin, `Plugins/examples/rust` (a Cargo package), built
+/// The Rust example plugin, `Plugins/examples/rust/boottime` (a Cargo package), built
 /// once per test run by `scripts/build-rust-plugins` (which needs cargo) and
 /// loaded from its real `.so` by the host machinery, reading the fixture trees
 /// of `Tests/Fixtures/proc-uptime` (or trees written here) through `procfs`.
@@ -15,7 +15,7 @@ import VigilCore
 enum RustExamplePlugin {
     private static let built = Mutex<String?>(nil)
 
-    /// The directory holding `uptime.so`, built on first use.
+    /// The directory holding `boottime.so`, built on first use.
     static func directory() throws -> String {
         try built.withLock { built in
             if let built { return built }
@@ -29,7 +29,7 @@ enum RustExamplePlugin {
         }
     }
 
-    static func path() throws -> String { try directory() + "/uptime.so" }
+    static func path() throws -> String { try directory() + "/boottime.so" }
 }
 
 @Suite struct ExampleRustPluginTests {
@@ -60,7 +60,7 @@ enum RustExamplePlugin {
     @Test func describesItself() throws {
         let plugin = try PluginCatalog(directories: []).load(path: try RustExamplePlugin.path()).get()
         let d = plugin.description
-        #expect(d.name == "uptime")
+        #expect(d.name == "boottime")
         #expect(d.version == "1.0.0")
         // The bindings were written for ABI 1.2 and answer that, whatever the host's minor.
         #expect(d.abiMajor == 1 && d.abiMinor == 2)
@@ -80,8 +80,8 @@ enum RustExamplePlugin {
         #expect(d.events.last?.fields.map(\.type) == [.int])
         #expect(d.events.allSatisfy { !$0.dynamicFields && $0.fields.allSatisfy { !$0.doc.isEmpty } })
         // Found by name too: the script installs it under the plugin's name.
-        let byName = try PluginCatalog(directories: [try RustExamplePlugin.directory()]).load(reference: "uptime").get()
-        #expect(byName.description.name == "uptime")
+        let byName = try PluginCatalog(directories: [try RustExamplePlugin.directory()]).load(reference: "boottime").get()
+        #expect(byName.description.name == "boottime")
     }
 
     // MARK: - values
@@ -95,7 +95,7 @@ enum RustExamplePlugin {
         #expect(samples.count == 2)
         for sample in samples {
             #expect(sample.monitor == "m")
-            #expect(sample.plugin == "uptime")
+            #expect(sample.plugin == "boottime")
             #expect(sample[field: "uptime"] == .double(12_345.5))
             // 37036.5 / (12345.5 × 4) = 0.75, exact in binary floating point.
             #expect(sample[field: "idle_ratio"] == .double(0.75))

@@ -166,7 +166,7 @@ import Testing
         #expect(generated.status == 0, "\(generated.stderr)")
         // The bindings are the source tree's Rust example's, byte for byte.
         #expect(FileManager.default.contents(atPath: dir + "/src/abi.rs")
-                == FileManager.default.contents(atPath: TestEnv.repoRoot + "/Plugins/examples/rust/src/abi.rs"))
+                == FileManager.default.contents(atPath: TestEnv.repoRoot + "/Plugins/examples/rust/abi.rs"))
         #expect(try Self.text(dir + "/Cargo.toml").contains("name = \"\(name)\""))
 
         let cargo = try #require(Self.cargo(), "cargo not found (not on PATH, not in $HOME/.cargo/bin): Rust 1.63 or later")

@@ -1,4 +1,4 @@
-//! uptime: an example Vigil monitor plugin in Rust. Copy it to start your own.
+//! boottime: an example Vigil monitor plugin in Rust. Copy it to start your own.
 //!
 //! What it does: every interval the host calls `poll`, which reads
 //! `PROCFS/uptime` and `PROCFS/stat` (`procfs` is an option, "/proc" by
@@ -35,8 +35,8 @@
 //!     `extern "C"`): every callback runs inside `catch_unwind`, and a panic
 //!     becomes VIGIL_E_FATAL with the panic's message.
 //!
-//! Build: `cargo build --release --offline` gives `target/release/libuptime.so`;
-//! the host finds a plugin by its file name, so install it as `uptime.so`
+//! Build: `cargo build --release --offline` gives `target/release/libboottime.so`;
+//! the host finds a plugin by its file name, so install it as `boottime.so`
 //! (`scripts/build-rust-plugins OUTDIR` does both). Rust 1.63 or later, std
 //! only.
 
@@ -119,7 +119,7 @@ static EVENTS: [VigilEventSpec; 2] = [
 static DESCRIPTOR: VigilPluginDescriptor = VigilPluginDescriptor {
     size: size_of::<VigilPluginDescriptor>() as u32,
     kind: VIGIL_PLUGIN_MONITOR,
-    name: VigilStr::from_static("uptime"), // manifests say `plugin: uptime`
+    name: VigilStr::from_static("boottime"), // manifests say `plugin: boottime`
     version: VigilStr::from_static(env!("CARGO_PKG_VERSION")), // from Cargo.toml
     description: VigilStr::from_static(
         "Uptime and the idle share of CPU time since boot, from PROCFS/uptime.",
@@ -129,11 +129,11 @@ static DESCRIPTOR: VigilPluginDescriptor = VigilPluginDescriptor {
     events: EVENTS.as_ptr(),
     event_count: EVENTS.len(),
     default_interval_ns: 10_000_000_000, // 10 s when the manifest gives no interval
-    create: Some(uptime_create),
-    start: Some(uptime_start),
-    poll: Some(uptime_poll), // None would make a push-only plugin
-    stop: Some(uptime_stop),
-    destroy: Some(uptime_destroy),
+    create: Some(boottime_create),
+    start: Some(boottime_start),
+    poll: Some(boottime_poll), // None would make a push-only plugin
+    stop: Some(boottime_stop),
+    destroy: Some(boottime_destroy),
 };
 
 // ---------------------------------------------------------------- entry point
@@ -585,7 +585,7 @@ unsafe fn instance<'a>(instance: *mut c_void) -> Result<&'a mut Uptime, Failure>
     Ok(unsafe { &mut *(instance as *mut Uptime) })
 }
 
-extern "C" fn uptime_create(
+extern "C" fn boottime_create(
     args: *const VigilCreateArgs,
     instance: *mut *mut c_void,
     err: *mut VigilError,
@@ -605,19 +605,19 @@ extern "C" fn uptime_create(
     })
 }
 
-extern "C" fn uptime_start(raw: *mut c_void, err: *mut VigilError) -> VigilStatus {
+extern "C" fn boottime_start(raw: *mut c_void, err: *mut VigilError) -> VigilStatus {
     guarded("start", err, || unsafe { instance(raw) }?.start())
 }
 
-extern "C" fn uptime_poll(raw: *mut c_void, err: *mut VigilError) -> VigilStatus {
+extern "C" fn boottime_poll(raw: *mut c_void, err: *mut VigilError) -> VigilStatus {
     guarded("poll", err, || unsafe { instance(raw) }?.poll())
 }
 
-extern "C" fn uptime_stop(raw: *mut c_void, err: *mut VigilError) -> VigilStatus {
+extern "C" fn boottime_stop(raw: *mut c_void, err: *mut VigilError) -> VigilStatus {
     guarded("stop", err, || unsafe { instance(raw) }?.stop())
 }
 
-extern "C" fn uptime_destroy(raw: *mut c_void) {
+extern "C" fn boottime_destroy(raw: *mut c_void) {
     if raw.is_null() {
         return;
     }
@@ -763,7 +763,7 @@ mod tests {
             interval_ns: 1_000_000_000,
         };
         let mut handle: *mut c_void = std::ptr::null_mut();
-        let result = call(|err| uptime_create(&args, &mut handle, err));
+        let result = call(|err| boottime_create(&args, &mut handle, err));
         (result, handle)
     }
 
@@ -808,15 +808,15 @@ mod tests {
         assert_eq!((created.status, created.message.as_str()), (VIGIL_OK, ""));
         // Start twice, poll twice, stop twice: start and stop are idempotent.
         for _ in 0..2 {
-            assert_eq!(call(|err| uptime_start(handle, err)).status, VIGIL_OK);
+            assert_eq!(call(|err| boottime_start(handle, err)).status, VIGIL_OK);
         }
         for _ in 0..2 {
-            assert_eq!(call(|err| uptime_poll(handle, err)).status, VIGIL_OK);
+            assert_eq!(call(|err| boottime_poll(handle, err)).status, VIGIL_OK);
         }
         for _ in 0..2 {
-            assert_eq!(call(|err| uptime_stop(handle, err)).status, VIGIL_OK);
+            assert_eq!(call(|err| boottime_stop(handle, err)).status, VIGIL_OK);
         }
-        uptime_destroy(handle);
+        boottime_destroy(handle);
         let events = recorder.events.lock().unwrap();
         let kinds: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
         assert_eq!(kinds, ["sample", "boot", "sample"]); // boot once per start
@@ -846,21 +846,21 @@ mod tests {
         let missing = proc_tree("missing", None, Some(STAT));
         let (created, handle) = create(&recorder, missing.to_str().unwrap(), false);
         assert_eq!(created.status, VIGIL_OK);
-        let started = call(|err| uptime_start(handle, err));
+        let started = call(|err| boottime_start(handle, err));
         assert_eq!(started.status, VIGIL_E_UNAVAILABLE);
         assert!(started.message.starts_with("cannot read ") && started.message.contains("uptime"));
-        uptime_destroy(handle);
+        boottime_destroy(handle);
 
         let broken = proc_tree("broken", Some("soon\n"), Some(STAT));
         let (_, handle) = create(&recorder, broken.to_str().unwrap(), false);
-        assert_eq!(call(|err| uptime_start(handle, err)).status, VIGIL_OK);
-        let polled = call(|err| uptime_poll(handle, err));
+        assert_eq!(call(|err| boottime_start(handle, err)).status, VIGIL_OK);
+        let polled = call(|err| boottime_poll(handle, err));
         assert_eq!(polled.status, VIGIL_E_TEMPORARY);
         assert!(polled
             .message
             .ends_with("uptime: expected two numbers, uptime and idle seconds, found \"soon\\n\""));
-        assert_eq!(call(|err| uptime_stop(handle, err)).status, VIGIL_OK);
-        uptime_destroy(handle);
+        assert_eq!(call(|err| boottime_stop(handle, err)).status, VIGIL_OK);
+        boottime_destroy(handle);
         assert!(recorder.events.lock().unwrap().is_empty());
     }
 
