@@ -21,6 +21,9 @@ BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib/vigil
 PLUGINDIR ?= $(LIBDIR)/plugins
 INCLUDEDIR ?= $(PREFIX)/include/vigil
+# The example plugins, which `vigil new-plugin` copies (it looks for them
+# at ../share/vigil/examples from the binary: keep DATADIR beside BINDIR).
+DATADIR ?= $(PREFIX)/share/vigil
 MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 
@@ -90,6 +93,7 @@ install: all
 	fi
 	scripts/bundle-swift-runtime "$(SWIFT_RUNTIME_DIR)" "$(DESTDIR)$(LIBDIR)" $(BIN)/vigil $(SWIFT_PLUGIN_FILES)
 	$(INSTALL) -m 0644 Sources/CVigilPlugin/include/vigil_plugin.h "$(DESTDIR)$(INCLUDEDIR)/vigil_plugin.h"
+	scripts/install-examples "$(DESTDIR)$(DATADIR)/examples" "$(INSTALL)"
 	$(INSTALL) -m 0644 dist/vigil.1 "$(DESTDIR)$(MANDIR)/man1/vigil.1"
 	sed -e 's|/usr/local/bin/vigil|$(BINDIR)/vigil|g' -e 's|/etc/vigil/|$(SYSCONFDIR)/vigil/|g' dist/vigil.service \
 		> "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" && chmod 0644 "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" && \
@@ -117,7 +121,9 @@ uninstall:
 		rm -f "$$list"; \
 	done
 	rm -f "$(DESTDIR)$(PLUGINDIR)/collectd-shim/libvigil_collectd_shim.so"
-	-rmdir "$(DESTDIR)$(PLUGINDIR)/collectd-shim" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" 2>/dev/null
+	rm -rf "$(DESTDIR)$(DATADIR)/examples"
+	-rmdir "$(DESTDIR)$(PLUGINDIR)/collectd-shim" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" \
+		"$(DESTDIR)$(DATADIR)" 2>/dev/null
 	@[ ! -e "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml" ] || echo "left $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml in place"
 
 check:

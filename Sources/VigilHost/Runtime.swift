@@ -9,7 +9,7 @@ import VigilABI
 import VigilCore
 
 /// The version of the host, reported by `vigil --version` and in `started`.
-public let vigilVersion = "0.1.0"
+public let vigilVersion = "0.2.0"
 
 /// Everything `vigil run` needs besides the manifest.
 public struct RunOptions: Sendable {

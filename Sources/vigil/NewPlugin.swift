@@ -1,43 +1,47 @@
 import ArgumentParser
 import Foundation
 
-/// `vigil new-plugin NAME --lang swift|c|rust`: writes a small, complete,
-/// tested monitor plugin to start from. The plugin code comes from the
-/// templates in `Templates/`; what must never drift from the ABI — the C
-/// header, the Rust bindings, the Swift SDK — is taken from the Vigil source
-/// tree itself (`--vigil-source`) when the plugin is generated.
+/// `vigil new-plugin NAME --lang swift|c|rust [--kind monitor|output]`:
+/// copies one of the example plugins — the scaffolds, which the test suite
+/// builds and tests as they stand — with NAME for the example's name. The C
+/// header and the Rust bindings are copied as they are, from the same place,
+/// so they never drift from the ABI (see `Scaffolds` for where that is).
 struct NewPlugin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "new-plugin",
-        abstract: "Create a monitor plugin to start from, in Swift, C or Rust, with its tests.",
+        abstract: "Create a monitor or output plugin to start from, in Swift, C or Rust, with its tests.",
         discussion: """
-        Writes a small, complete polled monitor named NAME: it reads the first number of PROCFS/uptime \
-        (options `procfs`, default /proc, and `recent`), emits one `sample` event with `uptime` (seconds) and \
-        `recently_booted`, reports a missing file as unavailable and a bad value as invalid configuration at \
-        its option. As generated, it builds, passes its own tests and `vigil plugins check`.
+        Copies an example plugin with NAME in place of its name. As copied, it builds, passes its own tests and \
+        `vigil plugins check`.
 
-          c      NAME.c; test_NAME.c, which loads NAME.so with a fake host;
+          --kind monitor (the default): a polled monitor that reads the first number of PROCFS/uptime (options \
+        `procfs`, default /proc, and `recent`) and emits `sample` events; a missing file is unavailable, a bad \
+        value invalid configuration at its option. From Plugins/examples/LANG/boottime.
+          --kind output: an output that a sink of `type: plugin` runs, sending events over TCP (C: carbon's \
+        plaintext lines, Rust: line protocol, Swift: JSON Lines), answering RETRY while the peer is away. From \
+        Plugins/examples/c/graphite, rust/influx, swift/jsonl.
+
+          c      NAME.c; test_NAME.c, a test program that loads NAME.so;
                  a Makefile (make, make test, make check); vigil_plugin.h.
           rust   a Cargo package (cdylib, no dependencies, Rust 1.63):
                  src/lib.rs with its unit tests; src/abi.rs, the bindings.
-          swift  a SwiftPM package that depends on the Vigil sources by path
-                 (VigilKit, VigilKitTesting): Sources/<Name>Plugin/ and
-                 Tests/<Name>PluginTests/, with a PluginTestHost test.
+          swift  a SwiftPM package that depends on Vigil by URL and version
+                 (VigilKit, VigilKitTesting), or on a checkout with --vigil-path:
+                 Sources/<Name>Plugin/ and Tests/<Name>PluginTests/.
 
-        The Vigil sources are the tree this vigil was built from, unless --vigil-source names another. The \
-        C header (Sources/CVigilPlugin/include/vigil_plugin.h) and the Rust bindings \
-        (Plugins/examples/rust/abi.rs) are copied from there as they are, so they never drift from the ABI.
+        The examples, the header and the bindings are taken from the installation this vigil belongs to \
+        (PREFIX/share/vigil/examples, PREFIX/include/vigil), else from the source tree it was built in, unless \
+        --vigil-source names a source tree.
         """)
-
-    enum Language: String, ExpressibleByArgument, CaseIterable {
-        case swift, c, rust
-    }
 
     @Argument(help: "The plugin's name, [a-z][a-z0-9_]*: what manifests write as `plugin: NAME`.")
     var name: String
 
     @Option(help: "The language: swift, c or rust.")
-    var lang: Language
+    var lang: Scaffold.Language
+
+    @Option(help: "What the plugin is: monitor (emits events) or output (takes events and sends them on).")
+    var kind: Scaffold.Kind = .monitor
 
     @Option(help: ArgumentHelp("The directory to create (default: ./NAME).", valueName: "DIR"))
     var dir: String?
@@ -46,18 +50,26 @@ struct NewPlugin: AsyncParsableCommand {
     var force = false
 
     @Option(name: .customLong("vigil-source"),
-            help: ArgumentHelp("The Vigil source tree (with Package.swift) to take the C header, the Rust bindings and the Swift SDK from.",
+            help: ArgumentHelp("A Vigil source tree (with Package.swift) to take the examples, the C header and the Rust bindings from.",
                                valueName: "DIR"))
-    var vigilSource: String = NewPlugin.builtFrom
+    var vigilSource: String?
 
-    /// The source tree this binary was built from: this file is
-    /// `ROOT/Sources/vigil/NewPlugin.swift`.
-    static let builtFrom = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    @Option(name: .customLong("vigil-path"),
+            help: ArgumentHelp("Swift: depend on the Vigil checkout in DIR by path instead of on a Vigil release by URL and version.",
+                               valueName: "DIR"))
+    var vigilPath: String?
+
+    /// The dependency line of the Swift scaffolds' Package.swift, and the
+    /// package identity SwiftPM gives it (the URL's last component).
+    static let vigilPackageURL = "https://github.com/vigil-monitor/vigil"
+    static let vigilPackageIdentity = "vigil"
 
     func validate() throws {
         guard Self.isPluginName(name) else {
             throw ValidationError("'\(name)' is not a plugin name: write [a-z][a-z0-9_]* (a lowercase letter, then lowercase letters, digits or _)")
+        }
+        if vigilPath != nil && lang != .swift {
+            throw ValidationError("--vigil-path is for Swift plugins, which depend on Vigil's SDK; C and Rust plugins need only the header or the bindings")
         }
     }
 
@@ -77,6 +89,9 @@ struct NewPlugin: AsyncParsableCommand {
         } catch let failure as Failure {
             FileHandle.standardError.write(Data("vigil new-plugin: \(failure.message)\n".utf8))
             throw ExitCode.failure
+        } catch let missing as Scaffolds.NotFound {
+            FileHandle.standardError.write(Data("vigil new-plugin: \(missing.description)\n".utf8))
+            throw ExitCode.failure
         }
     }
 
@@ -85,74 +100,44 @@ struct NewPlugin: AsyncParsableCommand {
         init(_ message: String) { self.message = message }
     }
 
-    /// One file to write: its path in the plugin directory, its text, and a
-    /// few words on what it is.
-    struct File {
-        var path: String
-        var text: String
-        var about: String
-    }
-
     private func generate() throws {
         let fm = FileManager.default
         let cwd = fm.currentDirectoryPath
-        let source = Self.absolute(vigilSource, from: cwd)
-        guard fm.fileExists(atPath: source + "/Package.swift") else {
-            throw Failure("\(source) is not a Vigil source tree (it has no Package.swift); name one with --vigil-source DIR")
-        }
-        let target = Self.absolute(dir ?? name, from: cwd)
         let vigil = Self.executablePath()
+        let scaffolds = try vigilSource.map { try Scaffolds.sourceTree(Self.absolute($0, from: cwd)) }
+            ?? Scaffolds.beside(executable: vigil)
+        let scaffold = Scaffold.of(lang, kind)
+        let target = Self.absolute(dir ?? name, from: cwd)
         let type = Self.typeName(name)
-        let tokens = [
-            "@NAME@": name, "@TYPE@": type, "@VIGIL@": vigil, "@VIGIL_SOURCE@": source,
-            // SwiftPM names a package dependency by path by its directory's name.
-            "@VIGIL_PACKAGE@": URL(fileURLWithPath: source).lastPathComponent.lowercased(),
-        ]
 
         // Everything is read and checked before anything is written.
-        let files: [File]
+        var files = try scaffold.files(in: scaffolds, name: name, type: type)
         let next: [(String, String)]
         switch lang {
         case .c:
-            let header = try Self.read(source, "Sources/CVigilPlugin/include/vigil_plugin.h")
-            files = [
-                File(path: "\(name).c", text: Self.render(CTemplate.plugin, tokens), about: "the plugin"),
-                File(path: "test_\(name).c", text: Self.render(CTemplate.test, tokens),
-                     about: "a test program: loads \(name).so with a fake host"),
-                File(path: "vigil_plugin.h", text: header, about: "the plugin ABI, copied from the Vigil sources"),
-                File(path: "Makefile", text: Self.render(CTemplate.makefile, tokens), about: "make, make test, make check"),
-                File(path: "README.md", text: Self.render(CTemplate.readme, tokens), about: "how to build, test, run"),
-                File(path: ".gitignore", text: Self.render(CTemplate.gitignore, tokens), about: ""),
-            ]
+            // The header as installed (the example holds a link to it).
+            try Self.replace(&files, "vigil_plugin.h", with: try Self.read(scaffolds.header))
+            // `make check` runs the vigil that generated the directory.
+            try Self.edit(&files, "Makefile", line: "VIGIL ?= vigil", to: "VIGIL ?= \(vigil)")
             next = [("make", "builds \(name).so"), ("make test", "runs test_\(name) on it"),
                     ("make check", "vigil plugins check ./\(name).so")]
         case .rust:
-            let bindings = try Self.read(source, "Plugins/examples/rust/abi.rs")
-            files = [
-                File(path: "Cargo.toml", text: Self.render(RustTemplate.cargo, tokens), about: "a cdylib, no dependencies"),
-                File(path: "src/lib.rs", text: Self.render(RustTemplate.lib, tokens), about: "the plugin, with its unit tests"),
-                File(path: "src/abi.rs", text: bindings, about: "the bindings of vigil_plugin.h, copied from the Vigil sources"),
-                File(path: "README.md", text: Self.render(RustTemplate.readme, tokens), about: "how to build, test, run"),
-                File(path: ".gitignore", text: Self.render(RustTemplate.gitignore, tokens), about: ""),
-            ]
+            try Self.replace(&files, "src/abi.rs", with: try Self.read(scaffolds.rustBindings))
             next = [("cargo build --release --offline", "target/release/lib\(name).so"),
                     ("cargo test --offline", "the unit tests"),
                     ("cp target/release/lib\(name).so \(name).so", "the host finds plugins by file name"),
                     ("\(vigil) plugins check ./\(name).so", "the ABI contract, in a real host")]
         case .swift:
-            try Self.checkSwiftNames(type: type, package: tokens["@VIGIL_PACKAGE@"]!, source: source, target: target)
-            files = [
-                File(path: "Package.swift", text: Self.render(SwiftTemplate.package, tokens),
-                     about: "the lib\(name).so product; VigilKit from \(source)"),
-                File(path: "exports.map", text: Self.render(SwiftTemplate.exports, tokens),
-                     about: "exports vigil_plugin_entry only"),
-                File(path: "Sources/\(type)Plugin/\(type)Monitor.swift", text: Self.render(SwiftTemplate.monitor, tokens),
-                     about: "the plugin"),
-                File(path: "Tests/\(type)PluginTests/\(type)Tests.swift", text: Self.render(SwiftTemplate.tests, tokens),
-                     about: "its tests, with VigilKitTesting"),
-                File(path: "README.md", text: Self.render(SwiftTemplate.readme, tokens), about: "how to build, test, run"),
-                File(path: ".gitignore", text: Self.render(SwiftTemplate.gitignore, tokens), about: ""),
-            ]
+            try Self.checkSwiftNames(type: type, target: target, vigilPath: vigilPath.map { Self.absolute($0, from: cwd) })
+            if let path = vigilPath.map({ Self.absolute($0, from: cwd) }) {
+                let identity = URL(fileURLWithPath: path).lastPathComponent.lowercased()
+                try Self.edit(&files, "Package.swift", lineContaining: ".package(url: \"\(Self.vigilPackageURL)\"",
+                              to: "        .package(path: \"\(path)\"),")
+                if let i = files.firstIndex(where: { $0.path == "Package.swift" }) {
+                    files[i].text = files[i].text.replacingOccurrences(of: "package: \"\(Self.vigilPackageIdentity)\"",
+                                                                       with: "package: \"\(identity)\"")
+                }
+            }
             next = [("swift build", ".build/debug/lib\(name).so (the first build takes a while)"),
                     ("swift test", "the tests"),
                     ("\(vigil) plugins check .build/debug/lib\(name).so", "the ABI contract, in a real host")]
@@ -171,10 +156,9 @@ struct NewPlugin: AsyncParsableCommand {
         }
 
         let language = ["swift": "Swift", "c": "C", "rust": "Rust"][lang.rawValue]!
-        var out = "Created the \(language) monitor plugin '\(name)' in \(target):\n"
-        let width = files.map(\.path.count).max() ?? 0
-        for file in files where !file.about.isEmpty {
-            out += "  " + Self.padded(file.path, width) + "  " + file.about + "\n"
+        var out = "Created the \(language) \(kind.rawValue) plugin '\(name)' in \(target), from the \(scaffold.directory) example of \(scaffolds.origin):\n"
+        for file in files where !file.path.hasPrefix(".") {
+            out += "  " + file.path + "\n"
         }
         out += "Next:\n  cd \(Self.shellQuoted(target))\n"
         // Comments line up, unless a command is long (a path to vigil).
@@ -187,30 +171,55 @@ struct NewPlugin: AsyncParsableCommand {
 
     // MARK: helpers
 
-    static func render(_ template: String, _ tokens: [String: String]) -> String {
-        var text = template
-        for (token, value) in tokens { text = text.replacingOccurrences(of: token, with: value) }
-        return text
-    }
-
-    /// A file of the Vigil sources, as it is.
-    static func read(_ source: String, _ relative: String) throws -> String {
-        let path = source + "/" + relative
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw Failure("\(path) is missing: is \(source) a Vigil source tree? (name one with --vigil-source DIR)")
-        }
+    /// A file's text, as it is.
+    static func read(_ path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw Failure("\(path) is missing") }
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// Target names are unique across a SwiftPM package graph, and a package
-    /// is known by its directory's name: refuses what SwiftPM would.
-    static func checkSwiftNames(type: String, package: String, source: String, target: String) throws {
-        let manifest = try read(source, "Package.swift")
-        for taken in ["\(type)Plugin", "\(type)PluginTests"] where manifest.contains("\"\(taken)\"") {
+    /// The copy's file at `path` gets `text` (the scaffold must have it).
+    static func replace(_ files: inout [Scaffold.File], _ path: String, with text: String) throws {
+        guard let i = files.firstIndex(where: { $0.path == path }) else { throw Failure("the scaffold has no \(path)") }
+        files[i].text = text
+    }
+
+    /// In the copy's file at `path`, the line that is `line` becomes `replacement`.
+    static func edit(_ files: inout [Scaffold.File], _ path: String, line: String, to replacement: String) throws {
+        try edit(&files, path, matching: { $0 == line }, what: "a line '\(line)'", to: replacement)
+    }
+
+    /// In the copy's file at `path`, the line containing `fragment` becomes `replacement`.
+    static func edit(_ files: inout [Scaffold.File], _ path: String, lineContaining fragment: String, to replacement: String) throws {
+        try edit(&files, path, matching: { $0.contains(fragment) }, what: "a line with \(fragment)", to: replacement)
+    }
+
+    private static func edit(_ files: inout [Scaffold.File], _ path: String, matching: (Substring) -> Bool, what: String,
+                             to replacement: String) throws {
+        guard let i = files.firstIndex(where: { $0.path == path }) else { throw Failure("the scaffold has no \(path)") }
+        var lines = files[i].text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let at = lines.firstIndex(where: matching) else { throw Failure("the scaffold's \(path) has no \(what)") }
+        lines[at] = Substring(replacement)
+        files[i].text = lines.joined(separator: "\n")
+    }
+
+    /// Vigil's own targets whose names a plugin's `<Type>Plugin` could take:
+    /// target names are unique across a SwiftPM package graph. A test checks
+    /// the list against Package.swift.
+    static let vigilTargets: Set<String> = [
+        "CPUPlugin", "MemoryPlugin", "LoadPlugin", "FilesPlugin", "PowerPlugin", "ThermalPlugin", "StoragePlugin",
+        "DisplayPlugin", "WifiPlugin", "ProcessPlugin", "SensorsPlugin", "DevicesPlugin", "NetworkPlugin", "ClockPlugin",
+        "RadioPlugin", "SystemPlugin", "FFIPlugin",
+    ]
+
+    /// Refuses what SwiftPM would: a target name Vigil's package has, and a
+    /// package directory named like the Vigil checkout it depends on by path.
+    static func checkSwiftNames(type: String, target: String, vigilPath: String?) throws {
+        for taken in ["\(type)Plugin", "\(type)PluginTests"] where vigilTargets.contains(where: { $0.lowercased() == taken.lowercased() }) {
             throw Failure("the Vigil package already has a target named \(taken), and target names must be unique across a Swift package graph: choose another NAME")
         }
-        if URL(fileURLWithPath: target).lastPathComponent.lowercased() == package {
-            throw Failure("\(target) has the same directory name as the Vigil sources (\(source)), which SwiftPM would take for the same package: choose another --dir")
+        let identity = vigilPath.map { URL(fileURLWithPath: $0).lastPathComponent.lowercased() } ?? vigilPackageIdentity
+        if URL(fileURLWithPath: target).lastPathComponent.lowercased() == identity {
+            throw Failure("\(target) has the same directory name as the Vigil package it depends on (\(identity)), which SwiftPM would take for the same package: choose another --dir")
         }
     }
 
@@ -253,3 +262,6 @@ struct NewPlugin: AsyncParsableCommand {
         s.allSatisfy { $0.isLetter || $0.isNumber || "/._-+".contains($0) } ? s : "'" + s.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
     }
 }
+
+extension Scaffold.Language: ExpressibleByArgument {}
+extension Scaffold.Kind: ExpressibleByArgument {}

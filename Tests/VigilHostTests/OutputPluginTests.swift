@@ -181,7 +181,7 @@ import VigilCore
         }
     }
 
-    /// Plugins/examples/c/graphite.c, the C output example, through the real
+    /// Plugins/examples/c/graphite/graphite.c, the C output example, through the real
     /// binary to a carbon stand-in on loopback (a TCP listener that keeps
     /// every line): each number of each event arrives once, as a Graphite
     /// path with the value and the event's second.

@@ -875,7 +875,7 @@ mod tests {
 
     #[test]
     fn the_descriptor_is_consistent() {
-        assert_eq!(unsafe { text(DESCRIPTOR.name) }, "uptime");
+        assert_eq!(unsafe { text(DESCRIPTOR.name) }, "boottime");
         assert_eq!(DESCRIPTOR.option_count, 2);
         assert_eq!(
             unsafe { text((*DESCRIPTOR.options).default_text) },

@@ -1,5 +1,6 @@
 /*
- * graphite.c — an example output plugin (ABI 1.5) in plain C: sends the
+ * graphite.c — an example output plugin (ABI 1.5) in plain C, and the C output
+ * scaffold of `vigil new-plugin NAME --lang c --kind output`: sends the
  * numbers of the events it is given to Graphite (carbon's plaintext
  * protocol over TCP), one line per numeric or boolean field:
  *
@@ -14,7 +15,7 @@
  *
  * Build, as its README says for every example:
  *   cc -std=c99 -Wall -Wextra -Werror -pedantic -shared -fPIC -fvisibility=hidden \
- *      -I Sources/CVigilPlugin/include Plugins/examples/c/graphite.c -o graphite.so
+ *      -I Sources/CVigilPlugin/include Plugins/examples/c/graphite/graphite.c -o graphite.so
  * Manifest:
  *   sinks:
  *     graphite:

@@ -1,0 +1,1 @@
+../../../../Sources/CVigilPlugin/include/vigil_plugin.h

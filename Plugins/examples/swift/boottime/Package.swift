@@ -1,0 +1,31 @@
+// swift-tools-version:6.1
+// The boottime Vigil plugin: a monitor in Swift, and the Swift monitor scaffold
+// (`vigil new-plugin NAME --lang swift` starts a plugin from a copy of this
+// directory).
+import PackageDescription
+
+let package = Package(
+    name: "boottime",
+    platforms: [.macOS(.v15)],
+    products: [
+        // libboottime.so: the host finds a plugin as NAME.so or libNAME.so.
+        .library(name: "boottime", type: .dynamic, targets: ["BoottimePlugin"]),
+    ],
+    dependencies: [
+        // Vigil's SDK, by version: VigilKit (the plugin side of the ABI) and
+        // VigilKitTesting (a test host). `vigil new-plugin --vigil-path DIR`
+        // names a checkout by path instead.
+        .package(url: "https://github.com/vigil-monitor/vigil", from: "0.2.0"),
+    ],
+    targets: [
+        .target(
+            name: "BoottimePlugin",
+            dependencies: [.product(name: "VigilKit", package: "vigil")],
+            // Export vigil_plugin_entry and nothing else (see exports.map).
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/exports.map"])]),
+        .testTarget(
+            name: "BoottimePluginTests",
+            dependencies: ["BoottimePlugin", .product(name: "VigilKitTesting", package: "vigil")]),
+    ]
+)
+
