@@ -199,6 +199,7 @@ public enum SinkKind: Sendable {
 ///         retry_max: 30s
 ///         flush_interval: 1s          # flush() of an output that buffers
 ///         isolation: none             # in the host's process (the only way yet)
+///         buffer: { type: disk, path: /var/lib/vigil/buffer/graphite }
 public struct PluginSinkConfig: Sendable {
     public var plugin: String
     public var pluginLocation: SourceLocation
@@ -214,6 +215,9 @@ public struct PluginSinkConfig: Sendable {
     /// Where it runs: in the host's process is all this host does for outputs.
     public var isolation: Isolation?
     public var isolationLocation: SourceLocation?
+    /// `buffer: { type: disk }`: events kept on disk until the output
+    /// answered for them (OK or REJECT), across crashes and restarts.
+    public var buffer: SinkBufferConfig?
 
     public init(plugin: String, pluginLocation: SourceLocation) {
         self.plugin = plugin

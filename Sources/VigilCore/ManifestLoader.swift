@@ -28,7 +28,7 @@ public struct ManifestLoader {
         "prometheus": ["listen", "expire_after", "max_series"],
         "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout", "buffer"],
         "syslog": ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "buffer"],
-        "plugin": ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation"],
+        "plugin": ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation", "buffer"],
         "null": [],
     ]
 
@@ -324,6 +324,7 @@ public struct ManifestLoader {
             case .socket(let s): s.buffer
             case .syslog(let s): s.buffer
             case .otlp(let s): s.buffer
+            case .plugin(let s): s.buffer
             default: nil
             }
             guard let buffer, buffer.kind == .disk else { continue }
@@ -635,11 +636,12 @@ public struct ManifestLoader {
             if case .connect(let address) = s.mode { if case .udp = address { streamPeer = false } else { streamPeer = true } } else { streamPeer = false }
         case .syslog(let s):
             if case .tcp = s.address { streamPeer = true } else { streamPeer = false }
-        case .otlp: streamPeer = true
+        // An output plugin answers for every event (OK, RETRY, REJECT).
+        case .otlp, .plugin: streamPeer = true
         default: streamPeer = false
         }
         guard streamPeer else {
-            d.error(typeNode.location, "a disk buffer is for sinks that connect over a stream (socket connect over unix or tcp, syslog over tcp, otlp); this one has no peer that can take events later")
+            d.error(typeNode.location, "a disk buffer is for sinks that connect over a stream (socket connect over unix or tcp, syslog over tcp, otlp) and output plugins; this one has no peer that can take events later")
             return
         }
         guard let pathNode = b["path"], let path = d.string(pathNode, what: "'buffer.path'") else {
@@ -660,6 +662,7 @@ public struct ManifestLoader {
         case .socket(var s): s.buffer = buffer; kind = .socket(s)
         case .syslog(var s): s.buffer = buffer; kind = .syslog(s)
         case .otlp(var s): s.buffer = buffer; kind = .otlp(s)
+        case .plugin(var s): s.buffer = buffer; kind = .plugin(s)
         default: break
         }
     }

@@ -189,8 +189,9 @@ public final class VigilRuntime: @unchecked Sendable {
                          directory: MonitorDirectory? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
         switch config.kind {
         case .plugin(let plugin):
-            return PluginOutputSink(config: plugin, name: config.name, host: host,
-                                    catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()), logger: logger)
+            let sink = PluginOutputSink(config: plugin, name: config.name, host: host,
+                                        catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()), logger: logger)
+            return buffered(sink, plugin.buffer, config, host: host, logger: logger)
         case .syslog(let syslog):
             var socket = SocketSinkConfig(mode: .connect(syslog.address))
             socket.reconnectMin = syslog.reconnectMin
