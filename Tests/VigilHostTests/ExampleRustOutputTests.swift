@@ -5,6 +5,8 @@ import Testing
 import VigilABI
 import VigilCore
 @testable import VigilHost
+import VigilKit
+import VigilKitTesting
 
 /// The Rust output example, `Plugins/examples/rust/influx` (a Cargo package
 /// built by `scripts/build-rust-plugins` beside the monitor example), loaded
@@ -59,6 +61,28 @@ import VigilCore
         #expect(lines.count == 6, "\(lines)")
         #expect(lines.filter { $0.hasPrefix("check_sample,host=vigil-check,monitor=check,plugin=check,severity=info ") }.count == 6)
         #expect(lines.contains { $0.contains(#" value=0.75,count=3i,name="event 3",ok=false "#) }, "\(lines)")
+    }
+
+    /// VigilKitTesting runs it from its file, as a plugin author would:
+    /// the verdicts per event, the reason of the reject, the line sent.
+    @Test func theTestKitRunsItFromItsFile() throws {
+        let listener = try TCPListener()
+        defer { listener.close() }
+        let received = Self.collect(from: listener)
+        let out = try PluginTestHost(path: try Self.path())
+            .output("metrics", options: "{ address: \"127.0.0.1:\(listener.port)\" }", hostName: "h")
+        try out.start()
+        let answer = try out.write([
+            OutputEvent(monitor: "m", plugin: "p", seq: 1, time: 5, kind: "sample", fields: [EventField("x", .double(.nan))]),
+            OutputEvent(monitor: "m", plugin: "p", seq: 2, time: 6, kind: "sample", fields: [EventField("n", .int(2))]),
+        ])
+        #expect(answer.verdicts == [.reject, .ok], "\(answer)")
+        #expect(answer.message == "seq 1 (m/sample) has no field line protocol can carry (1 field: none, NaN or infinite)")
+        try out.flush()
+        try out.stop()
+        out.destroy()
+        #expect(received.wait() == ["p_sample,host=h,monitor=m,plugin=p,severity=info n=2i 6"])
+        #expect(out.logs.map(\.message) == ["connected to 127.0.0.1:\(listener.port)"])
     }
 
     // MARK: - through the real binary
