@@ -86,27 +86,8 @@ enum Registry {
 
     /// Permanent C copies of the spec's strings and arrays.
     static func build(_ spec: PluginSpec, options: [OptionDecl], polled: Bool) -> UnsafePointer<vigil_plugin_descriptor> {
-        func str(_ s: String) -> vigil_str {
-            let bytes = Array(s.utf8)
-            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-            bytes.withUnsafeBufferPointer { b in
-                if let base = b.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: b.count) }
-            }
-            p[bytes.count] = 0
-            return vigil_str(ptr: p, len: bytes.count)
-        }
-        func array<T>(_ items: [T]) -> UnsafePointer<T>? {
-            guard !items.isEmpty else { return nil }
-            let p = UnsafeMutablePointer<T>.allocate(capacity: items.count)
-            p.initialize(from: items, count: items.count)
-            return UnsafePointer(p)
-        }
-        let options = options.map { o in
-            vigil_option_spec(size: UInt32(MemoryLayout<vigil_option_spec>.size), type: o.type.rawValue, name: str(o.name),
-                              default_text: str(o.defaultValue ?? ""), doc: str(o.doc),
-                              flags: o.required ? UInt32(VIGIL_OPTION_REQUIRED) : 0, reserved: 0,
-                              example_text: str(o.exampleValue ?? ""))
-        }
+        let str = Permanent.str
+        let options = Permanent.options(options)
         let events = spec.events.map { e in
             let fields = e.fields.map { f in
                 let flags = (f.identity || e.key.contains(f.name) ? UInt32(VIGIL_FIELD_IDENTITY) : 0)
@@ -117,7 +98,7 @@ enum Registry {
             return vigil_event_spec(size: UInt32(MemoryLayout<vigil_event_spec>.size),
                                     flags: (e.dynamicFields ? UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) : 0)
                                         | (e.policy == .changes ? UInt32(VIGIL_EVENT_ON_CHANGE) : 0), kind: str(e.kind),
-                                    doc: str(e.doc), fields: array(fields), field_count: fields.count)
+                                    doc: str(e.doc), fields: Permanent.array(fields), field_count: fields.count)
         }
         var d = vigil_plugin_descriptor()
         d.size = UInt32(MemoryLayout<vigil_plugin_descriptor>.size)
@@ -125,9 +106,9 @@ enum Registry {
         d.name = str(spec.name)
         d.version = str(spec.version)
         d.description = str(spec.summary)
-        d.options = array(options)
+        d.options = Permanent.array(options)
         d.option_count = options.count
-        d.events = array(events)
+        d.events = Permanent.array(events)
         d.event_count = events.count
         d.default_interval_ns = polled ? spec.defaultInterval : 0
         d.create = { args, out, err in Callbacks.create(args, out, err) }
@@ -135,9 +116,37 @@ enum Registry {
         d.poll = polled ? { instance, err in Callbacks.poll(instance, err) } : nil
         d.stop = { instance, err in Callbacks.stop(instance, err) }
         d.destroy = { instance in Callbacks.destroy(instance) }
-        let p = UnsafeMutablePointer<vigil_plugin_descriptor>.allocate(capacity: 1)
-        p.initialize(to: d)
+        return Permanent.array([d])!
+    }
+}
+
+/// C copies of a self-description, made once and never freed: the host
+/// keeps pointers into a descriptor until the process exits.
+enum Permanent {
+    static func str(_ s: String) -> vigil_str {
+        let bytes = Array(s.utf8)
+        let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+        bytes.withUnsafeBufferPointer { b in
+            if let base = b.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: b.count) }
+        }
+        p[bytes.count] = 0
+        return vigil_str(ptr: p, len: bytes.count)
+    }
+
+    static func array<T>(_ items: [T]) -> UnsafePointer<T>? {
+        guard !items.isEmpty else { return nil }
+        let p = UnsafeMutablePointer<T>.allocate(capacity: items.count)
+        p.initialize(from: items, count: items.count)
         return UnsafePointer(p)
+    }
+
+    static func options(_ options: [OptionDecl]) -> [vigil_option_spec] {
+        options.map { o in
+            vigil_option_spec(size: UInt32(MemoryLayout<vigil_option_spec>.size), type: o.type.rawValue, name: str(o.name),
+                              default_text: str(o.defaultValue ?? ""), doc: str(o.doc),
+                              flags: o.required ? UInt32(VIGIL_OPTION_REQUIRED) : 0, reserved: 0,
+                              example_text: str(o.exampleValue ?? ""))
+        }
     }
 }
 
@@ -220,14 +229,28 @@ enum Callbacks {
 
     static func create(_ args: UnsafePointer<vigil_create_args>?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                        _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
-        guard let args, let out, let entry = Registry.factory else { return VIGIL_E_INVALID_ARGUMENT }
-        // Copy min(their size, ours) into a zeroed struct.
+        guard let args, let out, let entry = Registry.factory, case let (a, options)? = createArgs(args),
+              let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
+        let parts = MonitorContext.Parts(name: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
+        do {
+            let box = try entry.make(options, parts)
+            out.pointee = Unmanaged.passRetained(box).toOpaque()
+            return VIGIL_OK
+        } catch {
+            return fail(error, err)
+        }
+    }
+
+    /// create's arguments, copied under the size rule (min(their size, ours)
+    /// into a zeroed struct), and the options as the host typed them. Nil
+    /// when the arguments are smaller than ABI 1.0's.
+    static func createArgs(_ args: UnsafePointer<vigil_create_args>) -> (vigil_create_args, RawOptions)? {
         var a = vigil_create_args()
         let theirs = Int(UnsafeRawPointer(args).load(as: UInt32.self))
+        guard theirs >= MemoryLayout<vigil_create_args>.offset(of: \vigil_create_args.interval_ns)! + 8 else { return nil }
         withUnsafeMutableBytes(of: &a) { dst in
             dst.copyMemory(from: UnsafeRawBufferPointer(start: args, count: min(theirs, MemoryLayout<vigil_create_args>.size)))
         }
-        guard let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
         var values: [(name: String, value: RawOptions.Raw)] = []
         values.reserveCapacity(a.option_count)
         for i in 0..<a.option_count {
@@ -245,14 +268,7 @@ enum Callbacks {
             default: values.append((name, RawOptions.Raw.none))
             }
         }
-        let parts = MonitorContext.Parts(name: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
-        do {
-            let box = try entry.make(RawOptions(values), parts)
-            out.pointee = Unmanaged.passRetained(box).toOpaque()
-            return VIGIL_OK
-        } catch {
-            return fail(error, err)
-        }
+        return (a, RawOptions(values))
     }
 
     static func start(_ instance: UnsafeMutableRawPointer?, _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {

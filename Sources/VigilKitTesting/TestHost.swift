@@ -36,6 +36,13 @@ public final class PluginTestHost: @unchecked Sendable {
                       creating: { body in VigilKitTestSupport.creating(M.self, body) })
     }
 
+    /// A Swift output type compiled into the test; its instances are made
+    /// with `output(_:options:)`.
+    public convenience init<O: Output>(_ type: O.Type, clock: ManualClock = ManualClock()) throws(PluginTestError) {
+        try self.init(name: "\(O.self)", clock: clock, entry: { a, r in VigilKit.export(O.self, a, r) },
+                      creating: { body in VigilKitTestSupport.creating(O.self, body) })
+    }
+
     private init(name: String, clock: ManualClock,
                  entry: (UnsafePointer<vigil_entry_args>, UnsafeMutablePointer<vigil_entry_result>) -> vigil_status,
                  creating: @escaping (() -> vigil_status) -> vigil_status) throws(PluginTestError) {
@@ -67,6 +74,9 @@ public final class PluginTestHost: @unchecked Sendable {
     /// is reported as the manifest would report it.
     public func instance(_ name: String = "test", options: String = "{}",
                          interval: Duration? = nil) throws(PluginTestError) -> TestInstance {
+        guard description.kind == .monitor else {
+            throw PluginTestError("\(description.name) is an output plugin: make its instances with output(_:options:)")
+        }
         let intervalText = interval.map { "\($0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000)ns" }
         let text = """
         monitors:
@@ -86,6 +96,38 @@ public final class PluginTestHost: @unchecked Sendable {
         }
         return try TestInstance(host: self, name: name, options: bound,
                                 interval: description.effectiveInterval(config.interval))
+    }
+}
+
+extension PluginTestHost {
+    /// Creates an instance of an output plugin, as a sink of `type: plugin`
+    /// named `name` would have it. `options` is a YAML flow mapping as in
+    /// the sink's `options:`, checked against the self-description first;
+    /// `hostName` is the host name its batches carry.
+    public func output(_ name: String = "test", options: String = "{}",
+                       hostName: String = "test-host") throws(PluginTestError) -> TestOutput {
+        guard description.kind == .output else {
+            throw PluginTestError("\(description.name) is a monitor plugin: make its instances with instance(_:options:interval:)")
+        }
+        // Options are written and bound as a monitor's: the same binder serves sinks.
+        let text = """
+        monitors:
+          \(name):
+            plugin: \(description.name)
+            options: \(options)
+        sinks:
+          none: { type: null }
+        """
+        let (manifest, diagnostics) = ManifestLoader(file: "options").load(text)
+        guard let manifest, let config = manifest.monitors.first else {
+            throw PluginTestError("options: " + diagnostics.map(\.description).joined(separator: "; "))
+        }
+        let (bound, problems) = OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(name)'",
+                                                  to: description)
+        guard problems.isEmpty else {
+            throw PluginTestError("options: " + problems.map(\.description).joined(separator: "; "))
+        }
+        return try TestOutput(host: self, name: name, hostName: hostName, options: bound)
     }
 }
 

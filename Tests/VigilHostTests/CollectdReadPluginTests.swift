@@ -94,15 +94,16 @@ struct CollectdTestSetup {
     }
 }
 
-/// A TCP socket listening on 127.0.0.1, on a port the kernel chose.
+/// A TCP socket listening on 127.0.0.1, on `port`, or one the kernel chose.
 final class TCPListener {
     let fd: Int32
     let port: Int
 
-    init() throws {
+    init(port: Int = 0) throws {
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -116,7 +117,7 @@ final class TCPListener {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
         }
         fd = s
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = Int(UInt16(bigEndian: address.sin_port))
     }
 
     func close() { _ = Glibc.close(fd) }

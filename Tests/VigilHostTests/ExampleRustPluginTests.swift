@@ -62,8 +62,8 @@ enum RustExamplePlugin {
         let d = plugin.description
         #expect(d.name == "boottime")
         #expect(d.version == "1.0.0")
-        // The bindings were written for ABI 1.2 and answer that, whatever the host's minor.
-        #expect(d.abiMajor == 1 && d.abiMinor == 2)
+        // The bindings were written for ABI 1.5 and answer that, whatever the host's minor.
+        #expect(d.abiMajor == 1 && d.abiMinor == 5)
         #expect(d.polled)
         #expect(d.defaultInterval == 10_000_000_000)
         #expect(d.problems() == [])

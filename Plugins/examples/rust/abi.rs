@@ -1,5 +1,5 @@
 //! Hand-written Rust bindings of `Sources/CVigilPlugin/include/vigil_plugin.h`
-//! (Vigil plugin ABI 1.2).
+//! (Vigil plugin ABI 1.5: monitors, and outputs with `write` and `flush`).
 //!
 //! The header is the whole contract between the host and a plugin; this file
 //! is a faithful, line-by-line transcription of it, so that a plugin needs no
@@ -34,8 +34,11 @@ use std::ptr;
 /// The major version these bindings speak.
 pub const ABI_MAJOR: u16 = 1;
 /// The minor version these bindings were written for: what the plugin answers
-/// in negotiation. 1.2 is the first with `VigilEventSpec::flags`.
-pub const ABI_MINOR: u16 = 2;
+/// in negotiation. 1.2 added `VigilEventSpec::flags`, 1.3
+/// `VigilOptionSpec::example_text`, 1.4 `VigilFieldSpec::flags`, 1.5 outputs
+/// (`VIGIL_PLUGIN_OUTPUT`, the descriptor's `write` and `flush`, the batch
+/// types and the output helpers at the end of this file).
+pub const ABI_MINOR: u16 = 5;
 
 /// Name of the one symbol every plugin exports (see `vigil_plugin_entry` in
 /// lib.rs: `#[no_mangle] pub unsafe extern "C" fn vigil_plugin_entry`).
@@ -395,7 +398,20 @@ pub struct VigilOptionSpec {
     pub flags: u32,
     /// 0.
     pub reserved: u32,
+    // ---- ABI 1.3 ----
+    /// A value that works on any machine, written as `default_text` is:
+    /// `vigil plugins check` with no --option takes it in place of the
+    /// default, so that a plugin is checked as shipped. `vigil run` never
+    /// uses it. Empty: none.
+    pub example_text: VigilStr,
 }
+
+/// `VIGIL_FIELD_IDENTITY` (ABI 1.4): the field says which thing the event is
+/// about (an interface's name, a CPU number); a STRING or INT field only.
+pub const VIGIL_FIELD_IDENTITY: u32 = 1 << 0;
+/// `VIGIL_FIELD_COUNTER` (ABI 1.4): the field only grows, but for resets of
+/// its source; an INT or DOUBLE field only, never an identity.
+pub const VIGIL_FIELD_COUNTER: u32 = 1 << 1;
 
 /// `vigil_field_spec`: one field of a declared event kind.
 #[repr(C)]
@@ -410,11 +426,19 @@ pub struct VigilFieldSpec {
     /// "ratio", "bytes", "seconds"...; may be empty.
     pub unit: VigilStr,
     pub doc: VigilStr,
+    // ---- ABI 1.4 ----
+    /// VIGIL_FIELD_*.
+    pub flags: u32,
+    /// 0.
+    pub reserved: u32,
 }
 
 /// `VIGIL_EVENT_DYNAMIC_FIELDS` (ABI 1.2): the kind's fields are named by the
 /// instance's options; `fields` lists only those always present.
 pub const VIGIL_EVENT_DYNAMIC_FIELDS: u32 = 1 << 0;
+/// `VIGIL_EVENT_ON_CHANGE` (ABI 1.4): events of the kind come as a snapshot
+/// on start, then only when something changed.
+pub const VIGIL_EVENT_ON_CHANGE: u32 = 1 << 1;
 
 /// `vigil_event_spec`: one kind of event a plugin emits, with its fields.
 #[repr(C)]
@@ -449,11 +473,17 @@ impl VigilOptionSpec {
             doc: VigilStr::from_static(doc),
             flags: 0,
             reserved: 0,
+            example_text: VigilStr::EMPTY,
         }
     }
     /// The same, with VIGIL_OPTION_* flags.
     pub const fn with_flags(mut self, flags: u32) -> Self {
         self.flags = flags;
+        self
+    }
+    /// The same, with an example value (ABI 1.3), written as a default is.
+    pub const fn with_example(mut self, example_text: &'static str) -> Self {
+        self.example_text = VigilStr::from_static(example_text);
         self
     }
 }
@@ -471,7 +501,14 @@ impl VigilFieldSpec {
             name: VigilStr::from_static(name),
             unit: VigilStr::from_static(unit),
             doc: VigilStr::from_static(doc),
+            flags: 0,
+            reserved: 0,
         }
+    }
+    /// The same, with VIGIL_FIELD_* flags (ABI 1.4).
+    pub const fn with_flags(mut self, flags: u32) -> Self {
+        self.flags = flags;
+        self
     }
 }
 
@@ -497,9 +534,11 @@ impl VigilEventSpec {
     }
 }
 
-/// `vigil_plugin_kind`.
+/// `vigil_plugin_kind`: monitors emit events; outputs (ABI 1.5) take them
+/// and send them on (a sink of `type: plugin` in the manifest).
 pub type VigilPluginKind = u32;
 pub const VIGIL_PLUGIN_MONITOR: VigilPluginKind = 1;
+pub const VIGIL_PLUGIN_OUTPUT: VigilPluginKind = 2;
 
 /// `vigil_option`: one option value as the host passes it to create. Frozen
 /// for major 1.
@@ -531,6 +570,83 @@ pub struct VigilCreateArgs {
     pub interval_ns: i64,
 }
 
+// ------------------------------------------------------- outputs (ABI 1.5)
+
+/// `vigil_output_event`: an event as the host hands it to an output, with
+/// the host's stamps. Borrowed for the `write` call, like everything in the
+/// batch; `time_ns` is always set. Read it through [`Batch`], which steps
+/// by the batch's `event_size` and applies the size rule.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct VigilOutputEvent {
+    /// sizeof(vigil_output_event) as the host compiled it.
+    pub size: u32,
+    /// A `VigilSeverity`.
+    pub severity: u32,
+    pub kind: VigilStr,
+    /// CLOCK_REALTIME nanoseconds since the epoch.
+    pub time_ns: i64,
+    /// `field_count` fields.
+    pub fields: *const VigilField,
+    pub field_count: usize,
+    /// The host's name.
+    pub host: VigilStr,
+    /// The monitor (instance) that emitted it.
+    pub monitor: VigilStr,
+    /// The monitor's plugin.
+    pub plugin: VigilStr,
+    /// The host's sequence number, per host run.
+    pub seq: u64,
+}
+
+/// `vigil_batch`: the events of one `write` call. Borrowed for the call; the
+/// host keeps the events until the plugin answered for each.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct VigilBatch {
+    /// sizeof(vigil_batch).
+    pub size: u32,
+    /// 1 the first time these events are written, then 2, 3...
+    pub attempt: u32,
+    pub events: *const VigilOutputEvent,
+    /// At least 1.
+    pub count: usize,
+    /// The stride of `events`: sizeof(vigil_output_event) as the host
+    /// compiled it. Step by it, never by `size_of::<VigilOutputEvent>()`.
+    pub event_size: usize,
+}
+
+/// `vigil_write_verdict`: an output's answer for an event. A plain `u32`: an
+/// unknown value counts as RETRY.
+pub type VigilWriteVerdict = u32;
+/// Delivered.
+pub const VIGIL_WRITE_OK: VigilWriteVerdict = 0;
+/// Not delivered, may be later: the host keeps it and writes it again (after
+/// `retry_after_ns`, or its own backoff).
+pub const VIGIL_WRITE_RETRY: VigilWriteVerdict = 1;
+/// Never deliverable: the host counts it lost as `rejected`, with the call's
+/// error message as the reason.
+pub const VIGIL_WRITE_REJECT: VigilWriteVerdict = 2;
+
+/// `vigil_write_result`: where `write` answers; host-owned, valid for the
+/// call. Write it with [`answer`], which keeps to the size rule.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct VigilWriteResult {
+    /// sizeof(vigil_write_result) as the host compiled it.
+    pub size: u32,
+    /// A `VigilWriteVerdict` for every event; host preset: VIGIL_WRITE_OK.
+    pub verdict: u32,
+    /// With RETRY: wait at least this long (0: the host's backoff).
+    pub retry_after_ns: i64,
+    /// `count` bytes, host preset to VIGIL_WRITE_OK.
+    pub per_event: *mut u8,
+    /// 1: `per_event` holds the answers.
+    pub per_event_used: u32,
+    /// 0.
+    pub reserved: u32,
+}
+
 /// create: reads and validates options, allocates the instance, sets
 /// `*instance`. No threads, no events yet.
 pub type CreateFn = unsafe extern "C" fn(
@@ -543,11 +659,34 @@ pub type InstanceFn =
     unsafe extern "C" fn(instance: *mut c_void, err: *mut VigilError) -> VigilStatus;
 /// destroy: frees the instance; never fails.
 pub type DestroyFn = unsafe extern "C" fn(instance: *mut c_void);
+/// write (outputs, ABI 1.5): sends a batch and answers for every event in
+/// `result`. Returns VIGIL_OK with the answer, or an error for the whole
+/// batch (TEMPORARY: retried like RETRY; FATAL: the sink fails).
+pub type WriteFn = unsafe extern "C" fn(
+    instance: *mut c_void,
+    batch: *const VigilBatch,
+    result: *mut VigilWriteResult,
+    err: *mut VigilError,
+) -> VigilStatus;
+/// flush (outputs, ABI 1.5): sends what the plugin buffered, giving up at
+/// `deadline_ns` (CLOCK_MONOTONIC nanoseconds).
+pub type FlushFn = unsafe extern "C" fn(
+    instance: *mut c_void,
+    deadline_ns: i64,
+    err: *mut VigilError,
+) -> VigilStatus;
 
 /// `vigil_plugin_descriptor`: what a plugin is. It, and everything it points
 /// to, must stay valid and unchanged until the process exits: make it a
 /// `static` (see lib.rs). The lifecycle rules are in the header, above the C
 /// struct: read them.
+///
+/// These are the members up to ABI 1.4, a monitor's whole descriptor; an
+/// output's is [`VigilOutputDescriptor`], which appends 1.5's `write` and
+/// `flush`. (In C one struct grows and a designated initialiser zeroes what
+/// it does not name; a Rust struct literal must name every field, so each
+/// appended group is a struct of its own, and no descriptor written for an
+/// older minor stops compiling. A host reads members only up to `size`.)
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct VigilPluginDescriptor {
@@ -575,6 +714,64 @@ pub struct VigilPluginDescriptor {
     pub destroy: Option<DestroyFn>,
 }
 
+/// `vigil_plugin_descriptor` as an output (ABI 1.5) fills it: the members
+/// every plugin has, then `write` and `flush`, laid out as the C struct is.
+/// An output declares options and no event kinds, has no `poll`, and gives
+/// `create` (open, with its options), `destroy` (close) and `write`; `start`
+/// and `stop` may be None. Build one with [`VigilOutputDescriptor::new`],
+/// answer negotiation with [`negotiate_output`].
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct VigilOutputDescriptor {
+    /// `base.size` is `size_of::<VigilOutputDescriptor>()` (at least
+    /// DESCRIPTOR_SIZE_1_5), `base.kind` VIGIL_PLUGIN_OUTPUT.
+    pub base: VigilPluginDescriptor,
+    /// Sends a batch and answers for each event; from the sink's thread, one
+    /// call at a time, between start and stop.
+    pub write: Option<WriteFn>,
+    /// Sends what the plugin buffered, by a CLOCK_MONOTONIC deadline; on the
+    /// same thread, never beside write. None: nothing buffered.
+    pub flush: Option<FlushFn>,
+}
+
+impl VigilOutputDescriptor {
+    /// An output's descriptor, for a `static`: no event kinds, no poll, no
+    /// start or stop (set `base.start`/`base.stop` if it needs them).
+    #[allow(clippy::too_many_arguments)]
+    pub const fn new(
+        name: &'static str,
+        version: &'static str,
+        description: &'static str,
+        options: &'static [VigilOptionSpec],
+        create: CreateFn,
+        destroy: DestroyFn,
+        write: WriteFn,
+        flush: Option<FlushFn>,
+    ) -> Self {
+        VigilOutputDescriptor {
+            base: VigilPluginDescriptor {
+                size: size_of::<VigilOutputDescriptor>() as u32,
+                kind: VIGIL_PLUGIN_OUTPUT,
+                name: VigilStr::from_static(name),
+                version: VigilStr::from_static(version),
+                description: VigilStr::from_static(description),
+                options: options.as_ptr(),
+                option_count: options.len(),
+                events: ptr::null(),
+                event_count: 0,
+                default_interval_ns: 0,
+                create: Some(create),
+                start: None,
+                poll: None,
+                stop: None,
+                destroy: Some(destroy),
+            },
+            write: Some(write),
+            flush,
+        }
+    }
+}
+
 // The self-description holds raw pointers, which Rust does not let a `static`
 // share between threads unless told it is safe. It is: the data is immutable
 // and 'static, and the host only reads it.
@@ -582,6 +779,7 @@ unsafe impl Sync for VigilOptionSpec {}
 unsafe impl Sync for VigilFieldSpec {}
 unsafe impl Sync for VigilEventSpec {}
 unsafe impl Sync for VigilPluginDescriptor {}
+unsafe impl Sync for VigilOutputDescriptor {}
 
 // -------------------------------------------------------------- entry point
 
@@ -699,6 +897,22 @@ pub unsafe fn negotiate(
     VIGIL_E_UNSUPPORTED
 }
 
+/// `vigil_negotiate` for an output: the same answer, with the output's
+/// descriptor (the host reads `write` and `flush` because its `size` covers
+/// them).
+///
+/// # Safety
+/// As for [`negotiate`].
+pub unsafe fn negotiate_output(
+    args: *const VigilEntryArgs,
+    result: *mut VigilEntryResult,
+    descriptor: &'static VigilOutputDescriptor,
+) -> VigilStatus {
+    // The whole struct's address, as the host reads it: `base` comes first.
+    let whole = descriptor as *const VigilOutputDescriptor as *const VigilPluginDescriptor;
+    unsafe { negotiate(args, result, &*whole) }
+}
+
 // ------------------------------------------------------------- sizes, reads
 
 /// `size_of` the type a pointer points to (helper of `field_end!`).
@@ -707,14 +921,26 @@ pub fn size_of_pointee<T>(_: *const T) -> usize {
 }
 
 /// The 1.0 size of every struct that may grow (`VIGIL_*_SIZE_1_0`): the least
-/// a reader accepts. Everything but the host table is still at its 1.0 layout.
+/// a reader accepts; and the sizes with what later minors appended. (Written
+/// as sizes minus the appended members: computing an offset in a `const`
+/// needs a newer Rust than 1.63. The tests check each against `field_end!`.)
 pub const EVENT_SIZE_1_0: usize = size_of::<VigilEvent>();
 pub const HOST_API_SIZE_1_0: usize = size_of::<VigilHostApi>() - size_of::<usize>(); // without `finished`
-pub const OPTION_SPEC_SIZE_1_0: usize = size_of::<VigilOptionSpec>();
-pub const FIELD_SPEC_SIZE_1_0: usize = size_of::<VigilFieldSpec>();
+pub const OPTION_SPEC_SIZE_1_0: usize = size_of::<VigilOptionSpec>() - size_of::<VigilStr>(); // without `example_text`
+/// `vigil_option_spec` with `example_text` (ABI 1.3).
+pub const OPTION_SPEC_SIZE_1_3: usize = size_of::<VigilOptionSpec>();
+pub const FIELD_SPEC_SIZE_1_0: usize = size_of::<VigilFieldSpec>() - 2 * size_of::<u32>(); // without `flags`, `reserved`
+/// `vigil_field_spec` with `flags` (ABI 1.4).
+pub const FIELD_SPEC_SIZE_1_4: usize = size_of::<VigilFieldSpec>();
 pub const EVENT_SPEC_SIZE_1_0: usize = size_of::<VigilEventSpec>();
 pub const CREATE_ARGS_SIZE_1_0: usize = size_of::<VigilCreateArgs>();
 pub const DESCRIPTOR_SIZE_1_0: usize = size_of::<VigilPluginDescriptor>();
+/// The descriptor with `write` and `flush` (ABI 1.5): an output's least.
+pub const DESCRIPTOR_SIZE_1_5: usize = size_of::<VigilOutputDescriptor>();
+/// The output structs, new in 1.5.
+pub const OUTPUT_EVENT_SIZE_1_5: usize = size_of::<VigilOutputEvent>();
+pub const BATCH_SIZE_1_5: usize = size_of::<VigilBatch>();
+pub const WRITE_RESULT_SIZE_1_5: usize = size_of::<VigilWriteResult>();
 
 /// The size rule for a struct the host fills in (create args, the host
 /// table): copies min(its `size`, ours) bytes into a zeroed struct of our
@@ -743,6 +969,229 @@ pub unsafe fn read_sized<T: Copy>(p: *const T, min_size: usize) -> Option<T> {
         );
         Some(out.assume_init())
     }
+}
+
+// ----------------------------------------------------------- output helpers
+//
+// What an output needs on top of the structs, as `read_sized`, `error_set`
+// and `negotiate` are for a monitor: the batch read under the size rule and
+// stepped by its stride, field values as a Rust enum, and the answer written
+// where the host can read it.
+
+/// A field's value as an output reads it. `Unknown` is a type newer than
+/// these bindings (a later minor may add one): skip or reject it, never
+/// guess.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FieldValue<'a> {
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    /// UTF-8 bytes (the host repairs invalid UTF-8), not NUL-terminated.
+    Str(&'a [u8]),
+    Unknown(u32),
+}
+
+impl VigilField {
+    /// The field's name.
+    ///
+    /// # Safety
+    /// The field is one the host passed in, read during that call; the
+    /// bytes are valid for `'a` only if `'a` ends with the call.
+    pub unsafe fn name_bytes<'a>(&self) -> &'a [u8] {
+        unsafe { self.name.as_bytes() }
+    }
+
+    /// The field's value, by its type.
+    ///
+    /// # Safety
+    /// As for [`VigilField::name_bytes`].
+    pub unsafe fn read<'a>(&self) -> FieldValue<'a> {
+        match self.value.type_ {
+            VIGIL_TYPE_BOOL => FieldValue::Bool(unsafe { self.value.as_.boolean } != 0),
+            VIGIL_TYPE_INT => FieldValue::Int(unsafe { self.value.as_.i64 }),
+            VIGIL_TYPE_DOUBLE => FieldValue::Double(unsafe { self.value.as_.f64 }),
+            VIGIL_TYPE_STRING => FieldValue::Str(unsafe { self.value.as_.str.as_bytes() }),
+            other => FieldValue::Unknown(other),
+        }
+    }
+}
+
+/// One event of a batch, its strings and fields borrowed from the host for
+/// the `write` call: copy what you keep beyond it.
+#[derive(Clone, Copy)]
+pub struct OutputEvent<'a> {
+    /// A `VigilSeverity`.
+    pub severity: VigilSeverity,
+    pub kind: &'a [u8],
+    /// CLOCK_REALTIME nanoseconds since the epoch.
+    pub time_ns: i64,
+    pub fields: &'a [VigilField],
+    pub host: &'a [u8],
+    pub monitor: &'a [u8],
+    pub plugin: &'a [u8],
+    pub seq: u64,
+}
+
+/// A batch as `write` receives it, checked once: its events are stepped
+/// through by the host's `event_size` and each read under the size rule.
+pub struct Batch<'a> {
+    attempt: u32,
+    events: *const u8,
+    count: usize,
+    stride: usize,
+    _borrowed: std::marker::PhantomData<&'a VigilBatch>,
+}
+
+impl<'a> Batch<'a> {
+    /// Reads the batch the host passed to `write`. None when it is NULL,
+    /// smaller than ABI 1.5's, or its events' stride is smaller than a 1.5
+    /// event: answer such a call with an error, not with verdicts.
+    ///
+    /// # Safety
+    /// `batch` is the pointer the host passed to `write`, and `'a` ends
+    /// when that call returns.
+    pub unsafe fn read(batch: *const VigilBatch) -> Option<Batch<'a>> {
+        let batch = unsafe { read_sized(batch, BATCH_SIZE_1_5) }?;
+        if batch.event_size < OUTPUT_EVENT_SIZE_1_5 || (batch.events.is_null() && batch.count > 0) {
+            return None;
+        }
+        Some(Batch {
+            attempt: batch.attempt,
+            events: batch.events as *const u8,
+            count: batch.count,
+            stride: batch.event_size,
+            _borrowed: std::marker::PhantomData,
+        })
+    }
+
+    /// 1 the first time these events are written, then 2, 3...
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Events in the batch: the number of verdicts to give.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Event `index`, or None when it is out of range or malformed (its own
+    /// `size` below 1.5's, a NULL pointer with a length): reject such an
+    /// event.
+    pub fn get(&self, index: usize) -> Option<OutputEvent<'a>> {
+        if index >= self.count {
+            return None;
+        }
+        // SAFETY: `read` was promised `count` events `stride` bytes apart,
+        // valid for 'a; `read_sized` copies no more than each one's size.
+        let e = unsafe {
+            read_sized(
+                self.events.add(index * self.stride) as *const VigilOutputEvent,
+                OUTPUT_EVENT_SIZE_1_5,
+            )
+        }?;
+        let strings = [e.kind, e.host, e.monitor, e.plugin];
+        if strings.iter().any(|s| s.ptr.is_null() && s.len > 0)
+            || (e.fields.is_null() && e.field_count > 0)
+        {
+            return None;
+        }
+        let fields: &'a [VigilField] = if e.field_count == 0 {
+            &[]
+        } else {
+            unsafe { std::slice::from_raw_parts(e.fields, e.field_count) }
+        };
+        Some(unsafe {
+            OutputEvent {
+                severity: e.severity,
+                kind: e.kind.as_bytes(),
+                time_ns: e.time_ns,
+                fields,
+                host: e.host.as_bytes(),
+                monitor: e.monitor.as_bytes(),
+                plugin: e.plugin.as_bytes(),
+                seq: e.seq,
+            }
+        })
+    }
+
+    /// Every event in order; None for a malformed one (see [`Batch::get`]).
+    pub fn iter<'b>(&'b self) -> impl Iterator<Item = Option<OutputEvent<'a>>> + 'b {
+        (0..self.count).map(move |i| self.get(i))
+    }
+}
+
+/// What `write` answers: a verdict per event of the batch, in order, and
+/// with RETRY the least time the host should wait before writing again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteAnswer {
+    pub verdicts: Vec<VigilWriteVerdict>,
+    /// Nanoseconds; 0: the host's own backoff.
+    pub retry_after_ns: i64,
+}
+
+impl WriteAnswer {
+    /// The same verdict for all `count` events.
+    pub fn all(count: usize, verdict: VigilWriteVerdict) -> WriteAnswer {
+        WriteAnswer {
+            verdicts: vec![verdict; count],
+            retry_after_ns: 0,
+        }
+    }
+
+    /// RETRY for all `count` events, after at least `after_ns`.
+    pub fn retry_all(count: usize, after_ns: i64) -> WriteAnswer {
+        WriteAnswer {
+            verdicts: vec![VIGIL_WRITE_RETRY; count],
+            retry_after_ns: after_ns,
+        }
+    }
+}
+
+/// Writes `answer` into the host's `result`: one verdict for the batch when
+/// every event has the same, else one per event (`per_event`,
+/// `per_event_used = 1`). Returns VIGIL_OK, or VIGIL_E_INVALID_ARGUMENT when
+/// `result` is NULL or smaller than ABI 1.5's, or the answer does not have
+/// exactly one verdict per event (`count`, the batch's length). Give it the
+/// reason of any REJECT through `error_set(err, VIGIL_OK, reason)`: the
+/// message is read whatever the status.
+///
+/// # Safety
+/// `result` is the pointer the host passed to `write`, with the batch of
+/// `count` events.
+pub unsafe fn answer(
+    result: *mut VigilWriteResult,
+    count: usize,
+    answer: &WriteAnswer,
+) -> VigilStatus {
+    if result.is_null() || answer.verdicts.len() != count {
+        return VIGIL_E_INVALID_ARGUMENT;
+    }
+    let size = unsafe { ptr::read(ptr::addr_of!((*result).size)) } as usize;
+    if size < WRITE_RESULT_SIZE_1_5 {
+        return VIGIL_E_INVALID_ARGUMENT;
+    }
+    let first = answer.verdicts.first().copied().unwrap_or(VIGIL_WRITE_OK);
+    let uniform = answer.verdicts.iter().all(|&v| v == first);
+    let per_event = unsafe { ptr::read(ptr::addr_of!((*result).per_event)) };
+    unsafe {
+        ptr::addr_of_mut!((*result).retry_after_ns).write(answer.retry_after_ns.max(0));
+        if uniform || per_event.is_null() {
+            // Without room per event (never so from a 1.5 host), RETRY
+            // everything rather than claim what was not delivered.
+            let verdict = if uniform { first } else { VIGIL_WRITE_RETRY };
+            ptr::addr_of_mut!((*result).verdict).write(verdict);
+        } else {
+            for (i, &verdict) in answer.verdicts.iter().enumerate() {
+                *per_event.add(i) = verdict as u8;
+            }
+            ptr::addr_of_mut!((*result).per_event_used).write(1);
+        }
+    }
+    VIGIL_OK
 }
 
 // ------------------------------------------------------------- layout pins
@@ -775,13 +1224,15 @@ mod layout_pins {
     const _: () = assert!(size_of::<VigilError>() == 24, "vigil_error 1.0 layout");
     const _: () = assert!(size_of::<VigilHostApi>() == 48, "vigil_host_api 1.1 layout");
     const _: () = assert!(HOST_API_SIZE_1_0 == 40, "vigil_host_api 1.0 size");
+    const _: () = assert!(OPTION_SPEC_SIZE_1_0 == 64, "vigil_option_spec 1.0 size");
     const _: () = assert!(
-        size_of::<VigilOptionSpec>() == 64,
-        "vigil_option_spec 1.0 layout"
+        size_of::<VigilOptionSpec>() == 80,
+        "vigil_option_spec 1.3 layout"
     );
+    const _: () = assert!(FIELD_SPEC_SIZE_1_0 == 56, "vigil_field_spec 1.0 size");
     const _: () = assert!(
-        size_of::<VigilFieldSpec>() == 56,
-        "vigil_field_spec 1.0 layout"
+        size_of::<VigilFieldSpec>() == 64,
+        "vigil_field_spec 1.4 layout"
     );
     const _: () = assert!(
         size_of::<VigilEventSpec>() == 56,
@@ -791,9 +1242,23 @@ mod layout_pins {
         size_of::<VigilCreateArgs>() == 64,
         "vigil_create_args 1.0 layout"
     );
+    const _: () = assert!(DESCRIPTOR_SIZE_1_0 == 136, "descriptor 1.0 size");
     const _: () = assert!(
-        size_of::<VigilPluginDescriptor>() == 136,
-        "descriptor 1.0 layout"
+        size_of::<VigilOutputDescriptor>() == 152,
+        "descriptor 1.5 layout"
+    );
+    const _: () = assert!(
+        size_of::<VigilOutputEvent>() == 104,
+        "vigil_output_event 1.5 layout"
+    );
+    const _: () = assert!(size_of::<VigilBatch>() == 32, "vigil_batch 1.5 layout");
+    const _: () = assert!(
+        size_of::<VigilWriteResult>() == 32,
+        "vigil_write_result 1.5 layout"
+    );
+    const _: () = assert!(
+        size_of::<Option<WriteFn>>() == size_of::<*const c_void>(),
+        "None is NULL"
     );
     const _: () = assert!(
         size_of::<VigilAbiVersion>() == 4,
@@ -841,8 +1306,15 @@ mod tests {
         assert_eq!(offset!(VigilOptionSpec, name), 8);
         assert_eq!(offset!(VigilOptionSpec, flags), 56);
         assert_eq!(field_end!(VigilOptionSpec, reserved), OPTION_SPEC_SIZE_1_0);
+        assert_eq!(offset!(VigilOptionSpec, example_text), 64);
+        assert_eq!(
+            field_end!(VigilOptionSpec, example_text),
+            OPTION_SPEC_SIZE_1_3
+        );
         assert_eq!(offset!(VigilFieldSpec, unit), 24);
         assert_eq!(field_end!(VigilFieldSpec, doc), FIELD_SPEC_SIZE_1_0);
+        assert_eq!(offset!(VigilFieldSpec, flags), 56);
+        assert_eq!(field_end!(VigilFieldSpec, reserved), FIELD_SPEC_SIZE_1_4);
         assert_eq!(offset!(VigilEventSpec, flags), 4);
         assert_eq!(offset!(VigilEventSpec, fields), 40);
         assert_eq!(field_end!(VigilEventSpec, field_count), EVENT_SPEC_SIZE_1_0);
@@ -859,6 +1331,30 @@ mod tests {
         assert_eq!(
             field_end!(VigilPluginDescriptor, destroy),
             DESCRIPTOR_SIZE_1_0
+        );
+        assert_eq!(offset!(VigilOutputDescriptor, write), 136);
+        assert_eq!(
+            field_end!(VigilOutputDescriptor, flush),
+            DESCRIPTOR_SIZE_1_5
+        );
+        assert_eq!(offset!(VigilOutputEvent, kind), 8);
+        assert_eq!(offset!(VigilOutputEvent, time_ns), 24);
+        assert_eq!(offset!(VigilOutputEvent, fields), 32);
+        assert_eq!(offset!(VigilOutputEvent, host), 48);
+        assert_eq!(offset!(VigilOutputEvent, monitor), 64);
+        assert_eq!(offset!(VigilOutputEvent, plugin), 80);
+        assert_eq!(field_end!(VigilOutputEvent, seq), OUTPUT_EVENT_SIZE_1_5);
+        assert_eq!(offset!(VigilBatch, attempt), 4);
+        assert_eq!(offset!(VigilBatch, events), 8);
+        assert_eq!(offset!(VigilBatch, count), 16);
+        assert_eq!(field_end!(VigilBatch, event_size), BATCH_SIZE_1_5);
+        assert_eq!(offset!(VigilWriteResult, verdict), 4);
+        assert_eq!(offset!(VigilWriteResult, retry_after_ns), 8);
+        assert_eq!(offset!(VigilWriteResult, per_event), 16);
+        assert_eq!(offset!(VigilWriteResult, per_event_used), 24);
+        assert_eq!(
+            field_end!(VigilWriteResult, reserved),
+            WRITE_RESULT_SIZE_1_5
         );
         assert_eq!(offset!(VigilEntryArgs, versions), 8);
         assert_eq!(offset!(VigilEntryResult, abi_minor), 6);
@@ -953,7 +1449,206 @@ mod tests {
         let end = message.iter().position(|&b| b == 0).unwrap();
         assert_eq!(
             std::str::from_utf8(&message[..end]).unwrap(),
-            "plugin speaks Vigil ABI 1.2; the host offers no major 1 (it offers: 2.1)"
+            "plugin speaks Vigil ABI 1.5; the host offers no major 1 (it offers: 2.1)"
+        );
+    }
+
+    unsafe extern "C" fn no_create(
+        _: *const VigilCreateArgs,
+        _: *mut *mut c_void,
+        _: *mut VigilError,
+    ) -> VigilStatus {
+        VIGIL_E_FATAL
+    }
+    unsafe extern "C" fn no_destroy(_: *mut c_void) {}
+    unsafe extern "C" fn no_write(
+        _: *mut c_void,
+        _: *const VigilBatch,
+        _: *mut VigilWriteResult,
+        _: *mut VigilError,
+    ) -> VigilStatus {
+        VIGIL_E_FATAL
+    }
+
+    static OUTPUT: VigilOutputDescriptor = VigilOutputDescriptor::new(
+        "out",
+        "1.0.0",
+        "An output.",
+        &[],
+        no_create,
+        no_destroy,
+        no_write,
+        None,
+    );
+
+    /// The host reads an output's descriptor from its start, 152 bytes of
+    /// it: the size says so, and `write` lies where the C struct has it.
+    #[test]
+    fn an_output_descriptor_is_the_c_struct_with_write_and_flush() {
+        assert_eq!(OUTPUT.base.size as usize, DESCRIPTOR_SIZE_1_5);
+        assert_eq!(OUTPUT.base.kind, VIGIL_PLUGIN_OUTPUT);
+        assert!(OUTPUT.base.poll.is_none() && OUTPUT.base.event_count == 0);
+        let mut message = [0u8; 128];
+        let args = VigilEntryArgs {
+            size: size_of::<VigilEntryArgs>() as u32,
+            version_count: 1,
+            versions: &VigilAbiVersion { major: 1, minor: 5 },
+        };
+        let mut result = VigilEntryResult {
+            size: size_of::<VigilEntryResult>() as u32,
+            abi_major: 0,
+            abi_minor: 0,
+            descriptor: ptr::null(),
+            error: error_with(&mut message),
+        };
+        assert_eq!(
+            unsafe { negotiate_output(&args, &mut result, &OUTPUT) },
+            VIGIL_OK
+        );
+        assert_eq!(result.descriptor as usize, &OUTPUT as *const _ as usize);
+        let write =
+            unsafe { *((result.descriptor as *const u8).add(136) as *const Option<WriteFn>) };
+        assert_eq!(
+            write.map(|f| f as usize),
+            Some(no_write as WriteFn as usize)
+        );
+    }
+
+    /// A batch as a newer host may lay it out: events with 16 bytes more
+    /// than a 1.5 event (a later minor's members), stepped by `event_size`.
+    #[test]
+    fn a_batch_is_stepped_by_the_hosts_stride_and_read_by_the_size_rule() {
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Newer {
+            event: VigilOutputEvent,
+            later: [u64; 2],
+        }
+        let fields = [
+            VigilField {
+                name: VigilStr::from_static("n"),
+                value: VigilValue::int(-3),
+            },
+            VigilField {
+                name: VigilStr::from_static("s"),
+                value: VigilValue::string(b"x y"),
+            },
+            VigilField {
+                name: VigilStr::from_static("u"),
+                value: VigilValue {
+                    type_: 99,
+                    reserved: 0,
+                    as_: VigilValueAs { i64: 0 },
+                },
+            },
+        ];
+        let event = |seq: u64, size: usize, fields: &[VigilField]| Newer {
+            event: VigilOutputEvent {
+                size: size as u32,
+                severity: VIGIL_SEVERITY_WARNING,
+                kind: VigilStr::from_static("sample"),
+                time_ns: 1_700_000_000_123_456_789,
+                fields: fields.as_ptr(),
+                field_count: fields.len(),
+                host: VigilStr::from_static("h"),
+                monitor: VigilStr::from_static("m"),
+                plugin: VigilStr::from_static("p"),
+                seq,
+            },
+            later: [7, 7],
+        };
+        let events = [
+            event(1, size_of::<Newer>(), &fields),
+            event(2, OUTPUT_EVENT_SIZE_1_5 - 8, &[]), // too small: malformed
+            event(3, size_of::<Newer>(), &[]),
+        ];
+        let batch = VigilBatch {
+            size: size_of::<VigilBatch>() as u32,
+            attempt: 2,
+            events: events.as_ptr() as *const VigilOutputEvent,
+            count: events.len(),
+            event_size: size_of::<Newer>(),
+        };
+        let read = unsafe { Batch::read(&batch) }.unwrap();
+        assert_eq!((read.attempt(), read.len()), (2, 3));
+        let all: Vec<Option<OutputEvent>> = read.iter().collect();
+        let first = all[0].unwrap();
+        assert_eq!(
+            (first.seq, first.kind, first.monitor),
+            (1, &b"sample"[..], &b"m"[..])
+        );
+        assert_eq!(first.severity, VIGIL_SEVERITY_WARNING);
+        assert_eq!(first.time_ns, 1_700_000_000_123_456_789);
+        let values: Vec<FieldValue> = first.fields.iter().map(|f| unsafe { f.read() }).collect();
+        assert_eq!(
+            values,
+            [
+                FieldValue::Int(-3),
+                FieldValue::Str(b"x y"),
+                FieldValue::Unknown(99)
+            ]
+        );
+        assert!(all[1].is_none());
+        assert_eq!(all[2].unwrap().seq, 3);
+        assert!(all[2].unwrap().fields.is_empty());
+        assert!(read.get(3).is_none());
+
+        let mut short = batch;
+        short.event_size = OUTPUT_EVENT_SIZE_1_5 - 8;
+        assert!(unsafe { Batch::read(&short) }.is_none());
+        short = batch;
+        short.size = 16;
+        assert!(unsafe { Batch::read(&short) }.is_none());
+        assert!(unsafe { Batch::read(ptr::null()) }.is_none());
+    }
+
+    fn result_with(per_event: &mut [u8]) -> VigilWriteResult {
+        VigilWriteResult {
+            size: size_of::<VigilWriteResult>() as u32,
+            verdict: VIGIL_WRITE_OK,
+            retry_after_ns: 0,
+            per_event: per_event.as_mut_ptr(),
+            per_event_used: 0,
+            reserved: 0,
+        }
+    }
+
+    #[test]
+    fn an_answer_is_one_verdict_when_all_agree_else_one_per_event() {
+        let mut bytes = [0u8; 3];
+        let mut result = result_with(&mut bytes);
+        let retry = WriteAnswer::retry_all(3, 1_000);
+        assert_eq!(unsafe { answer(&mut result, 3, &retry) }, VIGIL_OK);
+        assert_eq!(
+            (result.verdict, result.retry_after_ns, result.per_event_used),
+            (VIGIL_WRITE_RETRY, 1_000, 0)
+        );
+
+        let mut bytes = [0u8; 3];
+        let mut result = result_with(&mut bytes);
+        let mixed = WriteAnswer {
+            verdicts: vec![VIGIL_WRITE_OK, VIGIL_WRITE_REJECT, VIGIL_WRITE_RETRY],
+            retry_after_ns: -5,
+        };
+        assert_eq!(unsafe { answer(&mut result, 3, &mixed) }, VIGIL_OK);
+        assert_eq!((result.per_event_used, result.retry_after_ns), (1, 0));
+        assert_eq!(bytes, [0, 2, 1]);
+
+        let mut bytes = [0u8; 3];
+        let mut result = result_with(&mut bytes);
+        assert_eq!(
+            unsafe { answer(&mut result, 2, &mixed) },
+            VIGIL_E_INVALID_ARGUMENT
+        );
+        result.size = 16;
+        assert_eq!(
+            unsafe { answer(&mut result, 3, &mixed) },
+            VIGIL_E_INVALID_ARGUMENT
+        );
+        assert_eq!(bytes, [0, 0, 0]);
+        assert_eq!(
+            unsafe { answer(ptr::null_mut(), 3, &mixed) },
+            VIGIL_E_INVALID_ARGUMENT
         );
     }
 }

@@ -1,0 +1,30 @@
+// swift-tools-version:6.1
+// jsonl: an example Vigil output plugin in Swift, a package of its own, and
+// the Swift output scaffold (`vigil new-plugin NAME --lang swift --kind
+// output` starts a plugin from a copy of this directory).
+import PackageDescription
+
+let package = Package(
+    name: "jsonl",
+    platforms: [.macOS(.v15)],
+    products: [
+        // libjsonl.so: the host finds a plugin as NAME.so or libNAME.so.
+        .library(name: "jsonl", type: .dynamic, targets: ["JsonlPlugin"]),
+    ],
+    dependencies: [
+        // Vigil's SDK, by version: VigilKit (the plugin side of the ABI) and
+        // VigilKitTesting (a test host). `vigil new-plugin --vigil-path DIR`
+        // names a checkout by path instead.
+        .package(url: "https://github.com/vigil-monitor/vigil", from: "0.2.0"),
+    ],
+    targets: [
+        .target(
+            name: "JsonlPlugin",
+            dependencies: [.product(name: "VigilKit", package: "vigil")],
+            // Export vigil_plugin_entry and nothing else (see exports.map).
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/exports.map"])]),
+        .testTarget(
+            name: "JsonlPluginTests",
+            dependencies: ["JsonlPlugin", .product(name: "VigilKitTesting", package: "vigil")]),
+    ]
+)
