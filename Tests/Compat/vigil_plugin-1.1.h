@@ -1,0 +1,559 @@
+/*
+ * vigil_plugin.h — the whole contract between the Vigil host and a plugin.
+ *
+ * A plugin is a shared library that exports exactly one symbol,
+ * `vigil_plugin_entry`. It needs this header and nothing else: it never links
+ * against the host. Everything the host offers arrives as a const table of
+ * function pointers (`vigil_host_api`); everything the plugin offers is
+ * described by a `vigil_plugin_descriptor` it returns from the entry point.
+ *
+ * Versioning (semantic, for the binary interface):
+ *   - The ABI has a major and a minor number (VIGIL_ABI_MAJOR/MINOR below).
+ *   - A minor version only appends: new fields at the end of a struct that
+ *     starts with a `size` field, new function pointers at the end of
+ *     `vigil_host_api` or `vigil_plugin_descriptor`, new enum values.
+ *   - A major version may change anything else; the host refuses a plugin
+ *     whose major it does not speak, and one that needs a newer minor than it
+ *     knows. What negotiation itself uses is frozen across ALL majors, so any
+ *     host can call any plugin's entry point to refuse it with both versions
+ *     named: the symbol name and vigil_plugin_entry_fn, vigil_entry_args,
+ *     vigil_abi_version, vigil_entry_result, vigil_error, VIGIL_OK and
+ *     VIGIL_E_UNSUPPORTED.
+ *   - Enumerations are 32-bit integers on the wire (each has a 0x7FFFFFFF
+ *     member to force that, as Vulkan does). Bindings in other languages
+ *     should hold them as int32/uint32, never as a closed enum: a later minor
+ *     may add values, and a reader must treat an unknown value as the
+ *     documented fallback, never as undefined.
+ *   - Every struct that may grow starts with `uint32_t size`, set by whoever
+ *     fills the struct to `sizeof` of the struct as *they* compiled it. The
+ *     reader copies min(size, its own sizeof) into a zeroed struct and never
+ *     reads a field beyond the size it was given. The smallest size a reader
+ *     accepts is the struct's 1.0 size (the VIGIL_*_SIZE_1_0 constants below),
+ *     never its own sizeof, so a newer writer and an older reader still meet.
+ *     Structs without a size field (vigil_str, vigil_value, vigil_field,
+ *     vigil_option, vigil_abi_version) and vigil_error are frozen for the life
+ *     of a major version.
+ *
+ * Memory (who allocates, frees):
+ *   - Every pointer passed *into* a function is borrowed for the duration of
+ *     that call only, unless the comment on it says otherwise. In particular
+ *     `emit` copies the event before it returns, so the plugin may reuse or
+ *     free its buffers at once.
+ *   - The descriptor returned by the entry point, and everything it points
+ *     to, is owned by the plugin and must stay valid and unchanged until the
+ *     process exits (modules are never unloaded: the host loads them with
+ *     RTLD_NODELETE). Static data is the natural choice.
+ *   - Strings are UTF-8, given as pointer + length (`vigil_str`), and need
+ *     not be NUL-terminated. The host replaces invalid UTF-8 with U+FFFD.
+ *
+ * Threads:
+ *   - The entry point is called from the host's main thread before any
+ *     instance exists. It may be called more than once (by tools such as
+ *     `vigil plugins check`) and must return the same descriptor each time.
+ *   - create, start, poll, stop and destroy of ONE instance are never called
+ *     concurrently: the host calls them in order on that instance's own serial
+ *     context (which may be a different OS thread from call to call). Calls
+ *     into DIFFERENT instances, even of the same plugin, may run in parallel;
+ *     a plugin with global state must lock it.
+ *   - Every `vigil_host_api` function is safe to call from any thread,
+ *     including threads the plugin created itself. `log`, `now_ns` and
+ *     `set_availability` may be called from the start of `create` until
+ *     `destroy` returns. `emit` is accepted from the start of `start` until
+ *     `stop` returns; outside that window it returns VIGIL_E_STOPPED and the
+ *     event is dropped (a plugin bug, counted by the host, never a crash).
+ *   - `stop` must not return before every thread the instance created has
+ *     stopped calling into the host (join them).
+ *
+ * This header is C99 and C++ compatible and includes only the C standard
+ * library.
+ */
+#ifndef VIGIL_PLUGIN_H
+#define VIGIL_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+/** The ABI version this header describes. */
+#define VIGIL_ABI_MAJOR 1
+#define VIGIL_ABI_MINOR 1
+
+/** Name of the one symbol every plugin exports. */
+#define VIGIL_ENTRY_SYMBOL "vigil_plugin_entry"
+
+#if defined(_WIN32)
+#define VIGIL_EXPORT __declspec(dllexport)
+#else
+#define VIGIL_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ----------------------------------------------------------------- status */
+
+/**
+ * Result of every call that can fail. 0 is success; anything else comes with
+ * a message written into the call's `vigil_error` where there is one.
+ */
+typedef enum vigil_status {
+    VIGIL_OK = 0,
+    /** Failed this time; the host retries at the next interval. */
+    VIGIL_E_TEMPORARY = 1,
+    /** Failed for good; the host stops and destroys the instance. */
+    VIGIL_E_FATAL = 2,
+    /** An option value is unusable (create only). */
+    VIGIL_E_INVALID_CONFIG = 3,
+    /** The source does not exist on this machine. Not an error: the host
+     *  reports the instance unavailable (with the message as the reason) and
+     *  retries start later. */
+    VIGIL_E_UNAVAILABLE = 4,
+    /** Out of memory. */
+    VIGIL_E_NOMEM = 5,
+    /** Host: the call or a value in it is not supported by this host
+     *  (e.g. an unknown value type). Plugin: the ABI offered is not one the
+     *  plugin speaks (entry only). */
+    VIGIL_E_UNSUPPORTED = 6,
+    /** Host: the instance is stopped; the event was not accepted. */
+    VIGIL_E_STOPPED = 7,
+    /** Host: an argument is malformed (NULL, a size field too small). */
+    VIGIL_E_INVALID_ARGUMENT = 8,
+    VIGIL_STATUS_MAX_ENUM_ = 0x7FFFFFFF /* forces 32 bits; never returned */
+} vigil_status;
+
+/**
+ * Room for a message explaining a non-zero status. Owned by the host, valid
+ * for the duration of the call it is passed to. The plugin writes at most
+ * `capacity` bytes including a terminating NUL (use vigil_error_set); the
+ * host reads at most `capacity` bytes whether or not a NUL is there. Frozen
+ * for all majors (it is part of negotiation); `size` only lets a reader check
+ * that it was given one.
+ */
+typedef struct vigil_error {
+    uint32_t size;     /* sizeof(vigil_error) as the host compiled it */
+    uint32_t reserved; /* 0 */
+    char *message;     /* host-owned buffer, NUL-terminated UTF-8 */
+    size_t capacity;   /* bytes in `message`, including room for the NUL */
+} vigil_error;
+
+/** Writes a printf-style message into `err` (NULL-safe) and returns `status`. */
+static inline vigil_status vigil_error_set(vigil_error *err, vigil_status status,
+                                           const char *format, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static inline vigil_status vigil_error_set(vigil_error *err, vigil_status status,
+                                           const char *format, ...) {
+    if (err != NULL && err->size >= sizeof(vigil_error) && err->message != NULL && err->capacity > 0) {
+        va_list args;
+        va_start(args, format);
+        vsnprintf(err->message, err->capacity, format, args);
+        va_end(args);
+    }
+    return status;
+}
+
+/* ---------------------------------------------------------------- strings */
+
+/** UTF-8 text: pointer and length in bytes; not necessarily NUL-terminated.
+ *  Frozen for ABI major 1. `ptr` may be NULL only when `len` is 0. */
+typedef struct vigil_str {
+    const char *ptr;
+    size_t len;
+} vigil_str;
+
+/** A vigil_str from a string literal, usable in static initialisers. */
+#define VIGIL_STR(literal) { (literal), sizeof(literal) - 1 }
+
+/** A vigil_str from a NUL-terminated string (NULL gives the empty string). */
+static inline vigil_str vigil_str_from_cstr(const char *s) {
+    vigil_str r;
+    r.ptr = s;
+    r.len = s ? strlen(s) : 0;
+    return r;
+}
+
+/* ----------------------------------------------------------------- values */
+
+/** Type of a value: of an event field, an option, a declared field. */
+typedef enum vigil_type {
+    VIGIL_TYPE_NONE = 0,     /* no value (an option without a default) */
+    VIGIL_TYPE_BOOL = 1,     /* as.boolean: 0 or 1 */
+    VIGIL_TYPE_INT = 2,      /* as.i64 */
+    VIGIL_TYPE_DOUBLE = 3,   /* as.f64; NaN and infinities allowed */
+    VIGIL_TYPE_STRING = 4,   /* as.str */
+    /* Option types only (never in an event): */
+    VIGIL_TYPE_DURATION = 5, /* as.i64, nanoseconds; manifest "250ms", "5s" */
+    VIGIL_TYPE_SIZE = 6,     /* as.i64, bytes; manifest "64MiB", "1GB", "4096" */
+    VIGIL_TYPE_JSON = 7,     /* as.str: any YAML value, handed over as JSON text
+                                (lists, maps); the plugin parses it */
+    VIGIL_TYPE_MAX_ENUM_ = 0x7FFFFFFF
+} vigil_type;
+
+/** A typed value. Frozen for ABI major 1 (24 bytes on LP64). */
+typedef struct vigil_value {
+    uint32_t type;     /* a vigil_type */
+    uint32_t reserved; /* 0 */
+    union {
+        int64_t i64;
+        double f64;
+        int32_t boolean;
+        vigil_str str;
+    } as;
+} vigil_value;
+
+/** One named value of an event. Frozen for ABI major 1. */
+typedef struct vigil_field {
+    vigil_str name;    /* any UTF-8, by convention [a-z0-9_.]+ and declared in
+                          the kind's vigil_event_spec; the host escapes what it
+                          must (an embedded NUL becomes \u0000 in JSON) */
+    vigil_value value; /* BOOL, INT, DOUBLE or STRING */
+} vigil_field;
+
+/* ------------------------------------------------------------------ events */
+
+/** How bad an event is. Ordered: a sink's min_severity keeps >=. */
+typedef enum vigil_severity {
+    VIGIL_SEVERITY_DEBUG = 0,
+    VIGIL_SEVERITY_INFO = 1,
+    VIGIL_SEVERITY_NOTICE = 2,
+    VIGIL_SEVERITY_WARNING = 3,
+    VIGIL_SEVERITY_ERROR = 4,
+    VIGIL_SEVERITY_CRITICAL = 5,
+    VIGIL_SEVERITY_MAX_ENUM_ = 0x7FFFFFFF
+} vigil_severity;
+
+/**
+ * An event as a plugin hands it to `emit`. Borrowed for the call: the host
+ * copies kind and fields before emit returns. The host adds host name,
+ * monitor (instance) name, plugin name and a sequence number. The host does
+ * not refuse kinds or fields that the descriptor does not declare (they are
+ * routed like any other); `vigil plugins check` reports them.
+ */
+typedef struct vigil_event {
+    uint32_t size;              /* sizeof(vigil_event) */
+    uint32_t severity;          /* a vigil_severity */
+    vigil_str kind;             /* e.g. "sample"; one of the declared kinds */
+    int64_t time_ns;            /* CLOCK_REALTIME ns since the epoch; 0 = now */
+    const vigil_field *fields;  /* `field_count` fields, may be NULL if 0 */
+    size_t field_count;
+} vigil_event;
+
+/* ------------------------------------------------------------ host table */
+
+/** Opaque handle for one instance, given by the host in create. */
+typedef struct vigil_host_ctx vigil_host_ctx;
+
+/** Log levels for vigil_host_api.log (same order as severities). */
+typedef enum vigil_log_level {
+    VIGIL_LOG_DEBUG = 0,
+    VIGIL_LOG_INFO = 1,
+    VIGIL_LOG_NOTICE = 2,
+    VIGIL_LOG_WARNING = 3,
+    VIGIL_LOG_ERROR = 4,
+    VIGIL_LOG_CRITICAL = 5,
+    VIGIL_LOG_MAX_ENUM_ = 0x7FFFFFFF
+} vigil_log_level;
+
+/**
+ * Functions the host offers. The table is const, owned by the host and valid
+ * until the process exits. It only ever grows at its end: check a member
+ * added after ABI 1.0 with VIGIL_HOST_HAS(api, member) before calling it.
+ * Every function is callable from any thread, within the windows given at
+ * the top of this file, with the `host` handle of the instance.
+ */
+typedef struct vigil_host_api {
+    uint32_t size;        /* sizeof(vigil_host_api) as the host compiled it */
+    uint16_t abi_major;   /* the version this table implements: the major, */
+    uint16_t abi_minor;   /* and the highest minor of it (members to `size`) */
+
+    /** Hands an event to the host, which copies it before returning.
+     *  Returns VIGIL_OK, VIGIL_E_STOPPED (instance not running),
+     *  VIGIL_E_INVALID_ARGUMENT (NULL, size too small, bad field type). Never
+     *  blocks on a sink unless a sink is configured with `overflow: block`. */
+    vigil_status (*emit)(vigil_host_ctx *host, const vigil_event *event);
+
+    /** Writes one line to the host's log, attributed to the instance.
+     *  `message` is borrowed for the call. */
+    void (*log)(vigil_host_ctx *host, vigil_log_level level, vigil_str message);
+
+    /** Declares whether the instance's source exists now. `reason` (borrowed)
+     *  says why not; ignored when available. The host emits an
+     *  `availability` event on every change. Unavailable is not an error. */
+    void (*set_availability)(vigil_host_ctx *host, int32_t available, vigil_str reason);
+
+    /** CLOCK_REALTIME in nanoseconds, as the host sees it (tests inject a
+     *  clock through this). */
+    int64_t (*now_ns)(vigil_host_ctx *host);
+
+    /* ---- ABI 1.1 (check VIGIL_HOST_HAS(api, finished) before calling) ---- */
+
+    /** The instance has nothing more to emit: a bounded workload (a
+     *  benchmark's flood, a one-shot import) is done. When every monitor of
+     *  the run has finished or failed, `vigil run` stops them, drains its
+     *  sinks and exits. Any thread, after the instance's last emit. */
+    void (*finished)(vigil_host_ctx *host);
+
+    /* Room for later minors, appended here: timers, fd watches, allocation. */
+} vigil_host_api;
+
+/** True when the host's table is large enough to hold `member`. */
+#define VIGIL_HOST_HAS(api, member) \
+    ((api) != NULL && (api)->size >= offsetof(vigil_host_api, member) + sizeof((api)->member))
+
+/* ------------------------------------------------------- self-description */
+
+/** Flags of an option. */
+enum {
+    VIGIL_OPTION_REQUIRED = 1u << 0 /* the manifest must give a value */
+};
+
+/** One option a plugin accepts in the manifest's `options:`. */
+typedef struct vigil_option_spec {
+    uint32_t size;          /* sizeof(vigil_option_spec); same for every element */
+    uint32_t type;          /* vigil_type: BOOL INT DOUBLE STRING DURATION SIZE JSON */
+    vigil_str name;         /* [a-z][a-z0-9_]* */
+    vigil_str default_text; /* the default, written as a plain (unquoted) YAML
+                               scalar of the option's type: "false", "/proc",
+                               "1s", "64MiB"; for JSON options any YAML ("[]").
+                               Empty: no default (an empty string default
+                               cannot be expressed; treat NONE as empty). */
+    vigil_str doc;          /* one sentence for `vigil plugins describe` */
+    uint32_t flags;         /* VIGIL_OPTION_* */
+    uint32_t reserved;      /* 0 */
+} vigil_option_spec;
+
+/** One field of a declared event kind. */
+typedef struct vigil_field_spec {
+    uint32_t size;    /* sizeof(vigil_field_spec); same for every element */
+    uint32_t type;    /* vigil_type: BOOL INT DOUBLE STRING */
+    vigil_str name;   /* non-empty, unique within the kind */
+    vigil_str unit;   /* "ratio", "bytes", "percent", "celsius"…; may be empty */
+    vigil_str doc;
+} vigil_field_spec;
+
+/** One kind of event a plugin emits, with its fields. */
+typedef struct vigil_event_spec {
+    uint32_t size;                  /* sizeof(vigil_event_spec); same for all */
+    uint32_t reserved;              /* 0 */
+    vigil_str kind;                 /* [a-z][a-z0-9_]* e.g. "sample" */
+    vigil_str doc;
+    const vigil_field_spec *fields; /* `field_count` fields */
+    size_t field_count;
+} vigil_event_spec;
+
+/** What a plugin is. Monitors emit events; sinks (a later minor) take them. */
+typedef enum vigil_plugin_kind {
+    VIGIL_PLUGIN_MONITOR = 1,
+    VIGIL_PLUGIN_KIND_MAX_ENUM_ = 0x7FFFFFFF
+} vigil_plugin_kind;
+
+/** One option value as the host passes it to create. Frozen for major 1. */
+typedef struct vigil_option {
+    vigil_str name;
+    vigil_value value; /* type as declared; VIGIL_TYPE_NONE if unset and no default */
+} vigil_option;
+
+/** Arguments of create. Borrowed for the call; copy what you keep, except
+ *  `host` and `api`, which stay valid for the life of the instance. */
+typedef struct vigil_create_args {
+    uint32_t size;                 /* sizeof(vigil_create_args) */
+    uint32_t reserved;             /* 0 */
+    vigil_str instance_name;       /* the manifest's monitor name */
+    vigil_host_ctx *host;          /* pass to every host function */
+    const vigil_host_api *api;     /* the host's function table */
+    const vigil_option *options;   /* every declared option, in declared
+                                      order, defaults filled in */
+    size_t option_count;
+    int64_t interval_ns;           /* poll interval; 0 for push-only plugins */
+} vigil_create_args;
+
+/**
+ * Instance lifecycle. An instance is created, started, polled (if `poll` is
+ * not NULL) every interval, stopped and destroyed, in that order, never two
+ * calls at once. The host may start and stop an instance several times
+ * between create and destroy; start on a started instance and stop on a
+ * stopped one must be harmless. `err` is host-owned and valid for the call.
+ *
+ * create:  reads and validates options; allocates the instance; no threads,
+ *          no events yet. Sets *instance (plugin-owned, opaque to the host).
+ *          May return INVALID_CONFIG, NOMEM or FATAL (the monitor does not
+ *          run), or UNAVAILABLE or TEMPORARY (the host reports it and calls
+ *          create again later, with backoff). On failure nothing else is
+ *          called for this attempt.
+ * start:   opens sources, may start threads that emit. Should emit the current
+ *          state (a snapshot) unless the plugin is polled: the host calls
+ *          poll once right after a successful start for that purpose.
+ *          May return UNAVAILABLE ("not on this machine now": the host
+ *          reports it and retries start later), TEMPORARY (retried later),
+ *          FATAL or NOMEM (the instance is destroyed). A failed start leaves
+ *          the instance stopped: the host does not call stop for it, and
+ *          must undo whatever the failed start began.
+ * poll:    reads the source and emits; called every interval, and on demand.
+ *          TEMPORARY failures are counted and logged (rate-limited); polling
+ *          goes on. UNAVAILABLE reports the source gone (the host emits an
+ *          `availability` event) and polling goes on; the next OK poll reports
+ *          it back. Any other status (FATAL, NOMEM, …) stops and destroys the
+ *          instance.
+ * stop:    closes sources and joins every thread the instance started; after
+ *          it returns the plugin must not emit for this instance. A non-OK
+ *          status is logged; the instance counts as stopped all the same.
+ * destroy: frees the instance. Never fails; never called while started.
+ */
+typedef struct vigil_plugin_descriptor {
+    uint32_t size;        /* sizeof(vigil_plugin_descriptor) as the plugin compiled it */
+    uint32_t kind;        /* vigil_plugin_kind */
+    vigil_str name;       /* [a-z][a-z0-9_-]*, the name manifests use */
+    vigil_str version;    /* the plugin's own version, e.g. "1.2.0" */
+    vigil_str description;/* one line */
+
+    const vigil_option_spec *options; /* `option_count` options */
+    size_t option_count;
+    const vigil_event_spec *events;   /* `event_count` kinds */
+    size_t event_count;
+
+    int64_t default_interval_ns;      /* poll interval when the manifest gives none;
+                                         0: the host's default (10 s). Ignored
+                                         when `poll` is NULL (push only). */
+
+    vigil_status (*create)(const vigil_create_args *args, void **instance, vigil_error *err);
+    vigil_status (*start)(void *instance, vigil_error *err);
+    vigil_status (*poll)(void *instance, vigil_error *err); /* NULL: push only */
+    vigil_status (*stop)(void *instance, vigil_error *err);
+    void (*destroy)(void *instance);
+
+    /* Room for later minors, appended here (e.g. sink callbacks). */
+} vigil_plugin_descriptor;
+
+/** The 1.0 size of every struct that may grow: the least a reader accepts.
+ *  Arrays of size-prefixed structs (options, events, fields) are stepped
+ *  through by the `size` of their first element, which every element repeats,
+ *  which is at least the 1.0 size, a multiple of 8, and at most 4096. */
+#define VIGIL_EVENT_SIZE_1_0          (offsetof(vigil_event, field_count) + sizeof(size_t))
+#define VIGIL_HOST_API_SIZE_1_0       (offsetof(vigil_host_api, now_ns) + sizeof(void (*)(void)))
+#define VIGIL_OPTION_SPEC_SIZE_1_0    (offsetof(vigil_option_spec, reserved) + sizeof(uint32_t))
+#define VIGIL_FIELD_SPEC_SIZE_1_0     (offsetof(vigil_field_spec, doc) + sizeof(vigil_str))
+#define VIGIL_EVENT_SPEC_SIZE_1_0     (offsetof(vigil_event_spec, field_count) + sizeof(size_t))
+#define VIGIL_CREATE_ARGS_SIZE_1_0    (offsetof(vigil_create_args, interval_ns) + sizeof(int64_t))
+#define VIGIL_DESCRIPTOR_SIZE_1_0 \
+    (offsetof(vigil_plugin_descriptor, destroy) + sizeof(void (*)(void *)))
+/** Kept for readers of the first drafts of this header. */
+#define VIGIL_DESCRIPTOR_MIN_SIZE VIGIL_DESCRIPTOR_SIZE_1_0
+
+/* ------------------------------------------------------------- entry point */
+
+/** One ABI version: a major and the highest minor of it that is spoken. */
+typedef struct vigil_abi_version {
+    uint16_t major;
+    uint16_t minor;
+} vigil_abi_version;
+
+/** What the host offers. Borrowed for the call. Frozen for all majors. The
+ *  host's function table is not offered here (its layout depends on the
+ *  version chosen): each instance gets it in vigil_create_args. */
+typedef struct vigil_entry_args {
+    uint32_t size;                       /* sizeof(vigil_entry_args) */
+    uint32_t version_count;              /* entries in `versions` */
+    const vigil_abi_version *versions;   /* the majors the host speaks, each with
+                                            its highest minor, best first */
+} vigil_entry_args;
+
+/** What the plugin answers. Host-owned; the plugin fills it in. Frozen for
+ *  all majors. */
+typedef struct vigil_entry_result {
+    uint32_t size;        /* set by the HOST: sizeof as the host compiled it.
+                             The plugin writes no field beyond it. */
+    uint16_t abi_major;   /* the version the plugin chose: the major must be */
+    uint16_t abi_minor;   /* one offered, the minor the one it was built for */
+    const vigil_plugin_descriptor *descriptor; /* plugin-owned, static */
+    vigil_error error;    /* host-owned buffer for a refusal message */
+} vigil_entry_result;
+
+/**
+ * The one exported symbol. Called from one thread at a time, before any
+ * instance of the plugin exists, possibly more than once, with no side effects expected beyond
+ * building the descriptor (the same one on every call). Returns VIGIL_OK and fills `result`, or VIGIL_E_UNSUPPORTED
+ * (no offered version is spoken) with a message in result->error.
+ */
+typedef vigil_status (*vigil_plugin_entry_fn)(const vigil_entry_args *args,
+                                              vigil_entry_result *result);
+
+VIGIL_EXPORT vigil_status vigil_plugin_entry(const vigil_entry_args *args,
+                                             vigil_entry_result *result);
+
+/**
+ * Helper for the common case: picks ABI VIGIL_ABI_MAJOR.VIGIL_ABI_MINOR from
+ * what the host offers and answers with `descriptor`. It answers with the
+ * minor the plugin was built for even when the host offers a lower one; the
+ * host then refuses it with a message naming both versions (a plugin that can
+ * work with less may answer a lower minor itself). A plugin's whole entry
+ * point can be `return vigil_negotiate(args, result, &my_descriptor);`.
+ */
+static inline vigil_status vigil_negotiate(const vigil_entry_args *args,
+                                           vigil_entry_result *result,
+                                           const vigil_plugin_descriptor *descriptor) {
+    uint32_t i;
+    if (args == NULL || result == NULL ||
+        args->size < offsetof(vigil_entry_args, versions) + sizeof(args->versions) ||
+        result->size < offsetof(vigil_entry_result, descriptor) + sizeof(result->descriptor))
+        return VIGIL_E_INVALID_ARGUMENT;
+    for (i = 0; args->versions != NULL && i < args->version_count; i++) {
+        if (args->versions[i].major == VIGIL_ABI_MAJOR) {
+            result->abi_major = VIGIL_ABI_MAJOR;
+            result->abi_minor = VIGIL_ABI_MINOR;
+            result->descriptor = descriptor;
+            return VIGIL_OK;
+        }
+    }
+    if (result->size >= sizeof(vigil_entry_result))
+        vigil_error_set(&result->error, VIGIL_E_UNSUPPORTED,
+                        "plugin speaks Vigil ABI %d.%d; the host offers no major %d",
+                        VIGIL_ABI_MAJOR, VIGIL_ABI_MINOR, VIGIL_ABI_MAJOR);
+    return VIGIL_E_UNSUPPORTED;
+}
+
+/* ------------------------------------------------------------- layout pins */
+
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define VIGIL_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#elif defined(__cplusplus) && __cplusplus >= 201103L
+#define VIGIL_STATIC_ASSERT(c, m) static_assert(c, m)
+#else /* C99: a negative array size fails the build */
+#define VIGIL_CAT2_(a, b) a##b
+#define VIGIL_CAT_(a, b) VIGIL_CAT2_(a, b)
+#define VIGIL_STATIC_ASSERT(c, m) typedef char VIGIL_CAT_(vigil_layout_check_, __LINE__)[(c) ? 1 : -1]
+#endif
+
+VIGIL_STATIC_ASSERT(sizeof(vigil_status) == 4, "enums are 32-bit on the wire");
+VIGIL_STATIC_ASSERT(sizeof(vigil_type) == 4, "enums are 32-bit on the wire");
+VIGIL_STATIC_ASSERT(sizeof(vigil_log_level) == 4, "enums are 32-bit on the wire");
+
+#if UINTPTR_MAX == 0xffffffffffffffffu
+VIGIL_STATIC_ASSERT(sizeof(vigil_str) == 16, "vigil_str is frozen");
+VIGIL_STATIC_ASSERT(sizeof(vigil_value) == 24, "vigil_value is frozen");
+VIGIL_STATIC_ASSERT(sizeof(vigil_field) == 40, "vigil_field is frozen");
+VIGIL_STATIC_ASSERT(sizeof(vigil_option) == 40, "vigil_option is frozen");
+VIGIL_STATIC_ASSERT(sizeof(vigil_event) == 48, "vigil_event 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_error) == 24, "vigil_error 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_host_api) == 48, "vigil_host_api 1.1 layout");
+VIGIL_STATIC_ASSERT(VIGIL_HOST_API_SIZE_1_0 == 40, "vigil_host_api 1.0 size");
+VIGIL_STATIC_ASSERT(sizeof(vigil_option_spec) == 64, "vigil_option_spec 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_field_spec) == 56, "vigil_field_spec 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_event_spec) == 56, "vigil_event_spec 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_create_args) == 64, "vigil_create_args 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_plugin_descriptor) == 136, "descriptor 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_entry_args) == 16, "vigil_entry_args 1.0 layout");
+VIGIL_STATIC_ASSERT(sizeof(vigil_entry_result) == 40, "vigil_entry_result 1.0 layout");
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VIGIL_PLUGIN_H */
