@@ -8,7 +8,9 @@
  *
  * Names are cut to what Graphite takes ([A-Za-z0-9_-], anything else
  * becomes `_`); strings are left out. It shows what an output needs: the
- * options, a connection opened when first needed, and the answer for each
+ * options, a connection opened when first needed, lines gathered into writes
+ * of up to 64 KiB (one send per line would cost more than the rest), and the
+ * answer for each
  * batch — OK once the kernel took every line, RETRY (with a wait) when the
  * peer is away or went away mid-batch, so that the host keeps the events
  * and writes them again. It never rejects: carbon takes any line.
@@ -39,6 +41,7 @@
 #include "vigil_plugin.h"
 
 #define LINE_MAX_BYTES 1024
+#define SEND_BYTES 65536 /* lines are sent in writes of up to this much */
 #define RETRY_AFTER_NS 1000000000LL /* a second before the host writes again */
 
 static const vigil_option_spec options[] = {
@@ -55,6 +58,8 @@ typedef struct graphite {
     char port[8];
     char prefix[128];
     int fd; /* -1 when not connected */
+    char out[SEND_BYTES]; /* lines not sent yet */
+    size_t used;
 } graphite;
 
 static int option_is(const vigil_option *o, const char *name) {
@@ -154,6 +159,22 @@ static int send_all(graphite *g, const char *buffer, size_t length) {
     return 0;
 }
 
+/* Sends the lines gathered in `g->out`; 0, or -1 (the connection is closed). */
+static int send_gathered(graphite *g) {
+    int status = g->used > 0 ? send_all(g, g->out, g->used) : 0;
+    g->used = 0;
+    return status;
+}
+
+/* Adds one line to `g->out`, sending what was gathered first when it would
+ * not fit: one write per 64 KiB, not one per line. 0, or -1. */
+static int gather(graphite *g, const char *line, size_t length) {
+    if (g->used + length > sizeof g->out && send_gathered(g) != 0) return -1;
+    memcpy(g->out + g->used, line, length);
+    g->used += length;
+    return 0;
+}
+
 static vigil_status graphite_write(void *instance, const vigil_batch *batch, vigil_write_result *result,
                                    vigil_error *err) {
     graphite *g = instance;
@@ -189,18 +210,21 @@ static vigil_status graphite_write(void *instance, const vigil_batch *batch, vig
             if (used > 0 && line[used - 1] == '.') used--; /* the field ends the path */
             n = snprintf(line + used, sizeof line - used, " %.17g %lld\n", value, (long long)(e->time_ns / 1000000000));
             if (n < 0 || (size_t)n >= sizeof line - used) continue; /* a path too long to send */
-            if (send_all(g, line, used + (size_t)n) != 0) {
-                /* The peer went away mid-batch: the host writes the whole
-                 * batch again, so some lines may arrive twice (carbon keeps
-                 * the last value of a point). */
-                result->verdict = VIGIL_WRITE_RETRY;
-                result->retry_after_ns = RETRY_AFTER_NS;
-                vigil_error_set(err, VIGIL_E_TEMPORARY, "%s:%s closed the connection", g->host, g->port);
-                return VIGIL_OK;
-            }
+            if (gather(g, line, used + (size_t)n) != 0) goto gone;
         }
     }
+    if (send_gathered(g) != 0) goto gone;
     result->verdict = VIGIL_WRITE_OK;
+    return VIGIL_OK;
+
+gone:
+    /* The peer went away mid-batch: the host writes the whole batch again,
+     * so some lines may arrive twice (carbon keeps the last value of a
+     * point). */
+    g->used = 0;
+    result->verdict = VIGIL_WRITE_RETRY;
+    result->retry_after_ns = RETRY_AFTER_NS;
+    vigil_error_set(err, VIGIL_E_TEMPORARY, "%s:%s closed the connection", g->host, g->port);
     return VIGIL_OK;
 }
 
