@@ -61,5 +61,6 @@ public enum Conformance {
         static let noLateEmit = "no emit after stop"
         static let declarations = "events match declarations"
         static let outputWrites = "output: batches written, flushed"
+        static let outputHostile = "output: odd events, closed with a batch pending"
     }
 }

@@ -18,6 +18,7 @@ extension ConformanceSession {
         }
         if plugin.description.kind == .output {
             checkOutputWrites(a)
+            checkOutputOddEvents()
             return
         }
         let running = checkLifecycle(a)
@@ -326,6 +327,67 @@ extension ConformanceSession {
         if !stop.ok { outcome.notes.append("stop returned \(stop.said)") }
         _ = destroy(a)
         report(Name.outputWrites, outcome, pass: "a batch of 3 events written twice: " + said.joined(separator: "; "))
+    }
+
+    /// A second instance gets what a host may hand over and a plugin
+    /// author may not have thought of (no fields, empty and long strings,
+    /// NaN and infinities, extreme integers, a batch of one and one of the
+    /// largest sink batch), then is stopped and destroyed right after a write,
+    /// without a flush: as the host does at a stop while the output answered
+    /// RETRY, with the batch still pending on its side.
+    private func checkOutputOddEvents() {
+        out.send("step", Name.outputHostile)
+        var outcome = CheckOutcome()
+        let (b, created) = create("b")
+        guard created.ok else {
+            report(Name.outputHostile, CheckOutcome(skipped: "create of a second instance returned \(created.said)"))
+            return
+        }
+        let started = start(b)
+        guard started.ok else {
+            outcome.fail("start returned \(started.said)")
+            report(Name.outputHostile, outcome)
+            _ = destroy(b)
+            return
+        }
+        let now = realtimeNanoseconds()
+        let long = String(repeating: "x", count: 4096)
+        func event(_ seq: UInt64, _ fields: [Field], kind: String = "sample", monitor: String = "check") -> Event {
+            Event(time: now, monitor: monitor, plugin: "check", kind: kind, severity: .warning, seq: seq, fields: fields)
+        }
+        let odd: [Event] = [
+            event(1, []),
+            event(2, [Field("", .string("")), Field("empty", .string(""))], kind: ""),
+            event(3, [Field("nan", .double(.nan)), Field("inf", .double(.infinity)), Field("minus_inf", .double(-.infinity)),
+                      Field("min", .int(.min)), Field("max", .int(.max)), Field("tiny", .double(.leastNonzeroMagnitude))]),
+            event(4, [Field(long, .string(long)), Field("quote\"back\\slash\nnew line", .string("\u{0}\u{1}é\u{7F}"))],
+                  monitor: "a monitor / with: odd=chars"),
+        ]
+        let many = (0..<500).map { event(UInt64(100 + $0), [Field("n", .int(Int64($0)))]) }
+        var said: [String] = []
+        for (what, batch) in [("4 odd events", odd), ("1 event", [odd[2]]), ("\(many.count) events (a plugin sink's default batch)", many)] {
+            var answer: OutputBatch.Answer?
+            let result = call("write", b) { _ in
+                answer = OutputBatch.write(batch, host: "", attempt: 1) { batch, result, err in
+                    descriptor.write(b.handle, batch, result, err)
+                }
+                return answer!.status
+            }
+            guard let answer else {
+                outcome.fail("write of \(what) \(result.said)")
+                break
+            }
+            if answer.status != VIGIL_OK && answer.status != VIGIL_E_TEMPORARY {
+                outcome.fail("write of \(what) returned \(statusName(answer.status)): \(answer.message)")
+            }
+            said.append("\(what): \(answer.delivered) delivered, \(answer.retried) to retry, \(answer.rejected) rejected")
+        }
+        // Closed with the last batch pending: no flush, stop, destroy.
+        let stop = self.stop(b)
+        if !stop.ok { outcome.notes.append("stop returned \(stop.said)") }
+        let destroyed = destroy(b)
+        if !destroyed.ok { outcome.fail("destroy \(destroyed.said)") }
+        report(Name.outputHostile, outcome, pass: said.joined(separator: "; ") + "; stopped and destroyed without a flush")
     }
 
     private func finalChecks() {
