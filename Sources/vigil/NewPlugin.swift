@@ -68,10 +68,47 @@ struct NewPlugin: AsyncParsableCommand {
         guard Self.isPluginName(name) else {
             throw ValidationError("'\(name)' is not a plugin name: write [a-z][a-z0-9_]* (a lowercase letter, then lowercase letters, digits or _)")
         }
+        if name.utf8.count > 64 {
+            throw ValidationError("'\(name.prefix(16))…' is \(name.utf8.count) characters long: a plugin's name is a file name and a word of its code; keep it to 64")
+        }
+        if let why = Self.unusable(name, in: lang) {
+            throw ValidationError("'\(name)' cannot name a \(lang.rawValue) plugin: \(why); choose another NAME")
+        }
         if vigilPath != nil && lang != .swift {
             throw ValidationError("--vigil-path is for Swift plugins, which depend on Vigil's SDK; C and Rust plugins need only the header or the bindings")
         }
     }
+
+    /// Why `name` cannot name a plugin in `lang`, if it cannot: the copy
+    /// uses it as a crate's or a product's name, and C only ever in longer
+    /// identifiers (`NAME_create`, `NAME_output`).
+    static func unusable(_ name: String, in lang: Scaffold.Language) -> String? {
+        switch lang {
+        case .c:
+            return nil
+        case .rust:
+            let keywords: Set<String> = [
+                "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in",
+                "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super",
+                "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn", "abstract", "become",
+                "box", "do", "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+            ]
+            if keywords.contains(name) { return "it is a Rust keyword, which Cargo refuses as a library's name" }
+            if ["std", "core", "alloc", "test", "proc_macro"].contains(name) {
+                return "it is the name of a library Rust itself provides, which Cargo refuses"
+            }
+            return nil
+        case .swift:
+            if vigilProducts.contains(name) {
+                return "Vigil's package has a product of that name, and product names must be unique across a Swift package graph"
+            }
+            return nil
+        }
+    }
+
+    /// The products of Vigil's package that are not plugins (those are
+    /// refused by their target names; see `vigilTargets`).
+    static let vigilProducts: Set<String> = ["vigil", "vigilkit", "vigilkittesting", "linuxprobes", "vigil_ffi"]
 
     static func isPluginName(_ s: String) -> Bool {
         guard let first = s.unicodeScalars.first, ("a"..."z").contains(first) else { return false }

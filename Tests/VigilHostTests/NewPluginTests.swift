@@ -146,6 +146,36 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: dir + "/out"), "nothing is written for a bad name")
     }
 
+    @Test func refusesNamesTheLanguageCannotTake() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for (name, lang, why) in [("fn", "rust", "it is a Rust keyword"), ("std", "rust", "a library Rust itself provides"),
+                                  ("vigil", "swift", "Vigil's package has a product of that name"),
+                                  (String(repeating: "a", count: 65), "c", "65 characters long")] {
+            let result = try Self.generate([name, "--lang", lang, "--dir", dir + "/out"])
+            #expect(result.status != 0, "\(name)")
+            #expect(result.stderr.contains(why), "\(name): \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/out"))
+    }
+
+    /// C uses the name only inside longer identifiers: a keyword or a libc
+    /// function's name makes a plugin that builds and passes its test.
+    @Test(.enabled(if: NewPluginTests.hasMake, "needs make"), arguments: ["int", "send", "main"])
+    func cTakesNamesThatAreCWords(_ name: String) throws {
+        let cc = try #require(Self.cCompiler(), "no C compiler (cc, gcc, clang)")
+        let base = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        for kind in ["monitor", "output"] {
+            let dir = base + "/" + kind
+            let generated = try Self.generate([name, "--lang", "c", "--kind", kind, "--dir", dir])
+            #expect(generated.status == 0, "\(generated.stderr)")
+            let test = try Self.succeed("make test (\(name), \(kind))", "/usr/bin/env", ["make", "-C", dir, "CC=\(cc)", "all", "test"],
+                                        timeout: 120)
+            #expect(test.stdout.contains("test_\(name): all "), "\(test.stdout)")
+        }
+    }
+
     @Test func refusesANonEmptyDirectoryUnlessForced() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -178,7 +208,9 @@ import Testing
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try FileManager.default.createDirectory(atPath: dir + "/bin", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: TestEnv.vigil, toPath: dir + "/bin/vigil")
+        // Copied by cp: a file this process held open for writing could be
+        // inherited by a child another test forks meanwhile (ETXTBSY at exec).
+        try Self.succeed("cp vigil", "/bin/cp", [TestEnv.vigil, dir + "/bin/vigil"], timeout: 60)
         let result = try TestEnv.run(dir + "/bin/vigil", ["new-plugin", "probe", "--lang", "c", "--dir", dir + "/out"],
                                      environment: ["LD_LIBRARY_PATH": ProcessInfo.processInfo.environment["LD_LIBRARY_PATH"] ?? ""])
         #expect(result.status == 1)

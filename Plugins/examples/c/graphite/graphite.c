@@ -53,14 +53,14 @@ static const vigil_option_spec options[] = {
       .default_text = VIGIL_STR("vigil"), .doc = VIGIL_STR("The first part of every metric's path.") },
 };
 
-typedef struct graphite {
+typedef struct graphite_output {
     char host[256];
     char port[8];
     char prefix[128];
     int fd; /* -1 when not connected */
     char out[SEND_BYTES]; /* lines not sent yet */
     size_t used;
-} graphite;
+} graphite_output;
 
 static int option_is(const vigil_option *o, const char *name) {
     return o->name.len == strlen(name) && memcmp(o->name.ptr, name, o->name.len) == 0;
@@ -75,7 +75,7 @@ static int copy_text(vigil_str s, char *out, size_t size) {
 }
 
 static vigil_status graphite_create(const vigil_create_args *args, void **instance, vigil_error *err) {
-    graphite *g = calloc(1, sizeof *g);
+    graphite_output *g = calloc(1, sizeof *g);
     size_t i;
     if (g == NULL) return vigil_error_set(err, VIGIL_E_NOMEM, "out of memory");
     g->fd = -1;
@@ -103,7 +103,7 @@ static vigil_status graphite_create(const vigil_create_args *args, void **instan
 }
 
 /* Connects to carbon; 0, or -1 with the reason in `err`. */
-static int graphite_connect(graphite *g, vigil_error *err) {
+static int graphite_connect(graphite_output *g, vigil_error *err) {
     struct addrinfo hints, *list = NULL, *a;
     struct timeval timeout = { 5, 0 };
     int status;
@@ -144,7 +144,7 @@ static size_t append_name(char *out, size_t used, size_t size, vigil_str part) {
 }
 
 /* Sends all of `buffer`; 0, or -1 (the connection is closed). */
-static int send_all(graphite *g, const char *buffer, size_t length) {
+static int send_all(graphite_output *g, const char *buffer, size_t length) {
     while (length > 0) {
         ssize_t n = send(g->fd, buffer, length, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
@@ -160,7 +160,7 @@ static int send_all(graphite *g, const char *buffer, size_t length) {
 }
 
 /* Sends the lines gathered in `g->out`; 0, or -1 (the connection is closed). */
-static int send_gathered(graphite *g) {
+static int send_gathered(graphite_output *g) {
     int status = g->used > 0 ? send_all(g, g->out, g->used) : 0;
     g->used = 0;
     return status;
@@ -168,7 +168,7 @@ static int send_gathered(graphite *g) {
 
 /* Adds one line to `g->out`, sending what was gathered first when it would
  * not fit: one write per 64 KiB, not one per line. 0, or -1. */
-static int gather(graphite *g, const char *line, size_t length) {
+static int gather(graphite_output *g, const char *line, size_t length) {
     if (g->used + length > sizeof g->out && send_gathered(g) != 0) return -1;
     memcpy(g->out + g->used, line, length);
     g->used += length;
@@ -177,7 +177,7 @@ static int gather(graphite *g, const char *line, size_t length) {
 
 static vigil_status graphite_write(void *instance, const vigil_batch *batch, vigil_write_result *result,
                                    vigil_error *err) {
-    graphite *g = instance;
+    graphite_output *g = instance;
     const char *at = (const char *)batch->events;
     size_t i, f;
     char line[LINE_MAX_BYTES];
@@ -229,7 +229,7 @@ gone:
 }
 
 static void graphite_destroy(void *instance) {
-    graphite *g = instance;
+    graphite_output *g = instance;
     if (g == NULL) return;
     if (g->fd >= 0) close(g->fd);
     free(g);
