@@ -94,35 +94,6 @@ struct CollectdTestSetup {
     }
 }
 
-/// A TCP socket listening on 127.0.0.1, on `port`, or one the kernel chose.
-final class TCPListener {
-    let fd: Int32
-    let port: Int
-
-    init(port: Int = 0) throws {
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard s >= 0, bound == 0, listen(s, 4) == 0 else {
-            if s >= 0 { Glibc.close(s) }
-            throw TestFailure("cannot listen on 127.0.0.1: errno \(errno)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
-        }
-        fd = s
-        self.port = Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    func close() { _ = Glibc.close(fd) }
-}
-
 /// The `value` events of a run, by monitor.
 struct CollectdValues {
     struct Value {

@@ -51,14 +51,13 @@ import VigilKitTesting
     @Test func passesPluginsCheckAgainstAListener() throws {
         let listener = try TCPListener()
         defer { listener.close() }
-        let received = Self.collect(from: listener)
+        let received = LineCollector(listener)
         let check = try TestEnv.run(TestEnv.vigil, ["plugins", "check", try Self.path(),
                                                     "--option", "address=127.0.0.1:\(listener.port)"], timeout: 60)
         #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
         #expect(check.stdout.contains("attempt 1: 3 delivered, 0 to retry, 0 rejected; attempt 2: 3 delivered"), "\(check.stdout)")
-        let lines = received.wait()
-        // The checker writes its batch twice; its third event as an example.
-        #expect(lines.count == 6, "\(lines)")
+        let lines = received.linesWhenClosed()
+        // The checker writes its batch twice (then odd events, as another host).
         #expect(lines.filter { $0.hasPrefix("check_sample,host=vigil-check,monitor=check,plugin=check,severity=info ") }.count == 6)
         #expect(lines.contains { $0.contains(#" value=0.75,count=3i,name="event 3",ok=false "#) }, "\(lines)")
     }
@@ -68,7 +67,7 @@ import VigilKitTesting
     @Test func theTestKitRunsItFromItsFile() throws {
         let listener = try TCPListener()
         defer { listener.close() }
-        let received = Self.collect(from: listener)
+        let received = LineCollector(listener)
         let out = try PluginTestHost(path: try Self.path())
             .output("metrics", options: "{ address: \"127.0.0.1:\(listener.port)\" }", hostName: "h")
         try out.start()
@@ -81,7 +80,7 @@ import VigilKitTesting
         try out.flush()
         try out.stop()
         out.destroy()
-        #expect(received.wait() == ["p_sample,host=h,monitor=m,plugin=p,severity=info n=2i 6"])
+        #expect(received.linesWhenClosed() == ["p_sample,host=h,monitor=m,plugin=p,severity=info n=2i 6"])
         #expect(out.logs.map(\.message) == ["connected to 127.0.0.1:\(listener.port)"])
     }
 
@@ -92,14 +91,14 @@ import VigilKitTesting
     @Test func deliversEveryEventOnceAsLineProtocol() throws {
         let listener = try TCPListener()
         defer { listener.close() }
-        let received = Self.collect(from: listener)
+        let received = LineCollector(listener)
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Self.manifest(port: listener.port, to: dir)
         let started = Self.nowNanoseconds()
         let run = try TestEnv.run(TestEnv.vigil, Self.runArguments(dir), timeout: 60)
         #expect(run.status == 0, "\(run.stderr)")
-        try Self.expectEveryFloodEventOnce(received.wait(), from: started, to: Self.nowNanoseconds())
+        try Self.expectEveryFloodEventOnce(received.linesWhenClosed(), from: started, to: Self.nowNanoseconds())
         try Self.expectNothingLost(dir)
     }
 
@@ -107,23 +106,22 @@ import VigilKitTesting
     /// later: the output answers RETRY (asking for 200 ms) until it can
     /// connect, the host writes the events again, and every one arrives once.
     @Test func retriesWhileTheListenerIsAwayAndLosesNothing() throws {
-        // A port nobody listens on: bound to learn it, then let go.
-        let probe = try TCPListener()
-        let port = probe.port
-        probe.close()
+        // Bound, not listening yet: connections are refused, as by a peer that is down.
+        let listener = try TCPListener(listening: false)
+        defer { listener.close() }
+        let port = listener.port
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Self.manifest(port: port, to: dir)
         let started = Self.nowNanoseconds()
         let process = try TestEnv.start(TestEnv.vigil, Self.runArguments(dir))
         Thread.sleep(forTimeInterval: 1.0)
-        let listener = try TCPListener(port: port)
-        defer { listener.close() }
-        let received = Self.collect(from: listener)
+        try listener.listenNow()
+        let received = LineCollector(listener)
         let run = process.wait(timeout: 60)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("cannot connect to 127.0.0.1:\(port)"), "\(run.stderr)")
-        try Self.expectEveryFloodEventOnce(received.wait(), from: started, to: Self.nowNanoseconds())
+        try Self.expectEveryFloodEventOnce(received.linesWhenClosed(), from: started, to: Self.nowNanoseconds())
         try Self.expectNothingLost(dir)
     }
 
@@ -190,39 +188,5 @@ import VigilKitTesting
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
-
-    /// What one connection to `listener` sends, line by line, once the
-    /// sender closes it (the host destroys the output at exit).
-    final class Received: @unchecked Sendable {
-        private let bytes = Mutex<[UInt8]>([])
-        private let done = DispatchSemaphore(value: 0)
-
-        func append(_ chunk: ArraySlice<UInt8>) { bytes.withLock { $0 += chunk } }
-        func finish() { done.signal() }
-
-        func wait(timeout: TimeInterval = 30) -> [String] {
-            _ = done.wait(timeout: .now() + timeout)
-            return String(decoding: bytes.withLock { $0 }, as: UTF8.self).split(separator: "\n").map(String.init)
-        }
-    }
-
-    static func collect(from listener: TCPListener) -> Received {
-        let received = Received()
-        let listening = listener.fd
-        let reader = Thread {
-            defer { received.finish() }
-            let fd = accept(listening, nil, nil)
-            guard fd >= 0 else { return }
-            defer { close(fd) }
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n <= 0 { break }
-                received.append(buffer[0..<n])
-            }
-        }
-        reader.start()
-        return received
     }
 }

@@ -52,9 +52,10 @@ enum SwiftOutputExample {
     /// run started: RETRY until then, and afterwards every event arrives
     /// once, as exactly the JSON object it should be.
     @Test func deliversEveryEventOnceAfterTheListenerCameUp() throws {
-        let probe = try TCPListener()
-        let port = probe.port
-        probe.close()
+        // Bound, not listening yet: connections are refused, as by a peer that is down.
+        let listener = try TCPListener(listening: false)
+        defer { listener.close() }
+        let port = listener.port
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let plugin = try SwiftOutputExample.path()
@@ -79,13 +80,12 @@ enum SwiftOutputExample {
                                                         "--control", "none", "--drain-timeout", "20s",
                                                         "--summary", dir + "/s.json"])
         Thread.sleep(forTimeInterval: 1.0)
-        let listener = try TCPListener(port: port)
-        defer { listener.close() }
-        let received = ExampleRustOutputTests.collect(from: listener)
+        try listener.listenNow()
+        let received = LineCollector(listener)
         let run = process.wait(timeout: 60)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("cannot connect to 127.0.0.1:\(port)"), "\(run.stderr)")
-        let lines = received.wait()
+        let lines = received.linesWhenClosed()
         #expect(lines.count == 300, "\(lines.count) lines; \(lines.prefix(2))")
         var seen = Set<Int>()
         for line in lines {

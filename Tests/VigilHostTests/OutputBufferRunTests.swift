@@ -9,59 +9,6 @@ import Testing
 /// the host is started again, and every event the first host accepted
 /// arrives.
 @Suite(.serialized) struct OutputBufferRunTests {
-    /// Lines sent to 127.0.0.1:`port`, over any number of connections.
-    final class Carbon: @unchecked Sendable {
-        let fd: Int32
-        private let lines = Mutex<[UInt8]>([])
-        private let closed = Mutex(false)
-
-        init(port: Int) throws {
-            let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var one: Int32 = 1
-            setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = UInt16(port).bigEndian
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard s >= 0, bound == 0, listen(s, 16) == 0 else {
-                if s >= 0 { Glibc.close(s) }
-                throw TestFailure("cannot listen on 127.0.0.1:\(port): errno \(errno)")
-            }
-            fd = s
-            let listening = s
-            Thread { [self] in
-                while true {
-                    let client = accept(listening, nil, nil)
-                    if client < 0 { return }
-                    Thread { [self] in
-                        defer { Glibc.close(client) }
-                        var buffer = [UInt8](repeating: 0, count: 65_536)
-                        while true {
-                            let n = read(client, &buffer, buffer.count)
-                            if n <= 0 { return }
-                            lines.withLock { $0 += buffer[0..<n] }
-                        }
-                    }.start()
-                }
-            }.start()
-        }
-
-        /// The complete lines received so far.
-        func received() -> [Substring] {
-            let text = String(decoding: lines.withLock { $0 }, as: UTF8.self)
-            return text.split(separator: "\n", omittingEmptySubsequences: true)
-        }
-
-        func stop() {
-            guard !closed.withLock({ let was = $0; $0 = true; return was }) else { return }
-            shutdown(fd, Int32(SHUT_RDWR))
-            Glibc.close(fd)
-        }
-    }
-
     static func manifest(_ dir: String, port: Int, flood: Bool) throws -> String {
         let path = dir + (flood ? "/first.yaml" : "/second.yaml")
         try TestEnv.write("""
@@ -84,7 +31,7 @@ import Testing
     }
 
     /// The flood's values (field v0 counts 0, 1, 2…) among carbon's lines.
-    static func values(_ lines: [Substring]) -> [Int] {
+    static func values(_ lines: [String]) -> [Int] {
         lines.compactMap { line in
             let parts = line.split(separator: " ")
             guard parts.count == 3, parts[0].hasSuffix(".f.flood.v0") else { return nil }
@@ -94,8 +41,11 @@ import Testing
 
     @Test func everyAcceptedEventReachesTheOutputAfterKill9AndARestart() throws {
         let dir = try TestEnv.tempDir("output-buffer-kill9")
-        let port = try ControlTCPRunTests.freePort()
-        // Carbon is down: the output answers RETRY, the buffer keeps everything.
+        // Carbon is down (bound, not listening): the output answers RETRY,
+        // the buffer keeps everything.
+        let carbonPort = try TCPListener(listening: false)
+        defer { carbonPort.close() }
+        let port = carbonPort.port
         let socket = dir + "/vigil.sock"
         let first = try TestEnv.start(TestEnv.vigil, ["run", try Self.manifest(dir, port: port, flood: true), "--control", "unix:" + socket])
         let taken = SinkRunTests.waitUntil(30) {
@@ -108,14 +58,14 @@ import Testing
         _ = first.wait(timeout: 10)
         #expect(taken, "the flood never got into the buffer")
 
-        let carbon = try Carbon(port: port)
-        defer { carbon.stop() }
+        try carbonPort.listenNow()
+        let carbon = LineCollector(carbonPort)
         let run = try TestEnv.run(TestEnv.vigil, ["run", try Self.manifest(dir, port: port, flood: false), "--for", "3s",
                                                   "--control", "none", "--summary", dir + "/summary.json"], timeout: 60)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("events from an earlier run to send"), "\(run.stderr)")
-        _ = SinkRunTests.waitUntil(5) { Set(Self.values(carbon.received())).count >= 2000 }
-        let values = Self.values(carbon.received())
+        _ = SinkRunTests.waitUntil(5) { Set(Self.values(carbon.lines())).count >= 2000 }
+        let values = Self.values(carbon.lines())
         #expect(Set(values) == Set(0..<2000), "\(Set(values).count) distinct of 2000")
         let summary = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json")))) as? [String: Any] ?? [:]
         let sink = (summary["sinks"] as? [[String: Any]])?.first ?? [:]
@@ -130,18 +80,20 @@ import Testing
     /// lost: exit 0, "kept"), and the next start delivers them.
     @Test func aStopWhileTheOutputRetriesKeepsTheEventsForTheNextStart() throws {
         let dir = try TestEnv.tempDir("output-buffer-stop")
-        let port = try ControlTCPRunTests.freePort()
+        let carbonPort = try TCPListener(listening: false)
+        defer { carbonPort.close() }
+        let port = carbonPort.port
         let first = try TestEnv.run(TestEnv.vigil, ["run", try Self.manifest(dir, port: port, flood: true), "--for", "2s",
                                                     "--drain-timeout", "500ms", "--control", "none"], timeout: 60)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stderr.contains("2000 kept for the next start") && first.stderr.contains("none lost"), "\(first.stderr)")
-        let carbon = try Carbon(port: port)
-        defer { carbon.stop() }
+        try carbonPort.listenNow()
+        let carbon = LineCollector(carbonPort)
         let second = try TestEnv.run(TestEnv.vigil, ["run", try Self.manifest(dir, port: port, flood: false), "--for", "2s",
                                                      "--control", "none"], timeout: 60)
         #expect(second.status == 0, "\(second.stderr)")
-        _ = SinkRunTests.waitUntil(5) { Set(Self.values(carbon.received())).count >= 2000 }
-        #expect(Set(Self.values(carbon.received())) == Set(0..<2000))
+        _ = SinkRunTests.waitUntil(5) { Set(Self.values(carbon.lines())).count >= 2000 }
+        #expect(Set(Self.values(carbon.lines())) == Set(0..<2000))
     }
 
     @Test func validateAcceptsADiskBufferOnAPluginSink() throws {

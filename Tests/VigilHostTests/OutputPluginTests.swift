@@ -190,20 +190,7 @@ import VigilCore
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let carbon = try TCPListener()
         defer { carbon.close() }
-        let received = Mutex<[UInt8]>([])
-        let listening = carbon.fd
-        let reader = Thread {
-            let fd = accept(listening, nil, nil)
-            guard fd >= 0 else { return }
-            defer { close(fd) }
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n <= 0 { break }
-                received.withLock { $0 += buffer[0..<n] }
-            }
-        }
-        reader.start()
+        let received = LineCollector(carbon)
         try TestEnv.write("""
         host: web-1.example
         monitors:
@@ -222,9 +209,7 @@ import VigilCore
                                   timeout: 60)
         #expect(run.status == 0, "\(run.stderr)")
         // The plugin closes its connection when the host destroys it at exit.
-        let deadline = Date().addingTimeInterval(5)
-        while reader.isExecuting || !reader.isFinished, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        let lines = String(decoding: received.withLock { $0 }, as: UTF8.self).split(separator: "\n")
+        let lines = received.linesWhenClosed(timeout: 5)
         #expect(lines.count == 600, "\(lines.count) lines; \(lines.prefix(3))")
         let paths = Set(lines.compactMap { $0.split(separator: " ").first.map(String.init) })
         #expect(paths == ["site_a.web-1_example.f.flood.v0", "site_a.web-1_example.f.flood.v1"], "\(paths)")
