@@ -128,6 +128,7 @@ public final class VigilRuntime: @unchecked Sendable {
         let sinks = manifest.sinks.map { config in
             SinkRunner(config: config, sink: options.once.map { OnceSink(json: $0.json, host: host) }
                            ?? VigilRuntime.makeSink(config, host: host, logger: logger, directory: directory,
+                                                   manifestIsolation: manifest.isolation,
                                                    catalog: options.outputCatalog
                                                        ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories())),
                            logger: logger)
@@ -186,11 +187,13 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true,
-                         directory: MonitorDirectory? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
+                         directory: MonitorDirectory? = nil, manifestIsolation: Isolation? = nil,
+                         catalog: PluginCatalog? = nil) -> any EventSink {
         switch config.kind {
         case .plugin(let plugin):
             let sink = PluginOutputSink(config: plugin, name: config.name, host: host,
-                                        catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()), logger: logger)
+                                        catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()),
+                                        manifestIsolation: manifestIsolation, logger: logger)
             return buffered(sink, plugin.buffer, config, host: host, logger: logger)
         case .syslog(let syslog):
             var socket = SocketSinkConfig(mode: .connect(syslog.address))
@@ -475,6 +478,7 @@ public final class VigilRuntime: @unchecked Sendable {
             }
             // A listening sink binds once the one it replaces has let go of the address.
             let sink = Self.makeSink(config, host: plan.host, logger: logger, bindNow: old == nil, directory: directory,
+                                     manifestIsolation: manifest.isolation,
                                      catalog: options.outputCatalog
                                          ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories()))
             let runner = SinkRunner(config: config, sink: sink, logger: logger)
