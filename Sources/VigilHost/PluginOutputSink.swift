@@ -187,8 +187,9 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
     /// The runner that served the instance died between calls (reported
     /// then): it is let go, and the next write starts another.
     private func noticeDeathBetweenCalls() {
-        guard up, let runner = transport as? RunnerTransport, let current = runner.currentProcess,
+        guard up, let runner = transport as? RunnerTransport, let current = runner.currentProcess, current.isDead,
               diedBetweenCalls.withLock({ $0 }) == ObjectIdentifier(current) else { return }
+        diedBetweenCalls.withLock { $0 = nil }
         runner.discard()
         up = false
         crashesInARow += 1
@@ -238,6 +239,10 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
             }
             noticeDeathBetweenCalls()
             if !up {
+                if sinkContext.shouldAbandon {  // no new runner past the drain deadline
+                    sinkContext.countLost(pending.count, .shutdown)
+                    return
+                }
                 if everUp {
                     // After a crash: the runner's backoff, doubled for each crash in a row.
                     var delay = max(config.supervision.backoffMin, 1)
@@ -271,15 +276,17 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
             }
             let before = (transport as? RunnerTransport)?.currentProcess
             let now = monotonicNanoseconds()
-            // At shutdown, the drain deadline bounds the write as well.
-            let timeout = max(10_000_000, min(config.writeTimeout, sinkContext.abandonDeadline.subtractingSaturating(now)))
-            guard let outcome = transport?.write(pending, host: host, attempt: attempt, timeout: timeout) else { return }
+            // At shutdown, the drain deadline bounds the write as well (set while it runs, too).
+            guard let outcome = transport?.write(pending, host: host, attempt: attempt, timeout: config.writeTimeout,
+                                                 giveUpAt: { sinkContext.abandonDeadline }) else { return }
             let answer: OutputBatch.Answer
             switch outcome {
             case .crashed(let death):
                 up = false
                 if let before, diedBetweenCalls.withLock({ $0 }) == ObjectIdentifier(before) {
-                    crashesInARow += 1  // reported as it happened; not this batch's doing
+                    // Reported as it happened (the same object, alive until now): not this batch's doing.
+                    diedBetweenCalls.withLock { $0 = nil }
+                    crashesInARow += 1
                 } else {
                     noteCrash("write", death, detail: ": a batch of \(pending.count) events, attempt \(attempt)")
                     if sinkContext.shouldAbandon {

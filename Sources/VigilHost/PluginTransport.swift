@@ -24,8 +24,11 @@ protocol PluginTransport: AnyObject, Sendable {
     /// Destroys the instance, if any; nothing of it reaches the receiver after.
     func destroy(timeout: Int64)
     /// An output's `write` of `events` as one batch, its answer read by
-    /// `OutputBatch` (in process, the timeout cannot interrupt it).
-    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64) -> WriteOutcome
+    /// `OutputBatch`; given up past `timeout` or `giveUpAt()` (the drain
+    /// deadline, which may be set while the write runs). In process,
+    /// neither can interrupt it.
+    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64,
+               giveUpAt: @escaping () -> Int64) -> WriteOutcome
     /// Whether the output has a `flush`.
     var flushes: Bool { get }
     /// An output's `flush`, to be done by `deadline` (monotonic ns).
@@ -100,7 +103,8 @@ final class InProcessTransport: PluginTransport, @unchecked Sendable {
         return .returned(status, message)
     }
 
-    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64) -> WriteOutcome {
+    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64,
+               giveUpAt: @escaping () -> Int64) -> WriteOutcome {
         guard let handle else {
             return .answered(OutputBatch.answer(count: events.count, status: VIGIL_E_STOPPED, message: "no instance",
                                                 retryAfter: 0, verdict: 0, perEvent: nil))
@@ -224,12 +228,14 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
 
     func stop(timeout: Int64) -> CallOutcome { call(RunnerWire.encodeCall(.stop), "stop", timeout) }
 
-    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64) -> WriteOutcome {
+    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64,
+               giveUpAt: @escaping () -> Int64) -> WriteOutcome {
         guard let process else {
             return .answered(OutputBatch.answer(count: events.count, status: VIGIL_E_STOPPED, message: "no instance",
                                                 retryAfter: 0, verdict: 0, perEvent: nil))
         }
-        switch process.call(RunnerWire.encodeWrite(events, host: host, attempt: attempt), timeout: timeout, name: "write") {
+        switch process.call(RunnerWire.encodeWrite(events, host: host, attempt: attempt), timeout: timeout, name: "write",
+                            giveUpAt: giveUpAt) {
         case .answer(let status, let message, let retryAfter, let verdicts):
             // Read as an answer in process is: no more than the batch it was given.
             return .answered(OutputBatch.answer(count: events.count, status: status, message: message, retryAfter: retryAfter,

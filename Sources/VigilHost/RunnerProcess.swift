@@ -253,8 +253,10 @@ public final class RunnerProcess: @unchecked Sendable {
 
     /// Makes one call of several messages (a batch in parts; the last one
     /// is the call) and waits for its reply; past `timeout`, counted from the
-    /// first part, the runner is killed and the call ends with its death.
-    func call(_ messages: [[UInt8]], timeout: Int64, name: String) -> Outcome {
+    /// first part, or past `giveUpAt()` (monotonic ns, read again every
+    /// 100 ms: a drain deadline set while the call runs), the runner is
+    /// killed and the call ends with its death.
+    func call(_ messages: [[UInt8]], timeout: Int64, name: String, giveUpAt: (() -> Int64)? = nil) -> Outcome {
         let deadline = monotonicNanoseconds().addingSaturating(timeout)
         state.lock()
         if let death {
@@ -293,14 +295,18 @@ public final class RunnerProcess: @unchecked Sendable {
             state.unlock()
         }
         while pendingReply == nil && death == nil {
-            if timedOut || monotonicNanoseconds() >= deadline {
+            let now = monotonicNanoseconds()
+            let givenUp = now >= (giveUpAt?() ?? .max)
+            if timedOut || now >= deadline || givenUp {
                 state.unlock()
-                terminate(because: "\(name) ran past its timeout of \(Self.seconds(timeout))")
+                terminate(because: givenUp && !timedOut && now < deadline
+                    ? "\(name) ran past the drain deadline at shutdown"
+                    : "\(name) ran past its timeout of \(Self.seconds(timeout))")
                 state.lock()
                 while death == nil { state.wait() }
                 break
             }
-            state.wait(until: deadline)
+            state.wait(until: giveUpAt == nil ? deadline : min(deadline, now.addingSaturating(100_000_000)))
         }
         if let reply = pendingReply {
             pendingReply = nil
