@@ -44,6 +44,13 @@ package enum OutputBatch {
         package var status: vigil_status
         package var message: String
 
+        package init(verdicts: [Verdict], retryAfter: Int64, status: vigil_status, message: String) {
+            self.verdicts = verdicts
+            self.retryAfter = retryAfter
+            self.status = status
+            self.message = message
+        }
+
         package var delivered: Int { verdicts.count { $0 == .ok } }
         package var retried: Int { verdicts.count { $0 == .retry } }
         package var rejected: Int { verdicts.count { $0 == .reject } }

@@ -76,8 +76,10 @@ import VigilCore
     /// A sink of `type: plugin` through the real binary: 10,000 events of a
     /// flood; the output answers RETRY to its first 3 writes, then REJECTs
     /// events whose seq is a multiple of 7. Every other event is delivered
-    /// exactly once, the rejects are counted exactly, and the run says so.
-    @Test func aPluginSinkDeliversEveryEventItDoesNotRejectAndCountsTheRejects() throws {
+    /// exactly once, the rejects are counted exactly, and the run says so:
+    /// the same in the host's process and in a runner process.
+    @Test(arguments: ["none", "process"])
+    func aPluginSinkDeliversEveryEventItDoesNotRejectAndCountsTheRejects(isolation: String) throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try TestEnv.write("""
@@ -89,7 +91,7 @@ import VigilCore
           out:
             type: plugin
             plugin: output_min
-            isolation: none
+            isolation: \(isolation)
             match: ["f/*"]
             batch: 1000
             retry_min: 10ms
@@ -113,6 +115,9 @@ import VigilCore
         #expect((lost?["rejected"] as? Int ?? 0) > 1000)
         #expect(lost?["write_failed"] as? Int == 0 && lost?["shutdown"] as? Int == 0)
         #expect(run.stderr.contains("events rejected by the output: seq is a multiple of 7"), "\(run.stderr)")
+        #expect(sink?["isolation"] as? String == isolation)
+        #expect(sink?["crashes"] as? Int == 0 && sink?["restarts"] as? Int == 0)
+        #expect(run.stderr.contains(isolation == "process" ? "runs in a runner process" : "runs in the host's process"), "\(run.stderr)")
     }
 
     /// What validate says of plugin sinks: a missing plugin, a monitor where

@@ -13,7 +13,8 @@
  *   exit_in_write  exit(7);
  *   crash_on_seq   raise(SIGSEGV) whenever the batch holds seq `poison` (a batch that always kills);
  *   noisy          every write prints binary garbage on stdout and stderr, then delivers;
- *   fork_in_write  fork a child that sleeps for an hour holding every descriptor, then deliver.
+ *   fork_in_write  fork a child that sleeps for an hour holding every descriptor (its pid into `once`),
+ *                  then deliver.
  * Delivered events (OK) are appended to `path`, one seq a line, before the call returns. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -136,9 +137,16 @@ static vigil_status write_batch(void *instance, const vigil_batch *batch, vigil_
         (void)!write(2, junk, sizeof junk);
         deliver(o, batch);
     } else if (strcmp(o->mode, "fork_in_write") == 0) {
-        if (fault_now(o) && fork() == 0) {
-            sleep(3600);
-            _exit(0);
+        if (fault_now(o)) {
+            pid_t child = fork();
+            if (child == 0) {
+                sleep(3600);
+                _exit(0);
+            }
+            if (o->once[0] != 0) { /* the child's pid, for a test to look for */
+                FILE *f = fopen(o->once, "w");
+                if (f != NULL) { fprintf(f, "%d\n", (int)child); fclose(f); }
+            }
         }
         deliver(o, batch);
     }
