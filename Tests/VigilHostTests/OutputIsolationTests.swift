@@ -119,6 +119,21 @@ import VigilCore
         #expect(run.output.stderr.contains("events ended the output 3 times: counted lost (write_failed)"), "\(run.output.stderr)")
     }
 
+    /// A crash in flush (every flush_interval, and at stop): logged naming
+    /// flush, a new runner takes the next write; the flushes go on in it,
+    /// and no event is lost (each was answered OK before).
+    @Test func aCrashInFlushCostsTheRunnerOnly() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try Self.run(count: 300, rate: 200, options: "mode: crash_in_flush, at: 1, once: \(dir)/fault",
+                               extra: "    flush_interval: 200ms", in: dir)
+        Self.expectEveryEventOnce(run, count: 300)
+        #expect(run.output.stderr.contains("output 'output_hostile' crashed in flush (killed by SIGSEGV"), "\(run.output.stderr)")
+        #expect(run.crashes == 1 && run.restarts == 1, "crashes \(run.crashes), restarts \(run.restarts)")
+        let flushes = try String(contentsOfFile: dir + "/delivered.txt", encoding: .utf8).split(separator: "\n").filter { $0 == "flush" }
+        #expect(flushes.count >= 2, "\(flushes.count) flushes")
+    }
+
     /// A write that hangs at shutdown with a long write_timeout: the drain
     /// deadline ends it (the runner killed), what was not written is lost
     /// as shutdown, exactly, and the host exits within the deadline.

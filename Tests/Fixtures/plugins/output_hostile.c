@@ -15,7 +15,9 @@
  *   noisy          every write prints binary garbage on stdout and stderr, then delivers;
  *   fork_in_write  fork a child that sleeps for an hour holding every descriptor (its pid into `once`),
  *                  then deliver.
- * Delivered events (OK) are appended to `path`, one seq a line, before the call returns. */
+ *   crash_in_flush raise(SIGSEGV) in the `at`-th flush call of its process (with `once`: once).
+ * Delivered events (OK) are appended to `path`, one seq a line, before the call returns; each flush
+ * appends a line "flush". */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdint.h>
@@ -31,14 +33,14 @@ typedef struct {
     char mode[32];
     char once[1024];
     int64_t at, poison;
-    int writes;
+    int writes, flushes;
     FILE *out;
 } output;
 
 static const vigil_option_spec options[] = {
     { .size = sizeof(vigil_option_spec), .type = VIGIL_TYPE_STRING, .name = VIGIL_STR("mode"),
       .default_text = VIGIL_STR("retry_forever"),
-      .doc = VIGIL_STR("retry_forever, garbage, fatal, overclaim, crash_in_write, hang_in_write, exit_in_write, crash_on_seq, noisy or fork_in_write.") },
+      .doc = VIGIL_STR("retry_forever, garbage, fatal, overclaim, crash_in_write, hang_in_write, exit_in_write, crash_on_seq, noisy, fork_in_write or crash_in_flush.") },
     { .size = sizeof(vigil_option_spec), .type = VIGIL_TYPE_INT, .name = VIGIL_STR("at"),
       .default_text = VIGIL_STR("3"), .doc = VIGIL_STR("The write call of this process the fault happens in.") },
     { .size = sizeof(vigil_option_spec), .type = VIGIL_TYPE_STRING, .name = VIGIL_STR("once"),
@@ -84,15 +86,17 @@ static vigil_status create(const vigil_create_args *args, void **instance, vigil
     return VIGIL_OK;
 }
 
-/* Whether this write is the one the fault happens in. */
-static int fault_now(output *o) {
-    if (o->writes != o->at) return 0;
+/* Whether this call (the `n`-th of its kind) is the one the fault happens in. */
+static int fault_at(output *o, int n) {
+    if (n != o->at) return 0;
     if (o->once[0] == 0) return 1;
     int fd = open(o->once, O_CREAT | O_EXCL | O_WRONLY, 0644);
     if (fd < 0) return 0;
     close(fd);
     return 1;
 }
+
+static int fault_now(output *o) { return fault_at(o, o->writes); }
 
 static void deliver(output *o, const vigil_batch *batch) {
     if (o->out == NULL) return;
@@ -149,6 +153,21 @@ static vigil_status write_batch(void *instance, const vigil_batch *batch, vigil_
             }
         }
         deliver(o, batch);
+    } else if (strcmp(o->mode, "crash_in_flush") == 0) {
+        deliver(o, batch);
+    }
+    return VIGIL_OK;
+}
+
+static vigil_status flush(void *instance, int64_t deadline_ns, vigil_error *err) {
+    (void)deadline_ns;
+    (void)err;
+    output *o = instance;
+    o->flushes++;
+    if (strcmp(o->mode, "crash_in_flush") == 0 && fault_at(o, o->flushes)) raise(SIGSEGV);
+    if (o->out != NULL) {
+        fputs("flush\n", o->out);
+        fflush(o->out);
     }
     return VIGIL_OK;
 }
@@ -163,7 +182,7 @@ static const vigil_plugin_descriptor descriptor = {
     .size = sizeof(vigil_plugin_descriptor), .kind = VIGIL_PLUGIN_OUTPUT,
     .name = VIGIL_STR("output_hostile"), .version = VIGIL_STR("1.0.0"), .description = VIGIL_STR("ABI test fixture: a hostile output."),
     .options = options, .option_count = sizeof options / sizeof options[0],
-    .create = create, .destroy = destroy, .write = write_batch,
+    .create = create, .destroy = destroy, .write = write_batch, .flush = flush,
 };
 
 VIGIL_EXPORT vigil_status vigil_plugin_entry(const vigil_entry_args *args, vigil_entry_result *result) {
