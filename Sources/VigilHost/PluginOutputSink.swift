@@ -35,12 +35,21 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
     private let catalog: PluginCatalog
     /// The manifest's top-level `isolation:`.
     private let manifestIsolation: Isolation?
+    /// Where an output's crash is told (`vigil/sink_crashed`), until the
+    /// host is stopping: then the sinks' queues are closed, and a host event
+    /// would only be counted lost in them; the log tells it.
+    private let hostEvents: HostEvents?
+    /// The sink runner's context, known from the first call on (before any
+    /// runner is started): whether the host is stopping.
+    private var context: SinkContext?
+    private var closing: Bool { context?.isClosing ?? true }
     private let logger: Logger
     private var transport: (any PluginTransport)?
     /// The host functions of every instance of the output, in this process or a runner.
     private let receiver: OutputHost
     private var options: [BoundOption] = []
     private var pluginName = ""
+    private var pluginPath = ""
     /// An instance is created and started in the transport.
     private var up = false
     /// An instance was up once: the next one is a restart.
@@ -61,7 +70,8 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
     var isolation: Isolation { isolated.load(ordering: .relaxed) ? .process : .none }
 
     init(config: PluginSinkConfig, name: String, host: String, catalog: PluginCatalog, manifestIsolation: Isolation? = nil,
-         logger: Logger) {
+         hostEvents: HostEvents? = nil, logger: Logger) {
+        self.hostEvents = hostEvents
         self.config = config
         self.sinkName = name
         self.host = host
@@ -108,6 +118,7 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
             return failure
         }
         pluginName = description.name
+        pluginPath = description.path
         receiver.plugin.withLock { $0 = description.name }
         let (options, problems) = OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(sinkName)'",
                                                     to: description)
@@ -149,6 +160,9 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
                 self.diedBetweenCalls.withLock { $0 = ObjectIdentifier(process) }
                 self.runnerCrashes.add(1, ordering: .relaxed)
                 self.logger.error("output '\(process.description.name)' ended between calls (\(death))\(self.receiver.lastWords); a new runner takes the next write")
+                guard !self.closing else { return }
+                self.hostEvents?.sinkCrashed(sink: self.sinkName, plugin: process.description.path, call: "between calls",
+                                             death: death, events: nil, lastLog: self.receiver.recentLines)
             }
             return runner
         } catch {
@@ -195,16 +209,22 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
         crashesInARow += 1
     }
 
-    /// Logs and counts the output's runner ending in `call`.
-    private func noteCrash(_ call: String, _ death: RunnerDeath, detail: String = "") {
+    /// Logs, counts and tells (`vigil/sink_crashed`) the output's runner
+    /// ending in `call`, with the batch in it (a write).
+    private func noteCrash(_ call: String, _ death: RunnerDeath, events: Int? = nil, attempt: UInt32 = 1) {
         up = false
         crashesInARow += 1
         runnerCrashes.add(1, ordering: .relaxed)
         let how = death.killedBecause == nil ? "crashed" : "was ended"
+        let detail = events.map { ": a batch of \($0) events, attempt \(attempt)" } ?? ""
         logger.error("output '\(pluginName)' \(how) in \(call) (\(death))\(detail)\(receiver.lastWords)")
+        guard !closing else { return }
+        hostEvents?.sinkCrashed(sink: sinkName, plugin: pluginPath, call: call, death: death, events: events,
+                                lastLog: receiver.recentLines)
     }
 
     func write(_ batch: [Event], context sinkContext: SinkContext) throws {
+        if context == nil { context = sinkContext }
         if let why = open() {
             sinkContext.countLost(batch.count, .writeFailed)
             reportFailureOnce(why)
@@ -288,7 +308,7 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
                     diedBetweenCalls.withLock { $0 = nil }
                     crashesInARow += 1
                 } else {
-                    noteCrash("write", death, detail: ": a batch of \(pending.count) events, attempt \(attempt)")
+                    noteCrash("write", death, events: pending.count, attempt: attempt)
                     if sinkContext.shouldAbandon {
                         logger.error("gave up at the drain deadline: \(pending.count) events lost (shutdown)")
                         sinkContext.countLost(pending.count, .shutdown)
@@ -340,6 +360,7 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
     }
 
     func tick(context sinkContext: SinkContext) {
+        if context == nil { context = sinkContext }
         noticeDeathBetweenCalls()
         guard up, failure == nil, let transport, transport.flushes else { return }
         let now = monotonicNanoseconds()
@@ -353,6 +374,7 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
     }
 
     func shutdown(context sinkContext: SinkContext) {
+        if context == nil { context = sinkContext }
         guard let transport else { return }
         noticeDeathBetweenCalls()
         // Each call within the drain deadline (a runner past it is killed).
@@ -418,9 +440,12 @@ private final class OutputHost: RunnerReceiver, @unchecked Sendable {
         self.limit = Mutex(PluginLogLimit(now: monotonicNanoseconds()))
     }
 
+    /// The plugin's last few log lines.
+    var recentLines: [String] { recent.withLock { $0 } }
+
     /// "; its last log lines: …", or "".
     var lastWords: String {
-        let lines = recent.withLock { $0 }
+        let lines = recentLines
         return lines.isEmpty ? "" : "; its last log lines: \(lines.joined(separator: " | "))"
     }
 

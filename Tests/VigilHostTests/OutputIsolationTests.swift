@@ -21,6 +21,8 @@ import VigilCore
         /// The seqs the output says it delivered, in order.
         var delivered: [UInt64]
         var sink: [String: Any]
+        /// The host's own events (`vigil/*`), by their JSON.
+        var hostEvents: [[String: Any]]
         var lost: [String: Int] { sink["lost"] as? [String: Int] ?? [:] }
         var written: Int { sink["written"] as? Int ?? -1 }
         var crashes: Int { sink["crashes"] as? Int ?? -1 }
@@ -47,6 +49,7 @@ import VigilCore
             restart_backoff: { min: 50ms, max: 200ms }
         \(extra)
             options: { path: \(dir)/delivered.txt, \(options) }
+          host: { type: file, path: \(dir)/host.jsonl, match: ["vigil/*"] }
         """, to: dir + "/m.yaml")
         let began = Date()
         let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins(),
@@ -57,8 +60,10 @@ import VigilCore
         let delivered = ((try? String(contentsOfFile: dir + "/delivered.txt", encoding: .utf8)) ?? "")
             .split(separator: "\n").compactMap { UInt64($0) }
         let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/s.json"))) as? [String: Any]
-        let sink = (summary?["sinks"] as? [[String: Any]])?.first ?? [:]
-        return Run(output: output, seconds: seconds, delivered: delivered, sink: sink)
+        let sink = (summary?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "out" } ?? [:]
+        let hostEvents = ((try? String(contentsOfFile: dir + "/host.jsonl", encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        return Run(output: output, seconds: seconds, delivered: delivered, sink: sink, hostEvents: hostEvents)
     }
 
     /// Every event delivered exactly once, none lost, and the host ended well.
@@ -88,6 +93,18 @@ import VigilCore
         #expect(run.output.stderr.contains("output 'output_hostile' restarted (runner pid"), "\(run.output.stderr)")
         #expect(run.crashes == 1 && run.restarts == 1, "crashes \(run.crashes), restarts \(run.restarts)")
         #expect(run.output.stderr.contains("its output's runner ended 1 time and was restarted 1"), "\(run.output.stderr)")
+        // Told as a host event too, as a monitor's runner's end is.
+        let crashes = run.hostEvents.filter { $0["kind"] as? String == "sink_crashed" }
+        #expect(crashes.count == 1, "\(run.hostEvents)")
+        let fields = crashes.first?["fields"] as? [String: Any] ?? [:]
+        #expect(fields["sink"] as? String == "out" && fields["call"] as? String == "write")
+        #expect((fields["plugin"] as? String ?? "").hasSuffix("/output_hostile.so"))
+        #expect((fields["events"] as? Int ?? 0) > 0)
+        switch mode {
+        case "crash_in_write": #expect(fields["signal"] as? String == "SIGSEGV", "\(fields)")
+        case "exit_in_write": #expect(fields["exit_status"] as? Int == 7, "\(fields)")
+        default: #expect((fields["reason"] as? String ?? "").contains("write ran past its timeout"), "\(fields)")
+        }
         #expect(run.seconds < 20, "the run took \(run.seconds) s")
     }
 
