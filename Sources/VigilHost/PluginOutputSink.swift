@@ -316,6 +316,8 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
                     }
                     if !charge() { return }
                 }
+                // Written again: a new attempt, which an output may take as "possibly seen before".
+                attempt = attempt == UInt32.max ? attempt : attempt + 1
                 continue
             case .answered(let a):
                 answer = a
