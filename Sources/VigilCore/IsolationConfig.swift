@@ -1,6 +1,6 @@
-/// Where a monitor's plugin runs.
+/// Where a monitor's plugin, or a sink's output plugin, runs.
 ///
-///     isolation: process            # top level: every monitor's default
+///     isolation: process            # top level: every monitor's and plugin sink's default
 ///     monitors:
 ///       sensor:
 ///         plugin: ./plugins/vendor-sensor.so

@@ -28,7 +28,7 @@ public struct Manifest: Sendable {
     public var sinks: [SinkConfig]
     /// Conditions over several monitors' latest values (see RulesConfig.swift).
     public var rules: [RuleConfig] = []
-    /// The top-level `isolation:`: every monitor's that does not say its own.
+    /// The top-level `isolation:`: that of every monitor and plugin sink that does not say its own.
     /// Nil: the host's rule decides (see IsolationConfig.swift).
     public var isolation: Isolation?
     /// Where the top-level `isolation:` value is written.
