@@ -382,7 +382,7 @@ final class SinkRunner: @unchecked Sendable {
         var lost = context.lost.counts
         lost.queueFull += q.queueFull
         lost.shutdown += q.shutdown
-        let output = sink as? OutputRunnerReporting
+        let output = (sink as? OutputRunnerReporting) ?? ((sink as? DiskBufferedSink)?.inner as? OutputRunnerReporting)
         return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
                      written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
                      truncated: context.truncated.load(ordering: .relaxed), isolation: output?.isolation,

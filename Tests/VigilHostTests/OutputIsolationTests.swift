@@ -108,6 +108,19 @@ import VigilCore
         #expect(run.seconds < 20, "the run took \(run.seconds) s")
     }
 
+    /// Behind a disk buffer, an output in a runner that crashes once: the
+    /// buffer's delivery thread is the one whose write crashed, the batch
+    /// is written again to a new runner, and everything reaches the output.
+    @Test func aDiskBufferedOutputThatCrashesLosesNothing() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try Self.run(count: 2000, rate: 4000, options: "mode: crash_in_write, at: 3, once: \(dir)/fault",
+                               extra: "    buffer: { type: disk, path: \(dir)/buffer }", in: dir)
+        Self.expectEveryEventOnce(run, count: 2000)
+        #expect(run.crashes == 1 && run.restarts == 1, "crashes \(run.crashes), restarts \(run.restarts)")
+        #expect(run.output.stderr.contains("output 'output_hostile' crashed in write (killed by SIGSEGV"), "\(run.output.stderr)")
+    }
+
     /// Every runner crashes in its second write: the sink keeps going, each
     /// crashed batch reaches the next runner, and nothing is lost.
     @Test func anOutputThatCrashesOverAndOverLosesNothing() throws {
