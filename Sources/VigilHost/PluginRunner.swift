@@ -318,7 +318,11 @@ final class ControlSocket: @unchecked Sendable {
         }
     }
 
-    enum SendResult { case sent, full, failed }
+    enum SendResult {
+        case sent, full
+        /// Not sent, with the errno: the peer is gone (EPIPE), or the message does not fit.
+        case failed(Int32)
+    }
 
     /// Sends `message` without waiting: `full` when the socket's buffer has
     /// no room for it now.
@@ -329,7 +333,7 @@ final class ControlSocket: @unchecked Sendable {
                 switch errno {
                 case EINTR: continue
                 case EAGAIN, ENOBUFS: return .full
-                default: return .failed
+                case let error: return .failed(error)
                 }
             }
         }

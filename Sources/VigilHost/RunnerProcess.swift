@@ -270,12 +270,16 @@ public final class RunnerProcess: @unchecked Sendable {
         // a runner that does not read blocks a sender: then the wait for
         // room is made without the lock, and ends at the deadline.
         var timedOut = false
+        var unsent: String?
         sending: for message in messages {
             while true {
                 if death != nil { break sending }
                 switch control.trySend(message) {
                 case .sent: continue sending
-                case .failed: break sending  // the runner is gone: its death is on the way
+                case .failed(EPIPE), .failed(ECONNRESET): break sending  // the runner is gone: its death is on the way
+                case .failed(let error):
+                    unsent = "the host could not send \(name) to the runner: \(String(cString: strerror(error)))"
+                    break sending
                 case .full:
                     let left = deadline - monotonicNanoseconds()
                     if left <= 0 {
@@ -297,11 +301,11 @@ public final class RunnerProcess: @unchecked Sendable {
         while pendingReply == nil && death == nil {
             let now = monotonicNanoseconds()
             let givenUp = now >= (giveUpAt?() ?? .max)
-            if timedOut || now >= deadline || givenUp {
+            if timedOut || now >= deadline || givenUp || unsent != nil {
                 state.unlock()
-                terminate(because: givenUp && !timedOut && now < deadline
+                terminate(because: unsent ?? (givenUp && !timedOut && now < deadline
                     ? "\(name) ran past the drain deadline at shutdown"
-                    : "\(name) ran past its timeout of \(Self.seconds(timeout))")
+                    : "\(name) ran past its timeout of \(Self.seconds(timeout))"))
                 state.lock()
                 while death == nil { state.wait() }
                 break
