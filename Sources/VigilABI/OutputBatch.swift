@@ -15,6 +15,24 @@ package enum OutputBatch {
         case ok
         case retry
         case reject
+
+        /// A `vigil_write_verdict`; one this host does not know is a retry.
+        package init(raw: UInt32) {
+            switch raw {
+            case UInt32(VIGIL_WRITE_OK.rawValue): self = .ok
+            case UInt32(VIGIL_WRITE_REJECT.rawValue): self = .reject
+            default: self = .retry
+            }
+        }
+
+        /// Its `vigil_write_verdict`.
+        package var raw: UInt8 {
+            switch self {
+            case .ok: UInt8(VIGIL_WRITE_OK.rawValue)
+            case .retry: UInt8(VIGIL_WRITE_RETRY.rawValue)
+            case .reject: UInt8(VIGIL_WRITE_REJECT.rawValue)
+            }
+        }
     }
 
     package struct Answer: Equatable, Sendable {
@@ -25,6 +43,13 @@ package enum OutputBatch {
         /// The call's status, and its message (the reason of rejects, or why it failed).
         package var status: vigil_status
         package var message: String
+
+        package init(verdicts: [Verdict], retryAfter: Int64, status: vigil_status, message: String) {
+            self.verdicts = verdicts
+            self.retryAfter = retryAfter
+            self.status = status
+            self.message = message
+        }
 
         package var delivered: Int { verdicts.count { $0 == .ok } }
         package var retried: Int { verdicts.count { $0 == .retry } }
@@ -118,20 +143,26 @@ package enum OutputBatch {
             return write(&batch, &result, &error)
         }
         let message = pluginMessage(buffer)
+        let perEvent = result.per_event_used != 0 ? Array(UnsafeBufferPointer(start: verdictBase, count: events.count)) : nil
+        return answer(count: events.count, status: status, message: message, retryAfter: result.retry_after_ns,
+                      verdict: result.verdict, perEvent: perEvent)
+    }
+
+    /// What a plugin said of a batch of `count` events, believed no further
+    /// than it was given: a failed call retries every event (TEMPORARY) or
+    /// is the sink's failure (any other status), an unknown verdict is a
+    /// retry, a verdict for an event beyond the batch is ignored and an
+    /// event without one (`perEvent` cut short) is retried, a negative
+    /// retry-after is none. `perEvent` nil: `verdict` is every event's.
+    /// The one reading of an answer: of `write` here, and of an answer that
+    /// crossed a runner's channel (a runner's memory is the plugin's).
+    package static func answer(count: Int, status: vigil_status, message: String, retryAfter: Int64, verdict: UInt32,
+                               perEvent: [UInt8]?) -> Answer {
         guard status == VIGIL_OK else {
-            return Answer(verdicts: Array(repeating: .retry, count: events.count), retryAfter: 0, status: status,
-                          message: message)
+            return Answer(verdicts: Array(repeating: .retry, count: count), retryAfter: 0, status: status, message: message)
         }
-        func verdict(_ raw: UInt32) -> Verdict {
-            switch raw {
-            case UInt32(VIGIL_WRITE_OK.rawValue): .ok
-            case UInt32(VIGIL_WRITE_REJECT.rawValue): .reject
-            default: .retry
-            }
-        }
-        let verdicts = result.per_event_used != 0
-            ? (0..<events.count).map { verdict(UInt32(verdictBase[$0])) }
-            : Array(repeating: verdict(result.verdict), count: events.count)
-        return Answer(verdicts: verdicts, retryAfter: max(0, result.retry_after_ns), status: status, message: message)
+        let verdicts = perEvent.map { bytes in (0..<count).map { $0 < bytes.count ? Verdict(raw: UInt32(bytes[$0])) : .retry } }
+            ?? Array(repeating: Verdict(raw: verdict), count: count)
+        return Answer(verdicts: verdicts, retryAfter: max(0, retryAfter), status: status, message: message)
     }
 }

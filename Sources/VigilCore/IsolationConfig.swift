@@ -1,6 +1,6 @@
-/// Where a monitor's plugin runs.
+/// Where a monitor's plugin, or a sink's output plugin, runs.
 ///
-///     isolation: process            # top level: every monitor's default
+///     isolation: process            # top level: every monitor's and plugin sink's default
 ///     monitors:
 ///       sensor:
 ///         plugin: ./plugins/vendor-sensor.so
@@ -108,7 +108,7 @@ extension ManifestLoader {
         }
     }
 
-    private func loadSupervision(_ keys: Keys, into s: inout SupervisionConfig, _ d: inout Diags) {
+    func loadSupervision(_ keys: Keys, into s: inout SupervisionConfig, _ d: inout Diags) {
         if let node = keys["restart"], let policy = d.choice(node, what: "'restart'", of: RestartPolicy.self) {
             s.restart = policy
         }
@@ -128,7 +128,7 @@ extension ManifestLoader {
 
     /// `min` and `max`, each at least `ManifestLimits.minRestartBackoff`, and
     /// `min` ≤ `max` once both are known (the default standing in for one not written).
-    private func loadBackoff(_ keys: Keys, into s: inout SupervisionConfig, _ d: inout Diags) {
+    func loadBackoff(_ keys: Keys, into s: inout SupervisionConfig, _ d: inout Diags) {
         var bothValid = true
         let bounds: [(String, WritableKeyPath<SupervisionConfig, Int64>)] = [("min", \.backoffMin), ("max", \.backoffMax)]
         for (key, value) in bounds {
@@ -149,7 +149,7 @@ extension ManifestLoader {
         }
     }
 
-    private func loadLimits(_ keys: Keys, _ d: inout Diags) -> ResourceLimits {
+    func loadLimits(_ keys: Keys, _ d: inout Diags) -> ResourceLimits {
         var limits = ResourceLimits()
         if let node = keys["memory"], let bytes = d.size(node, what: "'limits.memory'") {
             if bytes < ManifestLimits.minRunnerMemory {
@@ -171,7 +171,7 @@ extension ManifestLoader {
 
     /// A user name or numeric uid, as far as it can be checked without the
     /// user database: whether it exists is the runtime's to find out.
-    private func loadUser(_ node: ConfigNode, _ d: inout Diags) -> String? {
+    func loadUser(_ node: ConfigNode, _ d: inout Diags) -> String? {
         guard let user = d.string(node, what: "'user'") else { return nil }
         if user.isEmpty {
             d.error(node.location, "'user' is empty", hint: "name a user (nobody) or give a numeric uid (65534)")

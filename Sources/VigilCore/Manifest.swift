@@ -28,7 +28,7 @@ public struct Manifest: Sendable {
     public var sinks: [SinkConfig]
     /// Conditions over several monitors' latest values (see RulesConfig.swift).
     public var rules: [RuleConfig] = []
-    /// The top-level `isolation:`: every monitor's that does not say its own.
+    /// The top-level `isolation:`: that of every monitor and plugin sink that does not say its own.
     /// Nil: the host's rule decides (see IsolationConfig.swift).
     public var isolation: Isolation?
     /// Where the top-level `isolation:` value is written.
@@ -198,7 +198,12 @@ public enum SinkKind: Sendable {
 ///         retry_min: 100ms            # backoff of RETRY answers
 ///         retry_max: 30s
 ///         flush_interval: 1s          # flush() of an output that buffers
-///         isolation: none             # in the host's process (the only way yet)
+///         isolation: process          # or none; the default as for monitors
+///         write_timeout: 10s          # a write in a runner past this kills it
+///         timeout: 5s                 # every other call (create, start, flush, stop)
+///         restart_backoff: { min: 100ms, max: 30s }   # isolation: process only,
+///         limits: { memory: 200MiB }                  # as for monitors
+///         user: nobody
 ///         buffer: { type: disk, path: /var/lib/vigil/buffer/graphite }
 public struct PluginSinkConfig: Sendable {
     public var plugin: String
@@ -212,9 +217,40 @@ public struct PluginSinkConfig: Sendable {
     public var retryMin: Int64 = 100_000_000
     public var retryMax: Int64 = 30_000_000_000
     public var flushInterval: Int64 = 1_000_000_000
-    /// Where it runs: in the host's process is all this host does for outputs.
+    /// Where it runs. Nil: the manifest's top-level `isolation:`, else the
+    /// host's rule (IsolationDecision), as for a monitor.
     public var isolation: Isolation?
     public var isolationLocation: SourceLocation?
+    /// How long one `write` may take; in a runner, one past it is killed and
+    /// the batch written again to a new one. In the host's process a write
+    /// cannot be interrupted: one past it is only logged.
+    public var writeTimeout: Int64 = 10_000_000_000
+    public var writeTimeoutLocation: SourceLocation?
+    /// How long each other call may take (create, start, flush, stop, destroy).
+    public var timeout: Int64 = 5_000_000_000
+    public var timeoutLocation: SourceLocation?
+    /// The runner's restarts after a crash or a hang (isolation: process):
+    /// only `restart_backoff` applies (restart and quarantine do not: a sink
+    /// always restarts its output, and a batch that crashed it
+    /// `maxBatchCrashes` times is counted lost).
+    public var supervision: SupervisionConfig = {
+        var s = SupervisionConfig()
+        s.backoffMin = 100_000_000
+        s.backoffMax = 30_000_000_000
+        return s
+    }()
+    public var supervisionLocation: SourceLocation?
+    /// What the runner may use (isolation: process).
+    public var limits = ResourceLimits()
+    public var limitsLocation: SourceLocation?
+    /// Run the runner as this user (isolation: process).
+    public var user: String?
+    public var userLocation: SourceLocation?
+
+    /// Crashes (or hangs) of the output in one batch's writes after which the
+    /// batch is counted lost (`write_failed`), so that a batch that kills
+    /// every output cannot stall the sink.
+    public static let maxBatchCrashes = 3
     /// `buffer: { type: disk }`: events kept on disk until the output
     /// answered for them (OK or REJECT), across crashes and restarts.
     public var buffer: SinkBufferConfig?

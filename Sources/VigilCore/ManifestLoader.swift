@@ -28,7 +28,8 @@ public struct ManifestLoader {
         "prometheus": ["listen", "expire_after", "max_series"],
         "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout", "buffer"],
         "syslog": ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "buffer"],
-        "plugin": ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation", "buffer"],
+        "plugin": ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation", "buffer", "write_timeout", "timeout",
+                   "restart_backoff", "limits", "user"],
         "null": [],
     ]
 
@@ -451,6 +452,39 @@ public struct ManifestLoader {
         if let n = keys["isolation"] {
             config.isolation = d.choice(n, what: "'isolation'", of: Isolation.self)
             config.isolationLocation = n.location
+        }
+        if let n = keys["write_timeout"], let ns = d.duration(n, what: "'write_timeout'", atLeast: 10_000_000) {
+            config.writeTimeout = ns
+            config.writeTimeoutLocation = n.location
+        }
+        if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'", atLeast: 10_000_000) {
+            config.timeout = ns
+            config.timeoutLocation = n.location
+        }
+        if let n = keys["restart_backoff"],
+           let backoff = Keys(nested: n, what: "'restart_backoff'", of: keys.context, known: Self.backoffKeys,
+                              example: "restart_backoff: { min: 100ms, max: 30s }", &d) {
+            loadBackoff(backoff, into: &config.supervision, &d)
+            config.supervisionLocation = n.location
+        }
+        if let n = keys["limits"],
+           let limits = Keys(nested: n, what: "'limits'", of: keys.context, known: Self.resourceLimitKeys,
+                             example: "limits: { memory: 200MiB, cpu: 25%, open_files: 256 }", &d) {
+            config.limits = loadLimits(limits, &d)
+            config.limitsLocation = n.location
+        }
+        if let n = keys["user"], let user = loadUser(n, &d) {
+            config.user = user
+            config.userLocation = n.location
+        }
+        // A runner's keys say nothing to an output in the host's process.
+        if config.isolation == Isolation.none, let at = config.isolationLocation {
+            for entry in keys.entries where ["restart_backoff", "limits", "user", "write_timeout"].contains(entry.key.text) {
+                d.warning(entry.key.location, "'\(entry.key.text)' applies only to isolation: process",
+                          hint: entry.key.text == "write_timeout"
+                              ? "sink '\(name)' runs its output in vigil's own process (isolation: none at \(at)), where a write cannot be interrupted; set isolation: process for a write that hangs to be ended"
+                              : "sink '\(name)' runs its output in vigil's own process (isolation: none at \(at)); remove '\(entry.key.text)' or set isolation: process")
+            }
         }
         return .plugin(config)
     }

@@ -141,6 +141,11 @@ final class ControlAPI: Sendable {
             var failed: UInt64
             var truncated: UInt64
             var lost: [String: UInt64]
+            /// An output plugin's (`type: plugin`): where it runs, and its
+            /// runners that ended and were started again.
+            var isolation: String?
+            var crashes: UInt64?
+            var restarts: UInt64?
         }
 
         var pid: Int32
@@ -170,7 +175,8 @@ final class ControlAPI: Sendable {
             return Status.Sink(name: s.name, type: s.type, queueDepth: s.depth, queueCapacity: runner.config.queueCapacity,
                                highWater: s.highWater, accepted: s.accepted, written: s.written, dropped: s.dropped,
                                failed: s.failed, truncated: s.truncated,
-                               lost: Dictionary(uniqueKeysWithValues: LossReason.allCases.map { ($0.name, s.lost[$0]) }))
+                               lost: Dictionary(uniqueKeysWithValues: LossReason.allCases.map { ($0.name, s.lost[$0]) }),
+                               isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts)
         }
         let started = runtime.started
         let uptime = started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0

@@ -24,6 +24,12 @@ final class HostEvents: @unchecked Sendable {
             FieldSpec(name: "exit_status", type: .int), FieldSpec(name: "reason", type: .string),
             FieldSpec(name: "last_log", type: .string),
         ]),
+        EventSpec(kind: "sink_crashed", doc: "An output plugin's runner process ended in a call or between calls: a crash, an exit, a hang; a new runner takes the next write.", fields: [
+            FieldSpec(name: "sink", type: .string), FieldSpec(name: "plugin", type: .string),
+            FieldSpec(name: "call", type: .string), FieldSpec(name: "signal", type: .string),
+            FieldSpec(name: "exit_status", type: .int), FieldSpec(name: "reason", type: .string),
+            FieldSpec(name: "events", type: .int, unit: "count"), FieldSpec(name: "last_log", type: .string),
+        ]),
         EventSpec(kind: "instance_quarantined", doc: "A monitor restarted too often and waits for its plugin file to change or for a restart to be asked for.", fields: [
             FieldSpec(name: "monitor", type: .string), FieldSpec(name: "plugin", type: .string),
             FieldSpec(name: "restarts", type: .int, unit: "count"), FieldSpec(name: "window_s", type: .double, unit: "seconds"),
@@ -78,6 +84,18 @@ final class HostEvents: @unchecked Sendable {
         fields.append(Field("reason", .string(death.description)))
         fields.append(Field("last_log", .string(lastLog.joined(separator: "\n"))))
         publish("instance_crashed", .error, fields)
+    }
+
+    /// An output's runner ended: `plugin` is the file's path; `events` the
+    /// batch in the call (a write), if any.
+    func sinkCrashed(sink: String, plugin: String, call: String, death: RunnerDeath, events: Int?, lastLog: [String]) {
+        var fields = [Field("sink", .string(sink)), Field("plugin", .string(plugin)), Field("call", .string(call))]
+        if let signal = death.signal { fields.append(Field("signal", .string(ChildProcess.shortSignalName(signal)))) }
+        if let code = death.exitCode { fields.append(Field("exit_status", .int(Int64(code)))) }
+        fields.append(Field("reason", .string(death.description)))
+        if let events { fields.append(Field("events", .int(Int64(events)))) }
+        fields.append(Field("last_log", .string(lastLog.joined(separator: "\n"))))
+        publish("sink_crashed", .error, fields)
     }
 
     func instanceQuarantined(monitor: String, plugin: String, restarts: Int, window: Int64) {

@@ -19,10 +19,19 @@ public struct IsolationDecision: Sendable, Equatable {
 
     public static func decide(for monitor: MonitorConfig, in manifest: Manifest, path: String?,
                               hostDirectories: [String]) -> IsolationDecision {
-        if let chosen = monitor.isolation {
-            return IsolationDecision(isolation: chosen, reason: "the monitor says so")
+        decide(own: monitor.isolation, of: "monitor", manifestDefault: manifest.isolation, path: path,
+               hostDirectories: hostDirectories)
+    }
+
+    /// The same rule for an output plugin's sink (`of: "sink"`), or anything
+    /// else that says its own `isolation:`; `manifestDefault` is the
+    /// manifest's top-level one.
+    public static func decide(own: Isolation?, of what: String, manifestDefault: Isolation?, path: String?,
+                              hostDirectories: [String]) -> IsolationDecision {
+        if let chosen = own {
+            return IsolationDecision(isolation: chosen, reason: "the \(what) says so")
         }
-        if let chosen = manifest.isolation {
+        if let chosen = manifestDefault {
             return IsolationDecision(isolation: chosen, reason: "the manifest's default")
         }
         if let path, let real = PluginFile.realPath(of: path), hostDirectories.contains(PluginFile.parent(of: real)) {

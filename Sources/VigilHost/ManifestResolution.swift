@@ -254,16 +254,16 @@ extension PluginCatalog {
 
 /// What `validate` can say of the sinks of `type: plugin` without loading
 /// their plugins here: each plugin is found and described by its probe
-/// child, is an output, and takes the sink's options; one from outside the
-/// host's own directories says `isolation: none` (outputs do not run in
-/// runners yet). Creating the output is left to `run`.
+/// child, is an output, and takes the sink's options; where it will run
+/// (`isolation`, decided as for a monitor); and that a `write_timeout` or a
+/// runner's keys say nothing to an output that runs in the host's process.
+/// Creating the output is left to `run`.
 public enum PluginSinkValidation {
     public static func diagnostics(_ manifest: Manifest, probes: PluginProbes) -> [Diagnostic] {
         var diagnostics: [Diagnostic] = []
         for sink in manifest.sinks {
             guard case .plugin(let config) = sink.kind else { continue }
-            let reference = config.pluginIsPath && !config.plugin.hasPrefix("/") && !manifest.directory.isEmpty
-                ? "\(manifest.directory)/\(config.plugin)" : config.plugin
+            let reference = reference(of: config, in: manifest)
             switch probes.describe(reference: reference) {
             case .failure(let refusal):
                 diagnostics.append(Diagnostic(at: config.pluginLocation, "sink '\(sink.name)': \(refusal.description)"))
@@ -275,17 +275,33 @@ public enum PluginSinkValidation {
                     continue
                 }
                 diagnostics += OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(sink.name)'", to: d).1
-                if config.isolation == .process {
-                    diagnostics.append(Diagnostic(at: config.isolationLocation ?? config.pluginLocation,
-                                                  "sink '\(sink.name)': outputs do not run in a runner process yet; isolation: none runs it in the host's process"))
-                } else if config.isolation == nil, let real = PluginFile.realPath(of: d.path),
-                          !PluginProbes.hostDirectories().contains(PluginFile.parent(of: real)) {
-                    diagnostics.append(Diagnostic(at: config.pluginLocation,
-                                                  "sink '\(sink.name)': \(d.path) is not in the host's own directories and outputs do not run in a runner process yet",
-                                                  hint: "say isolation: none to run it in the host's process"))
+                // An explicit isolation: none is warned of by the loader.
+                let decision = decide(config, in: manifest, path: d.path)
+                guard decision.isolation == .none, config.isolation == nil else { continue }
+                if let at = config.writeTimeoutLocation {
+                    diagnostics.append(Diagnostic(.warning, at: at, "sink '\(sink.name)': 'write_timeout' cannot end a write in the host's process, where this output runs (\(decision.reason))",
+                                                  hint: "set isolation: process for a write that hangs to be ended and written again"))
+                }
+                for (key, at) in [("restart_backoff", config.supervisionLocation), ("limits", config.limitsLocation),
+                                  ("user", config.userLocation)] {
+                    guard let at else { continue }
+                    diagnostics.append(Diagnostic(.warning, at: at, "sink '\(sink.name)': '\(key)' applies only to isolation: process; this output runs in the host's process (\(decision.reason))",
+                                                  hint: "remove '\(key)' or set isolation: process"))
                 }
             }
         }
         return diagnostics
+    }
+
+    /// The plugin a sink names, as `run` looks for it.
+    public static func reference(of config: PluginSinkConfig, in manifest: Manifest) -> String {
+        config.pluginIsPath && !config.plugin.hasPrefix("/") && !manifest.directory.isEmpty
+            ? "\(manifest.directory)/\(config.plugin)" : config.plugin
+    }
+
+    /// Where `run` will run the sink's output, the plugin found at `path`.
+    public static func decide(_ config: PluginSinkConfig, in manifest: Manifest, path: String?) -> IsolationDecision {
+        IsolationDecision.decide(own: config.isolation, of: "sink", manifestDefault: manifest.isolation, path: path,
+                                 hostDirectories: PluginProbes.hostDirectories())
     }
 }

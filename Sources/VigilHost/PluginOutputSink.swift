@@ -6,104 +6,225 @@ import VigilABI
 import VigilCore
 
 /// A sink of `type: plugin`: an output plugin (ABI 1.5) takes the events,
-/// in the host's process. The host keeps each batch until the plugin has
-/// answered for every event of it: delivered (OK), counted lost as
-/// `rejected` (REJECT, with the plugin's reason in the log), or written
-/// again after a backoff (RETRY; the plugin's retry-after when longer) until
-/// delivered, rejected or the drain deadline at shutdown (counted lost as
-/// `shutdown`). A plugin that cannot be loaded, opened or started, or whose
-/// write fails for good, fails the sink: its events are counted lost as
-/// `write_failed`, with the reason logged once as critical.
+/// in the host's process or in a runner process of its own (`isolation:`,
+/// decided as for a monitor: `IsolationDecision`). The host keeps each
+/// batch until the plugin has answered for every event of it: delivered
+/// (OK), counted lost as `rejected` (REJECT, with the plugin's reason in
+/// the log), or written again after a backoff (RETRY; the plugin's
+/// retry-after when longer) until delivered, rejected or the drain deadline
+/// at shutdown (counted lost as `shutdown`). A plugin that cannot be
+/// loaded, opened or started, or whose write fails for good, fails the
+/// sink: its events are counted lost as `write_failed`, with the reason
+/// logged once as critical.
+///
+/// In a runner, a write that crashes the output or runs past
+/// `write_timeout` (the runner is then killed) costs the runner, not the
+/// host: the crash is logged naming the call, a new runner is started after
+/// `restart_backoff` (doubling while crashes follow each other) and the
+/// batch written to it again; a batch that crashed its output
+/// `PluginSinkConfig.maxBatchCrashes` times is counted lost (`write_failed`),
+/// so that one poison batch cannot stall the sink. Events an output took
+/// in the write that crashed may reach its peer twice.
 ///
 /// Everything runs on the sink's own thread (`SinkRunner`), which is what
 /// the ABI promises an output: one call at a time.
-final class PluginOutputSink: EventSink, @unchecked Sendable {
+final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Sendable {
     private let config: PluginSinkConfig
     private let sinkName: String
     private let host: String
     private let catalog: PluginCatalog
-    private var logger: Logger
-    private var plugin: LoadedPlugin?
-    private var handle: UnsafeMutableRawPointer?
-    private var context: HostContext?
+    /// The manifest's top-level `isolation:`.
+    private let manifestIsolation: Isolation?
+    /// Where an output's crash is told (`vigil/sink_crashed`), until the
+    /// host is stopping: then the sinks' queues are closed, and a host event
+    /// would only be counted lost in them; the log tells it.
+    private let hostEvents: HostEvents?
+    /// The sink runner's context, known from the first call on (before any
+    /// runner is started): whether the host is stopping.
+    private var context: SinkContext?
+    private var closing: Bool { context?.isClosing ?? true }
+    private let logger: Logger
+    private var transport: (any PluginTransport)?
+    /// The host functions of every instance of the output, in this process or a runner.
+    private let receiver: OutputHost
+    private var options: [BoundOption] = []
+    private var pluginName = ""
+    private var pluginPath = ""
+    /// An instance is created and started in the transport.
+    private var up = false
+    /// An instance was up once: the next one is a restart.
+    private var everUp = false
     private var failure: String?
     private var opened = false
     private var lastFlush = monotonicNanoseconds()
     private var rejectLogged = monotonicNanoseconds() - 60_000_000_000
+    private var slowWriteLogged = monotonicNanoseconds() - 60_000_000_000
+    /// Runner deaths since a call last returned: the restart's backoff.
+    private var crashesInARow = 0
+    /// The runner that died between calls, reported already (on its channel thread).
+    private let diedBetweenCalls = Mutex<ObjectIdentifier?>(nil)
 
-    init(config: PluginSinkConfig, name: String, host: String, catalog: PluginCatalog, logger: Logger) {
+    let runnerCrashes = Atomic<UInt64>(0)
+    let runnerRestarts = Atomic<UInt64>(0)
+    private let isolated = Atomic<Bool>(false)
+    var isolation: Isolation { isolated.load(ordering: .relaxed) ? .process : .none }
+
+    init(config: PluginSinkConfig, name: String, host: String, catalog: PluginCatalog, manifestIsolation: Isolation? = nil,
+         hostEvents: HostEvents? = nil, logger: Logger) {
+        self.hostEvents = hostEvents
         self.config = config
         self.sinkName = name
         self.host = host
         self.catalog = catalog
+        self.manifestIsolation = manifestIsolation
         var logger = logger
         logger[metadataKey: "sink"] = "\(name)"
         self.logger = logger
+        self.receiver = OutputHost(logger: logger, sink: name)
     }
 
-    var tickInterval: Int64 { plugin?.descriptor.flush != nil ? config.flushInterval : SinkTicks.never }
+    var tickInterval: Int64 { up && transport?.flushes == true ? config.flushInterval : SinkTicks.never }
 
-    /// Loads, binds, creates and starts the output, once; the reason it
-    /// could not, otherwise.
+    /// Finds the plugin and sets up its transport (a runner that loaded and
+    /// described it, or the plugin loaded here), once; the reason it could
+    /// not, otherwise. The instance is brought up by `bringUp`.
     private func open() -> String? {
         if opened { return failure }
         opened = true
-        if config.isolation == .process {
-            failure = "outputs do not run in a runner process yet; isolation: none runs it in the host's process"
+        let reference = config.plugin
+        let isPath = reference.contains("/") || reference.hasSuffix(".so")
+        let path = isPath ? reference : catalog.locate(reference)
+        let decision = IsolationDecision.decide(own: config.isolation, of: "sink", manifestDefault: manifestIsolation,
+                                                path: path, hostDirectories: PluginProbes.hostDirectories())
+        let description: PluginDescription
+        if decision.isolation == .process, let path {
+            guard let runner = startRunner(path: path) else { return failure }
+            description = runner.description
+            transport = runner
+            isolated.store(true, ordering: .relaxed)
+        } else {
+            switch catalog.load(reference: reference) {
+            case .failure(let refusal):
+                failure = "its plugin was refused: \(refusal.reason)"
+                return failure
+            case .success(let loaded):
+                description = loaded.description
+                transport = InProcessTransport(plugin: loaded)
+            }
+        }
+        guard description.kind == .output else {
+            failure = "plugin '\(description.name)' is a monitor, not an output"
+            transport?.destroy(timeout: config.timeout)
             return failure
         }
-        let loaded: LoadedPlugin
-        switch catalog.load(reference: config.plugin) {
-        case .failure(let refusal):
-            failure = "its plugin was refused: \(refusal.reason)"
-            return failure
-        case .success(let p): loaded = p
-        }
-        guard loaded.description.kind == .output else {
-            failure = "plugin '\(loaded.description.name)' is a monitor, not an output"
-            return failure
-        }
-        // Outputs do not run in runners yet: one from outside the host's own
-        // directories runs in its process only when the manifest says so.
-        if config.isolation != Isolation.none, let real = PluginFile.realPath(of: loaded.description.path),
-           !PluginProbes.hostDirectories().contains(PluginFile.parent(of: real)) {
-            failure = "\(loaded.description.path) is not in the host's own directories and outputs do not run in a runner process yet: say `isolation: none` to run it in the host's process"
-            return failure
-        }
+        pluginName = description.name
+        pluginPath = description.path
+        receiver.plugin.withLock { $0 = description.name }
         let (options, problems) = OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(sinkName)'",
-                                                    to: loaded.description)
+                                                    to: description)
         if let problem = problems.first(where: { $0.level == .error }) {
             failure = "\(problem.location): \(problem.message)"
+            transport?.destroy(timeout: config.timeout)
             return failure
         }
-        let callbacks = OutputHost(logger: logger, plugin: loaded.description.name, sink: sinkName)
-        let context = HostContext.make(for: callbacks)
-        var handle: UnsafeMutableRawPointer?
-        let descriptor = loaded.descriptor
-        let (status, message) = withCreateArgs(name: sinkName, options: options, interval: 0, host: context.pointer,
-                                               api: HostTable.shared) { args in
-            withPluginError { err in descriptor.create(&args, &handle, err) }
-        }
-        guard status == VIGIL_OK, let handle else {
-            context.retire()
-            failure = "create returned \(statusName(status)): \(message)"
-            return failure
-        }
-        let (started, why) = withPluginError { err in descriptor.start(handle, err) }
-        guard started == VIGIL_OK else {
-            descriptor.destroy(handle)
-            context.retire()
-            failure = "start returned \(statusName(started)): \(why)"
-            return failure
-        }
-        self.plugin = loaded
-        self.handle = handle
-        self.context = context
-        logger.info("output plugin \(loaded.description.name) \(loaded.description.version) opened (\(loaded.description.path))")
+        self.options = options
+        let place = decision.isolation == .process
+            ? "in a runner process (pid \(transport?.runnerPID.map { "\($0)" } ?? "?"))" : "in the host's process"
+        logger.info("output plugin \(description.name) \(description.version) runs \(place) (\(decision.reason)); \(description.path)")
         return nil
     }
 
+    /// The first runner of the output: the file checked here as for an
+    /// in-process load, then loaded and described by the runner. Nil (and
+    /// `failure` says why) when it could not be had.
+    private func startRunner(path: String) -> RunnerTransport? {
+        switch PluginFile.open(path, policy: catalog.vetting.policy) {
+        case .failure(let refusal):
+            failure = "its plugin was refused: \(refusal.reason)"
+            return nil
+        case .success(let file): for line in file.warnings { catalog.vetting.warn(line) }
+        }
+        var launch = RunnerLaunch(path: path, allowUnsafe: catalog.vetting.policy.allowUnsafe, monitor: "sink-\(sinkName)",
+                                  limits: config.limits, user: config.user, loadTimeout: config.timeout)
+        if config.limits.memory != nil || config.limits.cpuPercent != nil {
+            switch RunnerCgroups.shared {
+            case .success(let cgroups): launch.cgroups = cgroups
+            case .failure(let why): logger.warning("limits by setrlimit only (no cgroup for the output's runner): \(why)")
+            }
+        }
+        do {
+            let runner = RunnerTransport(first: try RunnerProcess.start(launch), launch: launch)
+            // A runner killed from outside, or dead of a plugin thread's crash, between calls.
+            runner.whenDiedOutsideACall { [weak self] death, process in
+                guard let self else { return }
+                self.diedBetweenCalls.withLock { $0 = ObjectIdentifier(process) }
+                self.runnerCrashes.add(1, ordering: .relaxed)
+                self.logger.error("output '\(process.description.name)' ended between calls (\(death))\(self.receiver.lastWords); a new runner takes the next write")
+                guard !self.closing else { return }
+                self.hostEvents?.sinkCrashed(sink: self.sinkName, plugin: process.description.path, call: "between calls",
+                                             death: death, events: nil, lastLog: self.receiver.recentLines)
+            }
+            return runner
+        } catch {
+            failure = "its plugin was refused: \(error)"
+            return nil
+        }
+    }
+
+    private enum BringUp {
+        case up
+        /// For good: the sink fails.
+        case failed(String)
+        case crashed(call: String, RunnerDeath)
+    }
+
+    /// Creates and starts an instance (in a new runner, if the last one died).
+    private func bringUp() -> BringUp {
+        guard let transport else { return .failed(failure ?? "no output") }
+        switch transport.create(name: sinkName, options: options, interval: 0, receiver: receiver, timeout: config.timeout) {
+        case .crashed(let death): return .crashed(call: "create", death)
+        case .returned(let status, let message) where status != VIGIL_OK:
+            return .failed("create returned \(statusName(status)): \(message)")
+        case .returned: break
+        }
+        switch transport.start(timeout: config.timeout) {
+        case .crashed(let death): return .crashed(call: "start", death)
+        case .returned(let status, let message) where status != VIGIL_OK:
+            transport.destroy(timeout: config.timeout)
+            return .failed("start returned \(statusName(status)): \(message)")
+        case .returned: break
+        }
+        up = true
+        return .up
+    }
+
+    /// The runner that served the instance died between calls (reported
+    /// then): it is let go, and the next write starts another.
+    private func noticeDeathBetweenCalls() {
+        guard up, let runner = transport as? RunnerTransport, let current = runner.currentProcess, current.isDead,
+              diedBetweenCalls.withLock({ $0 }) == ObjectIdentifier(current) else { return }
+        diedBetweenCalls.withLock { $0 = nil }
+        runner.discard()
+        up = false
+        crashesInARow += 1
+    }
+
+    /// Logs, counts and tells (`vigil/sink_crashed`) the output's runner
+    /// ending in `call`, with the batch in it (a write).
+    private func noteCrash(_ call: String, _ death: RunnerDeath, events: Int? = nil, attempt: UInt32 = 1) {
+        up = false
+        crashesInARow += 1
+        runnerCrashes.add(1, ordering: .relaxed)
+        let how = death.killedBecause == nil ? "crashed" : "was ended"
+        let detail = events.map { ": a batch of \($0) events, attempt \(attempt)" } ?? ""
+        logger.error("output '\(pluginName)' \(how) in \(call) (\(death))\(detail)\(receiver.lastWords)")
+        guard !closing else { return }
+        hostEvents?.sinkCrashed(sink: sinkName, plugin: pluginPath, call: call, death: death, events: events,
+                                lastLog: receiver.recentLines)
+    }
+
     func write(_ batch: [Event], context sinkContext: SinkContext) throws {
+        if context == nil { context = sinkContext }
         if let why = open() {
             sinkContext.countLost(batch.count, .writeFailed)
             reportFailureOnce(why)
@@ -119,22 +240,98 @@ final class PluginOutputSink: EventSink, @unchecked Sendable {
 
     /// Writes `events` until each is answered for; counts what is lost.
     private func deliver(_ events: [Event], _ sinkContext: SinkContext) {
-        guard let plugin, let handle else {
-            sinkContext.countLost(events.count, .writeFailed)
-            return
-        }
         var pending = events
         var attempt: UInt32 = 1
         var wait = config.retryMin
+        var batchCrashes = 0
+        /// A crash (or hang) charged to this batch; false when the batch is lost for it.
+        func charge() -> Bool {
+            batchCrashes += 1
+            guard batchCrashes >= PluginSinkConfig.maxBatchCrashes else { return true }
+            logger.error("a batch of \(pending.count) events ended the output \(batchCrashes) times: counted lost (write_failed)")
+            sinkContext.countLost(pending.count, .writeFailed)
+            return false
+        }
         while !pending.isEmpty {
             if failure != nil {
                 sinkContext.countLost(pending.count, .writeFailed)
                 return
             }
-            let answer = OutputBatch.write(pending, host: host, attempt: attempt) { b, r, e in plugin.descriptor.write(handle, b, r, e) }
+            noticeDeathBetweenCalls()
+            if !up {
+                if sinkContext.shouldAbandon {  // no new runner past the drain deadline
+                    sinkContext.countLost(pending.count, .shutdown)
+                    return
+                }
+                if everUp {
+                    // After a crash: the runner's backoff, doubled for each crash in a row.
+                    var delay = max(config.supervision.backoffMin, 1)
+                    for _ in 1..<max(1, crashesInARow) where delay < config.supervision.backoffMax {
+                        delay = delay.multipliedSaturating(by: 2)
+                    }
+                    delay = min(delay, config.supervision.backoffMax)
+                    delay -= Int64(Double(delay) * 0.2 * Double.random(in: 0..<1))
+                    logger.notice("restarting the output in \(RunnerProcess.seconds(delay)) (\(crashesInARow) crash\(crashesInARow == 1 ? "" : "es") in a row)")
+                    sinkContext.pause(delay)
+                    if sinkContext.shouldAbandon {
+                        sinkContext.countLost(pending.count, .shutdown)
+                        return
+                    }
+                    runnerRestarts.add(1, ordering: .relaxed)
+                }
+                switch bringUp() {
+                case .up:
+                    if everUp { logger.notice("output '\(pluginName)' restarted (runner pid \(transport?.runnerPID.map { "\($0)" } ?? "?"))") }
+                    everUp = true
+                case .failed(let why):
+                    failure = why
+                    reportFailureOnce(why)
+                    continue
+                case .crashed(let call, let death):
+                    everUp = true
+                    noteCrash(call, death)
+                    if !charge() { return }
+                    continue
+                }
+            }
+            let before = (transport as? RunnerTransport)?.currentProcess
+            let now = monotonicNanoseconds()
+            // At shutdown, the drain deadline bounds the write as well (set while it runs, too).
+            guard let outcome = transport?.write(pending, host: host, attempt: attempt, timeout: config.writeTimeout,
+                                                 giveUpAt: { sinkContext.abandonDeadline }) else { return }
+            let answer: OutputBatch.Answer
+            switch outcome {
+            case .crashed(let death):
+                up = false
+                if let before, diedBetweenCalls.withLock({ $0 }) == ObjectIdentifier(before) {
+                    // Reported as it happened (the same object, alive until now): not this batch's doing.
+                    diedBetweenCalls.withLock { $0 = nil }
+                    crashesInARow += 1
+                } else {
+                    noteCrash("write", death, events: pending.count, attempt: attempt)
+                    if sinkContext.shouldAbandon {
+                        logger.error("gave up at the drain deadline: \(pending.count) events lost (shutdown)")
+                        sinkContext.countLost(pending.count, .shutdown)
+                        return
+                    }
+                    if !charge() { return }
+                }
+                // Written again: a new attempt, which an output may take as "possibly seen before".
+                attempt = attempt == UInt32.max ? attempt : attempt + 1
+                continue
+            case .answered(let a):
+                answer = a
+            }
+            crashesInARow = 0
+            let took = monotonicNanoseconds() - now
+            if took > config.writeTimeout, now - slowWriteLogged >= 60_000_000_000 {
+                slowWriteLogged = now
+                logger.warning("a write took \(RunnerProcess.seconds(took)), past its write_timeout of \(RunnerProcess.seconds(config.writeTimeout)): in the host's process a write cannot be interrupted (isolation: process can)")
+            }
             if answer.status != VIGIL_OK && answer.status != VIGIL_E_TEMPORARY {
-                failure = "write returned \(statusName(answer.status)): \(answer.message)"
-                reportFailureOnce(failure!)
+                let why = "write returned \(statusName(answer.status)): \(answer.message)"
+                failure = why
+                reportFailureOnce(why)
                 sinkContext.countLost(pending.count, .writeFailed)
                 return
             }
@@ -165,26 +362,48 @@ final class PluginOutputSink: EventSink, @unchecked Sendable {
     }
 
     func tick(context sinkContext: SinkContext) {
-        guard let plugin, let handle, failure == nil, let flush = plugin.descriptor.flush else { return }
+        if context == nil { context = sinkContext }
+        noticeDeathBetweenCalls()
+        guard up, failure == nil, let transport, transport.flushes else { return }
         let now = monotonicNanoseconds()
         guard now - lastFlush >= config.flushInterval else { return }
         lastFlush = now
-        let (status, message) = withPluginError { err in flush(handle, now.addingSaturating(config.flushInterval), err) }
-        if status != VIGIL_OK { logger.warning("flush returned \(statusName(status)): \(message)") }
+        switch transport.flush(deadline: now.addingSaturating(config.flushInterval), timeout: config.timeout) {
+        case .crashed(let death): noteCrash("flush", death)
+        case .returned(let status, let message) where status != VIGIL_OK: logger.warning("flush returned \(statusName(status)): \(message)")
+        case .returned: break
+        }
     }
 
     func shutdown(context sinkContext: SinkContext) {
-        guard let plugin, let handle else { return }
-        if failure == nil, let flush = plugin.descriptor.flush {
-            let deadline = min(sinkContext.abandonDeadline, monotonicNanoseconds().addingSaturating(5_000_000_000))
-            let (status, message) = withPluginError { err in flush(handle, deadline, err) }
-            if status != VIGIL_OK { logger.warning("flush at shutdown returned \(statusName(status)): \(message)") }
+        if context == nil { context = sinkContext }
+        guard let transport else { return }
+        noticeDeathBetweenCalls()
+        // Each call within the drain deadline (a runner past it is killed).
+        func timeout() -> Int64 {
+            max(100_000_000, min(config.timeout, sinkContext.abandonDeadline.subtractingSaturating(monotonicNanoseconds())))
         }
-        let (status, message) = withPluginError { err in plugin.descriptor.stop(handle, err) }
-        if status != VIGIL_OK { logger.warning("stop returned \(statusName(status)): \(message)") }
-        plugin.descriptor.destroy(handle)
-        context?.retire()
-        self.handle = nil
+        if up && failure == nil && transport.flushes {
+            let deadline = min(sinkContext.abandonDeadline, monotonicNanoseconds().addingSaturating(config.timeout))
+            switch transport.flush(deadline: deadline, timeout: timeout()) {
+            case .crashed(let death): noteCrash("flush at shutdown", death)
+            case .returned(let status, let message) where status != VIGIL_OK:
+                logger.warning("flush at shutdown returned \(statusName(status)): \(message)")
+            case .returned: break
+            }
+        }
+        if up {
+            switch transport.stop(timeout: timeout()) {
+            case .crashed(let death): noteCrash("stop", death)
+            case .returned(let status, let message) where status != VIGIL_OK:
+                logger.warning("stop returned \(statusName(status)): \(message)")
+            case .returned: break
+            }
+        }
+        // A runner is let go whether or not it serves an instance.
+        transport.destroy(timeout: timeout())
+        up = false
+        self.transport = nil
     }
 
     private var failureReported = false
@@ -195,31 +414,57 @@ final class PluginOutputSink: EventSink, @unchecked Sendable {
     }
 }
 
+/// A plugin sink's output runner, as the status, metrics and summary show it.
+protocol OutputRunnerReporting: AnyObject {
+    var isolation: Isolation { get }
+    /// Runners of the output that ended: crashes, hangs killed, limits.
+    var runnerCrashes: Atomic<UInt64> { get }
+    /// New runners started after one ended.
+    var runnerRestarts: Atomic<UInt64> { get }
+}
+
 /// The host functions an output instance calls: its log lines are the
 /// sink's, held to the same limit as a monitor's (`PluginLogLimit`); it has
-/// nothing to emit.
-private final class OutputHost: PluginHostCallbacks {
+/// nothing to emit. The same whether its calls come from this process or
+/// from its runner's ring.
+private final class OutputHost: RunnerReceiver, @unchecked Sendable {
     let logger: Logger
-    let plugin: String
+    /// The plugin's name, once it is known.
+    let plugin = Mutex("")
     let sink: String
     private let limit: Mutex<PluginLogLimit>
+    /// The plugin's last few log lines, for a crash report.
+    private let recent = Mutex<[String]>([])
 
-    init(logger: Logger, plugin: String, sink: String) {
+    init(logger: Logger, sink: String) {
         self.logger = logger
-        self.plugin = plugin
         self.sink = sink
         self.limit = Mutex(PluginLogLimit(now: monotonicNanoseconds()))
     }
 
+    /// The plugin's last few log lines.
+    var recentLines: [String] { recent.withLock { $0 } }
+
+    /// "; its last log lines: …", or "".
+    var lastWords: String {
+        let lines = recentLines
+        return lines.isEmpty ? "" : "; its last log lines: \(lines.joined(separator: " | "))"
+    }
+
     func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status { VIGIL_E_UNSUPPORTED }
+    func countRefusal(_ defect: EventDefect) {}
     func log(level: Int, message: String, cut: Int) {
+        recent.withLock { lines in
+            lines.append(String(message.prefix(200)))
+            if lines.count > 3 { lines.removeFirst() }
+        }
         let verdict = limit.withLock { $0.admit(now: monotonicNanoseconds()) }
         if let note = verdict.note {
             logger.warning("\(PluginLogLimit.text(of: note, monitor: "of sink \(sink)", config: PluginLogLimit.Config()))")
         }
         guard verdict.write else { return }
         let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
-        logger.log(level: severity.logLevel, "\(message)\(cut > 0 ? "… [cut \(cut) bytes]" : "")", metadata: ["plugin": "\(plugin)"])
+        logger.log(level: severity.logLevel, "\(message)\(cut > 0 ? "… [cut \(cut) bytes]" : "")", metadata: ["plugin": "\(plugin.withLock { $0 })"])
     }
     func setAvailability(_ available: Bool, reason: String) {}
     func now() -> Int64 { realtimeNanoseconds() }

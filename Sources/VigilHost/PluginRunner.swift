@@ -84,7 +84,8 @@ public enum PluginRunner {
         case .success(let loaded):
             plugin = loaded
         }
-        control.send(RunnerWire.encodeHello(description: Array(plugin.description.json().utf8)))
+        control.send(RunnerWire.encodeHello(description: Array(plugin.description.json().utf8),
+                                            flushes: plugin.description.kind == .output && plugin.descriptor.flush != nil))
 
         let writer = RingWriter(ring: ring, dataEvent: dataEventFD, spaceEvent: spaceEventFD)
         let session = RunnerSession(plugin: plugin, writer: writer)
@@ -93,7 +94,8 @@ public enum PluginRunner {
                 FileHandle.standardError.write(Data("vigil runner: the host sent a message that is not a call; leaving\n".utf8))
                 break
             }
-            control.send(reply)
+            // A part of a batch has no reply: the batch's last part has.
+            if !reply.isEmpty { control.send(reply) }
         }
         session.end()
         return 0
@@ -139,6 +141,8 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
     private var retired: [HostContext] = []
     private var decoder: EventDecoder
     private let accepting = Atomic<Bool>(false)
+    /// An output's batch, as its parts arrive.
+    private var batch: [UInt8] = []
 
     init(plugin: LoadedPlugin, writer: RingWriter) {
         self.plugin = plugin
@@ -146,13 +150,26 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
         self.decoder = EventDecoder(monitor: "", plugin: plugin.description.name, events: plugin.description.events)
     }
 
-    /// The reply to one call, or nil when the message is not one.
+    /// The reply to one call (empty for a part of a batch), or nil when
+    /// the message is not one.
     func handle(_ message: [UInt8]) -> [UInt8]? {
         message.withUnsafeBytes { raw -> [UInt8]? in
             var r = WireReader(raw)
             guard let op = r.u8().flatMap(RunnerWire.Call.init(rawValue:)) else { return nil }
             let (status, text): (vigil_status, String)
             switch op {
+            case .writePart:
+                batch.append(contentsOf: raw[1...])
+                return []
+            case .write:
+                batch.append(contentsOf: raw[1...])
+                defer { batch.removeAll(keepingCapacity: batch.count <= 1 << 20) }
+                return write()
+            case .flush:
+                guard let deadline = r.i64() else { return nil }
+                guard let handle else { return reply(VIGIL_E_STOPPED, "no instance") }
+                guard let flush = plugin.descriptor.flush else { return reply(VIGIL_E_UNSUPPORTED, "no flush") }
+                (status, text) = withPluginError { err in flush(handle, deadline, err) }
             case .create:
                 guard let request = RunnerWire.decodeCreate(&r) else { return nil }
                 (status, text) = create(request)
@@ -176,9 +193,25 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
         }
     }
 
+    private var lateCalls: UInt64 {
+        (retired + (context.map { [$0] } ?? [])).reduce(UInt64(0)) { $0 &+ $1.lateCalls.load(ordering: .relaxed) }
+    }
+
     private func reply(_ status: vigil_status, _ message: String) -> [UInt8] {
-        let late = (retired + (context.map { [$0] } ?? [])).reduce(UInt64(0)) { $0 &+ $1.lateCalls.load(ordering: .relaxed) }
-        return RunnerWire.encodeReply(status: status, message: message, lateCalls: late)
+        RunnerWire.encodeReply(status: status, message: message, lateCalls: lateCalls)
+    }
+
+    /// An output's write of the batch whose parts arrived, through the
+    /// host's one encoder of batches (`OutputBatch`); its answer, or nil
+    /// when the parts do not make a batch.
+    private func write() -> [UInt8]? {
+        guard let request = batch.withUnsafeBytes({ RunnerWire.decodeWrite($0) }) else { return nil }
+        guard let handle else { return reply(VIGIL_E_STOPPED, "no instance") }
+        let descriptor = plugin.descriptor
+        let answer = OutputBatch.write(request.events, host: request.host, attempt: request.attempt) { b, r, e in
+            descriptor.write(handle, b, r, e)
+        }
+        return RunnerWire.encodeAnswer(answer, lateCalls: lateCalls)
     }
 
     private func create(_ request: RunnerWire.CreateRequest) -> (vigil_status, String) {
@@ -218,6 +251,8 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
     // MARK: - the plugin's calls (any thread)
 
     func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
+        // An output has nothing to emit, as in the host's process.
+        if plugin.description.kind == .output { return VIGIL_E_UNSUPPORTED }
         guard accepting.load(ordering: .acquiring) else {
             return refuse(EventDefect(reason: .stopped, message: "emit outside start…stop"))
         }
@@ -280,6 +315,27 @@ final class ControlSocket: @unchecked Sendable {
     func send(_ message: [UInt8]) {
         message.withUnsafeBytes { raw in
             while Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) < 0 && errno == EINTR {}
+        }
+    }
+
+    enum SendResult {
+        case sent, full
+        /// Not sent, with the errno: the peer is gone (EPIPE), or the message does not fit.
+        case failed(Int32)
+    }
+
+    /// Sends `message` without waiting: `full` when the socket's buffer has
+    /// no room for it now.
+    func trySend(_ message: [UInt8]) -> SendResult {
+        message.withUnsafeBytes { raw in
+            while true {
+                if Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) >= 0 { return .sent }
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, ENOBUFS: return .full
+                case let error: return .failed(error)
+                }
+            }
         }
     }
 

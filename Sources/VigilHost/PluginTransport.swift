@@ -3,11 +3,12 @@ import Foundation
 import VigilABI
 import VigilCore
 
-/// How a monitor's lifecycle calls reach its plugin: in this process, or in
-/// a runner process (`isolation: process`). The instance above it is the
-/// same either way (it stamps, routes, infers availability, supervises);
-/// only where the plugin's code runs differs. Calls are made from the
-/// instance's queue, one at a time.
+/// How a plugin's calls reach it: in this process, or in a runner process
+/// (`isolation: process`). The monitor instance or plugin sink above it is
+/// the same either way (it stamps, routes, supervises, keeps batches until
+/// answered for); only where the plugin's code runs differs. Calls are made
+/// from the instance's queue or the sink's thread, one at a time. A monitor
+/// polls; an output writes and flushes.
 protocol PluginTransport: AnyObject, Sendable {
     /// Whether the plugin polls.
     var polls: Bool { get }
@@ -22,6 +23,16 @@ protocol PluginTransport: AnyObject, Sendable {
     func stop(timeout: Int64) -> CallOutcome
     /// Destroys the instance, if any; nothing of it reaches the receiver after.
     func destroy(timeout: Int64)
+    /// An output's `write` of `events` as one batch, its answer read by
+    /// `OutputBatch`; given up past `timeout` or `giveUpAt()` (the drain
+    /// deadline, which may be set while the write runs). In process,
+    /// neither can interrupt it.
+    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64,
+               giveUpAt: @escaping () -> Int64) -> WriteOutcome
+    /// Whether the output has a `flush`.
+    var flushes: Bool { get }
+    /// An output's `flush`, to be done by `deadline` (monotonic ns).
+    func flush(deadline: Int64, timeout: Int64) -> CallOutcome
     /// Calls the plugin made through contexts of destroyed instances.
     var lateCalls: UInt64 { get }
     /// The process the plugin runs in, when not this one.
@@ -32,6 +43,13 @@ enum CallOutcome {
     /// The plugin's status and message.
     case returned(vigil_status, String)
     /// The plugin's process ended during the call (or was ended: a hang, a limit).
+    case crashed(RunnerDeath)
+}
+
+enum WriteOutcome {
+    /// What the output said of each event (`OutputBatch.Answer`).
+    case answered(OutputBatch.Answer)
+    /// The output's process ended during the write (or was ended: a hang).
     case crashed(RunnerDeath)
 }
 
@@ -85,6 +103,24 @@ final class InProcessTransport: PluginTransport, @unchecked Sendable {
         return .returned(status, message)
     }
 
+    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64,
+               giveUpAt: @escaping () -> Int64) -> WriteOutcome {
+        guard let handle else {
+            return .answered(OutputBatch.answer(count: events.count, status: VIGIL_E_STOPPED, message: "no instance",
+                                                retryAfter: 0, verdict: 0, perEvent: nil))
+        }
+        let descriptor = plugin.descriptor
+        return .answered(OutputBatch.write(events, host: host, attempt: attempt) { b, r, e in descriptor.write(handle, b, r, e) })
+    }
+
+    var flushes: Bool { plugin.descriptor.flush != nil }
+
+    func flush(deadline: Int64, timeout: Int64) -> CallOutcome {
+        guard let handle, let flush = plugin.descriptor.flush else { return .returned(VIGIL_E_STOPPED, "no instance") }
+        let (status, message) = withPluginError { err in flush(handle, deadline, err) }
+        return .returned(status, message)
+    }
+
     func destroy(timeout: Int64) {
         guard let handle else { return }
         plugin.descriptor.destroy(handle)
@@ -103,11 +139,12 @@ final class InProcessTransport: PluginTransport, @unchecked Sendable {
     }
 }
 
-/// How to start a monitor's runner (and start it again after a crash).
+/// How to start a monitor's or an output's runner (and start it again
+/// after a crash).
 public struct RunnerLaunch: Sendable {
     var path: String
     var allowUnsafe: Bool
-    /// The monitor it serves (its cgroup's name).
+    /// The monitor it serves, or `sink-NAME` (its cgroup's name).
     var monitor = ""
     var limits = ResourceLimits()
     var user: String?
@@ -145,6 +182,7 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
         self.current = LockedState(first)
         self.launch = launch
         self.description = first.description
+        self.flushes = first.flushes
     }
 
     /// Who hears of a runner that died outside a call (the instance).
@@ -164,7 +202,7 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
             process = nil
             do {
                 let fresh = try RunnerProcess.start(launch)
-                guard fresh.description.sameContract(as: description) else {
+                guard fresh.description.sameContract(as: description), fresh.flushes == flushes else {
                     fresh.finish()
                     return .crashed(RunnerDeath(killedBecause: "the plugin file changed: it no longer describes the kinds and options it was started with"))
                 }
@@ -189,6 +227,36 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
     func poll(timeout: Int64) -> CallOutcome { call(RunnerWire.encodeCall(.poll), "poll", timeout) }
 
     func stop(timeout: Int64) -> CallOutcome { call(RunnerWire.encodeCall(.stop), "stop", timeout) }
+
+    func write(_ events: [Event], host: String, attempt: UInt32, timeout: Int64,
+               giveUpAt: @escaping () -> Int64) -> WriteOutcome {
+        guard let process else {
+            return .answered(OutputBatch.answer(count: events.count, status: VIGIL_E_STOPPED, message: "no instance",
+                                                retryAfter: 0, verdict: 0, perEvent: nil))
+        }
+        switch process.call(RunnerWire.encodeWrite(events, host: host, attempt: attempt), timeout: timeout, name: "write",
+                            giveUpAt: giveUpAt) {
+        case .answer(let status, let message, let retryAfter, let verdicts):
+            // Read as an answer in process is: no more than the batch it was given.
+            return .answered(OutputBatch.answer(count: events.count, status: status, message: message, retryAfter: retryAfter,
+                                                verdict: UInt32(VIGIL_WRITE_RETRY.rawValue), perEvent: verdicts))
+        case .reply(let status, let message):
+            // No instance, or a status without verdicts: every event is the status's.
+            return .answered(OutputBatch.answer(count: events.count, status: status == VIGIL_OK ? VIGIL_E_FATAL : status,
+                                                message: message, retryAfter: 0, verdict: 0, perEvent: nil))
+        case .died(let death):
+            lost(process)
+            return .crashed(death)
+        }
+    }
+
+    /// As the first runner said: a runner restarted on a changed file must
+    /// offer the same contract.
+    let flushes: Bool
+
+    func flush(deadline: Int64, timeout: Int64) -> CallOutcome {
+        call(RunnerWire.encodeFlush(deadline: deadline), "flush", timeout)
+    }
 
     /// Destroys the instance and lets its runner go: the next create starts
     /// a fresh process, so nothing an instance left behind reaches the next.
@@ -217,14 +285,19 @@ final class RunnerTransport: PluginTransport, @unchecked Sendable {
     private func call(_ message: [UInt8], _ name: String, _ timeout: Int64) -> CallOutcome {
         guard let process else { return .returned(VIGIL_E_STOPPED, "no instance") }
         switch process.call(message, timeout: timeout, name: name) {
-        case .reply(let status, let text):
+        case .reply(let status, let text), .answer(let status, let text, _, _):
             return .returned(status, text)
         case .died(let death):
-            created = false
-            late.withLock { $0 &+= process.lateCalls }
-            self.process = nil
+            lost(process)
             return .crashed(death)
         }
+    }
+
+    /// `process` died in a call: the instance is gone with it.
+    private func lost(_ process: RunnerProcess) {
+        created = false
+        late.withLock { $0 &+= process.lateCalls }
+        self.process = nil
     }
 }
 
@@ -233,6 +306,6 @@ extension PluginDescription {
     /// kinds, fields and options (a runner restarted on a replaced file
     /// must not change the routes and options the host bound).
     func sameContract(as other: PluginDescription) -> Bool {
-        name == other.name && events == other.events && options == other.options
+        name == other.name && kind == other.kind && events == other.events && options == other.options
     }
 }

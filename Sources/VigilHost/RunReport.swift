@@ -35,6 +35,12 @@ public struct RunSummary: Codable, Sendable {
         /// Monotonic times of the first and last delivery (0: none).
         public var firstWriteNs: Int64
         public var lastWriteNs: Int64
+        /// An output plugin's (`type: plugin`; absent for other sinks): where
+        /// it ran, its runners that ended (crashes, hangs killed) and the new
+        /// ones started.
+        public var isolation: String?
+        public var crashes: UInt64?
+        public var restarts: UInt64?
     }
 
     public struct Monitor: Codable, Sendable {
@@ -114,7 +120,8 @@ extension VigilRuntime {
                                    dropped: s.dropped, failed: s.failed, highWater: s.highWater,
                                    queueSize: runner.config.queueCapacity, truncated: s.truncated,
                                    buffer: (runner.sink as? BufferReporting)?.bufferReport,
-                                   firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite)
+                                   firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite,
+                                   isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts)
         }
         let monitors = allInstances.map { i in
             RunSummary.Monitor(name: i.name, emitted: i.emitted.load(ordering: .relaxed), refused: i.refusals.total,
@@ -160,6 +167,9 @@ extension VigilRuntime {
         for s in summary.sinks {
             let head = "sink \(s.name) (\(s.type)): \(s.written) written" + (s.truncated > 0 ? " (\(s.truncated) truncated to fit)" : "")
             var tail = "queue high-water \(s.highWater)/\(s.queueSize)"
+            if let crashes = s.crashes, crashes > 0 {
+                tail += "; its output's runner ended \(crashes) time\(crashes == 1 ? "" : "s") and was restarted \(s.restarts ?? 0)"
+            }
             if let b = s.buffer {
                 tail += "; disk buffer: \(b.buffered) kept for the next start"
                 if b.replayed > 0 { tail += ", \(b.replayed) replayed from the last run (\(b.possibleDuplicates) possibly sent twice)" }

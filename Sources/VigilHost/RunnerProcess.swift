@@ -48,6 +48,9 @@ public final class RunnerProcess: @unchecked Sendable {
 
     enum Outcome {
         case reply(vigil_status, String)
+        /// An output's answer to a write, its verdicts as they crossed the
+        /// channel (`OutputBatch.answer` reads them).
+        case answer(vigil_status, String, retryAfter: Int64, verdicts: [UInt8])
         case died(RunnerDeath)
     }
 
@@ -58,6 +61,8 @@ public final class RunnerProcess: @unchecked Sendable {
     let dataLimit: Int64?
     /// The plugin as the runner loaded and described it.
     let description: PluginDescription
+    /// An output's: it has a `flush` (its description does not say).
+    let flushes: Bool
     /// What the plugin started, ended with the runner.
     private let descendants: RunnerDescendants
     private let control: ControlSocket
@@ -67,7 +72,7 @@ public final class RunnerProcess: @unchecked Sendable {
 
     private let state = ConditionLock()
     private var receiver: (any RunnerReceiver)?
-    private var pendingReply: (vigil_status, String)?
+    private var pendingReply: RunnerWire.Reply?
     private var death: RunnerDeath?
     private var killReason: String?
     /// Calls of destroyed instances the runner ignored (it counts them).
@@ -82,9 +87,10 @@ public final class RunnerProcess: @unchecked Sendable {
     /// Room for a rebuilt event's fields.
     private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
 
-    private init(pid: pid_t, description: PluginDescription, control: ControlSocket, ring: SharedRing,
+    private init(pid: pid_t, description: PluginDescription, flushes: Bool, control: ControlSocket, ring: SharedRing,
                  dataEvent: Int32, spaceEvent: Int32, descendants: RunnerDescendants, dataLimit: Int64?) {
         self.pid = pid
+        self.flushes = flushes
         self.descendants = descendants
         self.cgroup = descendants.cgroup
         self.dataLimit = dataLimit
@@ -158,7 +164,7 @@ public final class RunnerProcess: @unchecked Sendable {
                           newProcessGroup: true)
         let pid: pid_t
         do {
-            pid = try spawn.start()
+            pid = try spawn.startFromSpawnerThread()
             live.withLock { $0 += 1 }
         } catch {
             for fd in [pair[0], pair[1], dataEvent, spaceEvent] { close(fd) }
@@ -192,7 +198,7 @@ public final class RunnerProcess: @unchecked Sendable {
         guard let hello = control.receive() else {
             throw abandon("the runner ended while loading the plugin", ended: true)
         }
-        let parsed: Result<PluginDescription, StartFailure> = hello.withUnsafeBytes { raw in
+        let parsed: Result<(PluginDescription, Bool), StartFailure> = hello.withUnsafeBytes { raw in
             var r = WireReader(raw)
             guard r.u8() == RunnerWire.Message.hello.rawValue, let ok = r.u8() else {
                 return .failure(StartFailure(description: "the runner sent no greeting"))
@@ -202,15 +208,15 @@ public final class RunnerProcess: @unchecked Sendable {
             do {
                 var description = try PluginDescription(json: String(decoding: json, as: UTF8.self))
                 description.path = path
-                return .success(description)
+                return .success((description, r.u8() == 1))
             } catch {
                 return .failure(StartFailure(description: "the runner's description of the plugin is not valid: \(error)"))
             }
         }
-        let description: PluginDescription
+        let description: PluginDescription, flushes: Bool
         switch parsed {
         case .failure(let failure): throw abandon(failure.description)
-        case .success(let d): description = d
+        case .success(let d): (description, flushes) = d
         }
         // Without a cgroup, the watchdog ends a runner over its memory limit,
         // and the kernel refuses allocations past twice the limit above what
@@ -222,7 +228,7 @@ public final class RunnerProcess: @unchecked Sendable {
             let cap = held.addingSaturating(memory.multipliedSaturating(by: 2))
             if vigil_limit_data(pid, UInt64(cap)) == 0 { dataLimit = cap }
         }
-        let process = RunnerProcess(pid: pid, description: description, control: control, ring: ring,
+        let process = RunnerProcess(pid: pid, description: description, flushes: flushes, control: control, ring: ring,
                                     dataEvent: dataEvent, spaceEvent: spaceEvent, descendants: descendants,
                                     dataLimit: dataLimit)
         handedOver = true
@@ -242,6 +248,16 @@ public final class RunnerProcess: @unchecked Sendable {
     /// Makes one call and waits for its reply; past `timeout` the runner is
     /// killed and the call ends with its death.
     func call(_ message: [UInt8], timeout: Int64, name: String) -> Outcome {
+        call([message], timeout: timeout, name: name)
+    }
+
+    /// Makes one call of several messages (a batch in parts; the last one
+    /// is the call) and waits for its reply; past `timeout`, counted from the
+    /// first part, or past `giveUpAt()` (monotonic ns, read again every
+    /// 100 ms: a drain deadline set while the call runs), the runner is
+    /// killed and the call ends with its death.
+    func call(_ messages: [[UInt8]], timeout: Int64, name: String, giveUpAt: (() -> Int64)? = nil) -> Outcome {
+        let deadline = monotonicNanoseconds().addingSaturating(timeout)
         state.lock()
         if let death {
             state.unlock()
@@ -250,28 +266,58 @@ public final class RunnerProcess: @unchecked Sendable {
         callInFlight = true
         pendingReply = nil
         // Sent under the lock: the channel closes the socket under it once
-        // the runner has ended (one call at a time, so it never blocks).
-        control.send(message)
-        state.unlock()
-        let deadline = monotonicNanoseconds().addingSaturating(timeout)
-        state.lock()
+        // the runner has ended. A message fits the socket's buffer, so only
+        // a runner that does not read blocks a sender: then the wait for
+        // room is made without the lock, and ends at the deadline.
+        var timedOut = false
+        var unsent: String?
+        sending: for message in messages {
+            while true {
+                if death != nil { break sending }
+                switch control.trySend(message) {
+                case .sent: continue sending
+                case .failed(EPIPE), .failed(ECONNRESET): break sending  // the runner is gone: its death is on the way
+                case .failed(let error):
+                    unsent = "the host could not send \(name) to the runner: \(String(cString: strerror(error)))"
+                    break sending
+                case .full:
+                    let left = deadline - monotonicNanoseconds()
+                    if left <= 0 {
+                        timedOut = true
+                        break sending
+                    }
+                    let fd = control.fd
+                    state.unlock()
+                    var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    _ = poll(&pfd, 1, Int32(clamping: min(left / 1_000_000 + 1, 50)))
+                    state.lock()
+                }
+            }
+        }
         defer {
             callInFlight = false
             state.unlock()
         }
         while pendingReply == nil && death == nil {
-            if monotonicNanoseconds() >= deadline {
+            let now = monotonicNanoseconds()
+            let givenUp = now >= (giveUpAt?() ?? .max)
+            if timedOut || now >= deadline || givenUp || unsent != nil {
                 state.unlock()
-                terminate(because: "\(name) ran past its timeout of \(Self.seconds(timeout))")
+                terminate(because: unsent ?? (givenUp && !timedOut && now < deadline
+                    ? "\(name) ran past the drain deadline at shutdown"
+                    : "\(name) ran past its timeout of \(Self.seconds(timeout))"))
                 state.lock()
                 while death == nil { state.wait() }
                 break
             }
-            state.wait(until: deadline)
+            state.wait(until: giveUpAt == nil ? deadline : min(deadline, now.addingSaturating(100_000_000)))
         }
-        if let (status, message) = pendingReply {
+        if let reply = pendingReply {
             pendingReply = nil
-            return .reply(status, message)
+            if let answer = reply.answer {
+                return .answer(reply.status, reply.message, retryAfter: answer.retryAfter, verdicts: answer.verdicts)
+            }
+            return .reply(reply.status, reply.message)
         }
         return .died(death!)
     }
@@ -422,11 +468,12 @@ public final class RunnerProcess: @unchecked Sendable {
     private func handle(_ message: [UInt8]) -> Bool {
         message.withUnsafeBytes { raw in
             var r = WireReader(raw)
-            guard r.u8() == RunnerWire.Message.reply.rawValue, let status = r.u32(), let text = r.bytes(),
-                  let late = r.u64() else { return false }
+            guard var reply = RunnerWire.decodeReply(&r) else { return false }
+            var text = reply.message
+            reply.message = text.withUTF8 { pluginText(UnsafeRawBufferPointer($0), limit: pluginErrorCapacity).0 }
             state.withLock {
-                pendingReply = (vigil_status(rawValue: status), pluginText(text, limit: pluginErrorCapacity).0)
-                lateCalls = late
+                pendingReply = reply
+                lateCalls = reply.lateCalls
             }
             state.broadcast()
             return true

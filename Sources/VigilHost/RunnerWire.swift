@@ -13,6 +13,9 @@ enum RunnerWire {
 
     enum Call: UInt8 {
         case create = 1, start, poll, stop, destroy
+        /// An output's: a part of a batch (no reply), the batch's last part
+        /// (the call: its answer is the reply), flush.
+        case writePart, write, flush
         var name: String {
             switch self {
             case .create: "create"
@@ -20,6 +23,8 @@ enum RunnerWire {
             case .poll: "poll"
             case .stop: "stop"
             case .destroy: "destroy"
+            case .writePart, .write: "write"
+            case .flush: "flush"
             }
         }
     }
@@ -29,6 +34,29 @@ enum RunnerWire {
         case hello = 1
         /// status (i32), message, calls after destroy so far (u64).
         case reply = 2
+        /// An output's answer to a write: a reply, then retry-after (i64),
+        /// the number of verdicts (u32) and one `vigil_write_verdict` byte each.
+        case answer = 3
+    }
+
+    /// A reply's fields; with the verdicts of a write's answer.
+    struct Reply {
+        var status: vigil_status
+        var message: String
+        var lateCalls: UInt64
+        var answer: (retryAfter: Int64, verdicts: [UInt8])?
+    }
+
+    /// Reads a `reply` or an `answer`; nil for anything else.
+    static func decodeReply(_ r: inout WireReader) -> Reply? {
+        guard let type = r.u8().flatMap(Message.init(rawValue:)), type != .hello, let status = r.u32(),
+              let text = r.string(), let late = r.u64() else { return nil }
+        var reply = Reply(status: vigil_status(rawValue: status), message: text, lateCalls: late)
+        if type == .answer {
+            guard let retryAfter = r.i64(), let verdicts = r.bytes() else { return nil }
+            reply.answer = (retryAfter, Array(verdicts))
+        }
+        return r.atEnd ? reply : nil
     }
 
     // MARK: - calls (host → runner)
@@ -102,12 +130,119 @@ enum RunnerWire {
         return w.bytes
     }
 
-    static func encodeHello(description: [UInt8]) -> [UInt8] {
+    /// The runner loaded the plugin: its description (JSON) and what the
+    /// description does not say (whether an output has a `flush`).
+    static func encodeHello(description: [UInt8], flushes: Bool) -> [UInt8] {
         var w = WireWriter(capacity: description.count + 8)
         w.u8(Message.hello.rawValue)
         w.u8(1)
         w.u32(UInt32(clamping: description.count))
         for byte in description { w.u8(byte) }
+        w.u8(flushes ? 1 : 0)
+        return w.bytes
+    }
+
+    static func encodeAnswer(_ answer: OutputBatch.Answer, lateCalls: UInt64) -> [UInt8] {
+        var w = WireWriter(capacity: 32 + answer.message.utf8.count + answer.verdicts.count)
+        w.u8(Message.answer.rawValue)
+        w.u32(answer.status.rawValue)
+        w.string(answer.message)
+        w.u64(lateCalls)
+        w.i64(answer.retryAfter)
+        w.u32(UInt32(clamping: answer.verdicts.count))
+        for verdict in answer.verdicts { w.u8(verdict.raw) }
+        return w.bytes
+    }
+
+    // MARK: - an output's batch (host → runner)
+
+    /// The most bytes of a batch in one control message: a SEQPACKET
+    /// message must fit the socket's send buffer (about 208 KiB by
+    /// default), so a larger batch crosses in parts.
+    static let writePartBytes = 64 << 10
+
+    /// A batch as the runner rebuilds it for `OutputBatch.write`: the
+    /// attempt, the host name, and each event with its stamps (seq, time,
+    /// monitor, plugin), kind, severity and fields; in parts of at most
+    /// `writePartBytes`, each a message, the last one the call.
+    static func encodeWrite(_ events: [Event], host: String, attempt: UInt32) -> [[UInt8]] {
+        var w = WireWriter(capacity: 64 + events.count * 96)
+        w.u32(attempt)
+        w.string(host)
+        w.u32(UInt32(clamping: events.count))
+        for event in events {
+            w.u64(event.seq)
+            w.i64(event.time)
+            w.u8(event.severity.rawValue)
+            w.string(event.kind)
+            w.string(event.monitor)
+            w.string(event.plugin)
+            w.u32(UInt32(clamping: event.fields.count))
+            for field in event.fields {
+                w.string(field.name)
+                switch field.value {
+                case .double(let d): w.u8(UInt8(VIGIL_TYPE_DOUBLE.rawValue)); w.f64(d)
+                case .int(let i): w.u8(UInt8(VIGIL_TYPE_INT.rawValue)); w.i64(i)
+                case .bool(let b): w.u8(UInt8(VIGIL_TYPE_BOOL.rawValue)); w.u8(b ? 1 : 0)
+                case .string(let s): w.u8(UInt8(VIGIL_TYPE_STRING.rawValue)); w.string(s)
+                }
+            }
+        }
+        let body = w.bytes
+        var parts: [[UInt8]] = []
+        var start = 0
+        repeat {
+            let end = min(body.count, start + writePartBytes)
+            var part = [end == body.count ? Call.write.rawValue : Call.writePart.rawValue]
+            part.append(contentsOf: body[start..<end])
+            parts.append(part)
+            start = end
+        } while start < body.count
+        return parts
+    }
+
+    struct WriteRequest {
+        var attempt: UInt32
+        var host: String
+        var events: [Event]
+    }
+
+    /// A batch's parts put together (without their call bytes); nil when
+    /// they do not make one.
+    static func decodeWrite(_ body: UnsafeRawBufferPointer) -> WriteRequest? {
+        var r = WireReader(body)
+        guard let attempt = r.u32(), let host = r.string(), let count = r.u32() else { return nil }
+        var events: [Event] = []
+        // Each event takes at least 37 bytes: a count cannot ask for more room than the message has.
+        events.reserveCapacity(min(Int(count), r.remaining / 37))
+        for _ in 0..<Int(count) {
+            guard let seq = r.u64(), let time = r.i64(), let severity = r.u8(), let kind = r.string(),
+                  let monitor = r.string(), let plugin = r.string(), let fieldCount = r.u32(),
+                  Int(fieldCount) <= r.remaining else { return nil }
+            var fields: [Field] = []
+            fields.reserveCapacity(Int(fieldCount))
+            for _ in 0..<Int(fieldCount) {
+                guard let name = r.string(), let type = r.u8() else { return nil }
+                let value: FieldValue
+                switch UInt32(type) {
+                case VIGIL_TYPE_DOUBLE.rawValue: guard let d = r.f64() else { return nil }; value = .double(d)
+                case VIGIL_TYPE_INT.rawValue: guard let i = r.i64() else { return nil }; value = .int(i)
+                case VIGIL_TYPE_BOOL.rawValue: guard let b = r.u8() else { return nil }; value = .bool(b != 0)
+                case VIGIL_TYPE_STRING.rawValue: guard let s = r.string() else { return nil }; value = .string(s)
+                default: return nil
+                }
+                fields.append(Field(name, value))
+            }
+            events.append(Event(time: time, monitor: monitor, plugin: plugin, kind: kind,
+                                severity: Severity(rawValue: severity) ?? .info, seq: seq, fields: fields))
+        }
+        return r.atEnd && !events.isEmpty ? WriteRequest(attempt: attempt, host: host, events: events) : nil
+    }
+
+    static func encodeFlush(deadline: Int64) -> [UInt8] {
+        var w = WireWriter()
+        w.u8(Call.flush.rawValue)
+        w.i64(deadline)
         return w.bytes
     }
 

@@ -125,9 +125,13 @@ public final class VigilRuntime: @unchecked Sendable {
         let host = options.hostName ?? manifest.host ?? VigilRuntime.hostName()
         let directory = MonitorDirectory()
         self.directory = directory
+        // Made before the sinks (an output's runner reports its crashes as
+        // host events), connected once the bus over them is.
+        let hostEvents = HostEvents(clock: realtimeNanoseconds)
         let sinks = manifest.sinks.map { config in
             SinkRunner(config: config, sink: options.once.map { OnceSink(json: $0.json, host: host) }
                            ?? VigilRuntime.makeSink(config, host: host, logger: logger, directory: directory,
+                                                   manifestIsolation: manifest.isolation, hostEvents: hostEvents,
                                                    catalog: options.outputCatalog
                                                        ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories())),
                            logger: logger)
@@ -136,7 +140,6 @@ public final class VigilRuntime: @unchecked Sendable {
         for (i, sink) in manifest.sinks.enumerated() { slots[sink.name] = i }
         let bus = EventBus(sinks: sinks, compiler: RouteCompiler(manifest: manifest))
         self.bus = bus
-        let hostEvents = HostEvents(clock: realtimeNanoseconds)
         hostEvents.connect(bus: bus)
         self.hostEvents = hostEvents
         let actions = ActionRunner(logger: logger)
@@ -186,11 +189,13 @@ public final class VigilRuntime: @unchecked Sendable {
     }
 
     static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true,
-                         directory: MonitorDirectory? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
+                         directory: MonitorDirectory? = nil, manifestIsolation: Isolation? = nil,
+                         hostEvents: HostEvents? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
         switch config.kind {
         case .plugin(let plugin):
             let sink = PluginOutputSink(config: plugin, name: config.name, host: host,
-                                        catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()), logger: logger)
+                                        catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()),
+                                        manifestIsolation: manifestIsolation, hostEvents: hostEvents, logger: logger)
             return buffered(sink, plugin.buffer, config, host: host, logger: logger)
         case .syslog(let syslog):
             var socket = SocketSinkConfig(mode: .connect(syslog.address))
@@ -475,6 +480,7 @@ public final class VigilRuntime: @unchecked Sendable {
             }
             // A listening sink binds once the one it replaces has let go of the address.
             let sink = Self.makeSink(config, host: plan.host, logger: logger, bindNow: old == nil, directory: directory,
+                                     manifestIsolation: manifest.isolation, hostEvents: hostEvents,
                                      catalog: options.outputCatalog
                                          ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories()))
             let runner = SinkRunner(config: config, sink: sink, logger: logger)

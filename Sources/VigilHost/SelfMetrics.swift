@@ -83,13 +83,16 @@ struct SelfMetrics {
 
         // Per sink name, across the runners a reload replaced.
         var sinkNames: [String] = []
-        var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts, truncated: UInt64)] = [:]
+        var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts, truncated: UInt64,
+                             crashes: UInt64?, restarts: UInt64?)] = [:]
         for runner in sinks {
             let s = runner.stats
             if stats[s.name] == nil { sinkNames.append(s.name) }
-            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0)
+            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0, nil, nil)
             entry.written &+= s.written
             entry.truncated &+= s.truncated
+            if let c = s.crashes { entry.crashes = (entry.crashes ?? 0) &+ c }
+            if let r = s.restarts { entry.restarts = (entry.restarts ?? 0) &+ r }
             entry.accepted &+= s.accepted
             for reason in LossReason.allCases { entry.lost[reason] &+= s.lost[reason] }
             stats[s.name] = entry
@@ -106,6 +109,14 @@ struct SelfMetrics {
         out.family("vigil_sink_events_truncated_total", .counter, "Events a sink delivered cut short to fit its transport (counted in written too).")
         for name in sinkNames {
             out.sample("vigil_sink_events_truncated_total", ["sink": name], Double(stats[name]?.truncated ?? 0))
+        }
+        out.family("vigil_sink_crashes_total", .counter, "Runner processes of an output plugin's sink that ended: crashes, hangs, limits.")
+        for name in sinkNames {
+            if let crashes = stats[name]?.crashes { out.sample("vigil_sink_crashes_total", ["sink": name], Double(crashes)) }
+        }
+        out.family("vigil_sink_restarts_total", .counter, "New runners of an output plugin's sink started after one ended.")
+        for name in sinkNames {
+            if let restarts = stats[name]?.restarts { out.sample("vigil_sink_restarts_total", ["sink": name], Double(restarts)) }
         }
         out.family("vigil_sink_queue_depth", .gauge, "Events waiting in a sink's queue.")
         for runner in live { out.sample("vigil_sink_queue_depth", ["sink": runner.config.name], Double(runner.queue.depth)) }

@@ -366,6 +366,11 @@ final class SinkRunner: @unchecked Sendable {
         var highWater: Int
         /// Delivered cut short (see `SinkContext.truncated`).
         var truncated: UInt64
+        /// An output plugin's: where it runs, its runners that ended and the
+        /// new ones started (nil for other sinks).
+        var isolation: Isolation?
+        var crashes: UInt64?
+        var restarts: UInt64?
         /// Lost before the sink had them (queue full, or closed at shutdown).
         var dropped: UInt64 { lost.queueFull + lost.shutdown + lost.bufferFull }
         /// Lost by the sink.
@@ -377,8 +382,11 @@ final class SinkRunner: @unchecked Sendable {
         var lost = context.lost.counts
         lost.queueFull += q.queueFull
         lost.shutdown += q.shutdown
+        let output = (sink as? OutputRunnerReporting) ?? ((sink as? DiskBufferedSink)?.inner as? OutputRunnerReporting)
         return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
                      written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
-                     truncated: context.truncated.load(ordering: .relaxed))
+                     truncated: context.truncated.load(ordering: .relaxed), isolation: output?.isolation,
+                     crashes: output?.runnerCrashes.load(ordering: .relaxed),
+                     restarts: output?.runnerRestarts.load(ordering: .relaxed))
     }
 }

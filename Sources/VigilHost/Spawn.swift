@@ -1,6 +1,7 @@
 import CVigilSys
 import Foundation
 import Glibc
+import VigilABI
 
 /// How to start one child process: the one spawner of every child Vigil
 /// starts (the checker and the probe, which are this executable again, and
@@ -156,5 +157,59 @@ struct SpawnError: Error, CustomStringConvertible, Sendable {
 
     var description: String {
         step == .spawn ? "\(program): \(reason)" : "\(program): \(step.rawValue): \(reason)"
+    }
+}
+
+extension Spawn {
+    /// Starts the child from the spawner thread, a thread that lives as
+    /// long as the process: for a child that asks to die with its parent
+    /// (a plugin runner's `PR_SET_PDEATHSIG`), since the kernel takes the
+    /// *thread* that created a child for its parent, and the host's threads
+    /// come and go (dispatch's idle workers, a disk buffer's delivery
+    /// thread, a sink's thread at a reload): a runner spawned from one of
+    /// them would be killed when that thread ends.
+    func startFromSpawnerThread() throws(SpawnError) -> pid_t {
+        try SpawnerThread.shared.run(self)
+    }
+}
+
+/// The one long-lived thread `startFromSpawnerThread` spawns from; callers
+/// wait for their turn and their result.
+private final class SpawnerThread: Sendable {
+    static let shared = SpawnerThread()
+
+    private let jobs = LockedState<[@Sendable () -> Void]>([])
+    private let ready = DispatchSemaphore(value: 0)
+
+    private init() {
+        let thread = Thread { [jobs, ready] in
+            while true {
+                ready.wait()
+                let job = jobs.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+                job?()
+            }
+        }
+        thread.name = "vigil-spawner"
+        thread.stackSize = 256 << 10
+        thread.start()
+    }
+
+    func run(_ spawn: Spawn) throws(SpawnError) -> pid_t {
+        let result = LockedState<Result<pid_t, SpawnError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        jobs.withLock {
+            $0.append {
+                do throws(SpawnError) {
+                    let pid = try spawn.start()
+                    result.withLock { $0 = .success(pid) }
+                } catch {
+                    result.withLock { $0 = .failure(error) }
+                }
+                done.signal()
+            }
+        }
+        ready.signal()
+        done.wait()
+        return try result.withLock { $0 ?? .failure(SpawnError(program: spawn.program, step: .spawn, code: EAGAIN)) }.get()
     }
 }

@@ -119,11 +119,20 @@ struct Ctl: AsyncParsableCommand {
             }
             printTable(rows)
             print()
-            rows = [["SINK", "TYPE", "QUEUE", "WRITTEN", "DROPPED", "FAILED"]]
-            for s in object["sinks"] as? [[String: Any]] ?? [] {
-                rows.append([s["name"] as? String ?? "", s["type"] as? String ?? "",
-                             "\(s["queue_depth"] as? Int ?? 0)/\(s["queue_capacity"] as? Int ?? 0)",
-                             "\(s["written"] as? Int ?? 0)", "\(s["dropped"] as? Int ?? 0)", "\(s["failed"] as? Int ?? 0)"])
+            // An output plugin's sink says where it runs and how often its runner ended.
+            let sinks = object["sinks"] as? [[String: Any]] ?? []
+            let outputs = sinks.contains { $0["isolation"] != nil }
+            rows = [["SINK", "TYPE", "QUEUE", "WRITTEN", "DROPPED", "FAILED"] + (outputs ? ["WHERE", "CRASHES"] : [])]
+            for s in sinks {
+                var row = [s["name"] as? String ?? "", s["type"] as? String ?? "",
+                           "\(s["queue_depth"] as? Int ?? 0)/\(s["queue_capacity"] as? Int ?? 0)",
+                           "\(s["written"] as? Int ?? 0)", "\(s["dropped"] as? Int ?? 0)", "\(s["failed"] as? Int ?? 0)"]
+                if outputs {
+                    let isolation = s["isolation"] as? String
+                    row += [isolation == nil ? "" : isolation == "process" ? "runner" : "in process",
+                            isolation == nil ? "" : "\(s["crashes"] as? Int ?? 0)"]
+                }
+                rows.append(row)
             }
             printTable(rows)
         }

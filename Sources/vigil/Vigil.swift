@@ -342,6 +342,13 @@ struct Validate: AsyncParsableCommand {
             let d = IsolationDecision.decide(for: monitor, in: loaded, path: path, hostDirectories: host)
             print("  \(monitor.name): \(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))")
         }
+        for sink in loaded.sinks {
+            guard case .plugin(let config) = sink.kind else { continue }
+            let reference = PluginSinkValidation.reference(of: config, in: loaded)
+            let path = config.pluginIsPath ? reference : catalog.locate(reference)
+            let d = PluginSinkValidation.decide(config, in: loaded, path: path)
+            print("  sink \(sink.name): \(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))")
+        }
         let fragments = loaded.files.count - 1
         print("\(manifest)\(fragments > 0 ? " and \(fragments) included file\(fragments == 1 ? "" : "s")" : ""): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
     }

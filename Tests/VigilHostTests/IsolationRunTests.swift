@@ -103,6 +103,34 @@ import Testing
         return (a, r)
     }
 
+    /// A runner dies with the thread that started it (PR_SET_PDEATHSIG is
+    /// the creating thread's): a runner restarted from a dispatch worker was
+    /// killed with SIGKILL once that worker had been idle a few seconds. A
+    /// monitor whose restarted runner then waits 7 s for its next poll
+    /// crashes once, in poll #2 as it was made to, and never between calls.
+    @Test func aRestartedRunnerOutlivesTheThreadThatRestartedIt() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          bad:
+            plugin: faulty
+            interval: 7s
+            isolation: process
+            options: { fault: segv_poll, at: 2 }
+            restart_backoff: { min: 100ms, max: 200ms }
+        sinks:
+          out: { type: null }
+        """, to: dir + "/vigil.yaml")
+        let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--control", "none", "--for", "13s"], timeout: 60)
+        #expect(output.status == 0, "\(output.stderr)")
+        let ended = output.stderr.split(separator: "\n").filter { $0.contains("the plugin's runner ended") }
+        #expect(ended.count == 1, "\(ended)")
+        #expect(ended.first?.contains("ended in poll #2: killed by SIGSEGV") == true, "\(ended)")
+        #expect(!output.stderr.contains("SIGKILL"), "\(output.stderr)")
+    }
+
     @Test func aSegfaultInTheThirdPollIsReportedRestartedAndThenQuarantined() throws {
         let dir = try TestEnv.tempDir()
         let run = try Self.run("""

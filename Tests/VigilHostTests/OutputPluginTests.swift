@@ -76,8 +76,10 @@ import VigilCore
     /// A sink of `type: plugin` through the real binary: 10,000 events of a
     /// flood; the output answers RETRY to its first 3 writes, then REJECTs
     /// events whose seq is a multiple of 7. Every other event is delivered
-    /// exactly once, the rejects are counted exactly, and the run says so.
-    @Test func aPluginSinkDeliversEveryEventItDoesNotRejectAndCountsTheRejects() throws {
+    /// exactly once, the rejects are counted exactly, and the run says so:
+    /// the same in the host's process and in a runner process.
+    @Test(arguments: ["none", "process"])
+    func aPluginSinkDeliversEveryEventItDoesNotRejectAndCountsTheRejects(isolation: String) throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try TestEnv.write("""
@@ -89,7 +91,7 @@ import VigilCore
           out:
             type: plugin
             plugin: output_min
-            isolation: none
+            isolation: \(isolation)
             match: ["f/*"]
             batch: 1000
             retry_min: 10ms
@@ -113,11 +115,16 @@ import VigilCore
         #expect((lost?["rejected"] as? Int ?? 0) > 1000)
         #expect(lost?["write_failed"] as? Int == 0 && lost?["shutdown"] as? Int == 0)
         #expect(run.stderr.contains("events rejected by the output: seq is a multiple of 7"), "\(run.stderr)")
+        #expect(sink?["isolation"] as? String == isolation)
+        #expect(sink?["crashes"] as? Int == 0 && sink?["restarts"] as? Int == 0)
+        #expect(run.stderr.contains(isolation == "process" ? "runs in a runner process" : "runs in the host's process"), "\(run.stderr)")
     }
 
     /// What validate says of plugin sinks: a missing plugin, a monitor where
-    /// an output belongs, an unknown option, an output from outside the
-    /// host's own directories without `isolation: none`.
+    /// an output belongs, an unknown option; an output from outside the
+    /// host's own directories runs in a runner by default, as a monitor
+    /// does, and `isolation: process` is accepted; `write_timeout` and a
+    /// runner's keys say nothing to an output in the host's process.
     @Test func validateChecksPluginSinks() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -128,6 +135,8 @@ import VigilCore
           monitor: { type: plugin, plugin: heartbeat, isolation: none }
           badopt: { type: plugin, plugin: output_min, isolation: none, options: { thresold: 3 } }
           outside: { type: plugin, plugin: output_min }
+          isolated: { type: plugin, plugin: output_min, isolation: process, write_timeout: 2s, limits: { open_files: 64 } }
+          inside: { type: plugin, plugin: output_min, isolation: none, write_timeout: 2s, user: nobody }
         """, to: dir + "/m.yaml")
         let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins()])
         let text = result.stdout + result.stderr
@@ -135,8 +144,22 @@ import VigilCore
         #expect(text.contains("m.yaml:3:36: error: sink 'missing': "), "\(text)")
         #expect(text.contains("m.yaml:4:36: error: sink 'monitor': plugin 'heartbeat' is a monitor, not an output"), "\(text)")
         #expect(text.contains("unknown option 'thresold' for plugin 'output_min' in sink 'badopt'"), "\(text)")
-        #expect(text.contains("m.yaml:6:36: error: sink 'outside': "), "\(text)")
-        #expect(text.contains("outputs do not run in a runner process yet"), "\(text)")
+        #expect(!text.contains("m.yaml:6:"), "\(text)")
+        #expect(!text.contains("m.yaml:7:"), "\(text)")
+        #expect(text.contains("m.yaml:8:64: warning: 'write_timeout' applies only to isolation: process"), "\(text)")
+        #expect(text.contains("m.yaml:8:83: warning: 'user' applies only to isolation: process"), "\(text)")
+
+        // Valid without the broken ones: where each output will run is said.
+        try TestEnv.write("""
+        monitors: {}
+        sinks:
+          outside: { type: plugin, plugin: output_min }
+          isolated: { type: plugin, plugin: output_min, isolation: process, write_timeout: 2s, limits: { open_files: 64 } }
+        """, to: dir + "/ok.yaml")
+        let ok = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/ok.yaml", "--plugin-dir", try TestEnv.cPlugins()])
+        #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
+        #expect(ok.stdout.contains("sink outside: isolation: process (a plugin from outside the host's own directories)"), "\(ok.stdout)")
+        #expect(ok.stdout.contains("sink isolated: isolation: process (the sink says so)"), "\(ok.stdout)")
     }
 
     /// An output that retries forever (asking to wait INT64_MAX ns),
