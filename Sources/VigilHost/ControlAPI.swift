@@ -146,6 +146,9 @@ final class ControlAPI: Sendable {
             var isolation: String?
             var crashes: UInt64?
             var restarts: UInt64?
+            /// An output plugin's writes answered RETRY, and the events in them.
+            var retries: UInt64?
+            var retriedEvents: UInt64?
         }
 
         var pid: Int32
@@ -176,7 +179,8 @@ final class ControlAPI: Sendable {
                                highWater: s.highWater, accepted: s.accepted, written: s.written, dropped: s.dropped,
                                failed: s.failed, truncated: s.truncated,
                                lost: Dictionary(uniqueKeysWithValues: LossReason.allCases.map { ($0.name, s.lost[$0]) }),
-                               isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts)
+                               isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
+                               retries: s.retries, retriedEvents: s.retriedEvents)
         }
         let started = runtime.started
         let uptime = started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0

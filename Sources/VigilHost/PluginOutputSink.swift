@@ -66,6 +66,8 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
 
     let runnerCrashes = Atomic<UInt64>(0)
     let runnerRestarts = Atomic<UInt64>(0)
+    let retries = Atomic<UInt64>(0)
+    let retriedEvents = Atomic<UInt64>(0)
     private let isolated = Atomic<Bool>(false)
     var isolation: Isolation { isolated.load(ordering: .relaxed) ? .process : .none }
 
@@ -232,6 +234,11 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
         }
         var start = 0
         while start < batch.count {
+            if start > 0, sinkContext.shouldAbandon {
+                // Past the drain deadline: no new write for the rest.
+                sinkContext.countLost(batch.count - start, .shutdown)
+                return
+            }
             let end = min(batch.count, start + config.batch)
             deliver(Array(batch[start..<end]), sinkContext)
             start = end
@@ -343,6 +350,12 @@ final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Senda
                     logger.warning("\(answer.rejected) events rejected by the output: \(answer.message.isEmpty ? "no reason given" : answer.message)")
                 }
             }
+            // Delivered now, whatever happens to the rest of the call.
+            sinkContext.countDelivered(answer.delivered)
+            if answer.retried > 0 {
+                retries.add(1, ordering: .relaxed)
+                retriedEvents.add(UInt64(answer.retried), ordering: .relaxed)
+            }
             pending = zip(pending, answer.verdicts).compactMap { $1 == .retry ? $0 : nil }
             guard !pending.isEmpty else { return }
             if sinkContext.shouldAbandon {
@@ -421,6 +434,9 @@ protocol OutputRunnerReporting: AnyObject {
     var runnerCrashes: Atomic<UInt64> { get }
     /// New runners started after one ended.
     var runnerRestarts: Atomic<UInt64> { get }
+    /// Writes answered RETRY in whole or in part, and the events so answered.
+    var retries: Atomic<UInt64> { get }
+    var retriedEvents: Atomic<UInt64> { get }
 }
 
 /// The host functions an output instance calls: its log lines are the

@@ -41,6 +41,10 @@ public struct RunSummary: Codable, Sendable {
         public var isolation: String?
         public var crashes: UInt64?
         public var restarts: UInt64?
+        /// An output plugin's writes answered RETRY (in whole or in part)
+        /// and the events in them answered RETRY, written again.
+        public var retries: UInt64?
+        public var retriedEvents: UInt64?
     }
 
     public struct Monitor: Codable, Sendable {
@@ -121,7 +125,8 @@ extension VigilRuntime {
                                    queueSize: runner.config.queueCapacity, truncated: s.truncated,
                                    buffer: (runner.sink as? BufferReporting)?.bufferReport,
                                    firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite,
-                                   isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts)
+                                   isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
+                                   retries: s.retries, retriedEvents: s.retriedEvents)
         }
         let monitors = allInstances.map { i in
             RunSummary.Monitor(name: i.name, emitted: i.emitted.load(ordering: .relaxed), refused: i.refusals.total,

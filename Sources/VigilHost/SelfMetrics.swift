@@ -84,15 +84,17 @@ struct SelfMetrics {
         // Per sink name, across the runners a reload replaced.
         var sinkNames: [String] = []
         var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts, truncated: UInt64,
-                             crashes: UInt64?, restarts: UInt64?)] = [:]
+                             crashes: UInt64?, restarts: UInt64?, retries: UInt64?, retriedEvents: UInt64?)] = [:]
         for runner in sinks {
             let s = runner.stats
             if stats[s.name] == nil { sinkNames.append(s.name) }
-            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0, nil, nil)
+            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0, nil, nil, nil, nil)
             entry.written &+= s.written
             entry.truncated &+= s.truncated
             if let c = s.crashes { entry.crashes = (entry.crashes ?? 0) &+ c }
             if let r = s.restarts { entry.restarts = (entry.restarts ?? 0) &+ r }
+            if let r = s.retries { entry.retries = (entry.retries ?? 0) &+ r }
+            if let r = s.retriedEvents { entry.retriedEvents = (entry.retriedEvents ?? 0) &+ r }
             entry.accepted &+= s.accepted
             for reason in LossReason.allCases { entry.lost[reason] &+= s.lost[reason] }
             stats[s.name] = entry
@@ -117,6 +119,14 @@ struct SelfMetrics {
         out.family("vigil_sink_restarts_total", .counter, "New runners of an output plugin's sink started after one ended.")
         for name in sinkNames {
             if let restarts = stats[name]?.restarts { out.sample("vigil_sink_restarts_total", ["sink": name], Double(restarts)) }
+        }
+        out.family("vigil_sink_retries_total", .counter, "Writes of an output plugin's sink answered RETRY, in whole or in part.")
+        for name in sinkNames {
+            if let retries = stats[name]?.retries { out.sample("vigil_sink_retries_total", ["sink": name], Double(retries)) }
+        }
+        out.family("vigil_sink_retried_events_total", .counter, "Events an output plugin answered RETRY for, written again.")
+        for name in sinkNames {
+            if let retried = stats[name]?.retriedEvents { out.sample("vigil_sink_retried_events_total", ["sink": name], Double(retried)) }
         }
         out.family("vigil_sink_queue_depth", .gauge, "Events waiting in a sink's queue.")
         for runner in live { out.sample("vigil_sink_queue_depth", ["sink": runner.config.name], Double(runner.queue.depth)) }

@@ -83,6 +83,8 @@ public final class SinkContext: @unchecked Sendable {
     let truncated = Atomic<UInt64>(0)
     /// Events counted lost during the current `write` (sink's thread only).
     var lostInCall = 0
+    /// Events counted delivered during the current `write` (sink's thread only).
+    var deliveredInCall = 0
     /// The size of the batch in the sink's hands (less what `countLost` took
     /// of it), and whether the host gave up on a sink stuck in a call
     /// (`abandon`): from then on nothing the runner's thread reports is
@@ -114,6 +116,21 @@ public final class SinkContext: @unchecked Sendable {
         }) else { return }
         lostInCall += n
         lost.add(UInt64(n), reason)
+    }
+
+    /// Counts `n` events of the batch in hand as delivered before `write`
+    /// returns: a sink that writes a batch in parts, each answered for (an
+    /// output plugin's), so that what was delivered stays delivered if the
+    /// host gives up on the call later (the drain deadline). Call from
+    /// `write` only.
+    public func countDelivered(_ n: Int) {
+        guard n > 0, hand.withLock({ h in
+            guard !h.abandoned else { return false }
+            h.inFlight -= n
+            return true
+        }) else { return }
+        deliveredInCall += n
+        written.wrappingAdd(UInt64(n), ordering: .relaxed)
     }
 
     /// Counts `n` events of earlier batches, which `write` had returned as
@@ -246,18 +263,19 @@ final class SinkRunner: @unchecked Sendable {
             let woke = queue.takeWakeRequest()
             if !batch.isEmpty {
                 context.lostInCall = 0
+                context.deliveredInCall = 0
                 context.take(batch.count)
                 do {
                     try sink.write(batch, context: context)
-                    if context.settle() { delivered(batch.count - context.lostInCall) }
+                    if context.settle() { delivered(batch.count - context.lostInCall - context.deliveredInCall) }
                 } catch where !context.settle() {
                     // The host gave up on this sink while it was stuck, and counted the batch.
                     // (Otherwise `settle` has ended the batch, and the next clause counts it.)
                 } catch {
                     let partial = error as? SinkWriteError
-                    let done = min(max(0, partial?.delivered ?? 0), batch.count - context.lostInCall)
+                    let done = min(max(0, partial?.delivered ?? 0), batch.count - context.lostInCall - context.deliveredInCall)
                     if done > 0 { delivered(done) }
-                    let rest = batch.count - context.lostInCall - done
+                    let rest = batch.count - context.lostInCall - context.deliveredInCall - done
                     // Past the drain deadline, what could not go out is lost to the shutdown.
                     let reason: LossReason = context.shouldAbandon ? .shutdown : partial?.reason ?? .writeFailed
                     context.countLost(rest, reason)
@@ -283,10 +301,11 @@ final class SinkRunner: @unchecked Sendable {
         }
     }
 
-    /// Counts `n` events of a batch as delivered.
+    /// Counts `n` events of a batch as delivered (besides those the sink
+    /// counted itself during the call, which set the times too).
     private func delivered(_ n: Int) {
-        guard n > 0 else { return }
-        context.written.wrappingAdd(UInt64(n), ordering: .relaxed)
+        guard n > 0 || context.deliveredInCall > 0 else { return }
+        context.written.wrappingAdd(UInt64(max(0, n)), ordering: .relaxed)
         let now = monotonicNanoseconds()
         if firstWrite == 0 { firstWrite = now }
         lastWrite = now
@@ -371,6 +390,10 @@ final class SinkRunner: @unchecked Sendable {
         var isolation: Isolation?
         var crashes: UInt64?
         var restarts: UInt64?
+        /// An output plugin's writes answered RETRY (in whole or in part),
+        /// and the events answered RETRY in them (written again).
+        var retries: UInt64?
+        var retriedEvents: UInt64?
         /// Lost before the sink had them (queue full, or closed at shutdown).
         var dropped: UInt64 { lost.queueFull + lost.shutdown + lost.bufferFull }
         /// Lost by the sink.
@@ -387,6 +410,8 @@ final class SinkRunner: @unchecked Sendable {
                      written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
                      truncated: context.truncated.load(ordering: .relaxed), isolation: output?.isolation,
                      crashes: output?.runnerCrashes.load(ordering: .relaxed),
-                     restarts: output?.runnerRestarts.load(ordering: .relaxed))
+                     restarts: output?.runnerRestarts.load(ordering: .relaxed),
+                     retries: output?.retries.load(ordering: .relaxed),
+                     retriedEvents: output?.retriedEvents.load(ordering: .relaxed))
     }
 }

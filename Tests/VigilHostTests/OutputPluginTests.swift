@@ -117,6 +117,10 @@ import VigilCore
         #expect(run.stderr.contains("events rejected by the output: seq is a multiple of 7"), "\(run.stderr)")
         #expect(sink?["isolation"] as? String == isolation)
         #expect(sink?["crashes"] as? Int == 0 && sink?["restarts"] as? Int == 0)
+        // The first write was answered RETRY three times, all of it each time.
+        #expect(sink?["retries"] as? Int == 3, "\(String(describing: sink))")
+        let retried = sink?["retried_events"] as? Int ?? 0
+        #expect(retried > 0 && retried % 3 == 0 && retried / 3 <= 1000, "\(retried)")
         #expect(run.stderr.contains(isolation == "process" ? "runs in a runner process" : "runs in the host's process"), "\(run.stderr)")
     }
 
