@@ -60,8 +60,17 @@ public struct Manifest: Sendable {
     /// What `monitor`'s `plugin:` names: a plugin name to look up, or a path,
     /// a relative one resolved against `directory` like `plugin_dirs`.
     public func pluginReference(of monitor: MonitorConfig) -> String {
-        monitor.pluginIsPath && !monitor.plugin.hasPrefix("/") && !directory.isEmpty
-            ? "\(directory)/\(monitor.plugin)" : monitor.plugin
+        Self.pluginReference(monitor.plugin, isPath: monitor.pluginIsPath, in: directory)
+    }
+
+    /// What a plugin sink's `plugin:` names, resolved as a monitor's is.
+    public func pluginReference(of sink: PluginSinkConfig) -> String {
+        Self.pluginReference(sink.plugin, isPath: sink.pluginIsPath, in: directory)
+    }
+
+    /// `plugin`, a relative path resolved against `directory` (a manifest's).
+    public static func pluginReference(_ plugin: String, isPath: Bool, in directory: String) -> String {
+        isPath && !plugin.hasPrefix("/") && !directory.isEmpty ? "\(directory)/\(plugin)" : plugin
     }
 
     /// The name of the host's own monitor, under which it emits events about itself.
@@ -208,8 +217,8 @@ public enum SinkKind: Sendable {
 public struct PluginSinkConfig: Sendable {
     public var plugin: String
     public var pluginLocation: SourceLocation
-    /// `plugin` is a path, not a name.
-    public var pluginIsPath: Bool { plugin.contains("/") }
+    /// `plugin` is a path, not a name (as a monitor's: a `/` or a `.so`).
+    public var pluginIsPath: Bool { plugin.contains("/") || plugin.hasSuffix(".so") }
     /// The `options:` mapping as written.
     public var options: [ConfigEntry] = []
     public var optionsLocation: SourceLocation

@@ -21,6 +21,11 @@ struct SinkBufferReport: Codable, Sendable, Equatable {
     var corruptBytes: Int64 = 0
 }
 
+/// A sink whose `tick` must also run behind a disk buffer, on the buffer's
+/// delivery thread (where its writes run): an output plugin's flush every
+/// `flush_interval`.
+protocol TicksBehindBuffer: EventSink {}
+
 /// `buffer: { type: disk }` of a network sink: the sink's thread appends
 /// each batch to a `DiskBuffer` (so the events survive a crash, kill -9 or
 /// an outage of the peer) and returns; a delivery thread of its own reads
@@ -201,7 +206,13 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
     /// The delivery thread: reads what waits on disk and hands it to the
     /// inner sink, acknowledging what it delivered, until shutdown.
     private func deliver(_ buffer: DiskBuffer) {
+        var lastInnerTick = monotonicNanoseconds()
         while true {
+            if inner is any TicksBehindBuffer,
+               monotonicNanoseconds() >= lastInnerTick.addingSaturating(inner.tickInterval) {
+                inner.tick(context: innerContext)
+                lastInnerTick = monotonicNanoseconds()
+            }
             let stopping = state.withLock { $0.stopping }
             if let outer, outer.isClosing, innerContext.abandonDeadline == .max {
                 innerContext.beginClosing(drainDeadline: outer.abandonDeadline)

@@ -295,8 +295,7 @@ public enum PluginSinkValidation {
 
     /// The plugin a sink names, as `run` looks for it.
     public static func reference(of config: PluginSinkConfig, in manifest: Manifest) -> String {
-        config.pluginIsPath && !config.plugin.hasPrefix("/") && !manifest.directory.isEmpty
-            ? "\(manifest.directory)/\(config.plugin)" : config.plugin
+        manifest.pluginReference(of: config)
     }
 
     /// Where `run` will run the sink's output, the plugin found at `path`.

@@ -28,7 +28,7 @@ import VigilCore
 ///
 /// Everything runs on the sink's own thread (`SinkRunner`), which is what
 /// the ABI promises an output: one call at a time.
-final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Sendable {
+final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReporting, @unchecked Sendable {
     private let config: PluginSinkConfig
     private let sinkName: String
     private let host: String

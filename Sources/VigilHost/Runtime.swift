@@ -131,6 +131,7 @@ public final class VigilRuntime: @unchecked Sendable {
         let sinks = manifest.sinks.map { config in
             SinkRunner(config: config, sink: options.once.map { OnceSink(json: $0.json, host: host) }
                            ?? VigilRuntime.makeSink(config, host: host, logger: logger, directory: directory,
+                                                   manifestDirectory: manifest.directory,
                                                    manifestIsolation: manifest.isolation, hostEvents: hostEvents,
                                                    catalog: options.outputCatalog
                                                        ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories())),
@@ -188,11 +189,14 @@ public final class VigilRuntime: @unchecked Sendable {
         ConfigFingerprint.of(config) + "|host:" + host
     }
 
+    /// `manifestDirectory`: a plugin sink's relative `plugin:` path is the
+    /// manifest's directory's, as `validate` takes it.
     static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true,
-                         directory: MonitorDirectory? = nil, manifestIsolation: Isolation? = nil,
+                         directory: MonitorDirectory? = nil, manifestDirectory: String = "", manifestIsolation: Isolation? = nil,
                          hostEvents: HostEvents? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
         switch config.kind {
-        case .plugin(let plugin):
+        case .plugin(var plugin):
+            plugin.plugin = Manifest.pluginReference(plugin.plugin, isPath: plugin.pluginIsPath, in: manifestDirectory)
             let sink = PluginOutputSink(config: plugin, name: config.name, host: host,
                                         catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()),
                                         manifestIsolation: manifestIsolation, hostEvents: hostEvents, logger: logger)
@@ -480,6 +484,7 @@ public final class VigilRuntime: @unchecked Sendable {
             }
             // A listening sink binds once the one it replaces has let go of the address.
             let sink = Self.makeSink(config, host: plan.host, logger: logger, bindNow: old == nil, directory: directory,
+                                     manifestDirectory: manifest.directory,
                                      manifestIsolation: manifest.isolation, hostEvents: hostEvents,
                                      catalog: options.outputCatalog
                                          ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories()))

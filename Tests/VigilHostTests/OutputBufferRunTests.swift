@@ -102,3 +102,61 @@ import Testing
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
     }
 }
+
+/// What a plugin sink's configuration means, the same to `run` and to
+/// `validate`, behind a disk buffer or not.
+@Suite struct PluginSinkConfigRunTests {
+    /// Behind a disk buffer the output runs on the buffer's delivery
+    /// thread, and its flush still comes every `flush_interval`.
+    @Test func anOutputBehindADiskBufferIsFlushedEveryFlushInterval() throws {
+        let dir = try TestEnv.tempDir("output-buffer-flush")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestEnv.write("""
+        monitors:
+          f: { plugin: flood, options: { count: 50, rate: 25 } }
+        sinks:
+          out:
+            type: plugin
+            plugin: output_hostile
+            isolation: none
+            match: ["f/*"]
+            flush_interval: 200ms
+            options: { mode: crash_in_flush, at: 1000000, path: \(dir)/delivered.txt }
+            buffer: { type: disk, path: \(dir)/buffer }
+        """, to: dir + "/m.yaml")
+        let run = try TestEnv.run(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins(), "--for", "2s",
+                                                  "--control", "none"], timeout: 60)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = try String(contentsOfFile: dir + "/delivered.txt", encoding: .utf8).split(separator: "\n")
+        let flushes = lines.filter { $0 == "flush" }.count
+        #expect(flushes >= 4, "\(flushes) flushes in 2 s at 200ms")
+        #expect(lines.count - flushes == 50, "\(lines.count - flushes) delivered")
+    }
+
+    /// A relative `plugin:` path is the manifest's directory's, for `run`
+    /// started elsewhere as for `validate`.
+    @Test func aRelativePluginPathIsTheManifestsDirectorys() throws {
+        let dir = try TestEnv.tempDir("output-relative")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir + "/plugins", withIntermediateDirectories: true)
+        try NewPluginTests.succeed("cp", "/bin/cp", [try TestEnv.cPlugin("output_min"), dir + "/plugins/output_min.so"], timeout: 30)
+        try TestEnv.write("""
+        monitors:
+          f: { plugin: flood, options: { count: 20, rate: 1000 } }
+        sinks:
+          out:
+            type: plugin
+            plugin: plugins/output_min.so
+            match: ["f/*"]
+            options: { path: \(dir)/delivered.txt }
+        """, to: dir + "/m.yaml")
+        let validate = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/m.yaml"], timeout: 60)
+        #expect(validate.status == 0, "\(validate.stdout)\(validate.stderr)")
+        // Started from another directory (/), where plugins/output_min.so is not.
+        let run = try TestEnv.run("/bin/sh", ["-c", "cd / && exec \"$0\" run \"$1\" --control none", TestEnv.vigil, dir + "/m.yaml"],
+                                  timeout: 60)
+        #expect(run.status == 0, "\(run.stderr)")
+        let delivered = try String(contentsOfFile: dir + "/delivered.txt", encoding: .utf8).split(separator: "\n")
+        #expect(delivered.count == 20, "\(delivered)")
+    }
+}
