@@ -81,10 +81,17 @@ struct NewPlugin: AsyncParsableCommand {
 
     /// Why `name` cannot name a plugin in `lang`, if it cannot: the copy
     /// uses it as a crate's or a product's name, and C only ever in longer
-    /// identifiers (`NAME_create`, `NAME_output`).
+    /// identifiers (`NAME_create`, `NAME_output`), which must not be the
+    /// header's or a macro of a header it includes.
     static func unusable(_ name: String, in lang: Scaffold.Language) -> String? {
         switch lang {
         case .c:
+            if name == "va" {
+                return "the copy would name functions NAME_start and NAME_end, which are macros of <stdarg.h> (va_start, va_end), included by vigil_plugin.h"
+            }
+            if name == "vigil" || name.hasPrefix("vigil_") {
+                return "the copy's identifiers (NAME_descriptor, NAME_options, …) would be in the prefix vigil_plugin.h keeps for itself (vigil_plugin_descriptor is one of its types)"
+            }
             return nil
         case .rust:
             let keywords: Set<String> = [
@@ -166,6 +173,8 @@ struct NewPlugin: AsyncParsableCommand {
                     ("\(vigil) plugins check ./\(name).so", "the ABI contract, in a real host")]
         case .swift:
             try Self.checkSwiftNames(type: type, target: target, vigilPath: vigilPath.map { Self.absolute($0, from: cwd) })
+            try Self.checkSwiftTypes(files, example: try scaffold.files(in: scaffolds, name: scaffold.name, type: Self.typeName(scaffold.name)),
+                                     name: name)
             if let path = vigilPath.map({ Self.absolute($0, from: cwd) }) {
                 let identity = URL(fileURLWithPath: path).lastPathComponent.lowercased()
                 try Self.edit(&files, "Package.swift", lineContaining: ".package(url: \"\(Self.vigilPackageURL)\"",
@@ -248,15 +257,55 @@ struct NewPlugin: AsyncParsableCommand {
         "RadioPlugin", "SystemPlugin", "FFIPlugin",
     ]
 
+    /// The identities of the packages Vigil depends on, directly or not
+    /// (its Package.resolved), which a plugin's package resolves with it: a
+    /// package directory of the same name is taken for one of them. A test
+    /// checks the list against Package.resolved.
+    static let vigilDependencyIdentities: Set<String> = [
+        "compress-nio", "swift-argument-parser", "swift-async-algorithms", "swift-atomics", "swift-collections", "swift-log",
+        "swift-nio", "swift-protobuf", "swift-service-lifecycle", "swift-system", "yams",
+    ]
+
     /// Refuses what SwiftPM would: a target name Vigil's package has, and a
-    /// package directory named like the Vigil checkout it depends on by path.
+    /// package directory named like the Vigil checkout it depends on by path
+    /// or like a package Vigil depends on.
     static func checkSwiftNames(type: String, target: String, vigilPath: String?) throws {
         for taken in ["\(type)Plugin", "\(type)PluginTests"] where vigilTargets.contains(where: { $0.lowercased() == taken.lowercased() }) {
             throw Failure("the Vigil package already has a target named \(taken), and target names must be unique across a Swift package graph: choose another NAME")
         }
         let identity = vigilPath.map { URL(fileURLWithPath: $0).lastPathComponent.lowercased() } ?? vigilPackageIdentity
-        if URL(fileURLWithPath: target).lastPathComponent.lowercased() == identity {
+        let own = URL(fileURLWithPath: target).lastPathComponent.lowercased()
+        if own == identity {
             throw Failure("\(target) has the same directory name as the Vigil package it depends on (\(identity)), which SwiftPM would take for the same package: choose another --dir")
+        }
+        if vigilDependencyIdentities.contains(own) {
+            throw Failure("\(target) has the same directory name as a package Vigil depends on (\(own)), which SwiftPM would take for the same package: choose another --dir (or NAME)")
+        }
+    }
+
+    /// Refuses a copy that would declare a type under a name the example's
+    /// code already uses for another (`polled`: `final class PolledMonitor:
+    /// PolledMonitor`, which VigilKit's protocol of that name was meant to
+    /// be). A type of VigilKit the example never names may be shadowed:
+    /// the copy's own declaration wins in its module.
+    static func checkSwiftTypes(_ files: [Scaffold.File], example: [Scaffold.File], name: String) throws {
+        let declaration = try NSRegularExpression(
+            pattern: #"^\s*(?:(?:public|internal|fileprivate|private|final)\s+)*(?:class|struct|enum|protocol|actor)\s+([A-Za-z_][A-Za-z0-9_]*)"#,
+            options: .anchorsMatchLines)
+        func declared(_ file: Scaffold.File) -> [String] {
+            let text = file.text as NSString
+            return declaration.matches(in: file.text, range: NSRange(location: 0, length: text.length))
+                .map { text.substring(with: $0.range(at: 1)) }
+        }
+        let swift = { (file: Scaffold.File) in file.path.hasSuffix(".swift") }
+        let exampleTypes = Set(example.filter(swift).flatMap(declared))
+        let exampleWords = Set(example.filter(swift).flatMap { file in
+            file.text.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") }).map(String.init)
+        })
+        for file in files where swift(file) {
+            for type in declared(file) where !exampleTypes.contains(type) && exampleWords.contains(type) {
+                throw Failure("'\(name)' would make \(file.path) declare \(type), a name the example's code already gives to something else, which the copy would shadow: choose another NAME")
+            }
         }
     }
 
