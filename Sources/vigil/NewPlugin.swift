@@ -162,7 +162,7 @@ struct NewPlugin: AsyncParsableCommand {
             // The header as installed (the example holds a link to it).
             try Self.replace(&files, "vigil_plugin.h", with: try Self.read(scaffolds.header))
             // `make check` runs the vigil that generated the directory.
-            try Self.edit(&files, "Makefile", line: "VIGIL ?= vigil", to: "VIGIL ?= \(vigil)")
+            try Self.edit(&files, "Makefile", line: "VIGIL ?= vigil", to: "VIGIL ?= \(Self.makeValue(Self.shellQuoted(vigil)))")
             next = [("make", "builds \(name).so"), ("make test", "runs test_\(name) on it"),
                     ("make check", "vigil plugins check ./\(name).so")]
         case .rust:
@@ -170,23 +170,24 @@ struct NewPlugin: AsyncParsableCommand {
             next = [("cargo build --release --offline", "target/release/lib\(name).so"),
                     ("cargo test --offline", "the unit tests"),
                     ("cp target/release/lib\(name).so \(name).so", "the host finds plugins by file name"),
-                    ("\(vigil) plugins check ./\(name).so", "the ABI contract, in a real host")]
+                    ("\(Self.shellQuoted(vigil)) plugins check ./\(name).so", "the ABI contract, in a real host")]
         case .swift:
             try Self.checkSwiftNames(type: type, target: target, vigilPath: vigilPath.map { Self.absolute($0, from: cwd) })
             try Self.checkSwiftTypes(files, example: try scaffold.files(in: scaffolds, name: scaffold.name, type: Self.typeName(scaffold.name)),
                                      name: name)
             if let path = vigilPath.map({ Self.absolute($0, from: cwd) }) {
+                try Self.checkVigilCheckout(path)
                 let identity = URL(fileURLWithPath: path).lastPathComponent.lowercased()
                 try Self.edit(&files, "Package.swift", lineContaining: ".package(url: \"\(Self.vigilPackageURL)\"",
-                              to: "        .package(path: \"\(path)\"),")
+                              to: "        .package(path: \(Self.swiftLiteral(path))),")
                 if let i = files.firstIndex(where: { $0.path == "Package.swift" }) {
                     files[i].text = files[i].text.replacingOccurrences(of: "package: \"\(Self.vigilPackageIdentity)\"",
-                                                                       with: "package: \"\(identity)\"")
+                                                                       with: "package: \(Self.swiftLiteral(identity))")
                 }
             }
             next = [("swift build", ".build/debug/lib\(name).so (the first build takes a while)"),
                     ("swift test", "the tests"),
-                    ("\(vigil) plugins check .build/debug/lib\(name).so", "the ABI contract, in a real host")]
+                    ("\(Self.shellQuoted(vigil)) plugins check .build/debug/lib\(name).so", "the ABI contract, in a real host")]
         }
 
         try Self.prepare(target, force: force)
@@ -307,6 +308,30 @@ struct NewPlugin: AsyncParsableCommand {
                 throw Failure("'\(name)' would make \(file.path) declare \(type), a name the example's code already gives to something else, which the copy would shadow: choose another NAME")
             }
         }
+    }
+
+    /// Refuses a `--vigil-path` that is not a Vigil checkout, which SwiftPM
+    /// would only report at the first build, as a missing package or product.
+    static func checkVigilCheckout(_ path: String) throws {
+        let fm = FileManager.default
+        guard fm.fileExists(atPath: path + "/Package.swift") else {
+            throw Failure("--vigil-path \(path) is not a Vigil checkout (it has no Package.swift); name the directory you cloned Vigil into")
+        }
+        guard fm.fileExists(atPath: path + "/Sources/VigilKit") else {
+            throw Failure("--vigil-path \(path) is a Swift package but not Vigil (it has no Sources/VigilKit); name the directory you cloned Vigil into")
+        }
+    }
+
+    /// `s` as a Swift string literal, for Package.swift.
+    static func swiftLiteral(_ s: String) -> String {
+        let escaped = s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n").replacingOccurrences(of: "\r", with: "\\r")
+        return "\"" + escaped + "\""
+    }
+
+    /// `s` as the value of a make variable: `$` and `#` are make's.
+    static func makeValue(_ s: String) -> String {
+        s.replacingOccurrences(of: "$", with: "$$").replacingOccurrences(of: "#", with: "\\#")
     }
 
     /// Creates `dir`, or checks that it may be written into.

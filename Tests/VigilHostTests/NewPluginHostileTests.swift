@@ -3,9 +3,9 @@ import Testing
 @testable import VigilHost
 
 /// `vigil new-plugin` used the way an outside author or an operator might:
-/// names that collide with what the copy's code or its build already has.
-/// Only C builds here; Swift names are checked by what is generated, not
-/// built.
+/// names that collide with what the copy's code or its build already has,
+/// paths with spaces and quotes, scaffolds reached through links. Only C
+/// builds here; Swift names are checked by what is generated, not built.
 @Suite struct NewPluginHostileTests {
     typealias T = NewPluginTests
 
@@ -104,5 +104,86 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
         let c = try T.generate(["yams", "--lang", "c"], in: dir)
         #expect(c.status == 0, "C and Rust resolve no Swift packages: \(c.stderr)")
+    }
+
+    /// `--vigil-path` must name a Vigil checkout (SwiftPM would only say so
+    /// at the first build); its path is written as a Swift string literal,
+    /// whatever characters it has.
+    @Test func vigilPathIsACheckoutWrittenAsASwiftLiteral() throws {
+        let swift = try #require(T.onPath("swift"), "swift not on PATH")
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for (path, why) in [(dir, "it has no Package.swift"), ("no/such/dir", "it has no Package.swift")] {
+            let result = try T.generate(["probe", "--lang", "swift", "--vigil-path", path, "--dir", dir + "/out"])
+            #expect(result.status == 1, "\(path)")
+            #expect(result.stderr.contains("is not a Vigil checkout (\(why))"), "\(result.stderr)")
+        }
+        try FileManager.default.createDirectory(atPath: dir + "/other", withIntermediateDirectories: true)
+        try TestEnv.write("// swift-tools-version:6.1\n", to: dir + "/other/Package.swift")
+        let other = try T.generate(["probe", "--lang", "swift", "--vigil-path", dir + "/other", "--dir", dir + "/out"])
+        #expect(other.status == 1)
+        #expect(other.stderr.contains("is a Swift package but not Vigil (it has no Sources/VigilKit)"), "\(other.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/out"))
+
+        // A checkout (a link to this tree) whose directory name has a quote,
+        // a backslash and a space.
+        let checkout = dir + "/my \"vigil\\ tree"
+        try FileManager.default.createSymbolicLink(atPath: checkout, withDestinationPath: TestEnv.repoRoot)
+        let result = try T.generate(["probe", "--lang", "swift", "--vigil-path", checkout, "--dir", dir + "/probe"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let package = try T.text(dir + "/probe/Package.swift")
+        #expect(package.contains(#".package(path: "\#(dir)/my \"vigil\\ tree")"#), "\(package)")
+        #expect(package.contains(#"package: "my \"vigil\\ tree""#), "\(package)")
+        // SwiftPM reads it (the manifest alone; nothing is resolved).
+        let dump = try T.succeed("swift package dump-package", swift, ["package", "--package-path", dir + "/probe", "dump-package"],
+                                 timeout: 300)
+        #expect(dump.stdout.contains("my \\\"vigil\\\\ tree"), "\(dump.stdout)")
+    }
+
+    /// A vigil whose path has a space, `$` and `#` (an installation under
+    /// such a prefix): `make check` runs it, and the printed next steps
+    /// quote it for the shell.
+    @Test(.enabled(if: NewPluginTests.hasMake, "needs make"))
+    func makeCheckRunsAVigilWhosePathHasSpaces() throws {
+        let cc = try #require(T.cCompiler(), "no C compiler (cc, gcc, clang)")
+        let base = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let bin = base + "/my tools $HOME #1/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        // A hard link: /proc/self/exe names it, not the build's vigil.
+        do { try FileManager.default.linkItem(atPath: TestEnv.vigil, toPath: bin + "/vigil") } catch {
+            try FileManager.default.copyItem(atPath: TestEnv.vigil, toPath: bin + "/vigil")
+        }
+        let vigil = bin + "/vigil"
+        let dir = base + "/spaced"
+        let generated = try TestEnv.run(vigil, ["new-plugin", "spaced", "--lang", "c", "--dir", dir, "--vigil-source", TestEnv.repoRoot],
+                                        timeout: 60)
+        #expect(generated.status == 0, "\(generated.stderr)")
+        let check = try T.succeed("make check", "/usr/bin/env", ["make", "-C", dir, "CC=\(cc)", "check"], timeout: 120)
+        #expect(check.stdout.contains(" passed, 0 failed"), "\(check.stdout)")
+
+        let rust = try TestEnv.run(vigil, ["new-plugin", "spaced", "--lang", "rust", "--dir", base + "/rust",
+                                           "--vigil-source", TestEnv.repoRoot], timeout: 60)
+        #expect(rust.status == 0, "\(rust.stderr)")
+        #expect(rust.stdout.contains("  '\(vigil)' plugins check ./spaced.so"), "\(rust.stdout)")
+    }
+
+    /// An installation may keep an example's directory elsewhere, behind a
+    /// link: it is copied as if it were there (it was "holds no files").
+    @Test func anExampleDirectoryThatIsALinkIsFollowed() throws {
+        let tree = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: tree) }
+        try TestEnv.write("// swift-tools-version:6.1\n", to: tree + "/Package.swift")
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: tree + "/Sources/CVigilPlugin/include", withIntermediateDirectories: true)
+        try fm.copyItem(atPath: TestEnv.repoRoot + "/Sources/CVigilPlugin/include/vigil_plugin.h",
+                        toPath: tree + "/Sources/CVigilPlugin/include/vigil_plugin.h")
+        try fm.createDirectory(atPath: tree + "/Plugins/examples/c", withIntermediateDirectories: true)
+        try fm.createSymbolicLink(atPath: tree + "/Plugins/examples/c/boottime",
+                                  withDestinationPath: TestEnv.repoRoot + "/Plugins/examples/c/boottime")
+        let result = try T.generate(["linked", "--lang", "c", "--dir", tree + "/out", "--vigil-source", tree])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(fm.fileExists(atPath: tree + "/out/linked.c"), "\(T.files(under: tree + "/out"))")
+        #expect(fm.contents(atPath: tree + "/out/vigil_plugin.h") == fm.contents(atPath: tree + "/Sources/CVigilPlugin/include/vigil_plugin.h"))
     }
 }
