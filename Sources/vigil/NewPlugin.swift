@@ -190,6 +190,9 @@ struct NewPlugin: AsyncParsableCommand {
                     ("\(Self.shellQuoted(vigil)) plugins check .build/debug/lib\(name).so", "the ABI contract, in a real host")]
         }
 
+        // With --force, what was there and the copy does not overwrite stays:
+        // said, since an earlier copy's sources may still be built with it.
+        let kept = Self.sourceFiles(under: target).filter { path in !files.contains { $0.path == path } }
         try Self.prepare(target, force: force)
         for file in files {
             let path = target + "/" + file.path
@@ -206,6 +209,11 @@ struct NewPlugin: AsyncParsableCommand {
         var out = "Created the \(language) \(kind.rawValue) plugin '\(name)' in \(target), from the \(scaffold.directory) example of \(scaffolds.origin):\n"
         for file in files where !file.path.hasPrefix(".") {
             out += "  " + file.path + "\n"
+        }
+        if !kept.isEmpty {
+            out += "Kept as they were (--force removes nothing: remove what an earlier copy left, which may still be built with this one):\n"
+            for path in kept.prefix(10) { out += "  " + path + "\n" }
+            if kept.count > 10 { out += "  … and \(kept.count - 10) more\n" }
         }
         out += "Next:\n  cd \(Self.shellQuoted(target))\n"
         // Comments line up, unless a command is long (a path to vigil).
@@ -332,6 +340,24 @@ struct NewPlugin: AsyncParsableCommand {
     /// `s` as the value of a make variable: `$` and `#` are make's.
     static func makeValue(_ s: String) -> String {
         s.replacingOccurrences(of: "$", with: "$$").replacingOccurrences(of: "#", with: "\\#")
+    }
+
+    /// The files under `dir`, relative, sorted, without hidden ones and
+    /// build outputs (.build, target).
+    static func sourceFiles(under dir: String) -> [String] {
+        let fm = FileManager.default
+        guard let walker = fm.enumerator(atPath: dir) else { return [] }
+        var out: [String] = []
+        while let relative = walker.nextObject() as? String {
+            let last = (relative as NSString).lastPathComponent
+            if last.hasPrefix(".") || last == "target" {
+                walker.skipDescendants()
+                continue
+            }
+            var isDirectory: ObjCBool = false
+            if fm.fileExists(atPath: dir + "/" + relative, isDirectory: &isDirectory), !isDirectory.boolValue { out.append(relative) }
+        }
+        return out.sorted()
     }
 
     /// Creates `dir`, or checks that it may be written into.

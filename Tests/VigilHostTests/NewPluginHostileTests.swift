@@ -186,4 +186,26 @@ import Testing
         #expect(fm.fileExists(atPath: tree + "/out/linked.c"), "\(T.files(under: tree + "/out"))")
         #expect(fm.contents(atPath: tree + "/out/vigil_plugin.h") == fm.contents(atPath: tree + "/Sources/CVigilPlugin/include/vigil_plugin.h"))
     }
+
+    /// --force over a copy of another kind (or language) overwrites files of
+    /// the same names and removes nothing: the earlier copy's sources stay
+    /// (a Swift monitor's, with its own vigil_plugin_entry, would be built
+    /// into the output), and the copy says which.
+    @Test func forceNamesWhatItKept() throws {
+        let base = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let dir = base + "/kept"
+        let first = try T.generate(["kept", "--lang", "swift", "--dir", dir])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(!first.stdout.contains("Kept as they were"), "\(first.stdout)")
+        try FileManager.default.createDirectory(atPath: dir + "/.build", withIntermediateDirectories: true)
+        try TestEnv.write("", to: dir + "/.build/ignored")
+        let second = try T.generate(["kept", "--lang", "swift", "--kind", "output", "--dir", dir, "--force"])
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stdout.contains("Kept as they were (--force removes nothing: remove what an earlier copy left"), "\(second.stdout)")
+        #expect(second.stdout.contains("  Sources/KeptPlugin/KeptMonitor.swift\n"), "\(second.stdout)")
+        #expect(second.stdout.contains("  Tests/KeptPluginTests/KeptTests.swift\n"), "\(second.stdout)")
+        #expect(!second.stdout.contains("ignored") && !second.stdout.contains("  Package.swift\n  Sources/KeptPlugin/KeptMonitor"),
+                "\(second.stdout)")
+    }
 }
