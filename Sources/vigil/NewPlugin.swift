@@ -81,10 +81,17 @@ struct NewPlugin: AsyncParsableCommand {
 
     /// Why `name` cannot name a plugin in `lang`, if it cannot: the copy
     /// uses it as a crate's or a product's name, and C only ever in longer
-    /// identifiers (`NAME_create`, `NAME_output`).
+    /// identifiers (`NAME_create`, `NAME_output`), which must not be the
+    /// header's or a macro of a header it includes.
     static func unusable(_ name: String, in lang: Scaffold.Language) -> String? {
         switch lang {
         case .c:
+            if name == "va" {
+                return "the copy would name functions NAME_start and NAME_end, which are macros of <stdarg.h> (va_start, va_end), included by vigil_plugin.h"
+            }
+            if name == "vigil" || name.hasPrefix("vigil_") {
+                return "the copy's identifiers (NAME_descriptor, NAME_options, …) would be in the prefix vigil_plugin.h keeps for itself (vigil_plugin_descriptor is one of its types)"
+            }
             return nil
         case .rust:
             let keywords: Set<String> = [
@@ -155,7 +162,7 @@ struct NewPlugin: AsyncParsableCommand {
             // The header as installed (the example holds a link to it).
             try Self.replace(&files, "vigil_plugin.h", with: try Self.read(scaffolds.header))
             // `make check` runs the vigil that generated the directory.
-            try Self.edit(&files, "Makefile", line: "VIGIL ?= vigil", to: "VIGIL ?= \(vigil)")
+            try Self.edit(&files, "Makefile", line: "VIGIL ?= vigil", to: "VIGIL ?= \(Self.makeValue(Self.shellQuoted(vigil)))")
             next = [("make", "builds \(name).so"), ("make test", "runs test_\(name) on it"),
                     ("make check", "vigil plugins check ./\(name).so")]
         case .rust:
@@ -163,23 +170,29 @@ struct NewPlugin: AsyncParsableCommand {
             next = [("cargo build --release --offline", "target/release/lib\(name).so"),
                     ("cargo test --offline", "the unit tests"),
                     ("cp target/release/lib\(name).so \(name).so", "the host finds plugins by file name"),
-                    ("\(vigil) plugins check ./\(name).so", "the ABI contract, in a real host")]
+                    ("\(Self.shellQuoted(vigil)) plugins check ./\(name).so", "the ABI contract, in a real host")]
         case .swift:
             try Self.checkSwiftNames(type: type, target: target, vigilPath: vigilPath.map { Self.absolute($0, from: cwd) })
+            try Self.checkSwiftTypes(files, example: try scaffold.files(in: scaffolds, name: scaffold.name, type: Self.typeName(scaffold.name)),
+                                     name: name)
             if let path = vigilPath.map({ Self.absolute($0, from: cwd) }) {
+                try Self.checkVigilCheckout(path)
                 let identity = URL(fileURLWithPath: path).lastPathComponent.lowercased()
                 try Self.edit(&files, "Package.swift", lineContaining: ".package(url: \"\(Self.vigilPackageURL)\"",
-                              to: "        .package(path: \"\(path)\"),")
+                              to: "        .package(path: \(Self.swiftLiteral(path))),")
                 if let i = files.firstIndex(where: { $0.path == "Package.swift" }) {
                     files[i].text = files[i].text.replacingOccurrences(of: "package: \"\(Self.vigilPackageIdentity)\"",
-                                                                       with: "package: \"\(identity)\"")
+                                                                       with: "package: \(Self.swiftLiteral(identity))")
                 }
             }
             next = [("swift build", ".build/debug/lib\(name).so (the first build takes a while)"),
                     ("swift test", "the tests"),
-                    ("\(vigil) plugins check .build/debug/lib\(name).so", "the ABI contract, in a real host")]
+                    ("\(Self.shellQuoted(vigil)) plugins check .build/debug/lib\(name).so", "the ABI contract, in a real host")]
         }
 
+        // With --force, what was there and the copy does not overwrite stays:
+        // said, since an earlier copy's sources may still be built with it.
+        let kept = Self.sourceFiles(under: target).filter { path in !files.contains { $0.path == path } }
         try Self.prepare(target, force: force)
         for file in files {
             let path = target + "/" + file.path
@@ -196,6 +209,11 @@ struct NewPlugin: AsyncParsableCommand {
         var out = "Created the \(language) \(kind.rawValue) plugin '\(name)' in \(target), from the \(scaffold.directory) example of \(scaffolds.origin):\n"
         for file in files where !file.path.hasPrefix(".") {
             out += "  " + file.path + "\n"
+        }
+        if !kept.isEmpty {
+            out += "Kept as they were (--force removes nothing: remove what an earlier copy left, which may still be built with this one):\n"
+            for path in kept.prefix(10) { out += "  " + path + "\n" }
+            if kept.count > 10 { out += "  … and \(kept.count - 10) more\n" }
         }
         out += "Next:\n  cd \(Self.shellQuoted(target))\n"
         // Comments line up, unless a command is long (a path to vigil).
@@ -248,16 +266,98 @@ struct NewPlugin: AsyncParsableCommand {
         "RadioPlugin", "SystemPlugin", "FFIPlugin",
     ]
 
+    /// The identities of the packages Vigil depends on, directly or not
+    /// (its Package.resolved), which a plugin's package resolves with it: a
+    /// package directory of the same name is taken for one of them. A test
+    /// checks the list against Package.resolved.
+    static let vigilDependencyIdentities: Set<String> = [
+        "compress-nio", "swift-argument-parser", "swift-async-algorithms", "swift-atomics", "swift-collections", "swift-log",
+        "swift-nio", "swift-protobuf", "swift-service-lifecycle", "swift-system", "yams",
+    ]
+
     /// Refuses what SwiftPM would: a target name Vigil's package has, and a
-    /// package directory named like the Vigil checkout it depends on by path.
+    /// package directory named like the Vigil checkout it depends on by path
+    /// or like a package Vigil depends on.
     static func checkSwiftNames(type: String, target: String, vigilPath: String?) throws {
         for taken in ["\(type)Plugin", "\(type)PluginTests"] where vigilTargets.contains(where: { $0.lowercased() == taken.lowercased() }) {
             throw Failure("the Vigil package already has a target named \(taken), and target names must be unique across a Swift package graph: choose another NAME")
         }
         let identity = vigilPath.map { URL(fileURLWithPath: $0).lastPathComponent.lowercased() } ?? vigilPackageIdentity
-        if URL(fileURLWithPath: target).lastPathComponent.lowercased() == identity {
+        let own = URL(fileURLWithPath: target).lastPathComponent.lowercased()
+        if own == identity {
             throw Failure("\(target) has the same directory name as the Vigil package it depends on (\(identity)), which SwiftPM would take for the same package: choose another --dir")
         }
+        if vigilDependencyIdentities.contains(own) {
+            throw Failure("\(target) has the same directory name as a package Vigil depends on (\(own)), which SwiftPM would take for the same package: choose another --dir (or NAME)")
+        }
+    }
+
+    /// Refuses a copy that would declare a type under a name the example's
+    /// code already uses for another (`polled`: `final class PolledMonitor:
+    /// PolledMonitor`, which VigilKit's protocol of that name was meant to
+    /// be). A type of VigilKit the example never names may be shadowed:
+    /// the copy's own declaration wins in its module.
+    static func checkSwiftTypes(_ files: [Scaffold.File], example: [Scaffold.File], name: String) throws {
+        let declaration = try NSRegularExpression(
+            pattern: #"^\s*(?:(?:public|internal|fileprivate|private|final)\s+)*(?:class|struct|enum|protocol|actor)\s+([A-Za-z_][A-Za-z0-9_]*)"#,
+            options: .anchorsMatchLines)
+        func declared(_ file: Scaffold.File) -> [String] {
+            let text = file.text as NSString
+            return declaration.matches(in: file.text, range: NSRange(location: 0, length: text.length))
+                .map { text.substring(with: $0.range(at: 1)) }
+        }
+        let swift = { (file: Scaffold.File) in file.path.hasSuffix(".swift") }
+        let exampleTypes = Set(example.filter(swift).flatMap(declared))
+        let exampleWords = Set(example.filter(swift).flatMap { file in
+            file.text.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") }).map(String.init)
+        })
+        for file in files where swift(file) {
+            for type in declared(file) where !exampleTypes.contains(type) && exampleWords.contains(type) {
+                throw Failure("'\(name)' would make \(file.path) declare \(type), a name the example's code already gives to something else, which the copy would shadow: choose another NAME")
+            }
+        }
+    }
+
+    /// Refuses a `--vigil-path` that is not a Vigil checkout, which SwiftPM
+    /// would only report at the first build, as a missing package or product.
+    static func checkVigilCheckout(_ path: String) throws {
+        let fm = FileManager.default
+        guard fm.fileExists(atPath: path + "/Package.swift") else {
+            throw Failure("--vigil-path \(path) is not a Vigil checkout (it has no Package.swift); name the directory you cloned Vigil into")
+        }
+        guard fm.fileExists(atPath: path + "/Sources/VigilKit") else {
+            throw Failure("--vigil-path \(path) is a Swift package but not Vigil (it has no Sources/VigilKit); name the directory you cloned Vigil into")
+        }
+    }
+
+    /// `s` as a Swift string literal, for Package.swift.
+    static func swiftLiteral(_ s: String) -> String {
+        let escaped = s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n").replacingOccurrences(of: "\r", with: "\\r")
+        return "\"" + escaped + "\""
+    }
+
+    /// `s` as the value of a make variable: `$` and `#` are make's.
+    static func makeValue(_ s: String) -> String {
+        s.replacingOccurrences(of: "$", with: "$$").replacingOccurrences(of: "#", with: "\\#")
+    }
+
+    /// The files under `dir`, relative, sorted, without hidden ones and
+    /// build outputs (.build, target).
+    static func sourceFiles(under dir: String) -> [String] {
+        let fm = FileManager.default
+        guard let walker = fm.enumerator(atPath: dir) else { return [] }
+        var out: [String] = []
+        while let relative = walker.nextObject() as? String {
+            let last = (relative as NSString).lastPathComponent
+            if last.hasPrefix(".") || last == "target" {
+                walker.skipDescendants()
+                continue
+            }
+            var isDirectory: ObjCBool = false
+            if fm.fileExists(atPath: dir + "/" + relative, isDirectory: &isDirectory), !isDirectory.boolValue { out.append(relative) }
+        }
+        return out.sorted()
     }
 
     /// Creates `dir`, or checks that it may be written into.

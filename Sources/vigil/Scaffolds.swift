@@ -114,7 +114,9 @@ struct Scaffold {
     /// `Package.resolved` are left out.
     func files(in scaffolds: Scaffolds, name newName: String, type newType: String) throws -> [File] {
         let fm = FileManager.default
-        let root = scaffolds.examples + "/" + directory
+        // Resolved: the enumerator does not descend into a link, and an
+        // installation may keep an example's directory elsewhere.
+        let root = URL(fileURLWithPath: scaffolds.examples + "/" + directory).resolvingSymlinksInPath().path
         guard fm.fileExists(atPath: root), let walker = fm.enumerator(atPath: root) else {
             throw Scaffolds.NotFound(description: "\(root) is missing (the \(language.rawValue) \(kind.rawValue) scaffold, in \(scaffolds.origin))")
         }

@@ -161,7 +161,7 @@ import Testing
 
     /// C uses the name only inside longer identifiers: a keyword or a libc
     /// function's name makes a plugin that builds and passes its test.
-    @Test(.enabled(if: NewPluginTests.hasMake, "needs make"), arguments: ["int", "send", "main"])
+    @Test(.enabled(if: NewPluginTests.hasMake, "needs make"), arguments: ["int", "send", "main", "errno", "stdin"])
     func cTakesNamesThatAreCWords(_ name: String) throws {
         let cc = try #require(Self.cCompiler(), "no C compiler (cc, gcc, clang)")
         let base = try TestEnv.tempDir()
