@@ -50,7 +50,7 @@ struct NewPlugin: AsyncParsableCommand {
     var force = false
 
     @Option(name: .customLong("vigil-source"),
-            help: ArgumentHelp("A Vigil source tree (with Package.swift) to take the examples, the C header and the Rust bindings from.",
+            help: ArgumentHelp("A Vigil source tree (with Package.swift), or an installation prefix (with share/vigil/examples), to take the examples, the C header and the Rust bindings from.",
                                valueName: "DIR"))
     var vigilSource: String?
 
@@ -79,8 +79,8 @@ struct NewPlugin: AsyncParsableCommand {
         }
     }
 
-    /// Why `name` cannot name a plugin in `lang`, if it cannot: the copy
-    /// uses it as a crate's or a product's name, and C only ever in longer
+    /// Why `name` cannot name a plugin in `lang`, if it cannot: Swift uses
+    /// it as a product's name, Rust as the library's, and C only ever in longer
     /// identifiers (`NAME_create`, `NAME_output`), which must not be the
     /// header's or a macro of a header it includes.
     static func unusable(_ name: String, in lang: Scaffold.Language) -> String? {
@@ -94,16 +94,9 @@ struct NewPlugin: AsyncParsableCommand {
             }
             return nil
         case .rust:
-            let keywords: Set<String> = [
-                "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in",
-                "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super",
-                "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn", "abstract", "become",
-                "box", "do", "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
-            ]
-            if keywords.contains(name) { return "it is a Rust keyword, which Cargo refuses as a library's name" }
-            if ["std", "core", "alloc", "test", "proc_macro"].contains(name) {
-                return "it is the name of a library Rust itself provides, which Cargo refuses"
-            }
+            // The name is the library's and strings'; the code's own items
+            // are not named after it. Cargo builds and tests a cdylib named
+            // fn, self, std or core (a test shows it).
             return nil
         case .swift:
             if vigilProducts.contains(name) {

@@ -25,11 +25,15 @@ struct Scaffolds {
         let description: String
     }
 
-    /// The scaffolds of a Vigil source tree (a checkout with Package.swift).
+    /// The scaffolds of a Vigil source tree (a checkout with Package.swift),
+    /// or of an installation prefix (with share/vigil/examples).
     static func sourceTree(_ root: String) throws -> Scaffolds {
         let fm = FileManager.default
+        if !fm.fileExists(atPath: root + "/Package.swift"), fm.fileExists(atPath: root + "/share/vigil/examples") {
+            return try installation(root)
+        }
         guard fm.fileExists(atPath: root + "/Package.swift") else {
-            throw NotFound(description: "\(root) is not a Vigil source tree (it has no Package.swift); name one with --vigil-source DIR")
+            throw NotFound(description: "\(root) is not a Vigil source tree (it has no Package.swift) nor an installation prefix (it has no share/vigil/examples); name one with --vigil-source DIR")
         }
         let found = Scaffolds(examples: root + "/Plugins/examples", header: root + "/Sources/CVigilPlugin/include/vigil_plugin.h",
                               origin: "the Vigil sources in \(root)")
@@ -37,17 +41,20 @@ struct Scaffolds {
         return found
     }
 
+    /// The examples and header `make install` put under `prefix`.
+    static func installation(_ prefix: String) throws -> Scaffolds {
+        let installed = Scaffolds(examples: prefix + "/share/vigil/examples", header: prefix + "/include/vigil/vigil_plugin.h",
+                                  origin: "the installation in \(prefix)")
+        try installed.checkComplete()
+        return installed
+    }
+
     /// The installed tree or the source tree of the executable at `executable`.
     static func beside(executable: String) throws -> Scaffolds {
         let fm = FileManager.default
         let bin = URL(fileURLWithPath: executable).resolvingSymlinksInPath().deletingLastPathComponent()
         let prefix = bin.deletingLastPathComponent().path
-        let installed = Scaffolds(examples: prefix + "/share/vigil/examples", header: prefix + "/include/vigil/vigil_plugin.h",
-                                  origin: "the installation in \(prefix)")
-        if fm.fileExists(atPath: installed.examples) {
-            try installed.checkComplete()
-            return installed
-        }
+        if fm.fileExists(atPath: prefix + "/share/vigil/examples") { return try installation(prefix) }
         // A build in a source tree: ROOT/.build/debug/vigil, or
         // ROOT/.build/x86_64-unknown-linux-gnu/release/vigil, or a
         // --scratch-path below ROOT.
@@ -61,7 +68,8 @@ struct Scaffolds {
         }
         throw NotFound(description: """
             cannot find the plugin scaffolds: this vigil (\(executable)) is neither installed with them \
-            (\(installed.examples) is missing) nor built in a Vigil source tree; name a source tree with --vigil-source DIR
+            (\(prefix)/share/vigil/examples is missing) nor built in a Vigil source tree; name a source tree or an \
+            installation prefix with --vigil-source DIR
             """)
     }
 

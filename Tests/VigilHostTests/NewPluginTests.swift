@@ -149,8 +149,7 @@ import Testing
     @Test func refusesNamesTheLanguageCannotTake() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        for (name, lang, why) in [("fn", "rust", "it is a Rust keyword"), ("std", "rust", "a library Rust itself provides"),
-                                  ("vigil", "swift", "Vigil's package has a product of that name"),
+        for (name, lang, why) in [("vigil", "swift", "Vigil's package has a product of that name"),
                                   (String(repeating: "a", count: 65), "c", "65 characters long")] {
             let result = try Self.generate([name, "--lang", lang, "--dir", dir + "/out"])
             #expect(result.status != 0, "\(name)")
@@ -174,6 +173,22 @@ import Testing
                                         timeout: 120)
             #expect(test.stdout.contains("test_\(name): all "), "\(test.stdout)")
         }
+    }
+
+    /// Rust uses the name for the library and in strings only: a keyword
+    /// or the name of one of Rust's own crates builds and passes its tests.
+    @Test(arguments: ["fn", "std"])
+    func rustTakesNamesThatAreRustWords(_ name: String) throws {
+        let cargo = try #require(Self.cargo(), "cargo not found (not on PATH, not in $HOME/.cargo/bin): Rust 1.63 or later")
+        let path = URL(fileURLWithPath: cargo).deletingLastPathComponent().path + ":"
+            + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        let base = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let generated = try Self.generate([name, "--lang", "rust", "--dir", base + "/p"])
+        #expect(generated.status == 0, "\(generated.stderr)")
+        let test = try Self.succeed("cargo test (\(name))", cargo, ["test", "--offline", "--manifest-path", base + "/p/Cargo.toml"],
+                                    environment: ["PATH": path, "CARGO_TARGET_DIR": base + "/target"], timeout: 600)
+        #expect(test.stdout.contains("test result: ok."), "\(test.stdout)")
     }
 
     @Test func refusesANonEmptyDirectoryUnlessForced() throws {
@@ -229,6 +244,11 @@ import Testing
                                         environment: ["LD_LIBRARY_PATH": ProcessInfo.processInfo.environment["LD_LIBRARY_PATH"] ?? ""])
         #expect(installed.status == 0, "\(installed.stderr)")
         #expect(installed.stdout.contains("from the c/boottime example of the installation in \(dir)"), "\(installed.stdout)")
+
+        // And an installation named with --vigil-source, from anywhere.
+        let named = try Self.generate(["probe2", "--lang", "c", "--dir", dir + "/out2", "--vigil-source", dir])
+        #expect(named.status == 0, "\(named.stderr)")
+        #expect(named.stdout.contains("of the installation in \(dir)"), "\(named.stdout)")
         #expect(FileManager.default.contents(atPath: dir + "/out/vigil_plugin.h")
                 == FileManager.default.contents(atPath: dir + "/include/vigil/vigil_plugin.h"))
     }
