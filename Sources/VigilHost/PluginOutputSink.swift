@@ -234,8 +234,8 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
         }
         var start = 0
         while start < batch.count {
-            if start > 0, sinkContext.shouldAbandon {
-                // Past the drain deadline: no new write for the rest.
+            if sinkContext.shouldAbandon {
+                // Past the drain deadline: no new write, for the rest of this batch or a batch popped since.
                 sinkContext.countLost(batch.count - start, .shutdown)
                 return
             }
