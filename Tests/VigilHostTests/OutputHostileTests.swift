@@ -84,6 +84,18 @@ import Testing
         #expect(run.seconds < 20)
     }
 
+    /// `vigil plugins check` answers an output's emit as `vigil run` does
+    /// (VIGIL_E_UNSUPPORTED) and fails the check for it; it used to accept
+    /// the event (VIGIL_OK) and say nothing.
+    @Test func checkRefusesAnEmitFromAnOutputAsTheRunDoes() throws {
+        let check = try TestEnv.run(TestEnv.vigil, ["plugins", "check", try TestEnv.cPlugin("output_abuse"), "--option", "mode=talk"],
+                                    timeout: 60)
+        #expect(check.status == 1, "\(check.stdout)\(check.stderr)")
+        #expect(!check.stdout.contains("crashed"), "\(check.stdout)")
+        #expect(check.stdout.contains("FAIL  output: batches written, flushed  instance a called emit"), "\(check.stdout)")
+        #expect(check.stdout.contains("answered VIGIL_E_UNSUPPORTED, as vigil run does"), "\(check.stdout)")
+    }
+
     // MARK: - what held
 
     /// What an output hands back is read no further than it was given.
