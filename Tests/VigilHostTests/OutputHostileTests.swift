@@ -96,6 +96,20 @@ import Testing
         #expect(check.stdout.contains("answered VIGIL_E_UNSUPPORTED, as vigil run does"), "\(check.stdout)")
     }
 
+    /// A flush that fails every `flush_interval` (10 ms here) is logged at
+    /// most every 10 s, with a count: it was a line each time, 100 a second
+    /// of whatever the plugin wrote as its message.
+    @Test(arguments: ["process", "none"])
+    func aFlushThatAlwaysFailsDoesNotFloodTheLog(isolation: String) throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("mode: scribble, flush_status: 2", isolation: isolation, rate: 500,
+                               extra: "    flush_interval: 10ms", in: dir)
+        Self.expectAccounted(run, isolation)
+        #expect(run.written == 1000)
+        let lines = run.output.stderr.split(separator: "\n").filter { $0.contains("flush returned") }
+        #expect((1...3).contains(lines.count), "\(lines.count) lines of failed flushes")
+    }
+
     // MARK: - what held
 
     /// What an output hands back is read no further than it was given.
