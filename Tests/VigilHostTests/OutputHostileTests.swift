@@ -110,6 +110,24 @@ import Testing
         #expect((1...3).contains(lines.count), "\(lines.count) lines of failed flushes")
     }
 
+    /// An output in a runner that ignores SIGTERM and answers each write
+    /// after its write_timeout, before the SIGKILL a second later: each such
+    /// write ends with the runner, and its batch is written again to a new
+    /// one (then counted lost), as write_timeout says. The late answer was
+    /// taken, and the runner's death left for the next call: blamed on the
+    /// next batch's write or on a flush ("was ended in flush").
+    @Test func anAnswerPastWriteTimeoutIsNotTaken() throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("mode: slow, sleep_ms: 600, ignore_term: true", isolation: "process", count: 300, rate: 100,
+                               extra: "    write_timeout: 300ms", in: dir)
+        // Events the output took in a write ended so may reach it twice: not checked here.
+        #expect(run.written == 0 && run.lostTotal == 300 && run.output.status == 3, "written \(run.written), lost \(run.lost)")
+        let ended = run.output.stderr.split(separator: "\n").filter { $0.contains("output 'output_abuse' was ended in") }
+        #expect(!ended.isEmpty && ended.allSatisfy { $0.contains("was ended in write (write ran past its timeout of 0.300s") },
+                "\(ended.joined(separator: "\n"))")
+        #expect(run.crashes == ended.count, "\(run.crashes) crashes, \(ended.count) lines")
+    }
+
     // MARK: - what held
 
     /// What an output hands back is read no further than it was given.

@@ -16,7 +16,8 @@
  *   slow         sleeps `sleep_ms` in every write, then delivers;
  *   retry        RETRY for every event with retry_after_ns = `retry_after`;
  * and, in any mode, `hang` or `crash` names the call (create, start, stop, destroy, flush,
- * write) that never returns or raises SIGSEGV; `flush_status` is what flush returns.
+ * write) that never returns or raises SIGSEGV; `flush_status` is what flush returns;
+ * `ignore_term` makes create ignore SIGTERM (in a runner: it answers until the SIGKILL).
  * Delivered events (OK) are appended to `path`, one seq a line. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -31,7 +32,7 @@
 
 typedef struct {
     char mode[32], hang[16], crash[16];
-    int64_t status, retry_after, sleep_ms, flush_status;
+    int64_t status, retry_after, sleep_ms, flush_status, ignore_term;
     int writes;
     FILE *out;
     vigil_host_ctx *host;
@@ -48,6 +49,7 @@ static const vigil_option_spec options[] = {
     OPT(VIGIL_TYPE_INT, "flush_status", "0", "What flush returns."),
     OPT(VIGIL_TYPE_STRING, "hang", "none", "The call that never returns."),
     OPT(VIGIL_TYPE_STRING, "crash", "none", "The call that raises SIGSEGV."),
+    OPT(VIGIL_TYPE_BOOL, "ignore_term", "false", "Ignore SIGTERM from create on."),
     { .size = sizeof(vigil_option_spec), .type = VIGIL_TYPE_STRING, .name = VIGIL_STR("path"),
       .doc = VIGIL_STR("Append each delivered event's seq to this file.") },
 };
@@ -95,6 +97,7 @@ static vigil_status create(const vigil_create_args *args, void **instance, vigil
         if (is(opt, "retry_after")) o->retry_after = opt->value.as.i64;
         if (is(opt, "sleep_ms")) o->sleep_ms = opt->value.as.i64;
         if (is(opt, "flush_status")) o->flush_status = opt->value.as.i64;
+        if (is(opt, "ignore_term")) o->ignore_term = opt->value.as.boolean;
         if (is(opt, "path") && opt->value.type == VIGIL_TYPE_STRING && opt->value.as.str.len > 0) {
             char path[4096];
             copy(path, sizeof path, opt->value.as.str);
@@ -102,6 +105,7 @@ static vigil_status create(const vigil_create_args *args, void **instance, vigil
         }
     }
     fault(o, "create");
+    if (o->ignore_term) signal(SIGTERM, SIG_IGN);
     if (strcmp(o->mode, "talk") == 0) {
         pthread_t thread;
         pthread_create(&thread, NULL, chatter, o);
