@@ -216,6 +216,12 @@ final class SinkRunner: @unchecked Sendable {
     let context: SinkContext
     private let done = DispatchSemaphore(value: 0)
     private var thread: Thread?
+    /// A reload's replacement of a sink: started once the sink it replaces
+    /// is done, which may be after the host began to stop. `join` waits for
+    /// its thread all the same: a replacement not started by then was
+    /// taken for drained, and the events queued for it were neither written
+    /// nor counted.
+    private let startsLater: Bool
 
     /// Monotonic times of the first and last successful write (0: none yet).
     private(set) var firstWrite: Int64 = 0
@@ -223,9 +229,10 @@ final class SinkRunner: @unchecked Sendable {
     private var lastErrorLog: Int64 = 0
     private var suppressedErrors = 0
 
-    init(config: SinkConfig, sink: any EventSink, logger: Logger) {
+    init(config: SinkConfig, sink: any EventSink, logger: Logger, startsLater: Bool = false) {
         self.config = config
         self.sink = sink
+        self.startsLater = startsLater
         self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow)
         var logger = logger
         logger[metadataKey: "sink"] = "\(config.name)"
@@ -348,7 +355,7 @@ final class SinkRunner: @unchecked Sendable {
     /// (monotonic ns). False when it had not ended (a sink stuck in a system
     /// call); the process then exits without it.
     func join(until deadline: Int64) async -> Bool {
-        guard thread != nil else { return true }
+        guard startsLater || thread != nil else { return true }
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             DispatchQueue.global().async { [done] in
                 let wait = max(0, deadline - monotonicNanoseconds())

@@ -128,6 +128,55 @@ import Testing
         #expect(run.crashes == ended.count, "\(run.crashes) crashes, \(ended.count) lines")
     }
 
+    /// A reload replaces a disk-buffered plugin sink whose output answers
+    /// RETRY: the replacement starts once the old sink has let go of the
+    /// directory, at its drain deadline. When the run ends before that, the
+    /// host waits for the replacement as for any sink: it starts, keeps its
+    /// events on disk (or they are counted lost). It was taken for drained
+    /// at once, and the events queued for it were neither written nor
+    /// counted ("none lost" with ten thousand gone).
+    @Test(arguments: ["process", "none"])
+    func aReplacementThatStartsAfterShutdownBeganIsWaitedFor(isolation: String) throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = { (mode: String) in
+            """
+            monitors:
+              f:
+                plugin: flood
+                options: { count: 10000, rate: 4000 }
+            sinks:
+              out:
+                type: plugin
+                plugin: output_abuse
+                isolation: \(isolation)
+                match: ["f/*"]
+                batch: 1000
+                retry_min: 10ms
+                retry_max: 50ms
+                options: { mode: \(mode), path: \(dir)/delivered.txt }
+                buffer: { type: disk, path: \(dir)/buffer }
+            """
+        }
+        try TestEnv.write(manifest("retry"), to: dir + "/m.yaml")
+        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins(), "--control", "none",
+                                                        "--drain-timeout", "3s", "--summary", dir + "/s.json"])
+        usleep(1_000_000)
+        try TestEnv.write(manifest("scribble"), to: dir + "/m.yaml")
+        process.signal(SIGHUP)
+        let output = process.wait(timeout: 60)
+        #expect(output.stderr.contains("restarted sink out"), "\(output.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/s.json"))) as? [String: Any]
+        let sinks = (summary?["sinks"] as? [[String: Any]] ?? []).filter { $0["name"] as? String == "out" }
+        #expect(sinks.count == 2)
+        for sink in sinks {
+            let accepted = sink["accepted"] as? Int ?? -1
+            let written = sink["written"] as? Int ?? -1
+            let lost = (sink["lost"] as? [String: Int] ?? [:]).values.reduce(0, +)
+            #expect(written + lost >= accepted, "accepted \(accepted), written \(written), lost \(lost)\n\(output.stderr)")
+        }
+        #expect(output.status == (output.stderr.contains("none lost\n") ? 0 : 3), "\(output.stderr)")
+    }
+
     // MARK: - what held
 
     /// What an output hands back is read no further than it was given.
