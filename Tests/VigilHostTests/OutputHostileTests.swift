@@ -177,6 +177,25 @@ import Testing
         #expect(output.status == (output.stderr.contains("none lost\n") ? 0 : 3), "\(output.stderr)")
     }
 
+    /// A disk buffer of 1 MiB with `when_full: block` in front of an
+    /// output, and a flood taken faster than the output drains: batches
+    /// larger than the whole buffer go to disk in parts. One never fitted:
+    /// the sink waited for room until the drain deadline, and the batch was
+    /// lost (or, with `drop_newest`, dropped whole into an empty buffer).
+    @Test(arguments: ["block", "drop_newest"], ["process", "none"])
+    func aBatchLargerThanTheDiskBufferGoesInParts(whenFull: String, isolation: String) throws {
+        let dir = try TestEnv.tempDir()
+        let run = try Self.run("mode: scribble", isolation: isolation, count: 20000,
+                               extra: "    buffer: { type: disk, path: \(dir)/buffer, max_size: 1MiB, when_full: \(whenFull) }", in: dir)
+        Self.expectAccounted(run, count: 20000, whenFull)
+        if whenFull == "block" {
+            #expect(run.written == 20000 && run.delivered.count == 20000, "\(run.written) written, \(run.delivered.count) delivered")
+        } else {
+            // The output takes 100 events a write: at least some fit each time.
+            #expect(run.delivered.count == run.written && run.written >= 5000, "\(run.written) written, \(run.delivered.count) delivered, \(run.lost)")
+        }
+    }
+
     // MARK: - what held
 
     /// What an output hands back is read no further than it was given.
