@@ -203,7 +203,10 @@ public final class SinkContext: @unchecked Sendable {
     }
 
     func beginClosing(drainDeadline: Int64) {
-        abandonAt.store(drainDeadline, ordering: .releasing)
+        // The earlier deadline holds: a sink a reload is stopping keeps its
+        // own when the host stops too. Moved later, it held the directory of
+        // its disk buffer past the time its replacement waits for it.
+        abandonAt.min(drainDeadline, ordering: .acquiringAndReleasing)
         closing.store(true, ordering: .releasing)
     }
 }

@@ -177,6 +177,55 @@ import Testing
         #expect(output.status == (output.stderr.contains("none lost\n") ? 0 : 3), "\(output.stderr)")
     }
 
+    /// A reload replaces a disk-buffered plugin sink whose output answers
+    /// RETRY into a full buffer (`when_full: block`), and the host stops
+    /// (the flood ends) 1.5 s later, before the old sink's drain deadline
+    /// and the time its replacement waits for it: the old one keeps that
+    /// deadline, lets go of the directory then, and its replacement opens
+    /// it and delivers. The host's stop gave the old one its own, later
+    /// deadline: it held the directory past the time its replacement waited
+    /// for it, and the replacement failed for good ("cannot open the disk
+    /// buffer"), its events counted lost.
+    @Test(arguments: ["process", "none"])
+    func aSinkAReloadStopsKeepsItsDeadlineWhenTheHostStops(isolation: String) throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = { (mode: String) in
+            """
+            monitors:
+              f:
+                plugin: flood
+                options: { count: 14000, rate: 4000 }
+            sinks:
+              out:
+                type: plugin
+                plugin: output_abuse
+                isolation: \(isolation)
+                match: ["f/*"]
+                batch: 1000
+                retry_min: 10ms
+                retry_max: 50ms
+                options: { mode: \(mode), path: \(dir)/delivered.txt }
+                buffer: { type: disk, path: \(dir)/buffer, max_size: 1MiB, when_full: block }
+            """
+        }
+        try TestEnv.write(manifest("retry"), to: dir + "/m.yaml")
+        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--plugin-dir", try TestEnv.cPlugins(), "--control", "none",
+                                                        "--drain-timeout", "3s", "--summary", dir + "/s.json"])
+        usleep(2_000_000)  // the buffer full, the old sink waiting for room
+        try TestEnv.write(manifest("scribble"), to: dir + "/m.yaml")
+        process.signal(SIGHUP)
+        let output = process.wait(timeout: 60)
+        #expect(output.stderr.contains("restarted sink out"), "\(output.stderr)")
+        #expect(!output.stderr.contains("cannot open the disk buffer"), "\(output.stderr)")
+        let delivered = Set(((try? String(contentsOfFile: dir + "/delivered.txt", encoding: .utf8)) ?? "").split(separator: "\n"))
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/s.json"))) as? [String: Any]
+        let sinks = (summary?["sinks"] as? [[String: Any]] ?? []).filter { $0["name"] as? String == "out" }
+        let lost = sinks.map { ($0["lost"] as? [String: Int] ?? [:]).values.reduce(0, +) }.reduce(0, +)
+        let kept = sinks.map { ($0["buffer"] as? [String: Any])?["buffered"] as? Int ?? 0 }.reduce(0, +)
+        #expect(delivered.count + lost + kept == 14000, "\(delivered.count) delivered, \(lost) lost, \(kept) kept\n\(output.stderr)")
+        #expect(output.status == (lost > 0 ? 3 : 0))
+    }
+
     /// A disk buffer of 1 MiB with `when_full: block` in front of an
     /// output, and a flood taken faster than the output drains: batches
     /// larger than the whole buffer go to disk in parts. One never fitted:
