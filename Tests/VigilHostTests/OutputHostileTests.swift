@@ -305,7 +305,10 @@ import Testing
         let run = try Self.run("mode: mix, retry_after: -1", isolation: isolation,
                                extra: "    buffer: { type: disk, path: \(dir)/buffer }", in: dir)
         Self.expectAccounted(run, isolation)
-        #expect(run.written == 750 && run.lost["rejected"] == 250, "\(run.lost)")
+        // Host events take seqs too: about a quarter of the flood's are 1 modulo 4.
+        let rejected = run.lost["rejected"] ?? 0
+        #expect((240...260).contains(rejected) && run.written == 1000 - rejected, "\(run.lost)")
+        #expect(run.delivered.count == run.written && !run.delivered.contains { $0 % 4 == 1 }, "\(run.delivered.count) delivered")
         #expect(run.output.stderr.contains("disk buffer: 0 kept for the next start"), "\(run.output.stderr)")
     }
 
