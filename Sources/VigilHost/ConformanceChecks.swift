@@ -326,6 +326,7 @@ extension ConformanceSession {
         let stop = self.stop(a)
         if !stop.ok { outcome.notes.append("stop returned \(stop.said)") }
         _ = destroy(a)
+        failOutputEmits(a, &outcome)
         report(Name.outputWrites, outcome, pass: "a batch of 3 events written twice: " + said.joined(separator: "; "))
     }
 
@@ -387,7 +388,17 @@ extension ConformanceSession {
         if !stop.ok { outcome.notes.append("stop returned \(stop.said)") }
         let destroyed = destroy(b)
         if !destroyed.ok { outcome.fail("destroy \(destroyed.said)") }
+        failOutputEmits(b, &outcome)
         report(Name.outputHostile, outcome, pass: said.joined(separator: "; ") + "; stopped and destroyed without a flush")
+    }
+
+    /// An output that called emit: `vigil run` refuses every such event
+    /// (VIGIL_E_UNSUPPORTED), so the check fails as the run would lose them.
+    private func failOutputEmits(_ p: ProbeInstance, _ outcome: inout CheckOutcome) {
+        let emits = ledger.lock.withLock { p.outputEmits }
+        if emits > 0 {
+            outcome.fail("instance \(p.id) called emit \(emits) time\(emits == 1 ? "" : "s"): an output has nothing to emit (answered VIGIL_E_UNSUPPORTED, as vigil run does)")
+        }
     }
 
     private func finalChecks() {

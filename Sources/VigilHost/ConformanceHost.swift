@@ -8,6 +8,9 @@ import VigilCore
 final class EmitLedger: @unchecked Sendable {
     let lock = Lock()
     let kinds: [EventSpec]
+    /// An output has nothing to emit: its emits are answered as `vigil run`
+    /// answers them (VIGIL_E_UNSUPPORTED) and counted by their instance.
+    let isOutput: Bool
     /// The thread that makes every call into the plugin.
     let driver: pthread_t
     /// The host's own decoder: what `vigil run` refuses is a failure here.
@@ -24,6 +27,7 @@ final class EmitLedger: @unchecked Sendable {
 
     init(plugin: PluginDescription) {
         self.kinds = plugin.events
+        self.isOutput = plugin.kind == .output
         self.kindCounts = Array(repeating: 0, count: plugin.events.count)
         self.driver = pthread_self()
         self.decoder = EventDecoder(monitor: "check", plugin: plugin.name, events: plugin.events)
@@ -91,6 +95,8 @@ final class ProbeInstance: PluginHostCallbacks, @unchecked Sendable {
     var firstLateDelay: Int64?
     var logs = 0
     var finished = 0
+    /// Emits of an output's instance (refused with VIGIL_E_UNSUPPORTED).
+    var outputEmits = 0
 
     init(id: String, ledger: EmitLedger) {
         self.id = id
@@ -101,6 +107,10 @@ final class ProbeInstance: PluginHostCallbacks, @unchecked Sendable {
 
     func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
         ledger.lock.withLock {
+            if ledger.isOutput {
+                outputEmits += 1
+                return VIGIL_E_UNSUPPORTED
+            }
             let status = ledger.checkLocked(event)
             switch phase {
             case .started:

@@ -153,22 +153,40 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
             throw SinkWriteError(delivered: 0, reason: .writeFailed,
                                  DiskBuffer.Failure(description: "the disk buffer \(config.path) cannot be opened: \(openError.map { "\($0)" } ?? "")"))
         }
-        var payloads: [[UInt8]] = []
-        payloads.reserveCapacity(batch.count)
+        // In parts of at most an eighth of max_size: a batch larger than the
+        // whole buffer (the queue filled while the buffer was full) never
+        // fits, and `block` waited for room for it until the drain deadline.
+        let partBytes = max(1, config.maxSize / 8)
         var line: [UInt8] = []
-        var bytes = 0
-        for event in batch {
-            line.removeAll(keepingCapacity: true)
-            encoder.encode(event, into: &line)
-            bytes += line.count + DiskBuffer.headerBytes
-            payloads.append(line)
+        var stored = 0
+        var start = 0
+        while start < batch.count {
+            var payloads: [[UInt8]] = []
+            var bytes = 0
+            var end = start
+            while end < batch.count && (end == start || Int64(bytes) < partBytes) {
+                line.removeAll(keepingCapacity: true)
+                encoder.encode(batch[end], into: &line)
+                bytes += line.count + DiskBuffer.headerBytes
+                payloads.append(line)
+                end += 1
+            }
+            if try store(payloads, bytes: bytes, in: buffer, context, storedBefore: stored) { stored += payloads.count }
+            start = end
         }
+    }
+
+    /// Appends one part of a batch, under `when_full`; false when it was
+    /// dropped (drop_newest, counted). A throw says how many of the batch
+    /// went to disk before (`storedBefore`): those are written.
+    private func store(_ payloads: [[UInt8]], bytes: Int, in buffer: DiskBuffer, _ context: SinkContext,
+                       storedBefore: Int) throws -> Bool {
         while buffer.wouldOverflow(adding: bytes) {
             switch whenFull {
             case .dropNewest:
-                context.countLost(batch.count, .bufferFull)
+                context.countLost(payloads.count, .bufferFull)
                 logFull(context, "new events are dropped (when_full: drop_newest)")
-                return
+                return false
             case .dropOldest:
                 let dropped = buffer.dropOldest()
                 guard dropped > 0 || buffer.totalBytes > 0 else { break }
@@ -180,7 +198,7 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
             case .block:
                 logFull(context, "the sink waits for the peer (when_full: block)")
                 if context.shouldAbandon {
-                    throw SinkWriteError(delivered: 0, reason: .shutdown,
+                    throw SinkWriteError(delivered: storedBefore, reason: .shutdown,
                                          DiskBuffer.Failure(description: "the disk buffer stayed full until the drain deadline"))
                 }
                 signal.signal()
@@ -192,9 +210,10 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
         do {
             _ = try buffer.append(payloads)
         } catch {
-            throw SinkWriteError(delivered: 0, reason: .writeFailed, error)
+            throw SinkWriteError(delivered: storedBefore, reason: .writeFailed, error)
         }
         signal.signal()
+        return true
     }
 
     private func logFull(_ context: SinkContext, _ what: String) {

@@ -59,6 +59,9 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
     private var lastFlush = monotonicNanoseconds()
     private var rejectLogged = monotonicNanoseconds() - 60_000_000_000
     private var slowWriteLogged = monotonicNanoseconds() - 60_000_000_000
+    private var flushFailedLogged = monotonicNanoseconds() - 60_000_000_000
+    /// Failed periodic flushes not yet said in the log.
+    private var flushFailuresUnsaid = 0
     /// Runner deaths since a call last returned: the restart's backoff.
     private var crashesInARow = 0
     /// The runner that died between calls, reported already (on its channel thread).
@@ -234,8 +237,8 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
         }
         var start = 0
         while start < batch.count {
-            if start > 0, sinkContext.shouldAbandon {
-                // Past the drain deadline: no new write for the rest.
+            if sinkContext.shouldAbandon {
+                // Past the drain deadline: no new write, for the rest of this batch or a batch popped since.
                 sinkContext.countLost(batch.count - start, .shutdown)
                 return
             }
@@ -383,9 +386,22 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
         lastFlush = now
         switch transport.flush(deadline: now.addingSaturating(config.flushInterval), timeout: config.timeout) {
         case .crashed(let death): noteCrash("flush", death)
-        case .returned(let status, let message) where status != VIGIL_OK: logger.warning("flush returned \(statusName(status)): \(message)")
+        case .returned(let status, let message) where status != VIGIL_OK: noteFlushFailure(status, message)
         case .returned: break
         }
+    }
+
+    /// A periodic flush that failed, logged at most every 10 s (as rejects
+    /// are) with how many failed unsaid since: one a `flush_interval` could
+    /// be 100 lines a second.
+    private func noteFlushFailure(_ status: vigil_status, _ message: String) {
+        flushFailuresUnsaid += 1
+        let now = monotonicNanoseconds()
+        guard now - flushFailedLogged >= 10_000_000_000 else { return }
+        flushFailedLogged = now
+        let more = flushFailuresUnsaid > 1 ? " (and \(flushFailuresUnsaid - 1) more failed flushes since the last such line)" : ""
+        flushFailuresUnsaid = 0
+        logger.warning("flush returned \(statusName(status)): \(message)\(more)")
     }
 
     func shutdown(context sinkContext: SinkContext) {

@@ -298,10 +298,16 @@ public final class RunnerProcess: @unchecked Sendable {
             callInFlight = false
             state.unlock()
         }
+        // The host gave up on the call and ended the runner: a reply that
+        // comes while it ends (a runner that ignores SIGTERM answers until
+        // the SIGKILL) is not the call's outcome, its end is. Taken, it left
+        // the death for the next call, blamed on that call.
+        var gaveUp = false
         while pendingReply == nil && death == nil {
             let now = monotonicNanoseconds()
             let givenUp = now >= (giveUpAt?() ?? .max)
             if timedOut || now >= deadline || givenUp || unsent != nil {
+                gaveUp = true
                 state.unlock()
                 terminate(because: unsent ?? (givenUp && !timedOut && now < deadline
                     ? "\(name) ran past the drain deadline at shutdown"
@@ -314,6 +320,7 @@ public final class RunnerProcess: @unchecked Sendable {
         }
         if let reply = pendingReply {
             pendingReply = nil
+            if gaveUp, let death { return .died(death) }
             if let answer = reply.answer {
                 return .answer(reply.status, reply.message, retryAfter: answer.retryAfter, verdicts: answer.verdicts)
             }

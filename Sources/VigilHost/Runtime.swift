@@ -488,7 +488,7 @@ public final class VigilRuntime: @unchecked Sendable {
                                      manifestIsolation: manifest.isolation, hostEvents: hostEvents,
                                      catalog: options.outputCatalog
                                          ?? PluginCatalog(directories: manifest.resolvedPluginDirs + PluginCatalog.ownDirectories()))
-            let runner = SinkRunner(config: config, sink: sink, logger: logger)
+            let runner = SinkRunner(config: config, sink: sink, logger: logger, startsLater: old != nil)
             slots[slot] = runner
             sinks.append(runner)
             fresh.append((runner, old))

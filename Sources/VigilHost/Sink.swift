@@ -203,7 +203,10 @@ public final class SinkContext: @unchecked Sendable {
     }
 
     func beginClosing(drainDeadline: Int64) {
-        abandonAt.store(drainDeadline, ordering: .releasing)
+        // The earlier deadline holds: a sink a reload is stopping keeps its
+        // own when the host stops too. Moved later, it held the directory of
+        // its disk buffer past the time its replacement waits for it.
+        abandonAt.min(drainDeadline, ordering: .acquiringAndReleasing)
         closing.store(true, ordering: .releasing)
     }
 }
@@ -216,6 +219,12 @@ final class SinkRunner: @unchecked Sendable {
     let context: SinkContext
     private let done = DispatchSemaphore(value: 0)
     private var thread: Thread?
+    /// A reload's replacement of a sink: started once the sink it replaces
+    /// is done, which may be after the host began to stop. `join` waits for
+    /// its thread all the same: a replacement not started by then was
+    /// taken for drained, and the events queued for it were neither written
+    /// nor counted.
+    private let startsLater: Bool
 
     /// Monotonic times of the first and last successful write (0: none yet).
     private(set) var firstWrite: Int64 = 0
@@ -223,9 +232,10 @@ final class SinkRunner: @unchecked Sendable {
     private var lastErrorLog: Int64 = 0
     private var suppressedErrors = 0
 
-    init(config: SinkConfig, sink: any EventSink, logger: Logger) {
+    init(config: SinkConfig, sink: any EventSink, logger: Logger, startsLater: Bool = false) {
         self.config = config
         self.sink = sink
+        self.startsLater = startsLater
         self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow)
         var logger = logger
         logger[metadataKey: "sink"] = "\(config.name)"
@@ -348,7 +358,7 @@ final class SinkRunner: @unchecked Sendable {
     /// (monotonic ns). False when it had not ended (a sink stuck in a system
     /// call); the process then exits without it.
     func join(until deadline: Int64) async -> Bool {
-        guard thread != nil else { return true }
+        guard startsLater || thread != nil else { return true }
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             DispatchQueue.global().async { [done] in
                 let wait = max(0, deadline - monotonicNanoseconds())
