@@ -141,6 +141,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: dir + "/plugins", withIntermediateDirectories: true)
         try NewPluginTests.succeed("cp", "/bin/cp", [try TestEnv.cPlugin("output_min"), dir + "/plugins/output_min.so"], timeout: 30)
         try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
         monitors:
           f: { plugin: flood, options: { count: 20, rate: 1000 } }
         sinks:
