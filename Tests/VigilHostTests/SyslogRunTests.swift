@@ -161,8 +161,13 @@ import Testing
 
     /// The daemon behind the log socket restarts (a new socket at the same
     /// path): the sink connects again and sends what waited meanwhile;
-    /// nothing is lost and nothing is sent twice.
-    @Test func theLogSocketsDaemonRestartsAndNothingIsLost() throws {
+    /// nothing is sent twice, and nothing is lost but, at most, the one
+    /// datagram the kernel took into the old daemon's socket after it had
+    /// stopped reading and before it closed: a datagram has no answer, so
+    /// neither the host nor anyone can know of it (seen about once in five
+    /// runs on a loaded machine: the missing seq is the one sent at the
+    /// SIGTERM).
+    @Test func theLogSocketsDaemonRestartsAndOnlyADatagramInItsOldSocketCanBeLost() throws {
         var rsyslog = try Rsyslog("syslog-restart")
         defer { rsyslog.stop() }
         let dir = try TestEnv.tempDir("syslog-restart-vigil")
@@ -182,9 +187,9 @@ import Testing
         #expect(run.stderr.contains("reconnecting") || run.stderr.contains("cannot connect"), "\(run.stderr)")
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: summary))) as? [String: Any] ?? [:]
         let events = json["events"] as? Int ?? -1
-        #expect(SinkRunTests.waitUntil(20) { rsyslog.lines().count >= events })
+        #expect(SinkRunTests.waitUntil(20) { rsyslog.lines().count >= events - 1 })
         let seqs = rsyslog.lines().compactMap { $0.count == 10 ? $0[9].split(separator: " ").first { $0.hasPrefix("seq=") } : nil }
-        #expect(seqs.count == events, "\(seqs.count) of \(events)")
-        #expect(Set(seqs).count == events)
+        #expect(seqs.count >= events - 1 && seqs.count <= events, "\(seqs.count) of \(events)")
+        #expect(Set(seqs).count == seqs.count, "a message sent twice")
     }
 }
