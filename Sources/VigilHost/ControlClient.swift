@@ -21,19 +21,36 @@ public enum ControlClient {
     }
 
     /// One request to `endpoint`, with its bearer token where it has one.
+    ///
+    /// The request is written by the connection's event loop the moment it
+    /// connects, and the deadline runs there too: a caller whose task is
+    /// slow to be scheduled again (a cooperative pool busy with blocking
+    /// work) cannot leave an open connection silent until the host's request
+    /// deadline closes it unanswered, as the tests once saw after 10 s.
     public static func request(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], to endpoint: ControlEndpoint,
                                timeout: TimeAmount = .seconds(30)) async throws -> Reply {
         let group = MultiThreadedEventLoopGroup.singleton
-        let promise = group.next().makePromise(of: Reply.self)
-        let channel: Channel
+        let loop = group.next()
+        let promise = loop.makePromise(of: Reply.self)
         let address = endpoint.description
+        var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
+        head.headers.add(name: "Host", value: "vigil")
+        if let token = endpoint.token { head.headers.add(name: "Authorization", value: "Bearer \(token.text)") }
+        head.headers.add(name: "Content-Length", value: "\(body.count)")
+        head.headers.add(name: "Connection", value: "close")
+        let exchange = Exchange(head: head, body: body, promise: promise)
+        let deadline = loop.scheduleTask(in: timeout) {
+            promise.fail(ControlError("no reply from \(address) within \(timeout.nanoseconds / 1_000_000_000) s"))
+        }
+        defer { deadline.cancel() }
+        let channel: Channel
         do {
-            let bootstrap = ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: loop)
                 .connectTimeout(timeout)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                        try channel.pipeline.syncOperations.addHandler(ReplyCollector(promise: promise))
+                        try channel.pipeline.syncOperations.addHandler(exchange)
                     }
                 }
             switch endpoint.target {
@@ -45,37 +62,39 @@ public enum ControlClient {
             if case .unix = endpoint.target { throw ControlError("cannot reach the control socket \(address): \(error)") }
             throw ControlError("cannot reach the control API at \(address): \(error)")
         }
-        var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
-        head.headers.add(name: "Host", value: "vigil")
-        if let token = endpoint.token { head.headers.add(name: "Authorization", value: "Bearer \(token.text)") }
-        head.headers.add(name: "Content-Length", value: "\(body.count)")
-        head.headers.add(name: "Connection", value: "close")
-        let deadline = channel.eventLoop.scheduleTask(in: timeout) {
-            promise.fail(ControlError("no reply from \(address) within \(timeout.nanoseconds / 1_000_000_000) s"))
-        }
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        if !body.isEmpty {
-            channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(bytes: body))), promise: nil)
-        }
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
-        defer {
-            deadline.cancel()
-            channel.close(promise: nil)
-        }
+        defer { channel.close(promise: nil) }
         return try await promise.futureResult.get()
     }
 }
 
-private final class ReplyCollector: ChannelInboundHandler, @unchecked Sendable {
+/// One request and its reply on one connection: the request is written
+/// when the connection becomes active, the reply collected into `promise`.
+private final class Exchange: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
 
+    private let head: HTTPRequestHead
+    private let requestBody: [UInt8]
     private let promise: EventLoopPromise<ControlClient.Reply>
     private var status = 0
     private var body: [UInt8] = []
+    private var opened: UInt64 = 0
 
-    private let opened = DispatchTime.now().uptimeNanoseconds
+    init(head: HTTPRequestHead, body: [UInt8], promise: EventLoopPromise<ControlClient.Reply>) {
+        self.head = head
+        self.requestBody = body
+        self.promise = promise
+    }
 
-    init(promise: EventLoopPromise<ControlClient.Reply>) { self.promise = promise }
+    func channelActive(context: ChannelHandlerContext) {
+        opened = DispatchTime.now().uptimeNanoseconds
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        if !requestBody.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: requestBody)))), promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.fireChannelActive()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
