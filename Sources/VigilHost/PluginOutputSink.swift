@@ -64,6 +64,8 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
     private var flushFailuresUnsaid = 0
     /// Runner deaths since a call last returned: the restart's backoff.
     private var crashesInARow = 0
+    /// Ends a runner over its `limits:` where no cgroup does (nil: none to watch).
+    private var watchdog: OutputRunnerWatchdog?
     /// The runner that died between calls, reported already (on its channel thread).
     private let diedBetweenCalls = Mutex<ObjectIdentifier?>(nil)
 
@@ -107,6 +109,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
             description = runner.description
             transport = runner
             isolated.store(true, ordering: .relaxed)
+            watchdog = OutputRunnerWatchdog(limits: config.limits, runner: runner, label: sinkName, logger: logger)
         } else {
             switch catalog.load(reference: reference) {
             case .failure(let refusal):
@@ -430,6 +433,8 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
             }
         }
         // A runner is let go whether or not it serves an instance.
+        watchdog?.cancel()
+        watchdog = nil
         transport.destroy(timeout: timeout())
         up = false
         self.transport = nil

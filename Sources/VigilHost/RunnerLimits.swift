@@ -1,5 +1,7 @@
 import Foundation
 import Glibc
+import Logging
+import VigilABI
 import VigilCore
 
 /// The watchdog of an isolated monitor's `limits:` where no cgroup enforces
@@ -88,4 +90,36 @@ struct RunnerLimits: Sendable {
         guard n > 0 else { return nil }
         return String(decoding: buffer[0..<n], as: UTF8.self)
     }
+}
+
+/// The watchdog of one output's runners (a `type: plugin` sink in a runner)
+/// where no cgroup enforces their `limits:`: `RunnerLimits` looked at every
+/// `RunnerLimits.period` on a timer of its own, as the supervisor's
+/// watchdog looks at monitors' runners. A runner over a limit is ended with
+/// the reason; the sink reports its end (a write in it is written again to
+/// a new runner) as it reports a crash.
+final class OutputRunnerWatchdog: @unchecked Sendable {
+    private let timer: DispatchSourceTimer
+
+    /// Nil when `limits` hold neither memory nor CPU.
+    init?(limits: ResourceLimits, runner: RunnerTransport, label: String, logger: Logger) {
+        guard !RunnerLimits(limits: limits).isEmpty else { return nil }
+        let watch = LockedState(RunnerLimits(limits: limits))
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "vigil.limits.\(label)"))
+        timer.setEventHandler { [weak runner] in
+            guard let runner, let process = runner.currentProcess, process.cgroup == nil, !process.isDead else { return }
+            let now = monotonicNanoseconds()
+            if let why = watch.withLock({ $0.check(pid: process.pid, dataLimit: process.dataLimit, now: now) }) {
+                logger.error("\(why): ending its runner (pid \(process.pid))")
+                process.terminate(because: why)
+            }
+        }
+        let period = Int(RunnerLimits.period)
+        timer.schedule(deadline: .now() + .nanoseconds(period), repeating: .nanoseconds(period), leeway: .milliseconds(20))
+        timer.resume()
+    }
+
+    func cancel() { timer.cancel() }
+
+    deinit { timer.cancel() }
 }

@@ -214,6 +214,35 @@ import VigilCore
         #expect(run.output.stderr.contains("(killed by SIGKILL"), "\(run.output.stderr)")
     }
 
+    /// `limits:` where no cgroup enforces them (a host without a delegated
+    /// cgroup, as here): a watchdog ends an output's runner over its CPU or
+    /// memory limit, as it ends a monitor's, with the limit as the reason;
+    /// what the runner was writing goes to a new runner, and nothing is lost.
+    /// (Before, an output's runner had no watchdog: one spinning in `write`
+    /// held the sink until `write_timeout`, and a leak ran to RLIMIT_DATA.)
+    @Test(arguments: [
+        ("spin_in_write", "at: 3, once: DIR/fault", "{ cpu: 20% }", "cpu limit: "),
+        ("leak_in_write", "at: 3", "{ memory: 64MiB }", "memory limit: "),
+    ])
+    func anOutputRunnerOverItsLimitsIsEndedWithTheReason(mode: String, fault: String, limits: String, reason: String) throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fault = fault.replacingOccurrences(of: "DIR", with: dir)
+        let run = try Self.run(count: 1200, rate: 200, options: "mode: \(mode), \(fault)",
+                               extra: "    write_timeout: 1m\n    limits: \(limits)", in: dir)
+        Self.expectEveryEventOnce(run, count: 1200)
+        #expect(run.crashes >= 1 && run.crashes == run.restarts, "crashes \(run.crashes), restarts \(run.restarts)")
+        if mode == "spin_in_write" { #expect(run.crashes == 1, "\(run.crashes) crashes") }
+        #expect(run.output.stderr.contains(": ending its runner (pid "), "\(run.output.stderr)")
+        let crashes = run.hostEvents.filter { $0["kind"] as? String == "sink_crashed" }
+        #expect(crashes.count == run.crashes, "\(crashes)")
+        for crash in crashes {
+            let fields = crash["fields"] as? [String: Any] ?? [:]
+            #expect((fields["reason"] as? String ?? "").hasPrefix(reason), "\(fields)")
+        }
+        #expect(run.seconds < 30, "the run took \(run.seconds) s")
+    }
+
     /// Garbage on the runner's standard streams goes to the host's standard
     /// error and harms nothing; a child the output forks is ended with its
     /// runner.

@@ -15,7 +15,9 @@
  *   noisy          every write prints binary garbage on stdout and stderr, then delivers;
  *   fork_in_write  fork a child that sleeps for an hour holding every descriptor (its pid into `once`),
  *                  then deliver.
- *   crash_in_flush raise(SIGSEGV) in the `at`-th flush call of its process (with `once`: once).
+ *   crash_in_flush raise(SIGSEGV) in the `at`-th flush call of its process (with `once`: once);
+ *   leak_in_write  from that write on, each write keeps 16 MiB it has touched, then delivers;
+ *   spin_in_write  spin on the CPU for ever.
  * Delivered events (OK) are appended to `path`, one seq a line, before the call returns; each flush
  * appends a line "flush". */
 #define _POSIX_C_SOURCE 200809L
@@ -96,6 +98,9 @@ static int fault_at(output *o, int n) {
     return 1;
 }
 
+/* What leak_in_write keeps, each block pointing at the one before. */
+static void *volatile leaked;
+
 static int fault_now(output *o) { return fault_at(o, o->writes); }
 
 static void deliver(output *o, const vigil_batch *batch) {
@@ -154,6 +159,20 @@ static vigil_status write_batch(void *instance, const vigil_batch *batch, vigil_
         }
         deliver(o, batch);
     } else if (strcmp(o->mode, "crash_in_flush") == 0) {
+        deliver(o, batch);
+    } else if (strcmp(o->mode, "leak_in_write") == 0) {
+        if (o->writes >= o->at) {
+            char *kept = malloc(16 << 20);
+            if (kept != NULL) {
+                memset(kept, 0x5a, 16 << 20);
+                *(void **)kept = leaked; /* kept reachable: the leak cannot be optimised away */
+                leaked = kept;
+            }
+        }
+        deliver(o, batch);
+    } else if (strcmp(o->mode, "spin_in_write") == 0) {
+        if (fault_now(o))
+            for (volatile uint64_t n = 0;; n++) {}
         deliver(o, batch);
     }
     return VIGIL_OK;
