@@ -318,6 +318,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         logger.error("\(call) failed (\(Self.statusName(status)))\(at): \(why)\(supervised ? "" : "; the monitor is stopped, the others go on")")
         noteError("\(call) failed (\(Self.statusName(status)))\(at): \(why)")
         destroyInstance()
+        // Failed before it is told: whoever acts on the event sees the state it names.
+        if !supervised { set(.failed) }
         hostEvents.instanceFailed(monitor: name, plugin: description.name, call: call,
                                   status: Self.statusName(status), message: why)
         if supervised {
