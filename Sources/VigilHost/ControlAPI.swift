@@ -99,6 +99,9 @@ final class ControlAPI: Sendable {
             default: break
             }
         }
+        for runner in runtime.sinks {
+            if let why = runner.stats.failedForGood { reasons.append("sink \(runner.config.name) failed: \(why)") }
+        }
         for (sink, lost) in losses.lostInLastMinute(runtime.sinks) where lost.total > 0 {
             reasons.append("sink \(sink.config.name) lost \(lost.total) events in the last minute (\(lost.description))")
         }
@@ -149,6 +152,8 @@ final class ControlAPI: Sendable {
             /// An output plugin's writes answered RETRY, and the events in them.
             var retries: UInt64?
             var retriedEvents: UInt64?
+            /// Why an output plugin's sink failed for good, once it has.
+            var failure: String?
         }
 
         var pid: Int32
@@ -180,7 +185,7 @@ final class ControlAPI: Sendable {
                                failed: s.failed, truncated: s.truncated,
                                lost: Dictionary(uniqueKeysWithValues: LossReason.allCases.map { ($0.name, s.lost[$0]) }),
                                isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
-                               retries: s.retries, retriedEvents: s.retriedEvents)
+                               retries: s.retries, retriedEvents: s.retriedEvents, failure: s.failedForGood)
         }
         let started = runtime.started
         let uptime = started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0

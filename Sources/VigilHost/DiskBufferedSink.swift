@@ -76,6 +76,7 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
         var logger = logger
         logger[metadataKey: "sink"] = "\(name)"
         innerContext = SinkContext(name: name, logger: logger)
+        (inner as? PluginOutputSink)?.keepsEventsOnFailure = true
     }
 
     /// The buffer, opened (and recovered) at the first call; nil, logged,
@@ -266,6 +267,13 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
                 // Only a shutdown past the drain deadline ends a network
                 // sink's write: the events stay on disk for the next start.
                 gaveUp = true
+            }
+            if let why = (inner as? any OutputRunnerReporting)?.failedForGood {
+                // An output that failed for good answered for nothing of this
+                // batch: it stays on disk (sent again, as possibly seen, at
+                // the next start), as does everything after it.
+                outer?.logger.error("disk buffer \(buffer.directory): the output failed (\(why)); nothing more is delivered in this run, and the \(buffer.pendingRecords) events on disk stay there for the next start")
+                return
             }
             let after = innerContext.lost.counts
             if let outer {

@@ -71,6 +71,12 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
 
     let runnerCrashes = Atomic<UInt64>(0)
     let runnerRestarts = Atomic<UInt64>(0)
+    /// Why the sink failed for good, once it has (for the status and health).
+    private let failedBecause = Mutex<String?>(nil)
+    var failedForGood: String? { failedBecause.withLock { $0 } }
+    /// Set by a disk buffer in front: the events of a sink that failed stay
+    /// on disk for the next start (the log says so, not "counted lost").
+    var keepsEventsOnFailure = false
     let retries = Atomic<UInt64>(0)
     let retriedEvents = Atomic<UInt64>(0)
     private let isolated = Atomic<Bool>(false)
@@ -444,7 +450,10 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
     private func reportFailureOnce(_ why: String) {
         guard !failureReported else { return }
         failureReported = true
-        logger.critical("sink '\(sinkName)' failed: \(why); its events are counted lost (write_failed)")
+        failedBecause.withLock { $0 = why }
+        let fate = keepsEventsOnFailure ? "its events stay in its disk buffer for the next start"
+            : "its events are counted lost (write_failed)"
+        logger.critical("sink '\(sinkName)' failed: \(why); \(fate)")
     }
 }
 
@@ -458,6 +467,9 @@ protocol OutputRunnerReporting: AnyObject {
     /// Writes answered RETRY in whole or in part, and the events so answered.
     var retries: Atomic<UInt64> { get }
     var retriedEvents: Atomic<UInt64> { get }
+    /// Why the output failed for good (it answered a write with an error
+    /// other than TEMPORARY, or could not be loaded or started); nil while it has not.
+    var failedForGood: String? { get }
 }
 
 /// The host functions an output instance calls: its log lines are the

@@ -128,6 +128,11 @@ struct SelfMetrics {
         for name in sinkNames {
             if let retried = stats[name]?.retriedEvents { out.sample("vigil_sink_retried_events_total", ["sink": name], Double(retried)) }
         }
+        out.family("vigil_sink_failed", .gauge, "1 when an output plugin's sink has failed for good (its events are lost, or kept in its disk buffer), else 0.")
+        for runner in live {
+            let s = runner.stats
+            if s.isolation != nil { out.sample("vigil_sink_failed", ["sink": s.name], s.failedForGood == nil ? 0 : 1) }
+        }
         out.family("vigil_sink_queue_depth", .gauge, "Events waiting in a sink's queue.")
         for runner in live { out.sample("vigil_sink_queue_depth", ["sink": runner.config.name], Double(runner.queue.depth)) }
         out.family("vigil_sink_queue_capacity", .gauge, "The bound of a sink's queue.")

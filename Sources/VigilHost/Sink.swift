@@ -404,6 +404,8 @@ final class SinkRunner: @unchecked Sendable {
         /// and the events answered RETRY in them (written again).
         var retries: UInt64?
         var retriedEvents: UInt64?
+        /// Why an output plugin's sink failed for good, once it has.
+        var failedForGood: String?
         /// Lost before the sink had them (queue full, or closed at shutdown).
         var dropped: UInt64 { lost.queueFull + lost.shutdown + lost.bufferFull }
         /// Lost by the sink.
@@ -422,6 +424,7 @@ final class SinkRunner: @unchecked Sendable {
                      crashes: output?.runnerCrashes.load(ordering: .relaxed),
                      restarts: output?.runnerRestarts.load(ordering: .relaxed),
                      retries: output?.retries.load(ordering: .relaxed),
-                     retriedEvents: output?.retriedEvents.load(ordering: .relaxed))
+                     retriedEvents: output?.retriedEvents.load(ordering: .relaxed),
+                     failedForGood: output?.failedForGood)
     }
 }

@@ -135,6 +135,9 @@ struct Ctl: AsyncParsableCommand {
                 rows.append(row)
             }
             printTable(rows)
+            for s in sinks {
+                if let why = s["failure"] as? String { print("sink \(s["name"] as? String ?? "") failed: \(why)") }
+            }
         }
     }
 

@@ -141,6 +141,29 @@ import Testing
         _ = host.stop()
     }
 
+    /// An output that failed for good is named by health for as long as
+    /// the host runs (not only while its losses are in the last minute),
+    /// with why in the status and a gauge in /metrics.
+    @Test func healthStatusAndMetricsNameAnOutputThatFailedForGood() async throws {
+        let host = try Host("""
+          flood: { plugin: flood, isolation: none, options: { count: 1000 } }
+          beat: { plugin: heartbeat, interval: 1h, isolation: none }
+        """, sink: "out: { type: plugin, plugin: output_hostile, isolation: none, match: [\"flood/*\"], batch: 10, options: { mode: fatal } }")
+        var reasons: [String] = []
+        SinkRunTests.waitUntil(10) {
+            reasons = (try? host.json("health")["reasons"] as? [String]) ?? []
+            return reasons.contains { $0.hasPrefix("sink out failed: ") }
+        }
+        #expect(reasons.contains("sink out failed: write returned fatal: the peer is gone for good"), "\(reasons)")
+        let sink = (try host.json("status")["sinks"] as? [[String: Any]])?.first ?? [:]
+        #expect(sink["failure"] as? String == "write returned fatal: the peer is gone for good", "\(sink)")
+        let table = try host.ctl("status")
+        #expect(table.stdout.contains("sink out failed: write returned fatal"), "\(table.stdout)")
+        let metrics = try await ControlClient.request(.GET, "/metrics", to: ControlAddress(path: host.socket))
+        #expect(metrics.text.contains("vigil_sink_failed{sink=\"out\"} 1"), "\(metrics.text.prefix(3000))")
+        _ = host.stop()
+    }
+
     @Test func unknownEndpointsAndMethodsAreRefusedByName() async throws {
         let host = try Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
         let address = ControlAddress(path: host.socket)

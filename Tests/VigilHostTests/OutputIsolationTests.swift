@@ -243,6 +243,43 @@ import VigilCore
         #expect(run.seconds < 30, "the run took \(run.seconds) s")
     }
 
+    /// An output that fails for good (FATAL from its third write) behind a
+    /// disk buffer answered for nothing after: the events stay on disk, not
+    /// counted lost (exit 0, health and status say the sink failed), and a
+    /// start with an output that works delivers every one of them. (Before,
+    /// the buffer handed its whole content to the failed sink, which counted
+    /// it lost: a disk buffer emptied by a configuration error.)
+    @Test func anOutputThatFailsBehindADiskBufferLeavesTheEventsOnDisk() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let buffer = "    buffer: { type: disk, path: \(dir)/buffer }"
+        let first = try Self.run(count: 2000, rate: 4000, options: "mode: fatal", extra: buffer, in: dir,
+                                 arguments: ["--drain-timeout", "1s"])
+        #expect(first.output.status == 0, "\(first.output.stderr)")
+        #expect(first.output.stderr.contains("sink 'out' failed: write returned "), "\(first.output.stderr)")
+        #expect(first.output.stderr.contains("its events stay in its disk buffer for the next start"))
+        #expect(first.lost.values.reduce(0, +) == 0, "\(first.lost)")
+        let kept = (first.sink["buffer"] as? [String: Any])?["buffered"] as? Int ?? -1
+        // Two writes (of at most 100) were answered OK; whatever of them was
+        // not in an acknowledged read of the buffer is kept too (sent again:
+        // at least once).
+        #expect((1...200).contains(first.delivered.count), "\(first.delivered.count)")
+        #expect((1800...2000).contains(kept) && kept + first.delivered.count >= 2000,
+                "kept \(kept), delivered \(first.delivered.count)")
+        let firstDelivered = first.delivered
+        try FileManager.default.removeItem(atPath: dir + "/delivered.txt")
+
+        let second = try Self.run(count: 1, rate: 1, options: "mode: ok", extra: buffer, in: dir)
+        #expect(second.output.status == 0, "\(second.output.stderr)")
+        #expect(second.output.stderr.contains("\(kept) events from an earlier run to send"), "\(second.output.stderr)")
+        // What was kept, and the second run's one event. (Sequence numbers
+        // start again in each run: the seqs of the runs are not told apart.)
+        #expect(second.delivered.count == kept + 1, "\(second.delivered.count) delivered, \(kept) kept")
+        let all = Set(firstDelivered).union(second.delivered)
+        #expect(all.count >= 2000, "\(all.count) distinct events delivered across both runs")
+        #expect((second.sink["buffer"] as? [String: Any])?["buffered"] as? Int == 0)
+    }
+
     /// Garbage on the runner's standard streams goes to the host's standard
     /// error and harms nothing; a child the output forks is ended with its
     /// runner.

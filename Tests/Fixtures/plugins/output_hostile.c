@@ -1,8 +1,9 @@
 /* output_hostile.c — ABI test fixture: an output plugin that answers what a
  * careless or hostile one might, chosen by its `mode` option:
+ *   ok             OK for every batch (delivers it);
  *   retry_forever  RETRY for every batch, asking to wait INT64_MAX ns;
  *   garbage        per-event verdicts of 200 (no such verdict), per_event_used = 7;
- *   fatal          VIGIL_E_FATAL from the third write on;
+ *   fatal          VIGIL_E_FATAL from the third write on (the first two deliver);
  *   overclaim      OK for the batch, and writes verdicts past its end into nothing it owns (it must not:
  *                  it only sets per_event_used without writing, leaving the host's OK preset);
  * and what only a runner survives, on the `at`-th write call of its process (before it delivers
@@ -114,15 +115,18 @@ static void deliver(output *o, const vigil_batch *batch) {
 static vigil_status write_batch(void *instance, const vigil_batch *batch, vigil_write_result *result, vigil_error *err) {
     output *o = instance;
     o->writes++;
-    if (strcmp(o->mode, "retry_forever") == 0) {
+    if (strcmp(o->mode, "ok") == 0) {
+        deliver(o, batch);
+    } else if (strcmp(o->mode, "retry_forever") == 0) {
         result->verdict = VIGIL_WRITE_RETRY;
         result->retry_after_ns = INT64_MAX;
     } else if (strcmp(o->mode, "garbage") == 0) {
         memset(result->per_event, 200, batch->count);
         result->per_event_used = 7;
         result->verdict = 99;
-    } else if (strcmp(o->mode, "fatal") == 0 && o->writes >= 3) {
-        return vigil_error_set(err, VIGIL_E_FATAL, "the peer is gone for good");
+    } else if (strcmp(o->mode, "fatal") == 0) {
+        if (o->writes >= 3) return vigil_error_set(err, VIGIL_E_FATAL, "the peer is gone for good");
+        deliver(o, batch);
     } else if (strcmp(o->mode, "overclaim") == 0) {
         result->per_event_used = 1;
     } else if (strcmp(o->mode, "crash_in_write") == 0) {
