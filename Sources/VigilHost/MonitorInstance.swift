@@ -278,7 +278,9 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         let outcome = call("poll") { transport.poll(timeout: timeout) }
         let took = max(0, monotonicNanoseconds() - started)
         pollNanoseconds.add(UInt64(took), ordering: .relaxed)
-        lock.withLock { lastPoll = (startedAt, took) }
+        // Told once its outcome is counted (an error, a crash): whoever sees
+        // the poll done (`--once`) sees how it went.
+        defer { lock.withLock { lastPoll = (startedAt, took) } }
         guard case .returned(let status, let message) = outcome else {
             if case .crashed(let death) = outcome { crashed(call: "poll #\(number)", death: death) }
             return

@@ -124,6 +124,10 @@ final class OnceRun: Sendable {
                     verdict = .some(reason ?? "it \(status.state == .failed ? "failed" : "crashed")")
                 case .retrying:
                     verdict = .some(status.available ? (reason ?? "it could not start") : "unavailable: \(status.unavailableReason)")
+                case .running where instance.crashes.load(ordering: .relaxed) > 0:
+                    // Its runner ended and a new one is up already (the watch
+                    // looked before, and after, the restart).
+                    verdict = .some(reason ?? "its runner ended")
                 case .running where instance.transport.polls:
                     if status.lastPoll != nil {
                         verdict = instance.pollErrors.load(ordering: .relaxed) > 0
