@@ -61,7 +61,8 @@ package enum OutputBatch {
     /// write is the batch's, an unknown one is a retry, a negative retry-after
     /// is none, and a failed call retries (TEMPORARY) or rejects nothing and
     /// retries everything (any other status, which the caller treats as the
-    /// sink's failure).
+    /// sink's failure). Per-event verdicts with `per_event` pointed elsewhere
+    /// are such a failure (FATAL).
     package static func write(_ events: [Event], host: String, attempt: UInt32,
                               with write: (UnsafePointer<vigil_batch>, UnsafeMutablePointer<vigil_write_result>,
                                            UnsafeMutablePointer<vigil_error>) -> vigil_status) -> Answer {
@@ -143,6 +144,14 @@ package enum OutputBatch {
             return write(&batch, &result, &error)
         }
         let message = pluginMessage(buffer)
+        if status == VIGIL_OK, result.per_event_used != 0, result.per_event != verdictBase {
+            // Verdicts somewhere else are not read (nor is memory the host did
+            // not give): left alone, the preset OKs would count every event
+            // delivered, whatever the plugin meant.
+            return answer(count: events.count, status: VIGIL_E_FATAL,
+                          message: "it answered per event with result->per_event moved off the host's array, where alone verdicts are read (vigil_plugin.h); the host will not guess them",
+                          retryAfter: 0, verdict: result.verdict, perEvent: nil)
+        }
         let perEvent = result.per_event_used != 0 ? Array(UnsafeBufferPointer(start: verdictBase, count: events.count)) : nil
         return answer(count: events.count, status: status, message: message, retryAfter: result.retry_after_ns,
                       verdict: result.verdict, perEvent: perEvent)

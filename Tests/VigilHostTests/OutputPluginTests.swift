@@ -170,7 +170,8 @@ import VigilCore
     /// answers verdicts that do not exist, or fails for good: the host
     /// neither hangs nor believes more than it was told; every event is
     /// counted, by reason, and the run ends within its drain deadline.
-    @Test(arguments: [("retry_forever", "shutdown"), ("garbage", "shutdown"), ("fatal", "write_failed"), ("overclaim", "")])
+    @Test(arguments: [("retry_forever", "shutdown"), ("garbage", "shutdown"), ("fatal", "write_failed"), ("overclaim", ""),
+                      ("moved_per_event", "write_failed")])
     func aHostileOutputCostsOnlyItsEvents(mode: String, reason: String) throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -205,6 +206,12 @@ import VigilCore
         } else {
             #expect((lost[reason] ?? 0) > 0, "\(lost)")
             #expect(run.status == 3, "\(run.stderr)")
+        }
+        // Verdicts the host was not given where it reads them are not guessed
+        // (the preset OKs counted every rejected event delivered).
+        if mode == "moved_per_event" {
+            #expect(written == 0, "\(written) written")
+            #expect(run.stderr.contains("result->per_event moved off the host's array"), "\(run.stderr)")
         }
     }
 

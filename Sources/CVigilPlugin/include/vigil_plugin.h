@@ -514,6 +514,8 @@ typedef enum vigil_write_verdict {
  * `verdict` for the whole batch, or answers per event: it writes `count`
  * verdicts into `per_event` and sets `per_event_used` to 1. An unknown
  * verdict counts as RETRY. The host believes no more than it was given.
+ * `per_event` itself is not the plugin's to change: per-event answers with
+ * it pointed elsewhere are not read, and fail the sink as VIGIL_E_FATAL.
  */
 typedef struct vigil_write_result {
     uint32_t size;              /* sizeof(vigil_write_result) as the host compiled it */

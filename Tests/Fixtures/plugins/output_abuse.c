@@ -1,7 +1,7 @@
 /* output_abuse.c — ABI test fixture: an output plugin that abuses what the
  * host lends it and what it may hand back, chosen by its `mode` option:
  *   scribble     writes over the batch it was lent (every event's strings, fields, counts and
- *                pointers, the batch's own fields) and the result's size, pointers and reserved
+ *                pointers, the batch's own fields) and the result's size, verdict and reserved
  *                word, then answers OK for every event through the host's per_event array;
  *   mix          on attempt 1 answers per event by seq % 4: OK, REJECT, 77 (unknown: a retry),
  *                RETRY, with per_event_used = 0xFFFFFFFF and retry_after_ns = `retry_after`;
@@ -174,7 +174,8 @@ static vigil_status write_batch(void *instance, const vigil_batch *batch, vigil_
         b->size = 0xFFFFFFFF;
         memset(verdicts, VIGIL_WRITE_OK, count);
         result->size = 0;
-        result->per_event = (uint8_t *)(uintptr_t)1;
+        /* per_event is left where the host put it: moved, the answers are
+         * not read and the write fails (output_hostile's moved_per_event). */
         result->per_event_used = 1;
         result->reserved = 0xFFFFFFFF;
         result->verdict = 0xFFFFFFFF;

@@ -4,6 +4,7 @@
  *   retry_forever  RETRY for every batch, asking to wait INT64_MAX ns;
  *   garbage        per-event verdicts of 200 (no such verdict), per_event_used = 7;
  *   fatal          VIGIL_E_FATAL from the third write on (the first two deliver);
+ *   moved_per_event REJECT per event, in an array of its own that it points `per_event` at;
  *   overclaim      OK for the batch, and writes verdicts past its end into nothing it owns (it must not:
  *                  it only sets per_event_used without writing, leaving the host's OK preset);
  * and what only a runner survives, on the `at`-th write call of its process (before it delivers
@@ -127,6 +128,11 @@ static vigil_status write_batch(void *instance, const vigil_batch *batch, vigil_
     } else if (strcmp(o->mode, "fatal") == 0) {
         if (o->writes >= 3) return vigil_error_set(err, VIGIL_E_FATAL, "the peer is gone for good");
         deliver(o, batch);
+    } else if (strcmp(o->mode, "moved_per_event") == 0) {
+        static uint8_t mine[4096];
+        memset(mine, VIGIL_WRITE_REJECT, sizeof mine);
+        result->per_event = mine;
+        result->per_event_used = 1;
     } else if (strcmp(o->mode, "overclaim") == 0) {
         result->per_event_used = 1;
     } else if (strcmp(o->mode, "crash_in_write") == 0) {
