@@ -359,10 +359,12 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// The runner died while no call was in flight (a plugin thread
     /// crashed between polls): handled on the queue like a crash in a call,
     /// if `runner` still serves the instance (a runner let go by a stop or
-    /// restart queued before is not the one running now).
+    /// restart queued before is not the one running now). Also when the host
+    /// has begun to stop and this monitor's stop has not run yet: the death
+    /// is told (not restarted), not lost with the shutdown.
     private func runnerDied(_ death: RunnerDeath, of runner: RunnerProcess) {
         queue.async { [self] in
-            guard !stopping, !stoppedByOperator, state == .running || state == .retrying,
+            guard !stoppedByOperator, state == .running || state == .retrying,
                   (transport as? RunnerTransport)?.currentProcess === runner else { return }
             crashed(call: "running (between calls)", death: death)
         }

@@ -462,6 +462,38 @@ import Testing
                 "\(output.stderr)")
     }
 
+    /// A runner killed the moment the host is told to stop: its death is
+    /// still reported (it was dropped once the host was stopping, unless
+    /// the monitor's stop ran first), and the run ends well.
+    @Test func aRunnerThatDiesAsTheHostStopsIsStillReported() throws {
+        let dir = try TestEnv.tempDir()
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 1h, isolation: process }
+        sinks:
+          out: { type: null }
+        """, to: dir + "/vigil.yaml")
+        let host = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "60s", "--control", "none"])
+        defer { if host.isRunning { host.signal(SIGKILL); _ = host.wait(timeout: 5) } }
+        var runners: [pid_t] = []
+        #expect(SinkRunTests.waitUntil(10) {
+            runners = Self.children(of: host.pid).filter { child in
+                String(decoding: FileManager.default.contents(atPath: "/proc/\(child)/cmdline") ?? Data(), as: UTF8.self)
+                    .contains("runner")
+            }
+            return runners.count == 1
+        })
+        try #require(runners.count == 1)
+        usleep(300_000)  // the monitor's start returned
+        kill(runners[0], SIGKILL)
+        host.signal(SIGTERM)
+        let output = host.wait(timeout: 30)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("the plugin's runner ended in ") && output.stderr.contains("killed by SIGKILL"),
+                "\(output.stderr)")
+    }
+
     /// A plugin that logs 100 000 lines at once, in process and in a runner:
     /// each monitor's lines reach the host's log 100 at once and then 20 a
     /// second, the rest are dropped, counted in the summary and said in a
