@@ -272,7 +272,7 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
                 // An output that failed for good answered for nothing of this
                 // batch: it stays on disk (sent again, as possibly seen, at
                 // the next start), as does everything after it.
-                outer?.logger.error("disk buffer \(buffer.directory): the output failed (\(why)); nothing more is delivered in this run, and the \(buffer.pendingRecords) events on disk stay there for the next start")
+                outer?.logger.error("disk buffer \(buffer.directory): the output failed (\(why)); nothing more is delivered in this run, and the \(buffer.pendingRecords) events on disk stay there for the next start, or a reload that changes the sink")
                 return
             }
             let after = innerContext.lost.counts

@@ -451,7 +451,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
         guard !failureReported else { return }
         failureReported = true
         failedBecause.withLock { $0 = why }
-        let fate = keepsEventsOnFailure ? "its events stay in its disk buffer for the next start"
+        let fate = keepsEventsOnFailure ? "its events stay in its disk buffer for the next start, or a reload that changes the sink"
             : "its events are counted lost (write_failed)"
         logger.critical("sink '\(sinkName)' failed: \(why); \(fate)")
     }
