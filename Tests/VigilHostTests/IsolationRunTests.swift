@@ -445,10 +445,7 @@ import Testing
         #expect(SinkRunTests.waitUntil(10) { sleepers().count == 2 })
         let started = sleepers()
         #expect(started.count == 2 && started.allSatisfy(Self.isRunning), "\(started)")
-        let runners = Self.children(of: host.pid).filter { child in
-            String(decoding: FileManager.default.contents(atPath: "/proc/\(child)/cmdline") ?? Data(), as: UTF8.self)
-                .contains("runner")
-        }
+        let runners = Self.runners(of: host.pid)
         try #require(runners.count == 1)
         kill(runners[0], SIGKILL)
         #expect(SinkRunTests.waitUntil(2) { !started.contains(where: Self.isRunning) },
@@ -478,10 +475,7 @@ import Testing
         defer { if host.isRunning { host.signal(SIGKILL); _ = host.wait(timeout: 5) } }
         var runners: [pid_t] = []
         #expect(SinkRunTests.waitUntil(10) {
-            runners = Self.children(of: host.pid).filter { child in
-                String(decoding: FileManager.default.contents(atPath: "/proc/\(child)/cmdline") ?? Data(), as: UTF8.self)
-                    .contains("runner")
-            }
+            runners = Self.runners(of: host.pid)
             return runners.count == 1
         })
         try #require(runners.count == 1)
@@ -527,6 +521,14 @@ import Testing
               case let stat = String(decoding: data, as: UTF8.self), let close = stat.lastIndex(of: ")") else { return false }
         let state = stat[stat.index(after: close)...].split(separator: " ").first
         return state != "Z" && state != "X"
+    }
+
+    /// The runner processes among `host`'s children.
+    static func runners(of host: pid_t) -> [pid_t] {
+        children(of: host).filter { child in
+            String(decoding: FileManager.default.contents(atPath: "/proc/\(child)/cmdline") ?? Data(), as: UTF8.self)
+                .contains("runner")
+        }
     }
 
     static func children(of pid: pid_t) -> [pid_t] {
