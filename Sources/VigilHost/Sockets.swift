@@ -99,9 +99,19 @@ public enum Sockets {
                 guard st.st_mode & S_IFMT == S_IFSOCK else {
                     throw Failure(what: "listen on unix:\(path): a file that is not a socket is there; not touching it", code: EEXIST)
                 }
-                if let probe = try? connect(.unix(path: path)) {
+                // A listener closed a moment ago may still answer: a child
+                // between fork and exec holds copies of every descriptor until
+                // its exec closes them (a runner being spawned while a reload
+                // moves a sink's socket). Only one that answers for a second
+                // is another process's.
+                var answered = 0
+                while let probe = try? connect(.unix(path: path)) {
                     close(probe)
-                    throw Failure(what: "listen on unix:\(path): another process is listening there", code: EADDRINUSE)
+                    answered += 1
+                    guard answered < 20 else {
+                        throw Failure(what: "listen on unix:\(path): another process is listening there", code: EADDRINUSE)
+                    }
+                    usleep(50_000)
                 }
                 unlink(path)
             }

@@ -280,6 +280,29 @@ final class Progress: Sendable {
         close(second)
     }
 
+    /// A socket closed by its listener but still held for a moment by a
+    /// child between fork and exec (here: a child given it on purpose, for
+    /// 300 ms) is not "another process listening": listen waits it out. It
+    /// refused at once, and a full test run saw it when a test spawned a
+    /// process while another closed and listened again.
+    @Test func listenWaitsOutAListenerHeldBrieflyByAChild() throws {
+        let dir = try TestEnv.tempDir()
+        let path = dir + "/s.sock"
+        let first = try Sockets.listen(.unix(path: path))
+        _ = fcntl(first, F_SETFD, 0)  // inherited by the child below
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("0.3"), nil]
+        defer { for arg in argv { free(arg) } }
+        #expect(posix_spawn(&pid, "/bin/sleep", nil, nil, argv, environ) == 0)
+        close(first)
+        let began = Date()
+        let second = try Sockets.listen(.unix(path: path))
+        close(second)
+        #expect(Date().timeIntervalSince(began) < 1.1)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+
     @Test func logSinkLineIsReadable() {
         let e = Event(time: 0, monitor: "cpu", plugin: "cpu", kind: "sample",
                       fields: [Field("usage", .double(0.5)), Field("note", .string("two words")), Field("ok", .bool(true)), Field("n", .int(3))])
