@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <errno.h>
+#include <spawn.h>
 #include <unistd.h>
 
 int vigil_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
@@ -50,4 +51,14 @@ int vigil_pidfd_open(pid_t pid) {
 int vigil_limit_data(pid_t pid, uint64_t bytes) {
     struct rlimit limit = { (rlim_t)bytes, (rlim_t)bytes };
     return prlimit(pid, RLIMIT_DATA, &limit, NULL);
+}
+
+int vigil_spawn_closefrom(void *actions, int from) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)actions, from);
+#else
+    (void)actions;
+    (void)from;
+    return ENOSYS;
+#endif
 }

@@ -13,11 +13,11 @@ import VigilABI
 ///   plugin runner gets a socket and a memfd past 2), and a parent number may
 ///   be one the map also sets (`[1: .parent(2), 2: .parent(2)]`): sources the
 ///   map would overwrite are first copied above every number in play.
-/// - Nothing else is passed on, because every descriptor Vigil opens is
+/// - Nothing else is passed on: every descriptor Vigil opens is
 ///   close-on-exec (`O_CLOEXEC`, `SOCK_CLOEXEC`, `Spawn.pipe`,
-///   `Sockets.accept`); the spawner does not close the others itself. A
-///   descriptor opened without it leaks into every child started while it is
-///   open (a plugin's own, too: plugins run in the host). 0, 1 and 2 are not
+///   `Sockets.accept`), and the child closes every descriptor above the
+///   map's highest number (glibc's closefrom file action), so one a plugin
+///   opened without close-on-exec does not leak either. 0, 1 and 2 are not
 ///   close-on-exec: one the map leaves out is the parent's own.
 /// - Every signal starts at its default disposition, with none blocked,
 ///   whatever the parent ignores or blocks (the host ignores SIGPIPE; a
@@ -112,6 +112,12 @@ struct Spawn: Sendable {
             }
         }
         for copy in sources.values { try check(posix_spawn_file_actions_addclose(&actions, copy)) }
+        // Everything above the map is closed in the child, close-on-exec or
+        // not: a descriptor a plugin (or a library) opened without it does not
+        // reach runners and actions, nor keep a file open for writing in
+        // them (a script the host is about to run would fail with ETXTBSY).
+        let rc = vigil_spawn_closefrom(&actions, max(2, targets.max() ?? 2) + 1)
+        if rc != ENOSYS { try check(rc) }
     }
 
     private func check(_ rc: Int32) throws(SpawnError) {

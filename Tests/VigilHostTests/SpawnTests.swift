@@ -29,6 +29,27 @@ import Testing
         #expect(Self.readAll(a.read) == "to-\(b.write)\n")
     }
 
+    /// A descriptor opened without close-on-exec (as a plugin's or a
+    /// library's may be) does not reach the child: it closes everything
+    /// above the map. It leaked before, and a script written through such a
+    /// descriptor by one thread while another spawned a long-lived child
+    /// could not be run for that child's life (ETXTBSY): a test saw it.
+    @Test func aDescriptorWithoutCloseOnExecIsNotPassedOn() throws {
+        let dir = try TestEnv.tempDir()
+        let leaky = open(dir + "/open-for-writing", O_RDWR | O_CREAT, 0o600)  // no O_CLOEXEC
+        try #require(leaky > 2)
+        defer { close(leaky) }
+        let out = try Spawn.pipe(for: "sh")
+        defer { close(out.read) }
+        let spawn = Spawn(program: "/bin/sh", arguments: ["sh", "-c", "[ -e /proc/self/fd/\(leaky) ] && echo leaked; echo done"],
+                          environment: [:], descriptors: [0: .null, 1: .parent(out.write), 2: .null])
+        let pid = try spawn.start()
+        close(out.write)
+        var status: Int32 = -1
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        #expect(Self.readAll(out.read) == "done\n")
+    }
+
     @Test func aProgramThatCannotStartIsNamedWithTheReason() {
         let spawn = Spawn(program: "/nonexistent/notify", arguments: ["notify"], environment: [:], descriptors: [:])
         #expect(throws: SpawnError.self) { try spawn.start() }

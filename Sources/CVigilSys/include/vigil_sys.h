@@ -49,4 +49,9 @@ static inline void vigil_store_release_u32(uint32_t *p, uint32_t v) { __atomic_s
 static inline uint32_t vigil_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 static inline void vigil_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
+/* Adds to `actions` (a posix_spawn_file_actions_t *) the closing of every
+ * descriptor from `from` up in the child; ENOSYS where the C library has no
+ * posix_spawn_file_actions_addclosefrom_np (before glibc 2.34). */
+int vigil_spawn_closefrom(void *actions, int from);
+
 #endif
