@@ -99,7 +99,11 @@ package struct EventDecoder: Sendable {
     // The declarations as flat arrays, indexed by kind: looking a name up
     // copies no struct (no retain of a name or a field list per event).
     private let kindNames: [String]
-    private let fieldNames: [[String]]
+    /// Every declared kind's field names, one kind after another: kind k's
+    /// are `fieldNames[fieldStart[k]..<fieldStart[k + 1]]` (one flat array,
+    /// so that no inner array is retained per event).
+    private let fieldNames: [String]
+    private let fieldStart: [Int]
     private let fieldTypes: [[ValueType]]
     private let dynamicFields: [Bool]
 
@@ -107,7 +111,8 @@ package struct EventDecoder: Sendable {
         self.monitor = monitor
         self.plugin = plugin
         self.kindNames = events.map(\.kind)
-        self.fieldNames = events.map { $0.fields.map(\.name) }
+        self.fieldNames = events.flatMap { $0.fields.map(\.name) }
+        self.fieldStart = events.reduce(into: [0]) { starts, event in starts.append(starts.last! + event.fields.count) }
         self.fieldTypes = events.map { $0.fields.map(\.type) }
         self.dynamicFields = events.map(\.dynamicFields)
     }
@@ -116,8 +121,11 @@ package struct EventDecoder: Sendable {
     /// time for an event that has none (time_ns 0). `kindIndex` is set to
     /// the declared kind's index, or -1. With `mismatches`, differences from
     /// the declarations are appended.
+    /// `storage`: empty field storage to fill (the runtime's recycled
+    /// storage, so that an event costs no allocation).
     package func decode(_ event: UnsafePointer<vigil_event>?, now: () -> Int64, kindIndex: inout Int,
-                        mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil) throws(EventDefect) -> Event {
+                        mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil,
+                        storage: consuming [Field] = []) throws(EventDefect) -> Event {
         kindIndex = -1
         guard let event else { throw EventDefect(reason: .malformed, message: "emit was called with a NULL event") }
         let size = Int(UnsafeRawPointer(event).loadUnaligned(as: UInt32.self))
@@ -161,7 +169,8 @@ package struct EventDecoder: Sendable {
                               message: "an event of kind '\(shownText(kind))' has time_ns \(e.time_ns); times are 0 (now) or nanoseconds since 1970")
         }
         // Fields.
-        var fields: [Field] = []
+        var fields = storage
+        if !fields.isEmpty { fields.removeAll(keepingCapacity: true) }
         if e.field_count > 0 {
             guard let pointer = e.fields else {
                 throw EventDefect(reason: .malformed,
@@ -172,7 +181,8 @@ package struct EventDecoder: Sendable {
                                   message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields (\(EventLimits.fields) at most)")
             }
             fields.reserveCapacity(e.field_count)
-            let declaredNames = declaredIndex >= 0 ? fieldNames[declaredIndex] : []
+            let declared = declaredIndex >= 0 ? fieldStart[declaredIndex]..<fieldStart[declaredIndex + 1] : 0..<0
+            let declaredCount = declared.count
             // Declared fields seen so far, by index (duplicates), for the first 64.
             var seenDeclared: UInt64 = 0
             var undeclaredAt: [Int] = []
@@ -190,9 +200,11 @@ package struct EventDecoder: Sendable {
                                       message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)")
                 }
                 // Plugins emit fields in declared order: try that position first.
-                var index = i < declaredNames.count && Self.matches(f.name, declaredNames[i]) ? i : -1
-                if index < 0 { for j in declaredNames.indices where Self.matches(f.name, declaredNames[j]) { index = j; break } }
-                let name = index >= 0 ? declaredNames[index] : pluginString(f.name)
+                var index = i < declaredCount && Self.matches(f.name, fieldNames[declared.lowerBound + i]) ? i : -1
+                if index < 0 {
+                    for j in 0..<declaredCount where Self.matches(f.name, fieldNames[declared.lowerBound + j]) { index = j; break }
+                }
+                let name = index >= 0 ? fieldNames[declared.lowerBound + index] : pluginString(f.name)
                 if index >= 0 && index < 64 {
                     let bit: UInt64 = 1 << UInt64(index)
                     if seenDeclared & bit != 0 { throw Self.duplicate(name, kind) }

@@ -81,11 +81,18 @@ package enum HostTable {
         api.size = UInt32(MemoryLayout<vigil_host_api>.size)
         api.abi_major = UInt16(VIGIL_ABI_MAJOR)
         api.abi_minor = UInt16(VIGIL_ABI_MINOR)
+        // The event path: the context is used as guaranteed by the plugin's
+        // pointer (contexts are never freed), so no reference count is
+        // touched per event.
         api.emit = { ctx, event in
-            guard let context = HostContext.live(ctx) else {
-                return ctx == nil ? VIGIL_E_INVALID_ARGUMENT : VIGIL_E_STOPPED
+            guard let ctx else { return VIGIL_E_INVALID_ARGUMENT }
+            return Unmanaged<HostContext>.fromOpaque(UnsafeRawPointer(ctx))._withUnsafeGuaranteedRef { context in
+                guard !context.isRetired else {
+                    context.lateCalls.wrappingAdd(1, ordering: .relaxed)
+                    return VIGIL_E_STOPPED
+                }
+                return context.callbacks.emit(event)
             }
-            return context.callbacks.emit(event)
         }
         api.log = { ctx, level, message in
             guard let context = HostContext.live(ctx) else { return }

@@ -67,6 +67,20 @@ public struct LockedState<State>: @unchecked Sendable {
         }
     }
 
+    /// Locks without a closure: for a section over several locks taken in
+    /// a fixed order (the event bus queueing one event for several sinks).
+    /// Between `lock` and `unlock`, the state is `lockedState`'s.
+    @inlinable
+    public func lock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) } }
+
+    @inlinable
+    public func unlock() { storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) } }
+
+    /// The state, valid while the lock is held (`lock`…`unlock`): the
+    /// storage never moves while this `LockedState` exists.
+    @inlinable
+    public var lockedState: UnsafeMutablePointer<State> { storage.withUnsafeMutablePointerToHeader { $0 } }
+
     fileprivate func withMutex<T>(_ body: (UnsafeMutablePointer<pthread_mutex_t>) -> T) -> T {
         storage.withUnsafeMutablePointerToElements(body)
     }

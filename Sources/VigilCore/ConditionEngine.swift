@@ -89,6 +89,9 @@ public struct ConditionEngine: Sendable {
     private var absent: Set<String> = []
     /// Monitors whose events (or polls) matter here.
     public let watchedMonitors: Set<String>
+    /// Of each watched monitor, the kinds whose events matter here: those
+    /// its thresholds and rules read, and `availability`.
+    public let watchedKinds: [String: Set<String>]
 
     public init(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String]) {
         self.watches = thresholds.map { Watch(spec: $0) }
@@ -105,7 +108,11 @@ public struct ConditionEngine: Sendable {
         }
         self.rules = ruleStates
         self.readers = readers
-        self.watchedMonitors = Set(thresholds.map(\.ref.monitor) + readers.keys.map(\.monitor))
+        let refs = thresholds.map(\.ref) + readers.keys
+        self.watchedMonitors = Set(refs.map(\.monitor))
+        var kinds: [String: Set<String>] = [:]
+        for ref in refs { kinds[ref.monitor, default: ["availability"]].insert(ref.kind) }
+        self.watchedKinds = kinds
     }
 
     public var isEmpty: Bool { watches.isEmpty && rules.isEmpty }

@@ -19,17 +19,34 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the s
         var ruleRoutes: [String: Route]
         var execs: [String: ExecConfig]
 
-        init(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String]) {
+        /// Routes of `previous` are kept for the sources still there: a
+        /// reload compiles routes only for new ones.
+        init(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String], bus: EventBus,
+             previous: Setup? = nil) {
             engine = ConditionEngine(thresholds: thresholds, rules: rules, plugins: plugins)
             thresholdRoutes = [:]
-            for monitor in Set(thresholds.map(\.ref.monitor)) {
-                thresholdRoutes[monitor] = Route(source: monitor, kinds: [ConditionEngine.thresholdKind])
-            }
             ruleRoutes = [:]
             execs = [:]
+            var wanted: [(source: String, kinds: [String], rule: Bool)] = []
+            for monitor in Set(thresholds.map(\.ref.monitor)).sorted() {
+                if let kept = previous?.thresholdRoutes[monitor] {
+                    thresholdRoutes[monitor] = kept
+                } else {
+                    wanted.append((monitor, [ConditionEngine.thresholdKind], false))
+                }
+            }
             for rule in rules {
-                ruleRoutes[rule.name] = Route(source: rule.name, kinds: [ConditionEngine.ruleKind])
                 execs[rule.name] = rule.exec
+                if let kept = previous?.ruleRoutes[rule.name] {
+                    ruleRoutes[rule.name] = kept
+                } else {
+                    wanted.append((rule.name, [ConditionEngine.ruleKind], true))
+                }
+            }
+            guard !wanted.isEmpty else { return }
+            let routes = bus.routes(wanted.map { ($0.source, $0.kinds) })
+            for (want, route) in zip(wanted, routes) {
+                if want.rule { ruleRoutes[want.source] = route } else { thresholdRoutes[want.source] = route }
             }
         }
     }
@@ -60,7 +77,7 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the s
          runner: ActionRunner, host: String, logger: Logger,
          monotonic: @escaping @Sendable () -> Int64 = monotonicNanoseconds,
          wallClock: @escaping @Sendable () -> Int64 = realtimeNanoseconds) {
-        self.setup = Mutex(Setup(thresholds: thresholds, rules: rules, plugins: plugins))
+        self.setup = Mutex(Setup(thresholds: thresholds, rules: rules, plugins: plugins, bus: bus))
         self.bus = bus
         self.runner = runner
         self.encoder = JSONLineEncoder(host: host)
@@ -71,16 +88,20 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the s
         self.wallClock = wallClock
     }
 
-    /// Whether `monitor`'s events are to be handed over.
-    func watches(_ monitor: String) -> Bool { setup.withLock { $0.engine.watchedMonitors.contains(monitor) } }
+    /// The kinds of `monitor` whose events are to be handed over (none: the monitor is not watched).
+    func watchedKinds(_ monitor: String) -> Set<String> { setup.withLock { $0.engine.watchedKinds[monitor] ?? [] } }
 
     /// A reload: the thresholds and rules of the new manifest. Those that did
     /// not change keep their state (no event for them); new ones start, and
     /// a rule already true fires now, as at the host's start.
     func replace(thresholds: [ThresholdSpec], rules: [RuleSpec], plugins: [String: String]) {
         let now = monotonic(), wall = wallClock()
+        // The routes are compiled outside the lock: compiling waits for
+        // producers to leave the routing snapshot, and one may be here.
+        let previous = setup.withLock { $0 }
+        let next = Setup(thresholds: thresholds, rules: rules, plugins: plugins, bus: bus, previous: previous)
         setup.withLock { current in
-            var next = Setup(thresholds: thresholds, rules: rules, plugins: plugins)
+            var next = next
             next.engine.adoptState(from: current.engine)
             current = next
         }
@@ -140,10 +161,10 @@ final class ConditionProcessor: @unchecked Sendable {  // mutable state is the s
 
     /// Under the setup's lock.
     private func publish(_ events: [Event], setup: Setup) {
-        for var event in events {
+        for event in events {
             let route = event.kind == ConditionEngine.ruleKind ? setup.ruleRoutes[event.monitor] : setup.thresholdRoutes[event.monitor]
             if let route {
-                bus.publish(&event, route: route, kindIndex: 0, wait: false)
+                bus.publish(event, route: route, kindIndex: 0, wait: false)
             }
             if event.kind == ConditionEngine.ruleKind, let exec = setup.execs[event.monitor] {
                 actionQueue.async { [self, event] in act(on: event, exec: exec) }

@@ -3,196 +3,321 @@ import Synchronization
 import VigilABI
 import VigilCore
 
-/// Where one source's events go: a monitor, the host (`vigil`), a monitor's
-/// thresholds or a rule. It holds its routes compiled against the sinks in
-/// force, and is read only under the bus lock; a reload bumps the bus's
-/// generation and each route compiles itself again on its next event, so
-/// every event after a reload sees the new sinks and routes together, and
-/// none sees half of each.
-final class Route: @unchecked Sendable {
+/// A source of events as the bus knows it: a monitor, the host (`vigil`), a
+/// monitor's thresholds or a rule. Made by `EventBus.route` (or `routes`),
+/// which compiles its routes into the snapshot in force before handing it
+/// out; its `id` indexes the snapshot's compiled routes.
+final class Route: @unchecked Sendable {  // immutable; `bus` is weak and only read in deinit
     /// The name `match` patterns are matched against.
     let source: String
     /// Declared kinds, in the order of the indexes passed to `publish`.
     let kinds: [String]
+    fileprivate let id: Int
+    private weak var bus: EventBus?
 
-    private struct Compiled {
-        var generation: UInt64
-        var routes: MonitorRoutes
-        /// Routes of kinds not declared, computed once each (at most 1024).
-        var undeclared: [String: SinkSet] = [:]
-    }
-
-    /// Outside Swift's exclusivity checks (a pointer, not a property): the
-    /// bus lock is what serializes it.
-    private let compiled: UnsafeMutablePointer<Compiled>
-
-    init(source: String, kinds: [String]) {
+    fileprivate init(source: String, kinds: [String], id: Int, bus: EventBus) {
         self.source = source
         self.kinds = kinds
-        compiled = .allocate(capacity: 1)
-        compiled.initialize(to: Compiled(generation: .max, routes: RouteCompiler(sinks: []).routes(monitor: source, kinds: kinds)))
+        self.id = id
+        self.bus = bus
     }
 
-    deinit {
-        compiled.deinitialize(count: 1)
-        compiled.deallocate()
-    }
+    deinit { bus?.unregister(id) }
+}
 
-    /// Sinks for an event of declared kind `kindIndex` (or, when negative,
-    /// of `kind`) at `severity`. Under the bus lock.
+/// One source's routes compiled against one snapshot's sinks: the sinks for
+/// each declared kind and severity are an array index away. Kinds the
+/// source did not declare are matched once each and kept (at most 1024).
+final class CompiledRoute: Sendable {
+    let routes: MonitorRoutes
+    private let undeclared = Mutex<[String: SinkSet]>([:])
+
+    init(_ routes: MonitorRoutes) { self.routes = routes }
+
     @inline(__always)
-    fileprivate func targets(kindIndex: Int, kind: String, severity: Severity, compiler: RouteCompiler,
-                             generation: UInt64) -> SinkSet {
-        if compiled.pointee.generation != generation {
-            compiled.pointee = Compiled(generation: generation, routes: compiler.routes(monitor: source, kinds: kinds))
+    func targets(kindIndex: Int, kind: String, severity: Severity) -> SinkSet {
+        if kindIndex >= 0 && kindIndex < routes.kinds.count {
+            return routes.sinks(kindIndex: kindIndex, severity: severity)
         }
-        if kindIndex >= 0 && kindIndex < kinds.count {
-            return compiled.pointee.routes.sinks(kindIndex: kindIndex, severity: severity)
+        return undeclaredTargets(kind: kind) & routes.severityMask(severity)
+    }
+
+    private func undeclaredTargets(kind: String) -> SinkSet {
+        if let known = undeclared.withLock({ $0[kind] }) { return known }
+        let sinks = routes.sinks(kind: kind)
+        undeclared.withLock { cache in if cache.count < 1024 { cache[kind] = sinks } }
+        return sinks
+    }
+}
+
+/// What the event path reads, all of it immutable: the sinks' queues by
+/// slot (a `SinkSet` bit each), which of them block, and every source's
+/// routes compiled against them. A reload builds the next one aside and
+/// puts it in force in one step (`EventBus.reconfigure`).
+final class RoutingSnapshot: Sendable {
+    let runners: [SinkRunner?]
+    let queues: [SinkQueue?]
+    /// Slots whose sink's overflow policy is `block`.
+    let blocking: SinkSet
+    let compiler: RouteCompiler
+    /// By `Route.id`; nil for an id no route holds.
+    let routes: [CompiledRoute?]
+
+    init(runners: [SinkRunner?], compiler: RouteCompiler, routes: [CompiledRoute?]) {
+        precondition(runners.count == SinkSet.capacity)
+        self.runners = runners
+        self.queues = runners.map { $0?.queue }
+        var blocking = SinkSet()
+        for (i, runner) in runners.enumerated() where runner?.queue.overflow == .block { blocking.insert(i) }
+        self.blocking = blocking
+        self.compiler = compiler
+        self.routes = routes
+    }
+
+    /// The sinks an event of `route` goes to.
+    @inline(__always)
+    func targets(_ route: Route, kindIndex: Int, kind: String, severity: Severity) -> SinkSet {
+        if route.id < routes.count, let compiled = routes[route.id] {
+            return compiled.targets(kindIndex: kindIndex, kind: kind, severity: severity)
         }
-        let mask = compiled.pointee.routes.severityMask(severity)
-        if let known = compiled.pointee.undeclared[kind] { return known & mask }
-        let sinks = compiled.pointee.routes.sinks(kind: kind)
-        if compiled.pointee.undeclared.count < 1024 { compiled.pointee.undeclared[kind] = sinks }
-        return sinks & mask
+        // Not reached: a route is compiled into the snapshot before it is handed out.
+        return CompiledRoute(compiler.routes(monitor: route.source, kinds: route.kinds))
+            .targets(kindIndex: kindIndex, kind: kind, severity: severity)
     }
 }
 
 /// Where every event goes after a plugin's `emit` has copied it: a sequence
-/// number is assigned and the event is pushed onto the queue of every sink its
-/// route selects. Producers never wait on a sink unless that sink's overflow
-/// policy is `block`, and then they wait only for that sink, outside the bus
-/// lock: a full blocking sink stalls the producers that route to it, never the
-/// others.
+/// number is assigned and the event is moved onto the queue of every sink
+/// its route selects.
 ///
-/// The sinks sit in slots (a `SinkSet` bit each) that a reload replaces
-/// under the bus lock (`reconfigure`): a sink that did not change keeps its
-/// slot and its queue, one added takes a free slot, one removed leaves its
-/// slot at once and drains what it already holds. The sequence goes on
-/// across reloads.
-public final class EventBus: @unchecked Sendable {
-    private struct State {
-        /// The last sequence number given.
-        var seq: UInt64 = 0
-        var slots: [SinkRunner?]
-        /// Slots whose sink's overflow policy is `block`.
-        var blocking = SinkSet()
-        var compiler: RouteCompiler
-        /// Bumped by each reconfiguration: routes compiled before are stale.
-        var generation: UInt64 = 0
-    }
-
-    /// The bus lock is this state's.
-    private let state: LockedState<State>
-    /// Whether any slot holds a blocking sink: the slow path of `publish`.
-    private let anyBlocking = Atomic<Bool>(false)
+/// The event path takes no lock of the bus's: it reads the routing snapshot
+/// in force (`SnapshotCell`: no lock, no reference count touched) and locks
+/// only the queues it pushes to. The sequence number is taken while the
+/// target queues are locked (several in slot order, a queue never changing
+/// its slot), so every sink sees increasing `seq`. The cost per event is
+/// the event's own: its route is an array index, its targets a bit set, and
+/// sinks, monitors or rules that do not concern it are never looked at.
+///
+/// Producers never wait on a sink unless that sink's overflow policy is
+/// `block`, and then they wait only for that sink, outside every lock and
+/// outside the snapshot's read section (so a reload never waits for them): a
+/// full blocking sink stalls the producers that route to it, never the others.
+///
+/// A reload (`reconfigure`) builds the next snapshot aside, puts it in force
+/// in one atomic step, and returns once no producer can still be pushing
+/// through the old one, so a sink it removed can be closed at once without
+/// an event slipping in behind. A sink that did not change keeps its slot
+/// and its queue, one added takes a free slot. The sequence goes on across
+/// reloads.
+public final class EventBus: @unchecked Sendable {  // state: atomics, the snapshot cell, and the registry's mutex
+    private let routing: SnapshotCell<RoutingSnapshot>
+    /// The last sequence number given.
+    private let sequence = Atomic<UInt64>(0)
     /// Events that matched no sink.
     let unrouted = Atomic<UInt64>(0)
+
+    /// The routes handed out, by id, for compiling them against new sinks;
+    /// ids given back by a route's deinit are used again.
+    private struct Registry {
+        var sources: [(source: String, kinds: [String])?] = []
+        var free: [Int] = []
+    }
+    private let registry = Mutex(Registry())
 
     /// `sinks` take slots 0…; `compiler` is compiled from them in that order.
     init(sinks: [SinkRunner], compiler: RouteCompiler) {
         precondition(sinks.count <= SinkSet.capacity)
         var slots = [SinkRunner?](repeating: nil, count: SinkSet.capacity)
         for (i, sink) in sinks.enumerated() { slots[i] = sink }
-        state = LockedState(State(slots: slots, compiler: compiler))
-        let blocking = Self.blocking(in: slots)
-        state.withLock { $0.blocking = blocking }
-        anyBlocking.store(!blocking.isEmpty, ordering: .releasing)
+        routing = SnapshotCell(RoutingSnapshot(runners: slots, compiler: compiler, routes: []))
     }
 
-    private static func blocking(in slots: [SinkRunner?]) -> SinkSet {
-        var set = SinkSet()
-        for (i, sink) in slots.enumerated() where sink?.queue.overflow == .block { set.insert(i) }
-        return set
+    /// A route for `source`, whose declared kinds are `kinds` (in the order
+    /// of the indexes `publish` is given).
+    func route(source: String, kinds: [String]) -> Route {
+        routes([(source, kinds)])[0]
+    }
+
+    /// Routes for several sources, compiled into one new snapshot.
+    func routes(_ sources: [(source: String, kinds: [String])]) -> [Route] {
+        routing.update { snapshot in
+            let ids = registry.withLock { r in
+                sources.map { source -> Int in
+                    if let id = r.free.popLast() {
+                        r.sources[id] = source
+                        return id
+                    }
+                    r.sources.append(source)
+                    return r.sources.count - 1
+                }
+            }
+            var compiled = snapshot.routes
+            if let last = ids.max(), last >= compiled.count {
+                compiled += [CompiledRoute?](repeating: nil, count: last + 1 - compiled.count)
+            }
+            for (id, source) in zip(ids, sources) {
+                compiled[id] = CompiledRoute(snapshot.compiler.routes(monitor: source.source, kinds: source.kinds))
+            }
+            let next = RoutingSnapshot(runners: snapshot.runners, compiler: snapshot.compiler, routes: compiled)
+            return (next, zip(ids, sources).map { Route(source: $1.source, kinds: $1.kinds, id: $0, bus: self) })
+        }
+    }
+
+    /// A route was released: its id may serve another. Its compiled entry
+    /// stays in the snapshot in force (nobody can publish through it) until
+    /// the id is handed out again, which compiles it anew.
+    fileprivate func unregister(_ id: Int) {
+        registry.withLock { r in
+            r.sources[id] = nil
+            r.free.append(id)
+        }
     }
 
     /// Puts `slots` (index = `SinkSet` bit) and routes compiled by `compiler`
-    /// in force at once. Sinks left out get no more events.
+    /// in force at once, and returns once no producer is still queueing
+    /// through the sinks in force before: sinks left out get no more events.
     func reconfigure(slots: [SinkRunner?], compiler: RouteCompiler) {
         precondition(slots.count == SinkSet.capacity)
-        let blocking = Self.blocking(in: slots)
-        state.withLock { s in
-            s.slots = slots
-            s.blocking = blocking
-            s.compiler = compiler
-            s.generation &+= 1
-        }
-        anyBlocking.store(!blocking.isEmpty, ordering: .releasing)
-    }
-
-    /// Stamps `event` with the next sequence number and queues it for the
-    /// sinks `route` selects (kind `kindIndex` of its declared kinds, or
-    /// by the event's kind when negative). Sequence order is queue order, so
-    /// every sink sees increasing `seq`. With `wait: false` (the host's own
-    /// events) a full blocking sink takes the event over its bound rather
-    /// than making the host wait.
-    @inline(__always)
-    func publish(_ event: inout Event, route: Route, kindIndex: Int = -1, wait: Bool = true) {
-        if wait && anyBlocking.load(ordering: .relaxed) {
-            publishWaiting(&event, route: route, kindIndex: kindIndex)
-            return
-        }
-        let delivered = state.withLock { s -> Bool in
-            let targets = route.targets(kindIndex: kindIndex, kind: event.kind, severity: event.severity,
-                                        compiler: s.compiler, generation: s.generation)
-            s.seq &+= 1
-            event.seq = s.seq
-            if targets.isEmpty { return false }
-            let force = !wait
-            targets.forEach { i in s.slots[i]?.queue.push(event, force: force) }
-            return true
-        }
-        if !delivered { unrouted.add(1, ordering: .relaxed) }
-    }
-
-    /// `publish` when a blocking sink may be among the targets: room in
-    /// those is reserved first, without the bus lock held, then the event is
-    /// queued under it. A reconfiguration in between is seen: a reservation
-    /// in a sink no longer targeted is given back.
-    private func publishWaiting(_ event: inout Event, route: Route, kindIndex: Int) {
-        let toReserve = state.withLock { s -> [(Int, SinkRunner)] in
-            let targets = route.targets(kindIndex: kindIndex, kind: event.kind, severity: event.severity,
-                                        compiler: s.compiler, generation: s.generation)
-            var list: [(Int, SinkRunner)] = []
-            (targets & s.blocking).forEach { i in if let sink = s.slots[i] { list.append((i, sink)) } }
-            return list
-        }
-        var reserved: [(Int, SinkRunner)] = []
-        var gaveUp: [SinkRunner] = []
-        for (i, sink) in toReserve {
-            if sink.queue.reserve() { reserved.append((i, sink)) } else { gaveUp.append(sink) }
-        }
-        let (delivered, unused) = state.withLock { s -> (Bool, [SinkRunner]) in
-            let targets = route.targets(kindIndex: kindIndex, kind: event.kind, severity: event.severity,
-                                        compiler: s.compiler, generation: s.generation)
-            s.seq &+= 1
-            event.seq = s.seq
-            var unused: [SinkRunner] = []
-            for (i, sink) in reserved where !(targets.contains(i) && s.slots[i] === sink) { unused.append(sink) }
-            targets.forEach { i in
-                guard let sink = s.slots[i] else { return }
-                if reserved.contains(where: { $0.0 == i && $0.1 === sink }) {
-                    sink.queue.pushReserved(event)
-                } else if gaveUp.contains(where: { $0 === sink }) {
-                    sink.queue.countLostAtShutdown()  // the wait was given up at shutdown
-                } else {
-                    sink.queue.push(event)
-                }
+        routing.update { snapshot in
+            // Several queues are locked in slot order: a queue keeps its slot for its life.
+            for (i, runner) in slots.enumerated() {
+                guard let runner else { continue }
+                if let j = snapshot.runners.firstIndex(where: { $0 === runner }) { precondition(i == j, "a sink moved slots") }
             }
-            return (!targets.isEmpty, unused)
+            let sources = registry.withLock { $0.sources }
+            let compiled = sources.map { entry in entry.map { CompiledRoute(compiler.routes(monitor: $0.source, kinds: $0.kinds)) } }
+            return (RoutingSnapshot(runners: slots, compiler: compiler, routes: compiled), ())
         }
-        for sink in unused { sink.queue.cancelReservation() }
-        if !delivered { unrouted.add(1, ordering: .relaxed) }
+    }
+
+    /// Stamps `event` with the next sequence number and moves it onto the
+    /// queues of the sinks `route` selects (kind `kindIndex` of its declared
+    /// kinds, or by the event's kind when negative). With `wait: false` (the
+    /// host's own events) a full blocking sink takes the event over its
+    /// bound rather than making the host wait. Returns the event's `seq`.
+    @inline(__always) @discardableResult
+    func publish(_ event: consuming Event, route: Route, kindIndex: Int = -1, wait: Bool = true) -> UInt64 {
+        var event = event
+        var seq: UInt64 = 0
+        let section = routing.enter()
+        let queued = routing.withValue(in: section) { snapshot -> Bool in
+            let targets = snapshot.targets(route, kindIndex: kindIndex, kind: event.kind, severity: event.severity)
+            if targets.isEmpty {
+                seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
+                unrouted.wrappingAdd(1, ordering: .relaxed)
+                return true
+            }
+            let mustWait = wait ? targets & snapshot.blocking : SinkSet()
+            if targets.bits & (targets.bits &- 1) == 0 {
+                // One sink, the common case.
+                guard let queue = snapshot.queues[targets.bits.trailingZeroBitCount] else { return true }
+                return queue.push(&event, seq: &seq, sequence: sequence, force: !wait, mayWait: !mustWait.isEmpty)
+            }
+            var none: [SinkQueue] = []
+            return Self.push(&event, to: targets, of: snapshot, mustWait: mustWait, force: !wait,
+                             reserved: &none, seq: &seq, sequence: sequence) == nil
+        }
+        routing.leave(section)
+        if !queued { return publishWaiting(&event, route: route, kindIndex: kindIndex) }
+        return seq
+    }
+
+    /// Queues `event` for `targets` of `snapshot`, their queues locked in
+    /// slot order: a copy each, the last one the event itself. Blocking
+    /// targets (`mustWait`) must all have room, or room reserved
+    /// (`reserved`, taken up here); when one has none nothing is queued and
+    /// the full ones are returned. `force`: over the bound instead.
+    private static func push(_ event: inout Event, to targets: SinkSet, of snapshot: RoutingSnapshot, mustWait: SinkSet,
+                             force: Bool, reserved: inout [SinkQueue], seq: inout UInt64,
+                             sequence: borrowing Atomic<UInt64>) -> [SinkQueue]? {
+        targets.forEach { i in snapshot.queues[i]?.lockForPush() }
+        // Sequence order is queue order in every one of them.
+        var full: [SinkQueue] = []
+        mustWait.forEach { i in
+            guard let queue = snapshot.queues[i], !queue.hasRoomLocked,
+                  !reserved.contains(where: { $0 === queue }) else { return }
+            full.append(queue)
+        }
+        if !full.isEmpty {
+            targets.forEach { i in snapshot.queues[i]?.unlockForPush(wake: false) }
+            return full
+        }
+        seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
+        event.seq = seq
+        var wakes = SinkSet()
+        var rest = targets
+        while rest.bits != 0 {
+            let i = rest.bits.trailingZeroBitCount
+            rest.bits &= rest.bits &- 1
+            guard let queue = snapshot.queues[i] else { continue }
+            let reservation = reserved.firstIndex { $0 === queue }
+            if let reservation { reserved.remove(at: reservation) }
+            let holdsReservation = reservation != nil
+            var wake: Bool
+            if rest.bits == 0 {
+                wake = queue.appendLocked(taking: &event, force: force, reserved: holdsReservation)
+            } else {
+                var copy = event
+                wake = queue.appendLocked(taking: &copy, force: force, reserved: holdsReservation)
+            }
+            if wake { wakes.insert(i) }
+        }
+        targets.forEach { i in snapshot.queues[i]?.unlockForPush(wake: wakes.contains(i)) }
+        return nil
+    }
+
+    /// `publish` when a blocking target had no room: room is reserved in each
+    /// full one, waiting outside every lock and outside the read section (a
+    /// reload does not wait for this producer), then the event is queued
+    /// through the snapshot in force by then. Reservations in sinks no longer
+    /// targeted are given back; a wait given up at shutdown is counted lost.
+    private func publishWaiting(_ event: inout Event, route: Route, kindIndex: Int) -> UInt64 {
+        var seq: UInt64 = 0
+        var reserved: [SinkQueue] = []
+        var gaveUp: [SinkQueue] = []
+        while true {
+            let section = routing.enter()
+            let full = routing.withValue(in: section) { snapshot -> [SinkQueue]? in
+                let targets = snapshot.targets(route, kindIndex: kindIndex, kind: event.kind, severity: event.severity)
+                var mustWait = SinkSet(), lost = SinkSet()
+                (targets & snapshot.blocking).forEach { i in
+                    guard let queue = snapshot.queues[i] else { return }
+                    if gaveUp.contains(where: { $0 === queue }) { lost.insert(i) } else { mustWait.insert(i) }
+                }
+                let queueTo = targets.subtracting(lost)
+                if queueTo.isEmpty {
+                    seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
+                } else if let full = Self.push(&event, to: queueTo, of: snapshot, mustWait: mustWait, force: false,
+                                               reserved: &reserved, seq: &seq, sequence: sequence) {
+                    return full
+                }
+                // The wait was given up at shutdown.
+                lost.forEach { i in snapshot.queues[i]?.countLostAtShutdown() }
+                if targets.isEmpty { unrouted.wrappingAdd(1, ordering: .relaxed) }
+                return nil
+            }
+            routing.leave(section)
+            guard let full else {
+                // Reservations in sinks no longer targeted go back.
+                for queue in reserved { queue.cancelReservation() }
+                return seq
+            }
+            for queue in full {
+                if queue.reserve() { reserved.append(queue) } else { gaveUp.append(queue) }
+            }
+        }
     }
 
     /// From now on, producers waiting for room in a blocking sink give up at
     /// `deadline` (monotonic ns) and their events are counted as lost to the
     /// shutdown.
     func beginShutdown(deadline: Int64) {
-        let sinks = state.withLock { s in s.slots.compactMap { $0 } }
-        for sink in sinks where sink.queue.overflow == .block { sink.queue.giveUpWaiting(at: deadline) }
+        for queue in routing.value.queues.compactMap({ $0 }) where queue.overflow == .block {
+            queue.giveUpWaiting(at: deadline)
+        }
     }
 
-    var lastSequence: UInt64 { state.withLock { $0.seq } }
+    var lastSequence: UInt64 { sequence.load(ordering: .relaxed) }
 }
 
 /// A sink's bounded queue: many producers, one consumer (the sink's thread).
@@ -203,7 +328,7 @@ public final class EventBus: @unchecked Sendable {
 /// it, compacting once that prefix reaches the capacity. All of it is one
 /// `State` behind one lock (no class properties on this path, so no run-time
 /// exclusivity checks).
-final class SinkQueue: Sendable {
+final class SinkQueue: Sendable {  // all state behind its lock
     let capacity: Int
     let overflow: OverflowPolicy
     private let state: LockedState<State>
@@ -249,7 +374,7 @@ final class SinkQueue: Sendable {
         /// an empty queue is woken at once; one lingering for a batch only
         /// when the batch is there.
         @inline(__always)
-        mutating func append(_ event: Event) -> Bool {
+        mutating func append(_ event: consuming Event) -> Bool {
             pending.append(event)
             accepted &+= 1
             let depth = count
@@ -268,33 +393,88 @@ final class SinkQueue: Sendable {
         state = LockedState(initial)
     }
 
-    /// Adds an event without waiting, applying the overflow policy when full
-    /// (`force`: a blocking queue takes it over its bound instead).
+    /// Queues the one sink's event (`EventBus.publish`): stamps it with the
+    /// next sequence number under the queue's lock and moves it in, applying
+    /// the overflow policy when full (`force`: a blocking queue takes it
+    /// over its bound instead). With `mayWait`, a full blocking queue takes
+    /// nothing and returns false: the producer waits for room outside.
+    @inline(__always)
+    func push(_ event: inout Event, seq: inout UInt64, sequence: borrowing Atomic<UInt64>, force: Bool,
+              mayWait: Bool) -> Bool {
+        lockForPush()
+        if mayWait && !hasRoomLocked {
+            unlockForPush(wake: false)
+            return false
+        }
+        seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
+        event.seq = seq
+        unlockForPush(wake: appendLocked(taking: &event, force: force, reserved: false))
+        return true
+    }
+
+    /// Adds an event as it is (its `seq` unchanged), applying the overflow
+    /// policy when full (`force`: a blocking queue takes it over its bound).
     func push(_ event: Event, force: Bool = false) {
-        let wake = state.withLock { s -> Bool in
-            if s.closed {
-                s.droppedAtShutdown &+= 1
+        var event = event
+        lockForPush()
+        unlockForPush(wake: appendLocked(taking: &event, force: force, reserved: false))
+    }
+
+    /// Adds an event for which `reserve` promised room.
+    func pushReserved(_ event: Event) {
+        var event = event
+        lockForPush()
+        unlockForPush(wake: appendLocked(taking: &event, force: false, reserved: true))
+    }
+
+    /// Locks the queue for `appendLocked`; `unlockForPush` ends it.
+    @inline(__always)
+    func lockForPush() { state.lock() }
+
+    /// Unlocks, then wakes the consumer when `appendLocked` said to.
+    @inline(__always)
+    func unlockForPush(wake: Bool) {
+        state.unlock()
+        if wake { notEmpty.signal() }
+    }
+
+    /// Whether a blocking producer may queue now without waiting (a closed
+    /// queue counts its loss instead). Locked.
+    var hasRoomLocked: Bool {
+        let s = state.lockedState
+        return s.pointee.closed || s.pointee.count + s.pointee.reserved < capacity
+    }
+
+    /// Moves `event` in (leaving an empty one behind), applying the overflow
+    /// policy, or using the room `reserve` promised (`reserved`); whether
+    /// the consumer must be woken. Locked.
+    @inline(__always)
+    func appendLocked(taking event: inout Event, force: Bool, reserved: Bool) -> Bool {
+        let s = state.lockedState
+        if reserved { s.pointee.reserved -= 1 }
+        if s.pointee.closed {
+            s.pointee.droppedAtShutdown &+= 1
+            return false
+        }
+        if !reserved && s.pointee.count + s.pointee.reserved >= capacity && !force {
+            switch overflow {
+            case .dropNewest, .block:
+                s.pointee.droppedFull &+= 1
                 return false
-            }
-            if s.count + s.reserved >= capacity && !force {
-                switch overflow {
-                case .dropNewest, .block:
-                    s.droppedFull &+= 1
-                    return false
-                case .dropOldest:
-                    s.droppedFull &+= 1
-                    if s.count == 0 { return false }
-                    s.head += 1
-                    if s.head >= capacity {
-                        // Amortised: one O(capacity) compaction per `capacity` drops.
-                        s.pending.removeFirst(s.head)
-                        s.head = 0
-                    }
+            case .dropOldest:
+                s.pointee.droppedFull &+= 1
+                if s.pointee.count == 0 { return false }
+                s.pointee.head += 1
+                if s.pointee.head >= capacity {
+                    // Amortised: one O(capacity) compaction per `capacity` drops.
+                    s.pointee.pending.removeFirst(s.pointee.head)
+                    s.pointee.head = 0
                 }
             }
-            return s.append(event)
         }
-        if wake { notEmpty.signal() }
+        var taken = Event(time: 0, monitor: "", plugin: "", kind: "")
+        swap(&taken, &event)
+        return s.pointee.append(consume taken)
     }
 
     /// Waits until the queue has room for one more event and promises it to
@@ -311,19 +491,6 @@ final class SinkQueue: Sendable {
             s.pointee.reserved += 1
             return true
         }
-    }
-
-    /// Adds an event for which `reserve` promised room.
-    func pushReserved(_ event: Event) {
-        let wake = state.withLock { s -> Bool in
-            s.reserved -= 1
-            if s.closed {
-                s.droppedAtShutdown &+= 1
-                return false
-            }
-            return s.append(event)
-        }
-        if wake { notEmpty.signal() }
     }
 
     /// Gives back a slot `reserve` promised (the sink was reconfigured away).

@@ -49,8 +49,9 @@ final class HostEvents: @unchecked Sendable {
         ]),
     ]
 
+    /// Set once, by `connect`, before any event.
     private var bus: EventBus?
-    private let route = Route(source: Manifest.hostMonitorName, kinds: HostEvents.spec.map(\.kind))
+    private var route: Route?
     private let clock: @Sendable () -> Int64
 
     init(clock: @escaping @Sendable () -> Int64) {
@@ -58,14 +59,15 @@ final class HostEvents: @unchecked Sendable {
     }
 
     func connect(bus: EventBus) {
+        route = bus.route(source: Manifest.hostMonitorName, kinds: HostEvents.spec.map(\.kind))
         self.bus = bus
     }
 
     func publish(_ kind: String, _ severity: Severity, _ fields: [Field]) {
-        guard let bus else { return }
-        var event = Event(time: clock(), monitor: Manifest.hostMonitorName, plugin: Manifest.hostMonitorName,
+        guard let bus, let route else { return }
+        let event = Event(time: clock(), monitor: Manifest.hostMonitorName, plugin: Manifest.hostMonitorName,
                           kind: kind, severity: severity, fields: fields)
-        bus.publish(&event, route: route, kindIndex: Self.spec.firstIndex { $0.kind == kind } ?? -1, wait: false)
+        bus.publish(event, route: route, kindIndex: Self.spec.firstIndex { $0.kind == kind } ?? -1, wait: false)
     }
 
     func instanceFailed(monitor: String, plugin: String, call: String, status: String, message: String) {

@@ -113,8 +113,11 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     let config: MonitorConfig
     /// Thresholds and rules that read this monitor's events; nil when none does.
     private let conditions: ConditionProcessor?
-    /// Whether `conditions` reads this monitor's events now (a reload may change it).
-    let observed = Atomic<Bool>(false)
+    /// Which of this monitor's events `conditions` reads now (a reload may
+    /// change it): bit i for kind index i of `route` below 63, bit 63 for
+    /// any other kind; 0 when the monitor is not watched. An event of a kind
+    /// no condition reads costs the conditions nothing.
+    private let observedKinds = Atomic<UInt64>(0)
     /// The plugin as resolved for this instance, and its configuration's
     /// fingerprint: a reload keeps the instance while both are the same.
     let plugin: HostedPlugin?
@@ -155,7 +158,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         let kinds = description.events.map(\.kind) + PluginDescription.hostKinds.map(\.kind)
         self.decoder = EventDecoder(monitor: config.name, plugin: description.name, events: description.events)
         self.availabilityKind = kinds.firstIndex(of: "availability")!
-        self.route = Route(source: config.name, kinds: kinds)
+        self.route = bus.route(source: config.name, kinds: kinds)
         self.queue = DispatchQueue(label: "vigil.monitor.\(config.name)")
         (transport as? RunnerTransport)?.whenDiedOutsideACall { [weak self] death, runner in self?.runnerDied(death, of: runner) }
     }
@@ -288,7 +291,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         switch status {
         case VIGIL_OK:
             if inferredUnavailable { infer(available: true, reason: "") }
-            if observed.load(ordering: .relaxed) { conditions?.heartbeat(name) }
+            if isObserved { conditions?.heartbeat(name) }
         case VIGIL_E_TEMPORARY:
             let n = pollErrors.add(1, ordering: .relaxed).newValue
             noteError("poll failed: \(message.isEmpty ? "no reason given" : message)")
@@ -334,7 +337,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// The monitor will not run again (failed, or its policy says never).
     private func stopForGood() {
         set(.failed)
-        if observed.load(ordering: .relaxed) { conditions?.monitorGone(name) }
+        if isObserved { conditions?.monitorGone(name) }
         onDone()
     }
 
@@ -448,7 +451,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             stoppedByOperator = true
             cancelTimersStopAndDestroy()
             if !stopping { set(.stopped) }
-            if observed.load(ordering: .relaxed) { conditions?.monitorGone(name) }
+            if isObserved { conditions?.monitorGone(name) }
             logger.notice("stopped by an operator")
             completion()
         }
@@ -566,16 +569,20 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             return VIGIL_E_STOPPED
         }
         var kindIndex = -1
-        var copy: Event
+        let decoded: Event
         do {
-            copy = try decoder.decode(event, now: clock, kindIndex: &kindIndex)
+            decoded = try decoder.decode(event, now: clock, kindIndex: &kindIndex, storage: FieldStorage.shared.take())
         } catch {
             refuse(error)
             return error.status
         }
-        bus.publish(&copy, route: route, kindIndex: kindIndex)
-        observe(copy)
-        emitted.add(1, ordering: .relaxed)
+        if observes(kindIndex: kindIndex), let conditions {
+            bus.publish(decoded, route: route, kindIndex: kindIndex)
+            conditions.observe(decoded)
+        } else {
+            bus.publish(consume decoded, route: route, kindIndex: kindIndex)
+        }
+        emitted.wrappingAdd(1, ordering: .relaxed)
         return VIGIL_OK
     }
 
@@ -656,14 +663,34 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             }
             return
         }
-        if observed.load(ordering: .relaxed) { conditions?.monitorGone(name) }
+        if isObserved { conditions?.monitorGone(name) }
         onDone()
     }
 
-    /// Hands an event to the thresholds and rules, when one reads this monitor.
+    /// The thresholds and rules read `kinds` of this monitor from now on.
+    func observe(kinds: Set<String>) {
+        var mask: UInt64 = 0
+        for kind in kinds {
+            if let i = route.kinds.firstIndex(of: kind), i < 63 { mask |= 1 << UInt64(i) } else { mask |= 1 << 63 }
+        }
+        observedKinds.store(mask, ordering: .releasing)
+    }
+
+    private var isObserved: Bool { observedKinds.load(ordering: .relaxed) != 0 }
+
+    /// Whether an event of kind index `kindIndex` (-1: undeclared) is read by a condition.
+    @inline(__always)
+    private func observes(kindIndex: Int) -> Bool {
+        let mask = observedKinds.load(ordering: .relaxed)
+        return mask != 0 && mask & (1 << UInt64(kindIndex >= 0 && kindIndex < 63 ? kindIndex : 63)) != 0
+    }
+
+    /// Hands an event to the thresholds and rules, when one reads its kind.
     @inline(__always)
     private func observe(_ event: Event) {
-        if observed.load(ordering: .relaxed) { conditions?.observe(event) }
+        guard isObserved else { return }
+        let index = route.kinds.firstIndex(of: event.kind) ?? -1
+        if observes(kindIndex: index) { conditions?.observe(event) }
     }
 
     private func noteError(_ text: String) {
@@ -749,11 +776,11 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         } else {
             logger.notice("source unavailable: \(effective.1)\(skipped)")
         }
-        var event = Event(time: clock(), monitor: name, plugin: description.name, kind: "availability",
+        let event = Event(time: clock(), monitor: name, plugin: description.name, kind: "availability",
                           severity: effective.0 ? .info : .notice,
                           fields: [Field("available", .bool(effective.0)), Field("reason", .string(effective.1))])
         // Never waits: this runs under the instance lock, maybe on a plugin's thread.
-        bus.publish(&event, route: route, kindIndex: availabilityKind, wait: false)
+        bus.publish(event, route: route, kindIndex: availabilityKind, wait: false)
         return event
     }
 }

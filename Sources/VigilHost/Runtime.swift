@@ -172,7 +172,7 @@ public final class VigilRuntime: @unchecked Sendable {
                                        hostEvents: hostEvents, logger: logger, conditions: conditions,
                                        plugin: monitor.plugin, fingerprint: fingerprint(monitor.config, in: manifest),
                                        schedulesPolls: schedulesPolls)
-        instance.observed.store(conditions.watches(monitor.config.name), ordering: .releasing)
+        instance.observe(kinds: conditions.watchedKinds(monitor.config.name))
         return instance
     }
 
@@ -517,7 +517,7 @@ public final class VigilRuntime: @unchecked Sendable {
         }))
         conditions.replace(thresholds: resolution.thresholds, rules: resolution.rules, plugins: Self.pluginNames(resolution))
         for instance in instances {
-            instance.observed.store(conditions.watches(instance.name), ordering: .releasing)
+            instance.observe(kinds: conditions.watchedKinds(instance.name))
         }
         current.withLock { c in
             c.manifest = manifest

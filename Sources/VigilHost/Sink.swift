@@ -296,6 +296,7 @@ final class SinkRunner: @unchecked Sendable {
                         if rest > 0 { context.logger.error("gave up at shutdown: \(rest) queued events lost") }
                     }
                 }
+                FieldStorage.shared.recycle(&batch)
                 batch.removeAll(keepingCapacity: true)
             }
             if monotonicNanoseconds() >= lastTick.addingSaturating(sink.tickInterval) || woke {
