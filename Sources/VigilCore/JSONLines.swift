@@ -289,6 +289,15 @@ struct RawWriter {
             bytes("null")
             return
         }
+        // Whole numbers below 2^53 (counters, sizes, most gauges) are
+        // written as `description` writes them ("42.0"), without its
+        // shortest-digits search: exact, since such a double is an integer.
+        if d == d.rounded(.towardZero) && d.magnitude < 9_007_199_254_740_992 {
+            if d == 0 && d.sign == .minus { byte(UInt8(ascii: "-")) }
+            integer(Int64(d))
+            bytes(".0")
+            return
+        }
         var text = d.description
         text.withUTF8 { bytes($0) }
     }

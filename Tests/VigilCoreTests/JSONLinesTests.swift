@@ -93,6 +93,23 @@ func timestamp(_ ns: Int64) -> String {
 
 @Suite("JSON Lines encoder")
 struct JSONLineEncoderTests {
+    @Test("whole doubles take a fast path that writes exactly what description writes")
+    func wholeDoublesAreWrittenAsDescriptionWritesThem() {
+        var values: [Double] = [0, -0.0, 1, -1, 42, 0.5, -2.5, 1e15, 9_007_199_254_740_991, 9_007_199_254_740_992,
+                                -9_007_199_254_740_992, 1e16, 1e300, 5e-324, Double(Int64.max), Double(Int64.min)]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let magnitude = Double(UInt64.random(in: 0...(1 << 54), using: &generator))
+            values.append(Bool.random(using: &generator) ? magnitude : -magnitude)
+            values.append(magnitude / 4)
+        }
+        let encoder = JSONLineEncoder(host: "web-1")
+        for d in values {
+            let line = encoder.line(sampleEvent(fields: [Field("v", .double(d))]))
+            #expect(line == String(sampleLine(fields: #""v":"# + d.description).dropLast()), "\(d)")
+        }
+    }
+
     @Test("the documented example line, exactly")
     func exampleLine() throws {
         let event = sampleEvent(fields: [Field("usage", .double(0.12))])
