@@ -1,4 +1,4 @@
-import Synchronization
+import VigilABI
 import VigilCore
 
 /// Field storage that the sinks' threads hand back once they have written
@@ -16,7 +16,7 @@ import VigilCore
 ///
 /// One pool for the process, bounded (`limit` arrays of at most
 /// `maxCapacity` fields); what does not fit is freed as before.
-final class FieldStorage: Sendable {
+final class FieldStorage: Sendable {  // the pool is behind its lock
     static let shared = FieldStorage()
     static let limit = 4096
     static let maxCapacity = 16
@@ -26,7 +26,7 @@ final class FieldStorage: Sendable {
         var batches: [[[Field]]] = []
         var count = 0
     }
-    private let pool = Mutex(Pool())
+    private let pool = LockedState(Pool())
 
     /// Empty storage, with room for some fields when any came back.
     @inline(__always)

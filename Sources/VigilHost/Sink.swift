@@ -38,6 +38,11 @@ public protocol EventSink: AnyObject, Sendable {
     func shutdown(context: SinkContext)
     /// Asks the sink to reopen its files (SIGHUP). Any thread.
     func requestReopen()
+    /// A sink that writes JSON Lines may take them made by the producers,
+    /// on their threads, as each event is queued (`EncodedLines`): it
+    /// returns the encoder to make them with, and finds each event's line
+    /// in `context.lines` during `write`. nil (the default): not wanted.
+    var producerLines: JSONLineEncoder? { get }
 }
 
 public enum SinkTicks {
@@ -50,6 +55,7 @@ extension EventSink {
     public var tickInterval: Int64 { SinkTicks.never }
     public func requestReopen() {}
     public func attach(wake: @escaping @Sendable () -> Void) {}
+    public var producerLines: JSONLineEncoder? { nil }
 }
 
 /// Thrown by a sink whose batch got partly through: the first `delivered`
@@ -85,6 +91,10 @@ public final class SinkContext: @unchecked Sendable {
     var lostInCall = 0
     /// Events counted delivered during the current `write` (sink's thread only).
     var deliveredInCall = 0
+    /// The lines of the batch in hand, made by the producers, for a sink
+    /// that asked for them (`EventSink.producerLines`); nil otherwise.
+    /// During `write`, on the sink's thread.
+    public internal(set) var lines: EncodedLines?
     /// The size of the batch in the sink's hands (less what `countLost` took
     /// of it), and whether the host gave up on a sink stuck in a call
     /// (`abandon`): from then on nothing the runner's thread reports is
@@ -236,7 +246,7 @@ final class SinkRunner: @unchecked Sendable {
         self.config = config
         self.sink = sink
         self.startsLater = startsLater
-        self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow)
+        self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow, lines: sink.producerLines)
         var logger = logger
         logger[metadataKey: "sink"] = "\(config.name)"
         self.context = SinkContext(name: config.name, logger: logger)
@@ -263,18 +273,27 @@ final class SinkRunner: @unchecked Sendable {
 
     private func run() {
         var batch: [Event] = []
+        var lines = EncodedLines()
+        let madeLines = sink.producerLines != nil
         // The interval a sink wants can change (a file became dirty, a client
         // fell behind), so the next tick is worked out afresh on every turn.
         var lastTick = monotonicNanoseconds()
         while true {
             let now = monotonicNanoseconds()
             let nextTick = lastTick.addingSaturating(sink.tickInterval)
-            let more = queue.pop(into: &batch, timeout: max(1_000_000, nextTick.subtractingSaturating(now)))
+            let more = queue.pop(into: &batch, lines: &lines, timeout: max(1_000_000, nextTick.subtractingSaturating(now)))
             let woke = queue.takeWakeRequest()
             if !batch.isEmpty {
                 context.lostInCall = 0
                 context.deliveredInCall = 0
                 context.take(batch.count)
+                if madeLines { context.lines = lines }
+                defer {
+                    if madeLines {
+                        context.lines = nil
+                        lines.removeAll(keepingCapacity: true)
+                    }
+                }
                 do {
                     try sink.write(batch, context: context)
                     if context.settle() { delivered(batch.count - context.lostInCall - context.deliveredInCall) }

@@ -118,15 +118,24 @@ final class FileSink: EventSink, @unchecked Sendable {
 
     func requestReopen() { reopenRequested.store(true, ordering: .releasing) }
 
+    /// The lines are made by the producers; this thread writes them.
+    var producerLines: JSONLineEncoder? { encoder }
+
     func write(_ batch: [Event], context: SinkContext) throws {
         if reopenRequested.exchange(false, ordering: .acquiring) { closeFile(context: context) }
         buffer.removeAll(keepingCapacity: true)
         buffered = 0
         flushed = 0
+        let lines = context.lines
         do {
-            for event in batch {
+            for i in batch.indices {
                 let before = buffer.count
-                encoder.encode(event, into: &buffer)
+                // A line the producer made, or made here.
+                if let line = lines?.line(i), !line.isEmpty {
+                    buffer.append(contentsOf: line)
+                } else {
+                    encoder.encode(batch[i], into: &buffer)
+                }
                 if let limit = config.rotateSize, size.addingSaturating(Int64(buffer.count)) > limit,
                    size + Int64(before) > 0 {
                     // This line would carry the file past its size: write what

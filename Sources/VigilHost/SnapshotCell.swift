@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import VigilABI
 
 /// An immutable object that many threads read on a hot path and a writer
 /// now and then replaces: read without a lock, replaced in one atomic step,
@@ -28,7 +29,7 @@ final class SnapshotCell<Value: AnyObject & Sendable>: @unchecked Sendable {  //
     private let counters: UnsafeMutablePointer<Atomic<Int>>
     private static var stripes: Int { 16 }
     private static var stride: Int { 64 / MemoryLayout<Atomic<Int>>.stride }
-    private let writer = Mutex<Void>(())
+    private let writer = Lock()
 
     init(_ initial: Value) {
         current = Atomic(UnsafeRawPointer(Unmanaged.passRetained(initial).toOpaque()))
@@ -101,7 +102,7 @@ final class SnapshotCell<Value: AnyObject & Sendable>: @unchecked Sendable {  //
     /// writers' mutex). Writers run one at a time.
     @discardableResult
     func update<R>(_ next: (Value) throws -> (Value, R)) rethrows -> R {
-        let (old, result) = try writer.withLock { _ -> (Value, R) in
+        let (old, result) = try writer.withLock { () -> (Value, R) in
             let before = Unmanaged<Value>.fromOpaque(current.load(ordering: .acquiring)).takeUnretainedValue()
             let (value, result) = try next(before)
             let replaced = current.exchange(UnsafeRawPointer(Unmanaged.passRetained(value).toOpaque()),

@@ -69,6 +69,12 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
         self.backoff = config.reconnectMin
     }
 
+    /// JSON Lines on a stream are made by the producers (the sink's thread
+    /// only sends); datagrams and syslog are framed here.
+    var producerLines: JSONLineEncoder? {
+        isDatagram ? nil : (framing as? JSONLinesFraming)?.encoder
+    }
+
     /// While connected, notice a peer that went away (once a second), and
     /// while the peer has not taken all it was sent, look at the send queue
     /// often (a unix socket's says nothing once the peer is gone).
@@ -84,9 +90,15 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
             return
         }
         eventEnds.removeAll(keepingCapacity: true)
+        let lines = context.lines
         var cut = 0
-        for event in batch {
-            if framing.frame(event, into: &buffer) { cut += 1 }
+        for i in batch.indices {
+            // A line the producer made, or made here.
+            if let line = lines?.line(i), !line.isEmpty {
+                buffer.append(contentsOf: line)
+            } else if framing.frame(batch[i], into: &buffer) {
+                cut += 1
+            }
             eventEnds.append(buffer.count)
         }
         context.countTruncated(cut)

@@ -45,6 +45,30 @@ final class Progress: Sendable {
         #expect(batch.capacity < 1_000)
     }
 
+    /// Lines made by the producers stay beside their events, whatever the
+    /// overflow policy drops (drop_oldest skips a prefix, and compacts).
+    /// Lines are made only while a batch's worth is queued (the sink's
+    /// thread is behind); below that the sink makes them (empty here).
+    @Test(arguments: [600, 2000])
+    func linesMadeOnQueueingMatchTheirEventsAfterDrops(capacity: Int) {
+        let q = SinkQueue(capacity: capacity, overflow: .dropOldest, lines: JSONLineEncoder(host: "h"))
+        for i in 1...10_000 { q.push(Self.event(i)) }
+        var batch: [Event] = []
+        var lines = EncodedLines()
+        _ = q.pop(into: &batch, lines: &lines, timeout: 1_000_000)
+        #expect(batch.map(\.seq) == ((10_001 - capacity)...10_000).map(UInt64.init))
+        #expect(lines.ends.count == batch.count)
+        let expected = batch.map { JSONLineEncoder(host: "h").line($0) + "\n" }
+        #expect(batch.indices.map { String(decoding: lines.line($0), as: UTF8.self) } == expected)
+
+        // A queue the sink keeps up with: no line made.
+        for i in 1...10 { q.push(Self.event(i)) }
+        batch.removeAll()
+        lines.removeAll(keepingCapacity: true)
+        _ = q.pop(into: &batch, lines: &lines, timeout: 1_000_000)
+        #expect(batch.count == 10 && lines.ends.count == 10 && lines.bytes.isEmpty)
+    }
+
     @Test func dropNewestKeepsTheOldestEvents() {
         let q = SinkQueue(capacity: 3, overflow: .dropNewest)
         for i in 1...5 { q.push(Self.event(i)) }
