@@ -404,6 +404,8 @@ public final class PluginProbes: @unchecked Sendable {
     /// By real path: the file checks' verdict, once per file (their warnings too).
     private var vetted: [String: Result<String, PluginFileRefusal>] = [:]
     private let trusted: [String]
+    /// Reports kept across this run's reloads (`run` only).
+    private let cache: ProbeReportCache?
 
     /// The host's own plugin directories (real paths): the `vigil`
     /// executable's, the installed `../lib/vigil/plugins` beside it, and the
@@ -418,8 +420,10 @@ public final class PluginProbes: @unchecked Sendable {
     /// override skips (default: standard error).
     public init(prober: PluginProber, scope: Scope, manifest: Manifest? = nil, directories: [String],
                 timing: Bool = false, parallelism: Int = PluginProbes.defaultParallelism,
-                warn: (@Sendable (String) -> Void)? = nil) {
+                warn: (@Sendable (String) -> Void)? = nil, cache: ProbeReportCache? = nil) {
         self.prober = prober
+        // A report that creates a manifest's instances or times the load is this call's alone.
+        self.cache = manifest == nil && !timing ? cache : nil
         self.scope = scope
         self.manifest = manifest
         self.timing = timing
@@ -520,7 +524,9 @@ public final class PluginProbes: @unchecked Sendable {
     /// The probe of the file at `realPath`, run on first use.
     public func report(for realPath: String) -> ProbeReport {
         if let known = lock.withLock({ reports[realPath] }) { return known }
-        let report = prober.probe(path: realPath, manifest: manifest?.file, creates: creates(for: realPath), timing: timing)
+        let probe = { self.prober.probe(path: realPath, manifest: self.manifest?.file, creates: self.creates(for: realPath),
+                                        timing: self.timing) }
+        let report = cache?.report(for: realPath, allowUnsafe: prober.allowUnsafe, probe: probe) ?? probe()
         lock.withLock { reports[realPath] = report }
         return report
     }
@@ -544,5 +550,33 @@ public final class PluginProbes: @unchecked Sendable {
     /// monitor's `timeout`, else the larger of 5 s and its interval.
     static func createTimeout(_ monitor: MonitorConfig) -> Int64 {
         monitor.timeout ?? max(5_000_000_000, monitor.interval ?? 0)
+    }
+}
+
+/// Probe reports kept for the life of a `vigil run`, across its reloads: a
+/// reload resolves the monitors it changes again, and a plugin file that
+/// did not change since its probe (same device, inode, size and
+/// modification time: `PluginFileIdentity`, as quarantine tells a changed
+/// file) is not probed again. A probe is a child process, ~20 ms of CPU;
+/// 20 reloads a second that each changed a monitor spent a core's fifth on
+/// probing the same file (issue 24's reload workload).
+public final class ProbeReportCache: @unchecked Sendable {  // the entries are behind `lock`
+    private let lock = Lock()
+    private var entries: [String: (identity: PluginFileIdentity, allowUnsafe: Bool, report: ProbeReport)] = [:]
+
+    public init() {}
+
+    func report(for realPath: String, allowUnsafe: Bool, probe: () -> ProbeReport) -> ProbeReport {
+        let identity = PluginFileIdentity(path: realPath)
+        if let identity, let known = lock.withLock({ entries[realPath] }),
+           known.identity == identity, known.allowUnsafe == allowUnsafe {
+            return known.report
+        }
+        let report = probe()
+        // Kept only if the file is still the one probed.
+        if let identity, PluginFileIdentity(path: realPath) == identity {
+            lock.withLock { entries[realPath] = (identity, allowUnsafe, report) }
+        }
+        return report
     }
 }

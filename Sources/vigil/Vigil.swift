@@ -60,9 +60,10 @@ struct PluginDirOptions: ParsableArguments {
     /// Probes of plugin files in a child process: what `validate` and
     /// `plugins describe` know of a plugin, and what `run` checks before it
     /// loads one itself.
-    func probes(manifest: Manifest?, scope: PluginProbes.Scope, creating: Bool = false, timing: Bool = false) -> PluginProbes {
+    func probes(manifest: Manifest?, scope: PluginProbes.Scope, creating: Bool = false, timing: Bool = false,
+                cache: ProbeReportCache? = nil) -> PluginProbes {
         PluginProbes(prober: prober(manifest: manifest), scope: scope, manifest: creating ? manifest : nil,
-                     directories: directories(manifest: manifest), timing: timing)
+                     directories: directories(manifest: manifest), timing: timing, cache: cache)
     }
 
     func catalog(manifest: Manifest?, probes: PluginProbes? = nil,
@@ -212,7 +213,10 @@ struct Run: AsyncParsableCommand {
         }
         // Plugins from outside the host's own directories are first loaded in a
         // child process: one that crashes or hangs there is refused, not run.
-        let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
+        // One file's probe serves the whole run, reloads included, while the file stays the same.
+        let probeCache = ProbeReportCache()
+        let catalog = plugins.catalog(manifest: manifest,
+                                      probes: plugins.probes(manifest: manifest, scope: .untrusted, cache: probeCache),
                                       warn: { logger.warning("\($0)") })
         // Each plugin runs where IsolationDecision says: in process, or in a
         // runner process of its own that loads it (a crash costs the runner).
@@ -234,7 +238,7 @@ struct Run: AsyncParsableCommand {
             logger.error("monitor '\(config.name)' will not run; the others go on")
         }
         if !once {  // --once ends by itself; nothing to reload
-            options.reloader = reloader(logger: logger)
+            options.reloader = reloader(logger: logger, probeCache: probeCache)
             options.watch = watch
         }
         options.outputCatalog = catalog
@@ -255,7 +259,7 @@ extension Run {
     /// How a reload reads and resolves the manifest: as at start, with new
     /// plugin files found, except that monitors which did not change keep
     /// the plugin they run with.
-    func reloader(logger: Logger) -> ManifestReloader {
+    func reloader(logger: Logger, probeCache: ProbeReportCache) -> ManifestReloader {
         let path = manifest
         let plugins = self.plugins
         return { reuse in
@@ -263,7 +267,8 @@ extension Run {
             guard let manifest = loaded, !diagnostics.contains(where: { $0.level == .error }) else {
                 return .invalid(diagnostics)
             }
-            let catalog = plugins.catalog(manifest: manifest, probes: plugins.probes(manifest: manifest, scope: .untrusted),
+            let catalog = plugins.catalog(manifest: manifest,
+                                          probes: plugins.probes(manifest: manifest, scope: .untrusted, cache: probeCache),
                                           warn: { logger.warning("\($0)") })
             var decisions: [String: IsolationDecision] = [:]
             let resolution = ResolvedManifest<HostedPlugin>.resolve(manifest, catalog: catalog,
