@@ -7,22 +7,45 @@ import VigilCore
 /// monitor's thresholds or a rule. Made by `EventBus.route` (or `routes`),
 /// which compiles its routes into the snapshot in force before handing it
 /// out; its `id` indexes the snapshot's compiled routes.
-final class Route: @unchecked Sendable {  // immutable; `bus` is weak and only read in deinit
+final class Route: Sendable {
     /// The name `match` patterns are matched against.
     let source: String
     /// Declared kinds, in the order of the indexes passed to `publish`.
     let kinds: [String]
     fileprivate let id: Int
-    private weak var bus: EventBus?
+    /// Its bus's registry (not the bus: a weak reference to the bus would
+    /// give it a side table, and every retain of it on the event path the
+    /// slow path).
+    private let registry: RouteRegistry
 
-    fileprivate init(source: String, kinds: [String], id: Int, bus: EventBus) {
+    fileprivate init(source: String, kinds: [String], id: Int, registry: RouteRegistry) {
         self.source = source
         self.kinds = kinds
         self.id = id
-        self.bus = bus
+        self.registry = registry
     }
 
-    deinit { bus?.unregister(id) }
+    deinit { registry.unregister(id) }
+}
+
+/// The routes a bus handed out, by id, for compiling them against new
+/// sinks; ids given back by a route's deinit are used again.
+final class RouteRegistry: Sendable {
+    struct Entries {
+        var sources: [(source: String, kinds: [String])?] = []
+        var free: [Int] = []
+    }
+    let entries = LockedState(Entries())
+
+    /// A route was released: its id may serve another. Its compiled entry
+    /// stays in the snapshot in force (nobody can publish through it) until
+    /// the id is handed out again, which compiles it anew.
+    func unregister(_ id: Int) {
+        entries.withLock { r in
+            r.sources[id] = nil
+            r.free.append(id)
+        }
+    }
 }
 
 /// One source's routes compiled against one snapshot's sinks: the sinks for
@@ -109,20 +132,14 @@ final class RoutingSnapshot: Sendable {
 /// an event slipping in behind. A sink that did not change keeps its slot
 /// and its queue, one added takes a free slot. The sequence goes on across
 /// reloads.
-public final class EventBus: @unchecked Sendable {  // state: atomics, the snapshot cell, and the registry's mutex
+public final class EventBus: @unchecked Sendable {  // state: atomics, the snapshot cell, the registry's lock
     private let routing: SnapshotCell<RoutingSnapshot>
     /// The last sequence number given.
     private let sequence = Atomic<UInt64>(0)
     /// Events that matched no sink.
     let unrouted = Atomic<UInt64>(0)
 
-    /// The routes handed out, by id, for compiling them against new sinks;
-    /// ids given back by a route's deinit are used again.
-    private struct Registry {
-        var sources: [(source: String, kinds: [String])?] = []
-        var free: [Int] = []
-    }
-    private let registry = LockedState(Registry())
+    private let registry = RouteRegistry()
 
     /// `sinks` take slots 0…; `compiler` is compiled from them in that order.
     init(sinks: [SinkRunner], compiler: RouteCompiler) {
@@ -141,7 +158,7 @@ public final class EventBus: @unchecked Sendable {  // state: atomics, the snaps
     /// Routes for several sources, compiled into one new snapshot.
     func routes(_ sources: [(source: String, kinds: [String])]) -> [Route] {
         routing.update { snapshot in
-            let ids = registry.withLock { r in
+            let ids = registry.entries.withLock { r in
                 sources.map { source -> Int in
                     if let id = r.free.popLast() {
                         r.sources[id] = source
@@ -159,17 +176,7 @@ public final class EventBus: @unchecked Sendable {  // state: atomics, the snaps
                 compiled[id] = CompiledRoute(snapshot.compiler.routes(monitor: source.source, kinds: source.kinds))
             }
             let next = RoutingSnapshot(runners: snapshot.runners, compiler: snapshot.compiler, routes: compiled)
-            return (next, zip(ids, sources).map { Route(source: $1.source, kinds: $1.kinds, id: $0, bus: self) })
-        }
-    }
-
-    /// A route was released: its id may serve another. Its compiled entry
-    /// stays in the snapshot in force (nobody can publish through it) until
-    /// the id is handed out again, which compiles it anew.
-    fileprivate func unregister(_ id: Int) {
-        registry.withLock { r in
-            r.sources[id] = nil
-            r.free.append(id)
+            return (next, zip(ids, sources).map { Route(source: $1.source, kinds: $1.kinds, id: $0, registry: registry) })
         }
     }
 
@@ -184,7 +191,7 @@ public final class EventBus: @unchecked Sendable {  // state: atomics, the snaps
                 guard let runner else { continue }
                 if let j = snapshot.runners.firstIndex(where: { $0 === runner }) { precondition(i == j, "a sink moved slots") }
             }
-            let sources = registry.withLock { $0.sources }
+            let sources = registry.entries.withLock { $0.sources }
             let compiled = sources.map { entry in entry.map { CompiledRoute(compiler.routes(monitor: $0.source, kinds: $0.kinds)) } }
             return (RoutingSnapshot(runners: slots, compiler: compiler, routes: compiled), ())
         }
