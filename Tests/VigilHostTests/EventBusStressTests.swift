@@ -113,9 +113,8 @@ import VigilCore
         for round in 0..<reloads {
             var next = slots
             let slot = 1 + Int.random(in: 0..<6, using: &generator)
-            if let index = live[slot], Bool.random(using: &generator) {
+            if live[slot] != nil, Bool.random(using: &generator) {
                 next[slot] = nil  // removed
-                _ = index
             } else {
                 let (capacity, overflow) = policies.randomElement(using: &generator)!
                 let recorder = Recorder()

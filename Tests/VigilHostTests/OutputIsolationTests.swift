@@ -230,7 +230,19 @@ import VigilCore
         let fault = fault.replacingOccurrences(of: "DIR", with: dir)
         let run = try Self.run(count: 1200, rate: 200, options: "mode: \(mode), \(fault)",
                                extra: "    write_timeout: 1m\n    limits: \(limits)", in: dir)
-        Self.expectEveryEventOnce(run, count: 1200)
+        if mode == "leak_in_write" {
+            // The watchdog ends the runner whenever it finds it over the
+            // limit, which may be after a write delivered its batch and before
+            // the answer reached the host: that batch goes to the new runner
+            // again, as at-least-once says (seen once in a fresh-clone run).
+            // Every event arrives; only whole batches in flight at a kill twice.
+            #expect(run.output.status == 0, "\(run.output.stderr)")
+            #expect(Set(run.delivered).count == 1200, "\(Set(run.delivered).count) distinct events delivered")
+            #expect(run.delivered.count - 1200 <= 100 * run.crashes, "\(run.delivered.count) deliveries, \(run.crashes) crashes")
+            #expect(run.written == 1200 && run.lost.values.reduce(0, +) == 0, "written \(run.written), lost \(run.lost)")
+        } else {
+            Self.expectEveryEventOnce(run, count: 1200)
+        }
         #expect(run.crashes >= 1 && run.crashes == run.restarts, "crashes \(run.crashes), restarts \(run.restarts)")
         if mode == "spin_in_write" { #expect(run.crashes == 1, "\(run.crashes) crashes") }
         #expect(run.output.stderr.contains(": ending its runner (pid "), "\(run.output.stderr)")
