@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "vigil_sys.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <errno.h>
+#include <time.h>
 #include <spawn.h>
 #include <unistd.h>
 
@@ -46,6 +48,13 @@ int vigil_pidfd_open(pid_t pid) {
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+int vigil_poll_ns(void *fds, unsigned long count, int64_t timeout_ns) {
+    if (timeout_ns < 0)
+        return ppoll((struct pollfd *)fds, (nfds_t)count, NULL, NULL);
+    struct timespec ts = { (time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000) };
+    return ppoll((struct pollfd *)fds, (nfds_t)count, &ts, NULL);
 }
 
 int vigil_limit_data(pid_t pid, uint64_t bytes) {

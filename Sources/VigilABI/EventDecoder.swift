@@ -106,6 +106,9 @@ package struct EventDecoder: Sendable {
     private let fieldStart: [Int]
     private let fieldTypes: [[ValueType]]
     private let dynamicFields: [Bool]
+    /// The same names' bytes, at addresses of their own (`declaredKind`,
+    /// `declaredField`).
+    private let names: DeclaredNames
 
     package init(monitor: String, plugin: String, events: [EventSpec]) {
         self.monitor = monitor
@@ -115,6 +118,21 @@ package struct EventDecoder: Sendable {
         self.fieldStart = events.reduce(into: [0]) { starts, event in starts.append(starts.last! + event.fields.count) }
         self.fieldTypes = events.map { $0.fields.map(\.type) }
         self.dynamicFields = events.map(\.dynamicFields)
+        self.names = DeclaredNames(kindNames + fieldNames)
+    }
+
+    /// The declared kind `index` as a string whose address the decoder
+    /// knows: an event that names its kind with it is matched without its
+    /// bytes being compared (the isolation runner's records name declared
+    /// kinds and fields by index). Nil past the declarations.
+    package func declaredKind(_ index: Int) -> vigil_str? {
+        index >= 0 && index < kindNames.count ? names[index] : nil
+    }
+
+    /// Field `index` of declared kind `kind`, as `declaredKind` gives kinds.
+    package func declaredField(kind: Int, _ index: Int) -> vigil_str? {
+        guard kind >= 0 && kind < kindNames.count, index >= 0, index < fieldStart[kind + 1] - fieldStart[kind] else { return nil }
+        return names[kindNames.count + fieldStart[kind] + index]
     }
 
     /// Decodes `event`, or throws why the host refuses it. `now` gives the
@@ -126,6 +144,19 @@ package struct EventDecoder: Sendable {
     package func decode(_ event: UnsafePointer<vigil_event>?, now: () -> Int64, kindIndex: inout Int,
                         mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil,
                         storage: consuming [Field] = []) throws(EventDefect) -> Event {
+        var assembly = EventAssembly(fields: storage)
+        try decode(event, now: now, kindIndex: &kindIndex, mismatches: mismatches, into: &assembly)
+        return Event(time: assembly.time, monitor: monitor, plugin: plugin, kind: assembly.kind,
+                     severity: assembly.severity, fields: assembly.fields)
+    }
+
+    /// Checks `event` as `decode` does and hands its parts to `parts` (the
+    /// isolation runner writes them into its ring record as they come,
+    /// without making an `Event`). One pass over the plugin's memory.
+    package func decode<Parts: DecodedEventParts>(_ event: UnsafePointer<vigil_event>?, now: () -> Int64,
+                                                  kindIndex: inout Int,
+                                                  mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil,
+                                                  into parts: inout Parts) throws(EventDefect) {
         kindIndex = -1
         guard let event else { throw EventDefect(reason: .malformed, message: "emit was called with a NULL event") }
         let size = Int(UnsafeRawPointer(event).loadUnaligned(as: UInt32.self))
@@ -147,7 +178,7 @@ package struct EventDecoder: Sendable {
             throw EventDefect(reason: .tooLarge, message: "an event's kind is \(k.len) bytes long (\(EventLimits.nameBytes) at most)")
         }
         var declaredIndex = -1
-        for i in kindNames.indices where Self.matches(k, kindNames[i]) {
+        for i in kindNames.indices where matches(k, declared: i, kindNames[i]) {
             declaredIndex = i
             break
         }
@@ -169,10 +200,9 @@ package struct EventDecoder: Sendable {
                               message: "an event of kind '\(shownText(kind))' has time_ns \(e.time_ns); times are 0 (now) or nanoseconds since 1970")
         }
         // Fields.
-        var fields = storage
-        if !fields.isEmpty { fields.removeAll(keepingCapacity: true) }
+        var pointer: UnsafePointer<vigil_field>?
         if e.field_count > 0 {
-            guard let pointer = e.fields else {
+            guard let fields = e.fields else {
                 throw EventDefect(reason: .malformed,
                                   message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields but a NULL fields pointer")
             }
@@ -180,82 +210,102 @@ package struct EventDecoder: Sendable {
                 throw EventDefect(reason: .tooLarge,
                                   message: "an event of kind '\(shownText(kind))' has \(e.field_count) fields (\(EventLimits.fields) at most)")
             }
-            fields.reserveCapacity(e.field_count)
-            let declared = declaredIndex >= 0 ? fieldStart[declaredIndex]..<fieldStart[declaredIndex + 1] : 0..<0
-            let declaredCount = declared.count
-            // Declared fields seen so far, by index (duplicates), for the first 64.
-            var seenDeclared: UInt64 = 0
-            var undeclaredAt: [Int] = []
-            for i in 0..<e.field_count {
-                let f = pointer[i]
-                if f.name.len > 0 && f.name.ptr == nil {
-                    throw EventDefect(reason: .malformed,
-                                      message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of length \(f.name.len) but a NULL pointer")
-                }
-                guard f.name.len > 0 else {
-                    throw EventDefect(reason: .malformed, message: "field #\(i + 1) of kind '\(shownText(kind))' has an empty name")
-                }
-                guard f.name.len <= EventLimits.nameBytes else {
-                    throw EventDefect(reason: .tooLarge,
-                                      message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)")
-                }
-                // Plugins emit fields in declared order: try that position first.
-                var index = i < declaredCount && Self.matches(f.name, fieldNames[declared.lowerBound + i]) ? i : -1
-                if index < 0 {
-                    for j in 0..<declaredCount where Self.matches(f.name, fieldNames[declared.lowerBound + j]) { index = j; break }
-                }
-                let name = index >= 0 ? fieldNames[declared.lowerBound + index] : pluginString(f.name)
-                if index >= 0 && index < 64 {
-                    let bit: UInt64 = 1 << UInt64(index)
-                    if seenDeclared & bit != 0 { throw Self.duplicate(name, kind) }
-                    seenDeclared |= bit
-                } else {
-                    // Undeclared (or past 64): compared with the others of its sort, rare and few.
-                    for j in undeclaredAt where fields[j].name == name { throw Self.duplicate(name, kind) }
-                    undeclaredAt.append(fields.count)
-                }
-                let value: FieldValue
-                switch f.value.type {
-                case UInt32(VIGIL_TYPE_DOUBLE.rawValue): value = .double(f.value.as.f64)
-                case UInt32(VIGIL_TYPE_INT.rawValue): value = .int(f.value.as.i64)
-                case UInt32(VIGIL_TYPE_BOOL.rawValue): value = .bool(f.value.as.boolean != 0)
-                case UInt32(VIGIL_TYPE_STRING.rawValue):
-                    let s = f.value.as.str
-                    if s.len > 0 && s.ptr == nil {
-                        throw EventDefect(reason: .malformed,
-                                          message: "string field '\(shownText(name))' of kind '\(shownText(kind))' has length \(s.len) but a NULL pointer")
-                    }
-                    guard s.len <= EventLimits.stringBytes else {
-                        throw EventDefect(reason: .tooLarge,
-                                          message: "string field '\(shownText(name))' of kind '\(shownText(kind))' is \(s.len) bytes (\(EventLimits.stringBytes) at most)")
-                    }
-                    value = .string(pluginString(s))
-                default:
-                    // Option-only types are a mistake; types past JSON are from a newer ABI.
-                    let newer = f.value.type > UInt32(VIGIL_TYPE_JSON.rawValue)
-                    throw EventDefect(reason: newer ? .unsupportedType : .badFieldType,
-                                      message: "field '\(shownText(name))' of kind '\(shownText(kind))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)")
-                }
-                if let mismatches, declaredIndex >= 0 {
-                    if index >= 0 {
-                        let type = fieldTypes[declaredIndex][index]
-                        if type != value.valueType {
-                            mismatches.pointee.append(.fieldType(kind: kind, field: name, emitted: value.valueType, declared: type))
-                        }
-                    } else if !dynamicFields[declaredIndex] {
-                        mismatches.pointee.append(.undeclaredField(kind: kind, field: name))
-                    }
-                }
-                fields.append(Field(name, value))
-            }
+            pointer = fields
         }
-        return Event(time: e.time_ns != 0 ? e.time_ns : now(), monitor: monitor, plugin: plugin,
-                     kind: kind, severity: severity, fields: fields)
+        let fieldCount = pointer == nil ? 0 : e.field_count
+        parts.begin(kind: kind, declared: declaredIndex, time: e.time_ns != 0 ? e.time_ns : now(), severity: severity,
+                    fieldCount: fieldCount)
+        guard let pointer else { return }
+        let declared = declaredIndex >= 0 ? fieldStart[declaredIndex]..<fieldStart[declaredIndex + 1] : 0..<0
+        let declaredCount = declared.count
+        // Declared fields seen so far, by index (duplicates), for the first 64.
+        var seenDeclared: UInt64 = 0
+        // The names of the others, compared among themselves: rare and few.
+        var others: [vigil_str] = []
+        for i in 0..<fieldCount {
+            let f = pointer[i]
+            if f.name.len > 0 && f.name.ptr == nil {
+                throw EventDefect(reason: .malformed,
+                                  message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of length \(f.name.len) but a NULL pointer")
+            }
+            guard f.name.len > 0 else {
+                throw EventDefect(reason: .malformed, message: "field #\(i + 1) of kind '\(shownText(kind))' has an empty name")
+            }
+            guard f.name.len <= EventLimits.nameBytes else {
+                throw EventDefect(reason: .tooLarge,
+                                  message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)")
+            }
+            // Plugins emit fields in declared order: try that position first.
+            let first = kindNames.count + declared.lowerBound
+            var index = i < declaredCount && matches(f.name, declared: first + i, fieldNames[declared.lowerBound + i]) ? i : -1
+            if index < 0 {
+                for j in 0..<declaredCount where matches(f.name, declared: first + j, fieldNames[declared.lowerBound + j]) {
+                    index = j
+                    break
+                }
+            }
+            let declaredName = index >= 0 ? fieldNames[declared.lowerBound + index] : nil
+            if index >= 0 && index < 64 {
+                let bit: UInt64 = 1 << UInt64(index)
+                if seenDeclared & bit != 0 { throw Self.duplicate(f.name, kind) }
+                seenDeclared |= bit
+            } else {
+                for other in others where Self.same(other, f.name) { throw Self.duplicate(f.name, kind) }
+                others.append(f.name)
+            }
+            let type: ValueType
+            switch f.value.type {
+            case UInt32(VIGIL_TYPE_DOUBLE.rawValue): type = .double
+            case UInt32(VIGIL_TYPE_INT.rawValue): type = .int
+            case UInt32(VIGIL_TYPE_BOOL.rawValue): type = .bool
+            case UInt32(VIGIL_TYPE_STRING.rawValue):
+                type = .string
+                let s = f.value.as.str
+                if s.len > 0 && s.ptr == nil {
+                    throw EventDefect(reason: .malformed,
+                                      message: "string field '\(shownText(pluginString(f.name)))' of kind '\(shownText(kind))' has length \(s.len) but a NULL pointer")
+                }
+                guard s.len <= EventLimits.stringBytes else {
+                    throw EventDefect(reason: .tooLarge,
+                                      message: "string field '\(shownText(pluginString(f.name)))' of kind '\(shownText(kind))' is \(s.len) bytes (\(EventLimits.stringBytes) at most)")
+                }
+            default:
+                // Option-only types are a mistake; types past JSON are from a newer ABI.
+                let newer = f.value.type > UInt32(VIGIL_TYPE_JSON.rawValue)
+                throw EventDefect(reason: newer ? .unsupportedType : .badFieldType,
+                                  message: "field '\(shownText(pluginString(f.name)))' of kind '\(shownText(kind))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)")
+            }
+            if let mismatches, declaredIndex >= 0 {
+                if index >= 0 {
+                    let declaredType = fieldTypes[declaredIndex][index]
+                    if declaredType != type {
+                        mismatches.pointee.append(.fieldType(kind: kind, field: declaredName!, emitted: type, declared: declaredType))
+                    }
+                } else if !dynamicFields[declaredIndex] {
+                    mismatches.pointee.append(.undeclaredField(kind: kind, field: pluginString(f.name)))
+                }
+            }
+            parts.field(name: f.name, declared: index, declaredName: declaredName, value: f.value)
+        }
     }
 
-    private static func duplicate(_ name: String, _ kind: String) -> EventDefect {
+    private static func duplicate(_ name: vigil_str, _ kind: String) -> EventDefect {
         EventDefect(reason: .duplicateField,
-                    message: "field '\(shownText(name))' appears twice in an event of kind '\(shownText(kind))'; field names are unique")
+                    message: "field '\(shownText(pluginString(name)))' appears twice in an event of kind '\(shownText(kind))'; field names are unique")
+    }
+
+    /// Whether two plugin strings (checked: a pointer wherever a length) have the same bytes.
+    private static func same(_ a: vigil_str, _ b: vigil_str) -> Bool {
+        a.len == b.len && (a.len == 0 || memcmp(a.ptr!, b.ptr!, a.len) == 0)
+    }
+
+    /// Whether a plugin's string has exactly the bytes of `name`, the
+    /// declared name `declared` (of `names`): at once when it is that
+    /// name's own copy.
+    @inline(__always)
+    private func matches(_ s: vigil_str, declared: Int, _ name: String) -> Bool {
+        if s.ptr == names.pointer(declared) { return s.len == names.length(declared) }
+        return Self.matches(s, name)
     }
 
     /// Whether a plugin's string has exactly the bytes of `name`.
@@ -265,6 +315,81 @@ package struct EventDecoder: Sendable {
         let equal = name.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, ptr, s.len) == 0 }
         return equal ?? name.utf8.elementsEqual(UnsafeRawBufferPointer(start: ptr, count: s.len))
     }
+}
+
+/// Receives an accepted event from `EventDecoder.decode(_:into:)`, piece by
+/// piece: `begin` once, then `field` for each field in the plugin's order,
+/// each piece already checked. A later piece can still make the decoder
+/// refuse the event: a receiver's work counts only once `decode` returned.
+package protocol DecodedEventParts {
+    /// The kind (the declared name, or the plugin's), its declared index or
+    /// -1, the event's time (stamped now when it had none) and severity,
+    /// and how many fields follow.
+    mutating func begin(kind: String, declared: Int, time: Int64, severity: Severity, fieldCount: Int)
+    /// A field: the plugin's name, its index among the kind's declared
+    /// fields (or -1) and that declared name, and its value, whose type is
+    /// one of the four event types and whose string (if any) is in bounds.
+    mutating func field(name: vigil_str, declared: Int, declaredName: String?, value: vigil_value)
+}
+
+/// The host's receiver: an `Event` (declared names shared, not copied).
+private struct EventAssembly: DecodedEventParts {
+    var fields: [Field]
+    var kind = ""
+    var time: Int64 = 0
+    var severity = Severity.info
+
+    init(fields: consuming [Field]) {
+        self.fields = fields
+        if !self.fields.isEmpty { self.fields.removeAll(keepingCapacity: true) }
+    }
+
+    @inline(__always)
+    mutating func begin(kind: String, declared: Int, time: Int64, severity: Severity, fieldCount: Int) {
+        self.kind = kind
+        self.time = time
+        self.severity = severity
+        if fieldCount > 0 { fields.reserveCapacity(fieldCount) }
+    }
+
+    @inline(__always)
+    mutating func field(name: vigil_str, declared: Int, declaredName: String?, value: vigil_value) {
+        let fieldValue: FieldValue
+        switch value.type {
+        case UInt32(VIGIL_TYPE_DOUBLE.rawValue): fieldValue = .double(value.as.f64)
+        case UInt32(VIGIL_TYPE_INT.rawValue): fieldValue = .int(value.as.i64)
+        case UInt32(VIGIL_TYPE_BOOL.rawValue): fieldValue = .bool(value.as.boolean != 0)
+        default: fieldValue = .string(pluginString(value.as.str))
+        }
+        fields.append(Field(declaredName ?? pluginString(name), fieldValue))
+    }
+}
+
+/// Names' bytes in one allocation that lives as long as the decoders
+/// sharing it: addresses the decoder recognizes. Immutable once made.
+private final class DeclaredNames: @unchecked Sendable {
+    private let bytes: UnsafeMutablePointer<CChar>
+    private let starts: [Int]
+
+    init(_ names: [String]) {
+        var starts = [0]
+        for name in names { starts.append(starts.last! + name.utf8.count) }
+        bytes = .allocate(capacity: max(1, starts.last!))
+        for (i, name) in names.enumerated() {
+            for (j, byte) in name.utf8.enumerated() { bytes[starts[i] + j] = CChar(bitPattern: byte) }
+        }
+        self.starts = starts
+    }
+
+    deinit { bytes.deallocate() }
+
+    @inline(__always)
+    func pointer(_ i: Int) -> UnsafePointer<CChar> { UnsafePointer(bytes + starts[i]) }
+
+    @inline(__always)
+    func length(_ i: Int) -> Int { starts[i + 1] - starts[i] }
+
+    subscript(i: Int) -> vigil_str { vigil_str(ptr: pointer(i), len: length(i)) }
 }
 
 extension FieldValue {

@@ -347,12 +347,8 @@ final class SinkQueue: Sendable {  // all state behind its lock
     /// Both on the monotonic clock: a wall clock step must not stall a sink.
     private let notEmpty = ConditionVariable()
     private let notFull = ConditionVariable()
-    /// How long the consumer lingers, and the depth that ends the linger early.
-    static let lingerNanoseconds: Int64 = 200_000
+    /// The depth that ends the consumer's linger (`BatchLinger`) early.
     static let batchThreshold = 512
-    /// Lingering pays only when events come fast: below this rate (events/s)
-    /// each event is taken at once, so low rates see no added latency.
-    static let lingerAboveRate = 100_000
 
     private struct State {
         var pending: [Event] = []
@@ -364,11 +360,8 @@ final class SinkQueue: Sendable {  // all state behind its lock
         /// it drains in batches instead of taking turns with the producer per event.
         var consumerLingering = false
         var producersWaiting = 0
-        /// Events popped in the current measuring window, and when it began:
-        /// the consumer's estimate of the arrival rate.
-        var windowEvents = 0
-        var windowStart = monotonicNanoseconds()
-        var fastArrivals = false
+        /// The consumer's estimate of the arrival rate: whether to linger.
+        var linger = BatchLinger()
         /// Slots promised to producers of a blocking sink (see `reserve`).
         var reserved = 0
         var closed = false
@@ -555,10 +548,10 @@ final class SinkQueue: Sendable {  // all state behind its lock
                 }
                 s.pointee.consumerWaiting = false
             }
-            if s.pointee.fastArrivals && s.pointee.count > 0 && s.pointee.count < Self.batchThreshold
+            if s.pointee.linger.fast && s.pointee.count > 0 && s.pointee.count < Self.batchThreshold
                 && !s.pointee.closed && s.pointee.producersWaiting == 0 {
                 // A few events: give the producers a moment to make it a batch.
-                let deadline = monotonicNanoseconds().addingSaturating(Self.lingerNanoseconds)
+                let deadline = monotonicNanoseconds().addingSaturating(BatchLinger.nanoseconds)
                 s.pointee.consumerWaiting = true
                 s.pointee.consumerLingering = true
                 while s.pointee.count < Self.batchThreshold && !s.pointee.closed {
@@ -574,14 +567,7 @@ final class SinkQueue: Sendable {  // all state behind its lock
                 if s.pointee.lane != nil { swap(&lines, &s.pointee.lane!.lines) }
                 s.pointee.head = 0
             }
-            // Re-estimate the arrival rate every 10 ms of popping.
-            s.pointee.windowEvents += n
-            let now = monotonicNanoseconds()
-            if now - s.pointee.windowStart >= 10_000_000 {
-                s.pointee.fastArrivals = s.pointee.windowEvents * 1_000_000_000 / Int(now - s.pointee.windowStart) >= Self.lingerAboveRate
-                s.pointee.windowEvents = 0
-                s.pointee.windowStart = now
-            }
+            s.pointee.linger.took(n, now: monotonicNanoseconds())
             let more = !(s.pointee.closed && s.pointee.count == 0)
             return (more, n, skip, s.pointee.producersWaiting > 0 && n > 0)
         }

@@ -35,6 +35,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     /// Copies the plugin's events (the one decoder every side uses).
     private let decoder: EventDecoder
+    var eventDecoder: EventDecoder? { decoder }
     /// Index of the host's `availability` kind in the route table.
     private let availabilityKind: Int
 

@@ -484,6 +484,8 @@ private final class OutputHost: RunnerReceiver, @unchecked Sendable {
     private let limit: Mutex<PluginLogLimit>
     /// The plugin's last few log lines, for a crash report.
     private let recent = Mutex<[String]>([])
+    /// An output emits nothing.
+    var eventDecoder: EventDecoder? { nil }
 
     init(logger: Logger, sink: String) {
         self.logger = logger

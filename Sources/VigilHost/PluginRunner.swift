@@ -139,7 +139,10 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
     private var handle: UnsafeMutableRawPointer?
     private var context: HostContext?
     private var retired: [HostContext] = []
-    private var decoder: EventDecoder
+    /// The runner's events carry neither monitor nor plugin (the host
+    /// stamps them), so its decoder has neither: the empty strings cost
+    /// no retain per event. One for the session (no exclusivity check).
+    private let decoder: EventDecoder
     private let accepting = Atomic<Bool>(false)
     /// An output's batch, as its parts arrive.
     private var batch: [UInt8] = []
@@ -147,7 +150,7 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
     init(plugin: LoadedPlugin, writer: RingWriter) {
         self.plugin = plugin
         self.writer = writer
-        self.decoder = EventDecoder(monitor: "", plugin: plugin.description.name, events: plugin.description.events)
+        self.decoder = EventDecoder(monitor: "", plugin: "", events: plugin.description.events)
     }
 
     /// The reply to one call (empty for a part of a batch), or nil when
@@ -216,7 +219,6 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
 
     private func create(_ request: RunnerWire.CreateRequest) -> (vigil_status, String) {
         destroy()
-        decoder = EventDecoder(monitor: request.name, plugin: plugin.description.name, events: plugin.description.events)
         let context = HostContext.make(for: self)
         var out: UnsafeMutableRawPointer?
         let result = withCreateArgs(name: request.name, options: request.options, interval: request.interval,
@@ -256,19 +258,46 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
         guard accepting.load(ordering: .acquiring) else {
             return refuse(EventDefect(reason: .stopped, message: "emit outside start…stop"))
         }
-        var kindIndex = -1
-        let decoded: Event
-        do {
-            decoded = try decoder.decode(event, now: realtimeNanoseconds, kindIndex: &kindIndex)
-        } catch {
-            return refuse(error)
+        // The decoder writes the record as it checks the event (no `Event`
+        // made): into room on the stack, or for a larger event into room of
+        // its size, decoded again.
+        return withUnsafeTemporaryAllocation(byteCount: 1024, alignment: 8) { stack in
+            var record = RunnerWire.EventRecord(into: stack.baseAddress!, capacity: stack.count)
+            var kindIndex = -1
+            do throws(EventDefect) {
+                try decoder.decode(event, now: realtimeNanoseconds, kindIndex: &kindIndex, into: &record)
+            } catch {
+                return refuse(error)
+            }
+            if record.fits { return send(record) }
+            let length = record.length
+            guard length <= writer.maxPayload else { return tooLarge(length) }
+            let room = UnsafeMutableRawPointer.allocate(byteCount: length, alignment: 8)
+            defer { room.deallocate() }
+            var larger = RunnerWire.EventRecord(into: room, capacity: length)
+            do throws(EventDefect) {
+                try decoder.decode(event, now: realtimeNanoseconds, kindIndex: &kindIndex, into: &larger)
+            } catch {
+                return refuse(error)
+            }
+            guard larger.fits else {
+                return refuse(EventDefect(reason: .malformed, message: "an event changed while the host read it"))
+            }
+            return send(larger)
         }
-        let length = RunnerWire.eventBytes(decoded)
-        guard writer.write(.event, length: length, { RunnerWire.encodeEvent(decoded, at: $0) }) else {
-            return refuse(EventDefect(reason: .tooLarge, message:
-                "an event of kind '\(shownText(decoded.kind))' encodes to \(length) bytes; an isolated plugin's event is at most \(writer.maxPayload)"))
+    }
+
+    private func send(_ record: RunnerWire.EventRecord) -> vigil_status {
+        let length = record.length
+        guard writer.write(.event, length: length, { $0.copyMemory(from: record.base, byteCount: length) }) else {
+            return tooLarge(length)
         }
         return VIGIL_OK
+    }
+
+    private func tooLarge(_ length: Int) -> vigil_status {
+        refuse(EventDefect(reason: .tooLarge,
+                           message: "an event encodes to \(length) bytes; an isolated plugin's event is at most \(writer.maxPayload)"))
     }
 
     /// Sends the refusal for the host to count and returns its status.

@@ -14,7 +14,10 @@ import VigilCore
 /// an eventfd only after saying so in the header and seeing the ring empty;
 /// the producer writes that eventfd only when it sees the consumer asleep
 /// (the same for a producer waiting for room). An idle channel makes no
-/// system call at all.
+/// system call at all. While records come fast (`BatchLinger`) the consumer
+/// that finds the ring empty lingers instead of sleeping: the producer wakes
+/// it only once `lingerBytes` are waiting, and it wakes by itself after
+/// `BatchLinger.nanoseconds`, so the two do not take turns per record.
 ///
 /// The ring is memory the plugin's process can write: the host reads the
 /// header and every record as hostile (positions out of order, lengths past
@@ -39,6 +42,16 @@ final class SharedRing: @unchecked Sendable {
 
     /// Ring data bytes by default: room for ~50 k small events in flight.
     static let defaultCapacity = 4 << 20
+
+    /// The consumer's state in the header's `consumerSleeping`.
+    enum ConsumerState: UInt32 {
+        case awake = 0
+        /// Asleep on the data eventfd: any record wakes it.
+        case asleep = 1
+        /// Lingering for a batch: a producer wakes it once this many bytes wait.
+        case lingering = 2
+    }
+    static let lingerBytes = 16 << 10
 
     let fd: Int32
     let capacity: Int
@@ -163,7 +176,7 @@ final class SharedRing: @unchecked Sendable {
 /// Record types.
 enum RingRecord: UInt32 {
     case pad = 0
-    /// An event the runner's decoder accepted (`RunnerWire.encodeEvent`).
+    /// An event the runner's decoder accepted (`RunnerWire.EventRecord`).
     case event = 1
     /// level (u32), bytes cut (u32), message.
     case log = 2
@@ -219,7 +232,11 @@ final class RingWriter: @unchecked Sendable {
         head &+= UInt64(need)
         vigil_store_release_u64(ring.head, head)
         vigil_fence()
-        if vigil_load_acquire_u32(ring.consumerSleeping) != 0 && vigil_exchange_u32(ring.consumerSleeping, 0) != 0 {
+        let consumer = vigil_load_acquire_u32(ring.consumerSleeping)
+        if consumer != SharedRing.ConsumerState.awake.rawValue,
+           consumer == SharedRing.ConsumerState.asleep.rawValue
+            || head &- vigil_load_acquire_u64(ring.tail) >= UInt64(SharedRing.lingerBytes),
+           vigil_exchange_u32(ring.consumerSleeping, 0) != 0 {
             SharedRing.signal(dataEvent)
         }
         return true
@@ -247,18 +264,33 @@ final class RingWriter: @unchecked Sendable {
 
 /// The host's end: takes records in order, each copied out of shared memory
 /// before it is read. One thread.
+///
+/// The write position is read again only when the records known are taken,
+/// and the read position is published in steps (an eighth of the ring, and
+/// whenever the ring is found empty), so that the two sides do not pass a
+/// cache line back and forth per record.
 final class RingReader: @unchecked Sendable {
     private let ring: SharedRing
     private let dataEvent: Int32
     private let spaceEvent: Int32
     private var tail: UInt64 = 0
+    /// The write position last read: records up to it are known published.
+    private var head: UInt64 = 0
+    /// The read position the producer has been told.
+    private var publishedTail: UInt64 = 0
+    private let publishStep: UInt64
     /// Private copy of the current record's payload.
     private let scratch: UnsafeMutableRawPointer
+    /// Whether records come fast enough to linger for a batch.
+    private var linger = BatchLinger()
+    /// Records taken since the last sleep.
+    private var taken = 0
 
     init(ring: SharedRing, dataEvent: Int32, spaceEvent: Int32) {
         self.ring = ring
         self.dataEvent = dataEvent
         self.spaceEvent = spaceEvent
+        self.publishStep = UInt64(ring.capacity / 8)
         self.scratch = .allocate(byteCount: max(ring.maxPayload, 8), alignment: 16)
     }
 
@@ -275,8 +307,13 @@ final class RingReader: @unchecked Sendable {
     /// The next record, if one was published.
     func next() -> Next {
         while true {
-            let head = vigil_load_acquire_u64(ring.head)
-            if head == tail { return .empty }
+            if head == tail {
+                head = vigil_load_acquire_u64(ring.head)
+                if head == tail {
+                    publish()
+                    return .empty
+                }
+            }
             let available = head &- tail
             guard available <= UInt64(ring.capacity), available >= UInt64(SharedRing.Layout.recordHeader) else {
                 return .corrupt("the ring's write position moved to \(head) from \(tail)")
@@ -299,12 +336,21 @@ final class RingReader: @unchecked Sendable {
             }
             scratch.copyMemory(from: p + SharedRing.Layout.recordHeader, byteCount: length)
             advance(by: bytes)
+            taken &+= 1
             return .record(type, UnsafeRawBufferPointer(start: scratch, count: length))
         }
     }
 
+    @inline(__always)
     private func advance(by bytes: Int) {
         tail &+= UInt64(bytes)
+        if tail &- publishedTail >= publishStep { publish() }
+    }
+
+    /// Tells the producer the read position; wakes it if it waits for room.
+    private func publish() {
+        guard publishedTail != tail else { return }
+        publishedTail = tail
         vigil_store_release_u64(ring.tail, tail)
         vigil_fence()
         if vigil_load_acquire_u32(ring.producerSleeping) != 0 && vigil_exchange_u32(ring.producerSleeping, 0) != 0 {
@@ -312,21 +358,28 @@ final class RingReader: @unchecked Sendable {
         }
     }
 
-    /// Says the consumer is about to sleep on the data eventfd; false (and
-    /// not sleeping) when a record arrived meanwhile.
-    func prepareToSleep() -> Bool {
-        _ = vigil_exchange_u32(ring.consumerSleeping, 1)
+    /// Says the consumer is about to sleep on the data eventfd (after `next`
+    /// found the ring empty): the longest it may sleep (ns, -1 for no
+    /// limit), or nil (and not sleeping) when a record arrived meanwhile.
+    /// While records come fast it lingers for a batch.
+    func prepareToSleep() -> Int64? {
+        let now = monotonicNanoseconds()
+        linger.took(taken, now: now)
+        taken = 0
+        let state: SharedRing.ConsumerState = linger.fast ? .lingering : .asleep
+        _ = vigil_exchange_u32(ring.consumerSleeping, state.rawValue)
         vigil_fence()
         if vigil_load_acquire_u64(ring.head) != tail {
             vigil_store_release_u32(ring.consumerSleeping, 0)
-            return false
+            return nil
         }
-        return true
+        return state == .lingering ? BatchLinger.nanoseconds : -1
     }
 
-    /// After a sleep: the flag is ours again and the eventfd empty.
-    func wokeUp() {
+    /// After a sleep: the flag is ours again, and the eventfd emptied if it
+    /// was written (`signaled`).
+    func wokeUp(signaled: Bool) {
         vigil_store_release_u32(ring.consumerSleeping, 0)
-        SharedRing.drain(dataEvent)
+        if signaled { SharedRing.drain(dataEvent) }
     }
 }

@@ -11,6 +11,9 @@ import VigilCore
 protocol RunnerReceiver: PluginHostCallbacks {
     /// An emit the runner's decoder refused (the plugin got the status).
     func countRefusal(_ defect: EventDefect)
+    /// The decoder `emit` judges with, whose declared names the runner's
+    /// records name by index; nil for a receiver that takes no events.
+    var eventDecoder: EventDecoder? { get }
 }
 
 /// How a runner ended.
@@ -84,7 +87,8 @@ public final class RunnerProcess: @unchecked Sendable {
     /// process object outlives its runner (a replaced instance keeps the
     /// plugin it was resolved with), so they are closed then, not at deinit.
     private var closed = false
-    /// Room for a rebuilt event's fields.
+    /// Room for a rebuilt event and its fields.
+    private let eventScratch = UnsafeMutablePointer<vigil_event>.allocate(capacity: 1)
     private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
 
     private init(pid: pid_t, description: PluginDescription, flushes: Bool, control: ControlSocket, ring: SharedRing,
@@ -104,6 +108,7 @@ public final class RunnerProcess: @unchecked Sendable {
     deinit {
         closeDescriptors()
         fieldScratch.deallocate()
+        eventScratch.deallocate()
     }
 
     /// Closes the socket and the eventfds (under `state`, or alone) and
@@ -386,9 +391,13 @@ public final class RunnerProcess: @unchecked Sendable {
                 broken = true
                 terminate(because: "the runner broke its channel: \(why)")
             }
-            if !broken && !reader.prepareToSleep() { continue }
-            let n = poll(&fds, broken ? 2 : 3, pidfd >= 0 ? -1 : 100)
-            if !broken { reader.wokeUp() }
+            var sleep: Int64 = pidfd >= 0 ? -1 : 100_000_000
+            if !broken {
+                guard let most = reader.prepareToSleep() else { continue }
+                if most >= 0 && (sleep < 0 || most < sleep) { sleep = most }
+            }
+            let n = vigil_poll_ns(&fds, broken ? 2 : 3, sleep)
+            if !broken { reader.wokeUp(signaled: fds[2].revents != 0) }
             if n < 0 && errno != EINTR { break }
             // A reply the runner sent before it ended is taken first.
             guard fds[0].revents != 0 else {
@@ -429,7 +438,14 @@ public final class RunnerProcess: @unchecked Sendable {
 
     /// Takes every record published so far; why the channel is broken, or nil.
     private func drainRing(_ reader: RingReader) -> String? {
-        let receiver = state.withLock { self.receiver }
+        // A receiver is attached before the create that gives the plugin a
+        // context, so nothing can arrive before it; after it is let go,
+        // what still comes is taken and dropped. Bound once, outside the
+        // loop: no retain of it per record.
+        guard let receiver = state.withLock({ self.receiver }) else {
+            return drop(reader)
+        }
+        let decoder = receiver.eventDecoder
         while true {
             switch reader.next() {
             case .empty:
@@ -437,20 +453,31 @@ public final class RunnerProcess: @unchecked Sendable {
             case .corrupt(let why):
                 return why
             case .record(let type, let payload):
-                // A receiver is attached before the create that gives the
-                // plugin a context, so nothing can arrive before it.
-                guard let receiver else { continue }
-                if let why = deliver(type, payload, to: receiver) { return why }
+                if let why = deliver(type, payload, to: receiver, decoder: decoder) { return why }
             }
         }
     }
 
-    private func deliver(_ type: RingRecord, _ payload: UnsafeRawBufferPointer, to receiver: any RunnerReceiver) -> String? {
+    /// Takes the records with no receiver to take them.
+    private func drop(_ reader: RingReader) -> String? {
+        while true {
+            switch reader.next() {
+            case .empty: return nil
+            case .corrupt(let why): return why
+            case .record: continue
+            }
+        }
+    }
+
+    private func deliver(_ type: RingRecord, _ payload: UnsafeRawBufferPointer, to receiver: any RunnerReceiver,
+                         decoder: EventDecoder?) -> String? {
         var r = WireReader(payload)
         switch type {
         case .event:
-            let status = RunnerWire.withEvent(payload, fields: fieldScratch) { receiver.emit($0) }
-            if status == nil { return "an event record is malformed" }
+            guard RunnerWire.rebuildEvent(payload, into: eventScratch, fields: fieldScratch, decoder: decoder) else {
+                return "an event record is malformed"
+            }
+            _ = receiver.emit(eventScratch)
         case .log:
             guard let level = r.u32(), let cut = r.u32(), let message = r.bytes() else { return "a log record is malformed" }
             // Re-cut: the runner's table cut it, but the ring is the plugin's memory.

@@ -256,71 +256,113 @@ enum RunnerWire {
 
     // MARK: - ring records
 
-    /// Bytes `encodeEvent` writes for `event`.
-    static func eventBytes(_ event: Event) -> Int {
-        var n = 8 + 1 + 4 + event.kind.utf8.count + 4
-        for field in event.fields {
-            n += 4 + field.name.utf8.count + 1
-            switch field.value {
-            case .double, .int: n += 8
-            case .bool: n += 1
-            case .string(let s): n += 4 + s.utf8.count
+    /// A name that crosses as the index of a declared name (its kind's, or
+    /// the kind's among its plugin's): the high bit set in place of a
+    /// length (a name is at most 256 bytes). The host turns it back into its
+    /// decoder's own copy of the name, matched without comparing bytes.
+    static let declaredMarker: UInt32 = 0x8000_0000
+
+    /// An event record as the runner's decoder hands over the parts of an
+    /// event it accepted (`DecodedEventParts`): time, severity, kind, then
+    /// each field's name, ABI type and value; a name as its length and
+    /// bytes, or a declared name as `declaredMarker` | its index. Written
+    /// into `capacity` bytes at `base`; past them only counted (`length`
+    /// is then the room it needs).
+    struct EventRecord: DecodedEventParts {
+        let base: UnsafeMutableRawPointer
+        let capacity: Int
+        /// Bytes of the record so far, written or (past `capacity`) not.
+        private(set) var length = 0
+
+        init(into base: UnsafeMutableRawPointer, capacity: Int) {
+            self.base = base
+            self.capacity = capacity
+        }
+
+        /// Whether the whole record was written.
+        var fits: Bool { length <= capacity }
+
+        @inline(__always)
+        private mutating func put<T>(_ v: T) {
+            let n = MemoryLayout<T>.size
+            if length + n <= capacity { (base + length).storeBytes(of: v, toByteOffset: 0, as: T.self) }
+            length += n
+        }
+
+        @inline(__always)
+        private mutating func put(bytes: UnsafeRawPointer?, count: Int) {
+            put(UInt32(truncatingIfNeeded: count).littleEndian)
+            if count > 0, let bytes, length + count <= capacity { (base + length).copyMemory(from: bytes, byteCount: count) }
+            length += count
+        }
+
+        @inline(__always)
+        private mutating func put(_ s: vigil_str) { put(bytes: s.ptr, count: s.len) }
+
+        mutating func begin(kind: String, declared: Int, time: Int64, severity: Severity, fieldCount: Int) {
+            put(time.littleEndian)
+            put(severity.rawValue)
+            if declared >= 0 {
+                put((declaredMarker | UInt32(declared)).littleEndian)
+            } else {
+                var kind = kind
+                kind.withUTF8 { put(bytes: $0.baseAddress, count: $0.count) }
+            }
+            put(UInt32(truncatingIfNeeded: fieldCount).littleEndian)
+        }
+
+        mutating func field(name: vigil_str, declared: Int, declaredName: String?, value: vigil_value) {
+            if declared >= 0 { put((declaredMarker | UInt32(declared)).littleEndian) } else { put(name) }
+            put(UInt8(truncatingIfNeeded: value.type))
+            switch value.type {
+            case UInt32(VIGIL_TYPE_DOUBLE.rawValue): put(value.as.f64.bitPattern.littleEndian)
+            case UInt32(VIGIL_TYPE_INT.rawValue): put(value.as.i64.littleEndian)
+            case UInt32(VIGIL_TYPE_BOOL.rawValue): put(UInt8(value.as.boolean != 0 ? 1 : 0))
+            default: put(value.as.str)
             }
         }
-        return n
     }
 
-    /// Writes `event` (as `eventBytes` counted) at `p`: time, severity, kind,
-    /// then each field's name, ABI type and value.
-    static func encodeEvent(_ event: Event, at p: UnsafeMutableRawPointer) {
-        var at = p
-        func put<T>(_ v: T) {
-            at.storeBytes(of: v, as: T.self)
-            at += MemoryLayout<T>.size
-        }
-        func putString(_ s: String) {
-            var s = s
-            s.withUTF8 { utf8 in
-                put(UInt32(utf8.count).littleEndian)
-                if let b = utf8.baseAddress { at.copyMemory(from: b, byteCount: utf8.count) }
-                at += utf8.count
-            }
-        }
-        put(event.time.littleEndian)
-        put(event.severity.rawValue)
-        putString(event.kind)
-        put(UInt32(event.fields.count).littleEndian)
-        for field in event.fields {
-            putString(field.name)
-            switch field.value {
-            case .double(let d):
-                put(UInt8(VIGIL_TYPE_DOUBLE.rawValue))
-                put(d.bitPattern.littleEndian)
-            case .int(let i):
-                put(UInt8(VIGIL_TYPE_INT.rawValue))
-                put(i.littleEndian)
-            case .bool(let b):
-                put(UInt8(VIGIL_TYPE_BOOL.rawValue))
-                put(UInt8(b ? 1 : 0))
-            case .string(let s):
-                put(UInt8(VIGIL_TYPE_STRING.rawValue))
-                putString(s)
-            }
-        }
+    private enum WireName {
+        case bytes(vigil_str)
+        case declared(Int)
     }
 
-    /// Rebuilds a plugin's `vigil_event` from an event record, pointing into
-    /// `payload`, with `fields` as room for the fields (`EventLimits.fields`
-    /// of them), and hands it to `body` — for the host's decoder to judge as
-    /// it judges an in-process plugin's. Nil when the record is not an event
-    /// record (the runner broke the channel).
-    static func withEvent<R>(_ payload: UnsafeRawBufferPointer, fields: UnsafeMutablePointer<vigil_field>,
-                             _ body: (UnsafePointer<vigil_event>) -> R) -> R? {
+    /// A name as `EventRecord` wrote it; nil past the record's end.
+    private static func readName(_ r: inout WireReader) -> WireName? {
+        guard let length = r.peekU32() else { return nil }
+        if length & declaredMarker != 0 {
+            _ = r.u32()
+            return .declared(Int(length & ~declaredMarker))
+        }
+        return r.bytes().map { .bytes(vigil_str(ptr: $0.baseAddress?.assumingMemoryBound(to: CChar.self), len: $0.count)) }
+    }
+
+    /// Rebuilds a plugin's `vigil_event` in `event` from an event record,
+    /// pointing into `payload`, with `fields` as room for the fields
+    /// (`EventLimits.fields` of them) — for the host's decoder to judge as
+    /// it judges an in-process plugin's. False when the record is not an
+    /// event record (the runner broke the channel). No closure: the
+    /// channel's receiver is called on the result without being retained.
+    /// Names sent as declared indexes (`declaredMarker`) become `decoder`'s own
+    /// copies of the names; an index past the declarations breaks the channel.
+    static func rebuildEvent(_ payload: UnsafeRawBufferPointer, into target: UnsafeMutablePointer<vigil_event>,
+                             fields: UnsafeMutablePointer<vigil_field>, decoder: EventDecoder? = nil) -> Bool {
         var r = WireReader(payload)
-        guard let time = r.i64(), let severity = r.u8(), let kind = r.bytes(), let count = r.u32() else { return nil }
+        guard let time = r.i64(), let severity = r.u8(), let kindName = readName(&r), let count = r.u32() else { return false }
+        let kind: vigil_str
+        var kindIndex = -1
+        switch kindName {
+        case .bytes(let bytes):
+            kind = bytes
+        case .declared(let index):
+            guard let declared = decoder?.declaredKind(index) else { return false }
+            kind = declared
+            kindIndex = index
+        }
         var event = vigil_event()
         event.size = UInt32(MemoryLayout<vigil_event>.size)
-        event.kind = vigil_str(ptr: kind.baseAddress?.assumingMemoryBound(to: CChar.self), len: kind.count)
+        event.kind = kind
         event.severity = UInt32(severity)
         event.time_ns = time
         event.field_count = Int(count)
@@ -328,31 +370,39 @@ enum RunnerWire {
         // More fields than the decoder takes: it refuses on the count alone.
         if Int(count) <= EventLimits.fields {
             for i in 0..<Int(count) {
-                guard let name = r.bytes(), let type = r.u8() else { return nil }
+                guard let fieldName = readName(&r), let type = r.u8() else { return false }
+                let name: vigil_str
+                switch fieldName {
+                case .bytes(let bytes):
+                    name = bytes
+                case .declared(let index):
+                    // A field named by index belongs to a kind named by index.
+                    guard let declared = decoder?.declaredField(kind: kindIndex, index) else { return false }
+                    name = declared
+                }
                 var value = vigil_value()
                 value.type = UInt32(type)
                 switch UInt32(type) {
                 case VIGIL_TYPE_DOUBLE.rawValue:
-                    guard let d = r.f64() else { return nil }
+                    guard let d = r.f64() else { return false }
                     value.as.f64 = d
                 case VIGIL_TYPE_INT.rawValue:
-                    guard let v = r.i64() else { return nil }
+                    guard let v = r.i64() else { return false }
                     value.as.i64 = v
                 case VIGIL_TYPE_BOOL.rawValue:
-                    guard let b = r.u8() else { return nil }
+                    guard let b = r.u8() else { return false }
                     value.as.boolean = Int32(b != 0 ? 1 : 0)
                 case VIGIL_TYPE_STRING.rawValue:
-                    guard let s = r.bytes() else { return nil }
+                    guard let s = r.bytes() else { return false }
                     value.as.str = vigil_str(ptr: s.baseAddress?.assumingMemoryBound(to: CChar.self), len: s.count)
                 default:
-                    return nil
+                    return false
                 }
-                fields[i] = vigil_field(name: vigil_str(ptr: name.baseAddress?.assumingMemoryBound(to: CChar.self),
-                                                        len: name.count),
-                                        value: value)
+                fields[i] = vigil_field(name: name, value: value)
             }
-            guard r.atEnd else { return nil }
+            guard r.atEnd else { return false }
         }
-        return withUnsafePointer(to: &event) { body($0) }
+        target.pointee = event
+        return true
     }
 }

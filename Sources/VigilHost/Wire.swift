@@ -57,6 +57,12 @@ struct WireReader {
 
     mutating func u32() -> UInt32? { take(4).map { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) } }
 
+    /// The next u32, not taken.
+    func peekU32() -> UInt32? {
+        guard !failed, remaining >= 4 else { return nil }
+        return UInt32(littleEndian: UnsafeRawBufferPointer(rebasing: base[offset..<(offset + 4)]).loadUnaligned(as: UInt32.self))
+    }
+
     mutating func i32() -> Int32? { u32().map { Int32(bitPattern: $0) } }
 
     mutating func u64() -> UInt64? { take(8).map { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) } }

@@ -35,6 +35,9 @@ int vigil_child_ended(pid_t pid, int block);
 /** pidfd_open(pid, 0) through syscall(2); -1 with errno where the kernel has none. */
 int vigil_pidfd_open(pid_t pid);
 
+/** poll(2) with a timeout in nanoseconds (ppoll; negative: no limit). */
+int vigil_poll_ns(void *fds, unsigned long count, int64_t timeout_ns);
+
 /** prlimit(pid, RLIMIT_DATA, {bytes, bytes}, NULL): caps another process's
  *  data (heap and private writable mappings); -1 with errno on failure. */
 int vigil_limit_data(pid_t pid, uint64_t bytes);
