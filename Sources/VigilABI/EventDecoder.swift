@@ -107,8 +107,12 @@ package struct EventDecoder: Sendable {
     private let fieldTypes: [[ValueType]]
     private let dynamicFields: [Bool]
     /// The same names' bytes, at addresses of their own (`declaredKind`,
-    /// `declaredField`).
+    /// `declaredField`): `nameBytes` is owned by `names` (kept for that
+    /// alone: reading through the class would retain it per event), name i
+    /// is `nameStarts[i]..<nameStarts[i + 1]` of it.
     private let names: DeclaredNames
+    private nonisolated(unsafe) let nameBytes: UnsafePointer<CChar>
+    private let nameStarts: [Int]
 
     package init(monitor: String, plugin: String, events: [EventSpec]) {
         self.monitor = monitor
@@ -119,6 +123,8 @@ package struct EventDecoder: Sendable {
         self.fieldTypes = events.map { $0.fields.map(\.type) }
         self.dynamicFields = events.map(\.dynamicFields)
         self.names = DeclaredNames(kindNames + fieldNames)
+        self.nameBytes = names.bytes
+        self.nameStarts = names.starts
     }
 
     /// The declared kind `index` as a string whose address the decoder
@@ -126,13 +132,19 @@ package struct EventDecoder: Sendable {
     /// bytes being compared (the isolation runner's records name declared
     /// kinds and fields by index). Nil past the declarations.
     package func declaredKind(_ index: Int) -> vigil_str? {
-        index >= 0 && index < kindNames.count ? names[index] : nil
+        index >= 0 && index < kindNames.count ? declaredName(index) : nil
     }
 
     /// Field `index` of declared kind `kind`, as `declaredKind` gives kinds.
     package func declaredField(kind: Int, _ index: Int) -> vigil_str? {
         guard kind >= 0 && kind < kindNames.count, index >= 0, index < fieldStart[kind + 1] - fieldStart[kind] else { return nil }
-        return names[kindNames.count + fieldStart[kind] + index]
+        return declaredName(kindNames.count + fieldStart[kind] + index)
+    }
+
+    /// Declared name `i` (kinds, then every kind's fields) as the decoder's own copy.
+    @inline(__always)
+    private func declaredName(_ i: Int) -> vigil_str {
+        vigil_str(ptr: nameBytes + nameStarts[i], len: nameStarts[i + 1] - nameStarts[i])
     }
 
     /// Decodes `event`, or throws why the host refuses it. `now` gives the
@@ -146,13 +158,14 @@ package struct EventDecoder: Sendable {
                         storage: consuming [Field] = []) throws(EventDefect) -> Event {
         var assembly = EventAssembly(fields: storage)
         try decode(event, now: now, kindIndex: &kindIndex, mismatches: mismatches, into: &assembly)
-        return Event(time: assembly.time, monitor: monitor, plugin: plugin, kind: assembly.kind,
-                     severity: assembly.severity, fields: assembly.fields)
+        return assembly.event(monitor: monitor, plugin: plugin)
     }
 
     /// Checks `event` as `decode` does and hands its parts to `parts` (the
     /// isolation runner writes them into its ring record as they come,
-    /// without making an `Event`). One pass over the plugin's memory.
+    /// without making an `Event`). One pass over the plugin's memory; inlined
+    /// into each caller, so that a receiver's parts cost no call or copy.
+    @inline(__always)
     package func decode<Parts: DecodedEventParts>(_ event: UnsafePointer<vigil_event>?, now: () -> Int64,
                                                   kindIndex: inout Int,
                                                   mismatches: UnsafeMutablePointer<[DeclarationMismatch]>? = nil,
@@ -213,6 +226,8 @@ package struct EventDecoder: Sendable {
             pointer = fields
         }
         let fieldCount = pointer == nil ? 0 : e.field_count
+        // The kind goes to `parts` (moved, not copied); a message after
+        // this names it from the plugin's bytes again.
         parts.begin(kind: kind, declared: declaredIndex, time: e.time_ns != 0 ? e.time_ns : now(), severity: severity,
                     fieldCount: fieldCount)
         guard let pointer else { return }
@@ -226,14 +241,14 @@ package struct EventDecoder: Sendable {
             let f = pointer[i]
             if f.name.len > 0 && f.name.ptr == nil {
                 throw EventDefect(reason: .malformed,
-                                  message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of length \(f.name.len) but a NULL pointer")
+                                  message: "field #\(i + 1) of kind '\(shownText(pluginString(k)))' has a name of length \(f.name.len) but a NULL pointer")
             }
             guard f.name.len > 0 else {
-                throw EventDefect(reason: .malformed, message: "field #\(i + 1) of kind '\(shownText(kind))' has an empty name")
+                throw EventDefect(reason: .malformed, message: "field #\(i + 1) of kind '\(shownText(pluginString(k)))' has an empty name")
             }
             guard f.name.len <= EventLimits.nameBytes else {
                 throw EventDefect(reason: .tooLarge,
-                                  message: "field #\(i + 1) of kind '\(shownText(kind))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)")
+                                  message: "field #\(i + 1) of kind '\(shownText(pluginString(k)))' has a name of \(f.name.len) bytes (\(EventLimits.nameBytes) at most)")
             }
             // Plugins emit fields in declared order: try that position first.
             let first = kindNames.count + declared.lowerBound
@@ -247,10 +262,10 @@ package struct EventDecoder: Sendable {
             let declaredName = index >= 0 ? fieldNames[declared.lowerBound + index] : nil
             if index >= 0 && index < 64 {
                 let bit: UInt64 = 1 << UInt64(index)
-                if seenDeclared & bit != 0 { throw Self.duplicate(f.name, kind) }
+                if seenDeclared & bit != 0 { throw Self.duplicate(f.name, k) }
                 seenDeclared |= bit
             } else {
-                for other in others where Self.same(other, f.name) { throw Self.duplicate(f.name, kind) }
+                for other in others where Self.same(other, f.name) { throw Self.duplicate(f.name, k) }
                 others.append(f.name)
             }
             let type: ValueType
@@ -263,35 +278,35 @@ package struct EventDecoder: Sendable {
                 let s = f.value.as.str
                 if s.len > 0 && s.ptr == nil {
                     throw EventDefect(reason: .malformed,
-                                      message: "string field '\(shownText(pluginString(f.name)))' of kind '\(shownText(kind))' has length \(s.len) but a NULL pointer")
+                                      message: "string field '\(shownText(pluginString(f.name)))' of kind '\(shownText(pluginString(k)))' has length \(s.len) but a NULL pointer")
                 }
                 guard s.len <= EventLimits.stringBytes else {
                     throw EventDefect(reason: .tooLarge,
-                                      message: "string field '\(shownText(pluginString(f.name)))' of kind '\(shownText(kind))' is \(s.len) bytes (\(EventLimits.stringBytes) at most)")
+                                      message: "string field '\(shownText(pluginString(f.name)))' of kind '\(shownText(pluginString(k)))' is \(s.len) bytes (\(EventLimits.stringBytes) at most)")
                 }
             default:
                 // Option-only types are a mistake; types past JSON are from a newer ABI.
                 let newer = f.value.type > UInt32(VIGIL_TYPE_JSON.rawValue)
                 throw EventDefect(reason: newer ? .unsupportedType : .badFieldType,
-                                  message: "field '\(shownText(pluginString(f.name)))' of kind '\(shownText(kind))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)")
+                                  message: "field '\(shownText(pluginString(f.name)))' of kind '\(shownText(pluginString(k)))' has value type \(f.value.type); event fields are bool (1), int (2), double (3) or string (4)")
             }
             if let mismatches, declaredIndex >= 0 {
                 if index >= 0 {
                     let declaredType = fieldTypes[declaredIndex][index]
                     if declaredType != type {
-                        mismatches.pointee.append(.fieldType(kind: kind, field: declaredName!, emitted: type, declared: declaredType))
+                        mismatches.pointee.append(.fieldType(kind: pluginString(k), field: fieldNames[declared.lowerBound + index], emitted: type, declared: declaredType))
                     }
                 } else if !dynamicFields[declaredIndex] {
-                    mismatches.pointee.append(.undeclaredField(kind: kind, field: pluginString(f.name)))
+                    mismatches.pointee.append(.undeclaredField(kind: pluginString(k), field: pluginString(f.name)))
                 }
             }
             parts.field(name: f.name, declared: index, declaredName: declaredName, value: f.value)
         }
     }
 
-    private static func duplicate(_ name: vigil_str, _ kind: String) -> EventDefect {
+    private static func duplicate(_ name: vigil_str, _ kind: vigil_str) -> EventDefect {
         EventDefect(reason: .duplicateField,
-                    message: "field '\(shownText(pluginString(name)))' appears twice in an event of kind '\(shownText(kind))'; field names are unique")
+                    message: "field '\(shownText(pluginString(name)))' appears twice in an event of kind '\(shownText(pluginString(kind)))'; field names are unique")
     }
 
     /// Whether two plugin strings (checked: a pointer wherever a length) have the same bytes.
@@ -304,7 +319,7 @@ package struct EventDecoder: Sendable {
     /// name's own copy.
     @inline(__always)
     private func matches(_ s: vigil_str, declared: Int, _ name: String) -> Bool {
-        if s.ptr == names.pointer(declared) { return s.len == names.length(declared) }
+        if s.ptr == nameBytes + nameStarts[declared] { return s.len == nameStarts[declared + 1] - nameStarts[declared] }
         return Self.matches(s, name)
     }
 
@@ -325,11 +340,11 @@ package protocol DecodedEventParts {
     /// The kind (the declared name, or the plugin's), its declared index or
     /// -1, the event's time (stamped now when it had none) and severity,
     /// and how many fields follow.
-    mutating func begin(kind: String, declared: Int, time: Int64, severity: Severity, fieldCount: Int)
+    mutating func begin(kind: consuming String, declared: Int, time: Int64, severity: Severity, fieldCount: Int)
     /// A field: the plugin's name, its index among the kind's declared
     /// fields (or -1) and that declared name, and its value, whose type is
     /// one of the four event types and whose string (if any) is in bounds.
-    mutating func field(name: vigil_str, declared: Int, declaredName: String?, value: vigil_value)
+    mutating func field(name: vigil_str, declared: Int, declaredName: consuming String?, value: vigil_value)
 }
 
 /// The host's receiver: an `Event` (declared names shared, not copied).
@@ -339,21 +354,31 @@ private struct EventAssembly: DecodedEventParts {
     var time: Int64 = 0
     var severity = Severity.info
 
+    @inline(__always)
     init(fields: consuming [Field]) {
         self.fields = fields
         if !self.fields.isEmpty { self.fields.removeAll(keepingCapacity: true) }
     }
 
     @inline(__always)
-    mutating func begin(kind: String, declared: Int, time: Int64, severity: Severity, fieldCount: Int) {
+    mutating func begin(kind: consuming String, declared: Int, time: Int64, severity: Severity, fieldCount: Int) {
         self.kind = kind
         self.time = time
         self.severity = severity
         if fieldCount > 0 { fields.reserveCapacity(fieldCount) }
     }
 
+    /// The event, its kind and fields moved out (not copied: no retain).
     @inline(__always)
-    mutating func field(name: vigil_str, declared: Int, declaredName: String?, value: vigil_value) {
+    mutating func event(monitor: String, plugin: String) -> Event {
+        var taken = Event(time: time, monitor: monitor, plugin: plugin, kind: "", severity: severity)
+        swap(&taken.kind, &kind)
+        swap(&taken.fields, &fields)
+        return taken
+    }
+
+    @inline(__always)
+    mutating func field(name: vigil_str, declared: Int, declaredName: consuming String?, value: vigil_value) {
         let fieldValue: FieldValue
         switch value.type {
         case UInt32(VIGIL_TYPE_DOUBLE.rawValue): fieldValue = .double(value.as.f64)
@@ -368,28 +393,21 @@ private struct EventAssembly: DecodedEventParts {
 /// Names' bytes in one allocation that lives as long as the decoders
 /// sharing it: addresses the decoder recognizes. Immutable once made.
 private final class DeclaredNames: @unchecked Sendable {
-    private let bytes: UnsafeMutablePointer<CChar>
-    private let starts: [Int]
+    let bytes: UnsafePointer<CChar>
+    let starts: [Int]
 
     init(_ names: [String]) {
         var starts = [0]
         for name in names { starts.append(starts.last! + name.utf8.count) }
-        bytes = .allocate(capacity: max(1, starts.last!))
+        let bytes = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, starts.last!))
         for (i, name) in names.enumerated() {
             for (j, byte) in name.utf8.enumerated() { bytes[starts[i] + j] = CChar(bitPattern: byte) }
         }
+        self.bytes = UnsafePointer(bytes)
         self.starts = starts
     }
 
-    deinit { bytes.deallocate() }
-
-    @inline(__always)
-    func pointer(_ i: Int) -> UnsafePointer<CChar> { UnsafePointer(bytes + starts[i]) }
-
-    @inline(__always)
-    func length(_ i: Int) -> Int { starts[i + 1] - starts[i] }
-
-    subscript(i: Int) -> vigil_str { vigil_str(ptr: pointer(i), len: length(i)) }
+    deinit { UnsafeMutablePointer(mutating: bytes).deallocate() }
 }
 
 extension FieldValue {

@@ -299,7 +299,7 @@ enum RunnerWire {
         @inline(__always)
         private mutating func put(_ s: vigil_str) { put(bytes: s.ptr, count: s.len) }
 
-        mutating func begin(kind: String, declared: Int, time: Int64, severity: Severity, fieldCount: Int) {
+        mutating func begin(kind: consuming String, declared: Int, time: Int64, severity: Severity, fieldCount: Int) {
             put(time.littleEndian)
             put(severity.rawValue)
             if declared >= 0 {
@@ -311,7 +311,7 @@ enum RunnerWire {
             put(UInt32(truncatingIfNeeded: fieldCount).littleEndian)
         }
 
-        mutating func field(name: vigil_str, declared: Int, declaredName: String?, value: vigil_value) {
+        mutating func field(name: vigil_str, declared: Int, declaredName: consuming String?, value: vigil_value) {
             if declared >= 0 { put((declaredMarker | UInt32(declared)).littleEndian) } else { put(name) }
             put(UInt8(truncatingIfNeeded: value.type))
             switch value.type {
