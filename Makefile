@@ -6,6 +6,8 @@
 #   make install PREFIX=/usr/local         # also DESTDIR=… (staging) and SYSCONFDIR=… (default /etc)
 #   make uninstall PREFIX=/usr/local       # removes what install put there, except the manifest
 #   make check                             # swift test
+#   make install CONFIG=debug              # the debug build instead (CI checks the installation with
+#                                          # the build its tests made; a release build is what to ship)
 #
 # An installed tree needs no toolchain: the Swift runtime libraries the
 # binary and the Swift plugins use are copied from the toolchain into
@@ -33,11 +35,15 @@ PATCHELF ?= patchelf
 INSTALL ?= install
 SHELL := /bin/bash
 
-# The release products directory (swift build -c release --show-bin-path
-# would say the same, at the cost of a package resolution).
-BIN := .build/release
-# C plugins (scripts/build-c-plugins) and the Rust example, apart from SwiftPM's own files.
-EXTRA := $(BIN)/c-plugins
+# The build configuration, and its products directory (swift build -c
+# release --show-bin-path would say the same, at the cost of a package
+# resolution).
+CONFIG ?= release
+BIN := .build/$(CONFIG)
+# C plugins (scripts/build-c-plugins) and the Rust example, apart from
+# SwiftPM's own files and from the folder the tests add their hostile
+# fixtures to (.build/CONFIG/c-plugins): only what ships is installed.
+EXTRA := .build/install-$(CONFIG)/plugins
 RUST_TARGET := .build/rust-target
 
 # The Swift plugins are the products Package.swift declares with plugin(…):
@@ -59,7 +65,7 @@ all: swift c-plugins rust-plugins
 
 # SwiftPM decides what is out of date; it is always asked.
 swift:
-	$(SWIFT) build -c release $(SWIFT_FLAGS)
+	$(SWIFT) build -c $(CONFIG) $(SWIFT_FLAGS)
 
 c-plugins:
 	scripts/build-c-plugins $(EXTRA)
