@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// The `collectd` plugin through the real `vigil`, with collectd's own
@@ -135,6 +136,155 @@ struct CollectdRunTests {
         let notes = events.filter { $0["kind"] as? String == "notification" }
         #expect(notes.first?["severity"] as? String == "error", "FAILURE is an error")
         #expect((notes.first?["fields"] as? [String: Any])?["message"] as? String == "from python")
+    }
+
+    /// Many in-process monitors of one plugin created at the same moment,
+    /// under load, again and again: each runs its own copy of the file
+    /// (statics of its own), so each first count is its own directory's.
+    /// Before the shim took the "is the file taken?" decision and the
+    /// module's registration under one lock, two could both load the file
+    /// itself and share one configuration (issue 25: 10 runs in 20 wrong).
+    @Test func monitorsOfOnePluginCreatedAtOnceKeepTheirOwnData() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let count = 12
+        var monitors = "monitors:\n"
+        for i in 1...count {
+            let d = "\(dir)/d\(i)"
+            try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+            for f in 0..<i { try TestEnv.write("x", to: "\(d)/f\(f)") }
+            monitors += "  fc\(i): { plugin: collectd, isolation: none, interval: 1s, "
+                + "options: { plugin: filecount, config: { Directory: { $args: \(d), Instance: i\(i) } } } }\n"
+        }
+        // Both cores busy while the monitors are created.
+        let busy = Atomic<Bool>(true)
+        let burners = (0..<2).map { _ in
+            let t = Thread { var x = 0.0; while busy.load(ordering: .relaxed) { x += sin(x) } }
+            t.start()
+            return t
+        }
+        defer { busy.store(false, ordering: .relaxed); _ = burners }
+        for run in 1...5 {
+            try? FileManager.default.removeItem(atPath: dir + "/events.jsonl")
+            let (output, values, _) = try self.run(monitors + "\n" + Self.sink(dir), in: dir, for: "1500ms")
+            #expect(output.status == 0, "run \(run): \(output.stderr)")
+            for i in 1...count {
+                // Its own directory only, with its own count (a shared copy
+                // reports every directory configured into it, or one count
+                // over another's).
+                let files = values.of(monitor: "fc\(i)").filter { $0.type == "files" }
+                #expect(!files.isEmpty && files.allSatisfy { $0.pluginInstance == "i\(i)" && $0.number("value") == Double(i) },
+                        "run \(run), fc\(i): \(files.map(\.fields))")
+            }
+        }
+    }
+
+    /// collectd's own perl and python plugins, as collectd runs them: their
+    /// interpreters' extension modules (Perl's threads, Python's _decimal,
+    /// _ssl, _contextvars) resolve symbols of libperl and libpython, which
+    /// only a global load exports. The same scripts run by the real
+    /// collectd daemon (its csv writer) give the same values.
+    @Test func perlAndPythonRunTheirExtensionModulesAsCollectdDoes() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let collectd = try #require(["/usr/sbin/collectd", "/usr/bin/collectd"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                    "collectd is not installed (apt-get install collectd-core; .ci/run does)")
+        try TestEnv.write("""
+        import collectd, contextvars, decimal, ssl
+
+        factor = contextvars.ContextVar("factor", default=3)
+
+        def read():
+            value = float(decimal.Decimal("1.25") * factor.get())
+            collectd.Values(plugin="pyext", type="gauge", type_instance="decimal").dispatch(values=[value])
+            collectd.Values(plugin="pyext", type="gauge", type_instance="ssl").dispatch(
+                values=[1.0 if ssl.OPENSSL_VERSION_NUMBER > 0 else 0.0])
+
+        collectd.register_read(read)
+        """, to: dir + "/vigil_ext.py")
+        try FileManager.default.createDirectory(atPath: dir + "/perl/Collectd/Plugins", withIntermediateDirectories: true)
+        try TestEnv.write("""
+        package Collectd::Plugins::VigilProbe;
+        use strict;
+        use warnings;
+        use threads;
+        use Collectd qw(:all);
+
+        sub vigil_read {
+            plugin_dispatch_values({ plugin => "plext", type => "gauge", type_instance => "answer", values => [6 * 7] });
+            return 1;
+        }
+
+        plugin_register(TYPE_READ, "vigil_probe", "vigil_read");
+        1;
+        """, to: dir + "/perl/Collectd/Plugins/VigilProbe.pm")
+        let manifest = """
+        monitors:
+          cd_python:
+            plugin: collectd
+            isolation: process
+            interval: 1s
+            options: { plugin: python, config: { ModulePath: \(dir), Import: vigil_ext } }
+          cd_perl:
+            plugin: collectd
+            isolation: process
+            interval: 1s
+            options: { plugin: perl, config: { IncludeDir: \(dir)/perl, BaseName: Collectd::Plugins, LoadPlugin: VigilProbe } }
+        """ + "\n" + Self.sink(dir)
+        let (output, values, _) = try run(manifest, in: dir, for: "2500ms")
+        #expect(output.status == 0, "\(output.stderr)")
+        let mine: [String: Double] = Dictionary(
+            (values.of(monitor: "cd_python") + values.of(monitor: "cd_perl")).compactMap { v in
+                v.number("value").map { ("\(v.fields["plugin"] as? String ?? "")/\(v.typeInstance)", $0) }
+            }, uniquingKeysWith: { first, _ in first })
+        #expect(mine == ["pyext/decimal": 3.75, "pyext/ssl": 1, "plext/answer": 42], "\(mine)\n\(output.stderr)")
+
+        // The same scripts under collectd itself, written by its csv plugin.
+        try FileManager.default.createDirectory(atPath: dir + "/base", withIntermediateDirectories: true)
+        try TestEnv.write("""
+        Hostname "vigiltest"
+        FQDNLookup false
+        Interval 1
+        BaseDir "\(dir)/base"
+        PIDFile "\(dir)/base/collectd.pid"
+        PluginDir "/usr/lib/collectd"
+        TypesDB "/usr/share/collectd/types.db"
+        LoadPlugin csv
+        <Plugin csv>
+          DataDir "\(dir)/csv"
+          StoreRates false
+        </Plugin>
+        <LoadPlugin python>
+          Globals true
+        </LoadPlugin>
+        <Plugin python>
+          ModulePath "\(dir)"
+          Import "vigil_ext"
+        </Plugin>
+        <LoadPlugin perl>
+          Globals true
+        </LoadPlugin>
+        <Plugin perl>
+          IncludeDir "\(dir)/perl"
+          BaseName "Collectd::Plugins"
+          LoadPlugin VigilProbe
+        </Plugin>
+
+        """, to: dir + "/collectd.conf")
+        let daemon = try TestEnv.start(collectd, ["-C", dir + "/collectd.conf", "-f"])
+        Thread.sleep(forTimeInterval: 2.5)
+        daemon.signal(SIGTERM)
+        let said = daemon.wait(timeout: 10)
+        var theirs: [String: Double] = [:]
+        for (key, file) in [("pyext/decimal", "pyext/gauge-decimal"), ("pyext/ssl", "pyext/gauge-ssl"), ("plext/answer", "plext/gauge-answer")] {
+            let found = (try? FileManager.default.contentsOfDirectory(atPath: "\(dir)/csv/vigiltest/\(file.split(separator: "/")[0])")) ?? []
+            guard let name = found.first(where: { $0.hasPrefix(String(file.split(separator: "/")[1]) + "-") }),
+                  let text = try? String(contentsOfFile: "\(dir)/csv/vigiltest/\(file.split(separator: "/")[0])/\(name)", encoding: .utf8),
+                  let last = text.split(separator: "\n").last?.split(separator: ",").last,
+                  let value = Double(last) else { continue }
+            theirs[key] = value
+        }
+        #expect(theirs == mine, "collectd wrote \(theirs); vigil \(mine)\ncollectd: \(said.stdout) \(said.stderr)")
     }
 
     @Test func networkReceivesFromARealCollectdDaemon() throws {
@@ -322,6 +472,15 @@ struct CollectdRunTests {
           infinite:
             plugin: collectd
             options: { plugin: df, config: { MountPoint: .inf } }
+          warned:                       # filecount only warns of the key, and fails at init
+            plugin: collectd
+            options: { plugin: filecount, config: { Directory: { $args: /tmp, Bogus: 1 } } }
+          warned_value:                 # a value it could not read, only warned of
+            plugin: collectd
+            options: { plugin: filecount, config: { Directory: { $args: /tmp, MTime: garbage } } }
+          warned_isolated:              # memcached only warns of the key, and never emits
+            plugin: collectd
+            options: { plugin: memcached, config: { Instance: { $args: x, Bogus: 1 } } }
 
         """
         if let missingLib {
@@ -340,6 +499,12 @@ struct CollectdRunTests {
         #expect(text.contains("monitor 'deep': options.config" + String(repeating: ".A", count: 32) + ": nested deeper than 32 levels"),
                 "\(text)")
         #expect(text.contains("monitor 'infinite': options.config.MountPoint: a null (or a number without a finite value"), "\(text)")
+        // A warning naming a key of the configuration is a refusal of it.
+        #expect(text.contains("monitor 'warned': options.config.Directory.Bogus: the filecount plugin refused its configuration"), "\(text)")
+        #expect(text.contains("monitor 'warned_value': options.config.Directory.MTime: the filecount plugin refused its configuration: filecount plugin: Converting `garbage' to a number failed"),
+                "\(text)")
+        #expect(text.contains("monitor 'warned_isolated': options.config.Instance.Bogus: the memcached plugin refused its configuration"),
+                "\(text)")
         if let missingLib {
             #expect(text.contains("monitor 'nolib' is unavailable on this machine: collectd's '\(missingLib.dropLast(3))' plugin needs lib"),
                     "\(text)")

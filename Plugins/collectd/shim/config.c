@@ -493,6 +493,13 @@ VCD_HIDDEN const char *vcd_config_guess_path(const vcd_config *config, const cha
     return found != NULL ? found : "options.config";
 }
 
+/* The item whose key (or string value) a message names, or NULL: a plugin
+ * that complains about an item of its configuration while configuring did
+ * not take it as written, whatever the level it logged at. */
+VCD_HIDDEN const char *vcd_config_item_named(const vcd_config *config, const char *message) {
+    return message != NULL && message[0] ? guess(&config->root, &config->root_path, message) : NULL;
+}
+
 /* ------------------------------------------------------------- liboconfig */
 
 static int clone_into(oconfig_item_t *dst, const oconfig_item_t *src, oconfig_item_t *parent) {

@@ -95,6 +95,14 @@ struct vcd_module {
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Serializes what decides which file a module runs from: a load's "is the
+ * file itself taken?" with the module's entry into `modules`, and an
+ * unload's leaving `modules` with its verdict on whether the file stays
+ * mapped (`spent`). Without it two monitors created at the same moment both
+ * found the file free and both loaded it, sharing its statics. Held across
+ * dlopen and dlclose: the constructors and destructors they run may
+ * register callbacks, which take registry_lock, never this one. */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static callback *callbacks;          /* every kind, newest first */
 static vcd_module *modules;          /* loaded modules */
 /* Names of modules that stayed mapped after their unload: their statics
@@ -840,6 +848,7 @@ vcd_module *vcd_module_load(const char *path, const char *name, const char *host
     }
     /* The plugin's file is loaded once; a second instance, or one after an
      * unload that left the file mapped, gets a private copy. */
+    pthread_mutex_lock(&load_lock);
     pthread_mutex_lock(&registry_lock);
     int taken = spent(name);
     for (vcd_module *m = modules; m != NULL && !taken; m = m->next)
@@ -847,6 +856,7 @@ vcd_module *vcd_module_load(const char *path, const char *name, const char *host
     pthread_mutex_unlock(&registry_lock);
     vcd_module *m = calloc(1, sizeof *m);
     if (m == NULL) {
+        pthread_mutex_unlock(&load_lock);
         set_err(err, err_len, "out of memory");
         return NULL;
     }
@@ -864,8 +874,17 @@ vcd_module *vcd_module_load(const char *path, const char *name, const char *host
     dlerror();
     m->copy = taken;
     m->copy_fd = -1;
-    m->dl = taken ? open_private_copy(path, name, &m->copy_fd, err, err_len) : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* perl and python are loaded as collectd loads them, with their
+     * symbols global: the interpreters' own extension modules (Perl's
+     * threads.so, Python's _decimal, _ssl, _contextvars) resolve symbols of
+     * libperl and libpython through the global scope. Both run only in a
+     * runner process of their own (collectd.c refuses them in the host's),
+     * so nothing of them reaches the host's scope. */
+    int global = strcmp(name, "perl") == 0 || strcmp(name, "python") == 0;
+    m->dl = taken ? open_private_copy(path, name, &m->copy_fd, err, err_len)
+                  : dlopen(path, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
     if (m->dl == NULL) {
+        pthread_mutex_unlock(&load_lock);
         if (!taken) {
             const char *why = dlerror();
             set_err(err, err_len, "%s", why != NULL ? why : "dlopen failed");
@@ -877,8 +896,9 @@ vcd_module *vcd_module_load(const char *path, const char *name, const char *host
     }
     void (*register_fn)(void) = (void (*)(void))dlsym(m->dl, "module_register");
     if (register_fn == NULL) {
-        set_err(err, err_len, "%s is not a collectd plugin: it has no module_register", path);
         dlclose(m->dl);
+        pthread_mutex_unlock(&load_lock);
+        set_err(err, err_len, "%s is not a collectd plugin: it has no module_register", path);
         free(m);
         return NULL;
     }
@@ -886,6 +906,7 @@ vcd_module *vcd_module_load(const char *path, const char *name, const char *host
     m->next = modules;
     modules = m;
     pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_unlock(&load_lock);
 
     vcd_module *saved = tl_module;
     tl_module = m;
@@ -922,6 +943,7 @@ static void join_values(const oconfig_item_t *ci, char *buffer, size_t size) {
 VCD_HIDDEN const char *vcd_config_path_of(const vcd_config *config, const oconfig_item_t *item);
 VCD_HIDDEN const oconfig_item_t *vcd_config_root(const vcd_config *config);
 VCD_HIDDEN const char *vcd_config_guess_path(const vcd_config *config, const char *message);
+VCD_HIDDEN const char *vcd_config_item_named(const vcd_config *config, const char *message);
 
 static int configure_simple(vcd_module *m, callback *cb, const vcd_config *config, char *err, size_t err_len) {
     const oconfig_item_t *root = vcd_config_root(config);
@@ -940,7 +962,8 @@ static int configure_simple(vcd_module *m, callback *cb, const vcd_config *confi
         join_values(child, value, sizeof value);
         m->last_error[0] = 0;
         int status = cb->fn.config(child->key, value);
-        if (status != 0) {
+        /* A warning about the item is a refusal too (see vcd_module_configure). */
+        if (status != 0 || (m->last_error[0] != 0 && vcd_config_item_named(config, m->last_error) != NULL)) {
             set_err(err, err_len, "%s: the %s plugin refused '%s %s'%s%s", at, m->name, child->key, value,
                     m->last_error[0] ? ": " : "", m->last_error);
             return -1;
@@ -966,10 +989,15 @@ int vcd_module_configure(vcd_module *m, const vcd_config *config, char *err, siz
         if (copy == NULL) {
             set_err(err, err_len, "options.config: out of memory");
             status = -1;
-        } else if (complex_list[0]->fn.complex_config(copy) != 0 || m->logged_error[0] != 0) {
+        } else if (complex_list[0]->fn.complex_config(copy) != 0 || m->logged_error[0] != 0 ||
+                   vcd_config_item_named(config, m->first_problem) != NULL) {
             /* Refused, or accepted with an error logged (an option it could
              * not use and ignored, where collectd would have run without
-             * it). Reported at the item the first complaint names. */
+             * it), or with a warning that names an item of the configuration,
+             * its key or its value (filecount and memcached warn "Option
+             * `Bogus' not allowed here" or "Converting `garbage' to a number
+             * failed" and go on without it, to fail at init or never emit).
+             * Reported at the item the first complaint names. */
             const char *at = vcd_config_guess_path(config, m->first_problem);
             if (strcmp(at, "options.config") == 0) at = vcd_config_guess_path(config, m->logged_error);
             int two = m->logged_error[0] != 0 && strcmp(m->first_problem, m->logged_error) != 0;
@@ -1126,6 +1154,8 @@ void vcd_module_unload(vcd_module *m) {
     /* Callbacks of the module's own (user data freed by the module's code)
      * go before the module is unmapped. */
     drop_callbacks(m);
+    /* Until the file is known let go or spent, no load may decide on it. */
+    pthread_mutex_lock(&load_lock);
     pthread_mutex_lock(&registry_lock);
     for (vcd_module **link = &modules; *link != NULL; link = &(*link)->next)
         if (*link == m) {
@@ -1159,6 +1189,7 @@ void vcd_module_unload(vcd_module *m) {
         }
         pthread_mutex_unlock(&registry_lock);
     }
+    pthread_mutex_unlock(&load_lock);
     if (still_mapped) {
         /* The struct stays (its threads may still log), cut from the sink. */
         pthread_rwlock_wrlock(&m->gate_lock);
