@@ -493,7 +493,14 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     /// Stops (when running) and destroys the plugin's instance. On `queue`.
     private func stopAndDestroy() {
-        guard transport.hasInstance else { return }
+        guard transport.hasInstance else {
+            // No instance (its create failed, a retry waits), but a runner
+            // kept up for that retry: it goes too, or the host's exit
+            // waits for it (issue 25: 2 s late, "some runner processes had
+            // not ended").
+            transport.destroy(timeout: timeout)
+            return
+        }
         if state == .running {
             switch call("stop", { transport.stop(timeout: timeout) }) {
             case .returned(let status, let message) where status != VIGIL_OK:

@@ -240,15 +240,7 @@ struct CollectdRunTests {
         #expect(mine == ["pyext/decimal": 3.75, "pyext/ssl": 1, "plext/answer": 42], "\(mine)\n\(output.stderr)")
 
         // The same scripts under collectd itself, written by its csv plugin.
-        try FileManager.default.createDirectory(atPath: dir + "/base", withIntermediateDirectories: true)
-        try TestEnv.write("""
-        Hostname "vigiltest"
-        FQDNLookup false
-        Interval 1
-        BaseDir "\(dir)/base"
-        PIDFile "\(dir)/base/collectd.pid"
-        PluginDir "/usr/lib/collectd"
-        TypesDB "/usr/share/collectd/types.db"
+        try writeCollectdConf(in: dir, hostname: "vigiltest", """
         LoadPlugin csv
         <Plugin csv>
           DataDir "\(dir)/csv"
@@ -270,7 +262,7 @@ struct CollectdRunTests {
           LoadPlugin VigilProbe
         </Plugin>
 
-        """, to: dir + "/collectd.conf")
+        """)
         let daemon = try TestEnv.start(collectd, ["-C", dir + "/collectd.conf", "-f"])
         Thread.sleep(forTimeInterval: 2.5)
         daemon.signal(SIGTERM)
@@ -287,6 +279,39 @@ struct CollectdRunTests {
         #expect(theirs == mine, "collectd wrote \(theirs); vigil \(mine)\ncollectd: \(said.stdout) \(said.stderr)")
     }
 
+    /// A plugin whose library is missing waits in its runner for a retry;
+    /// at the end of the run that runner goes with the monitor, and the run
+    /// ends on time (it used to end 2 s late: "some runner processes had
+    /// not ended").
+    @Test func aMonitorWaitingForAMissingLibraryLetsTheRunEndOnTime() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try TestEnv.write("int vigil_gone_value(void) { return 42; }\n", to: dir + "/gone.c")
+        try TestEnv.write("""
+        int vigil_gone_value(void);
+        extern int plugin_register_read(const char *name, int (*callback)(void));
+        static int read_it(void) { return vigil_gone_value() == 42 ? 0 : -1; }
+        void module_register(void) { plugin_register_read("needs_gone", read_it); }
+        """, to: dir + "/needs_gone.c")
+        let build = try TestEnv.run("/bin/sh", ["-c", "cd \(dir) && ${CC:-cc} -shared -fPIC gone.c -o libgone.so && "
+            + "${CC:-cc} -shared -fPIC needs_gone.c -L. -lgone -Wl,-rpath,\(dir) -Wl,--allow-shlib-undefined -o needs_gone.so && rm libgone.so"])
+        try #require(build.status == 0, "\(build.stderr)")
+        let manifest = """
+        monitors:
+          waiting:
+            plugin: collectd
+            isolation: process
+            interval: 1s
+            options: { plugin: \(dir)/needs_gone.so }
+        """ + "\n" + Self.sink(dir)
+        let started = Date()
+        let (output, _, _) = try run(manifest, in: dir, for: "1500ms")
+        let took = Date().timeIntervalSince(started)
+        #expect(output.stderr.contains("libgone.so"), "\(output.stderr)")
+        #expect(!output.stderr.contains("some runner processes had not ended"), "\(output.stderr)")
+        #expect(took < 3.4, "the run took \(took) s for --for 1500ms\n\(output.stderr)")
+    }
+
     @Test func networkReceivesFromARealCollectdDaemon() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -294,15 +319,7 @@ struct CollectdRunTests {
                                     "collectd is not installed (apt-get install collectd-core; .ci/run does)")
         let port = try freeUDPPort()
         let sender = "sender-\(UUID().uuidString.prefix(8).lowercased())"
-        try FileManager.default.createDirectory(atPath: dir + "/base", withIntermediateDirectories: true)
-        try TestEnv.write("""
-        Hostname "\(sender)"
-        FQDNLookup false
-        Interval 1
-        BaseDir "\(dir)/base"
-        PIDFile "\(dir)/base/collectd.pid"
-        PluginDir "/usr/lib/collectd"
-        TypesDB "/usr/share/collectd/types.db"
+        try writeCollectdConf(in: dir, hostname: sender, """
         LoadPlugin load
         LoadPlugin memory
         <LoadPlugin network>
@@ -312,7 +329,7 @@ struct CollectdRunTests {
           Server "127.0.0.1" "\(port)"
         </Plugin>
 
-        """, to: dir + "/collectd.conf")
+        """)
         let manifest = """
         monitors:
           cd_agents:
@@ -637,6 +654,22 @@ struct CollectdRunTests {
     }
 
     /// Tests/Fixtures/collectd/hostile_cd.c built with cc against collectd-dev's headers, into `dir`.
+    /// A collectd.conf for the real daemon in `dir` (its base directory
+    /// there, Debian's plugins and types), then `body`.
+    func writeCollectdConf(in dir: String, hostname: String, _ body: String) throws {
+        try FileManager.default.createDirectory(atPath: dir + "/base", withIntermediateDirectories: true)
+        try TestEnv.write("""
+        Hostname "\(hostname)"
+        FQDNLookup false
+        Interval 1
+        BaseDir "\(dir)/base"
+        PIDFile "\(dir)/base/collectd.pid"
+        PluginDir "/usr/lib/collectd"
+        TypesDB "/usr/share/collectd/types.db"
+
+        """ + body, to: dir + "/collectd.conf")
+    }
+
     func buildHostilePlugin(in dir: String) throws -> String {
         let plugin = dir + "/hostile_cd.so"
         let build = try TestEnv.run("/bin/sh", ["-c", "${CC:-cc} -std=gnu11 -O2 -shared -fPIC -DHAVE_CONFIG_H -I/usr/include/collectd -I/usr/include/collectd/core \(TestEnv.fixture("collectd/hostile_cd.c")) -o \(plugin)"])
