@@ -452,6 +452,11 @@ import Testing
                 "still running after the runner's SIGKILL: \(started.filter(Self.isRunning))")
         // Left over, they would hold the host's stderr open: the wait below would not end.
         for pid in started where Self.isRunning(pid) { kill(pid, SIGKILL) }
+        // The host ends the runner's descendants a moment before it reports
+        // the death to the monitor: a SIGTERM in that moment has the stop
+        // call find the runner dead ("ended in stop"), which is true too but
+        // not what this test reads. Let the report come first.
+        Thread.sleep(forTimeInterval: 0.3)
         host.signal(SIGTERM)
         let output = host.wait(timeout: 30)
         #expect(output.status == 0, "\(output.stderr)")
