@@ -15,6 +15,9 @@
 #include <time.h>
 #include <spawn.h>
 #include <unistd.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
 
 int vigil_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
 
@@ -70,4 +73,143 @@ int vigil_spawn_closefrom(void *actions, int from) {
     (void)from;
     return ENOSYS;
 #endif
+}
+
+long vigil_send_fds(int sock, const void *buf, unsigned long len, const int *fds, int count) {
+    if (count < 0 || count > 8) {
+        errno = EINVAL;
+        return -1;
+    }
+    union {
+        char bytes[CMSG_SPACE(8 * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = { (void *)buf, len };
+    struct msghdr msg = { 0 };
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (count > 0) {
+        msg.msg_control = control.bytes;
+        msg.msg_controllen = CMSG_SPACE((size_t)count * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)count * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)count * sizeof(int));
+    }
+    ssize_t r;
+    do {
+        r = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    } while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+
+long vigil_recv_fds(int sock, void *buf, unsigned long cap, int *fds, int max, int *count) {
+    union {
+        char bytes[CMSG_SPACE(16 * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = { buf, cap };
+    struct msghdr msg = { 0 };
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    ssize_t r;
+    do {
+        r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    } while (r < 0 && errno == EINTR);
+    *count = 0;
+    if (r < 0)
+        return -1;
+    int got = 0, over = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        int *in = (int *)CMSG_DATA(c);
+        for (int i = 0; i < n; i++) {
+            if (got < max)
+                fds[got++] = in[i];
+            else {
+                close(in[i]);
+                over = 1;
+            }
+        }
+    }
+    if (over) {
+        for (int i = 0; i < got; i++)
+            close(fds[i]);
+        errno = EMSGSIZE;
+        return -1;
+    }
+    *count = got;
+    return (long)r;
+}
+
+/* The variable's value where exec put it (environ points into the area
+ * /proc/PID/environ shows), or NULL when it is missing or not `length` long. */
+static char *environment_value(const char *name, size_t length) {
+    extern char **environ;
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return strlen(*e + n + 1) == length ? *e + n + 1 : NULL;
+    }
+    return NULL;
+}
+
+int vigil_fork_sibling(const int *sources, const int *targets, int count, int new_group,
+                       const char *name, const char *value, char *title, unsigned long title_room,
+                       const char *command, unsigned long command_length) {
+    char *slot = environment_value(name, strlen(value));
+    if (!slot || count < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    int highest = 2;
+    for (int i = 0; i < count; i++)
+        if (targets[i] > highest)
+            highest = targets[i];
+    /* The raw system call: glibc's fork() has no CLONE_PARENT. Its atfork
+     * handlers are not run, which a process with one thread and no lock
+     * held does not need; the child's copy of glibc keeps the template's
+     * thread id in its thread descriptor (glibc reads the kernel's where it
+     * matters: raise, pthread_kill of itself). */
+    long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), 0, 0, 0, 0);
+    if (pid != 0)
+        return (int)pid;
+    /* First above every target, so no source is overwritten before it is copied. */
+    int moved[16];
+    if (count > 16)
+        _exit(127);
+    for (int i = 0; i < count; i++) {
+        moved[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, highest + 1);
+        if (moved[i] < 0)
+            _exit(127);
+    }
+    for (int i = 0; i < count; i++)
+        if (dup2(moved[i], targets[i]) < 0)
+            _exit(127);
+    long closed = -1;
+#ifdef SYS_close_range
+    closed = syscall(SYS_close_range, (unsigned)highest + 1, ~0U, 0);
+#endif
+    if (closed < 0) {
+        for (int fd = highest + 1; fd < 65536; fd++)
+            close(fd);
+    }
+    if (new_group && setpgid(0, 0) < 0)
+        _exit(127);
+    memcpy(slot, value, strlen(value));
+    if (title && title_room > 0) {
+        unsigned long n = command_length < title_room ? command_length : title_room - 1;
+        memset(title, 0, title_room);
+        memcpy(title, command, n);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    return 0;
 }

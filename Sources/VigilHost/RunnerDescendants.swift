@@ -45,10 +45,18 @@ struct RunnerDescendants: Sendable {
     /// Where processes are looked for.
     var proc = "/proc"
 
-    /// A tag no other runner has: the host's pid and 64 random bits.
+    /// A tag no other runner has: the host's pid and 64 random bits, always
+    /// `tagLength` characters (a runner forked by the fork server writes its
+    /// tag over a placeholder as long, `RunnerForkServer`).
     static func newTag() -> String {
-        "\(getpid())-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+        func padded(_ text: String, _ width: Int) -> String {
+            String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return padded(String(getpid()), 10) + "-" + padded(String(UInt64.random(in: 1...UInt64.max), radix: 16), 16)
     }
+
+    /// The length of every tag.
+    static let tagLength = 27
 
     /// Ends every descendant still running; how many carried the tag. Call
     /// after the runner has ended and before it is reaped.

@@ -169,7 +169,7 @@ public final class RunnerProcess: @unchecked Sendable {
                           newProcessGroup: true)
         let pid: pid_t
         do {
-            pid = try spawn.startFromSpawnerThread()
+            pid = try RunnerForkServer.for(program: program).start(spawn, tag: tag) ?? spawn.startFromSpawnerThread()
             live.withLock { $0 += 1 }
         } catch {
             for fd in [pair[0], pair[1], dataEvent, spaceEvent] { close(fd) }

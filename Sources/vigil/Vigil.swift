@@ -17,6 +17,12 @@ enum Entry {
         if arguments.starts(with: ["plugins", "runner"]) {
             Plugins.Runner.main(Array(arguments.dropFirst(2)))
         }
+        // The runners' fork server (RunnerForkServer.swift): returns only in
+        // a runner it forked, with that runner's arguments.
+        if arguments.starts(with: ["plugins", "fork-server", "--parent"]), arguments.count >= 4,
+           let parent = Int32(arguments[3]) {
+            Plugins.Runner.main(RunnerForkServer.serve(parent: parent))
+        }
         // Plugins loaded by this process run in it, whatever the environment said.
         IsolationEnvironment.set(.none)
         Task {

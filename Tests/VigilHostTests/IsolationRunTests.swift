@@ -520,6 +520,79 @@ import Testing
         }
     }
 
+    /// Runners are forked from one fork server (RunnerForkServer.swift):
+    /// each is still the host's child, in a process group of its own, with
+    /// its own tag where /proc shows it and its own command line; what the
+    /// runtime wrote at start is shared with the server, not copied into each
+    /// runner; and a fork server killed under the host is started again for
+    /// the next runner, without a zombie left behind.
+    @Test func runnersAreForkedFromOneServerAndShareWhatItWrote() throws {
+        let dir = try TestEnv.tempDir()
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          a: { plugin: faulty, interval: 1h, isolation: process }
+          b: { plugin: faulty, interval: 1h, isolation: process }
+          c: { plugin: faulty, interval: 1h, isolation: process }
+        sinks:
+          out: { type: null }
+        """, to: dir + "/vigil.yaml")
+        let host = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "60s", "--control", "none"])
+        defer { if host.isRunning { host.signal(SIGKILL); _ = host.wait(timeout: 5) } }
+        func servers() -> [pid_t] {
+            Self.children(of: host.pid).filter { child in
+                Self.isRunning(child) && String(decoding: FileManager.default.contents(atPath: "/proc/\(child)/cmdline") ?? Data(),
+                                                as: UTF8.self).contains("fork-server")
+            }
+        }
+        #expect(SinkRunTests.waitUntil(10) { Self.runners(of: host.pid).count == 3 })
+        let runners = Self.runners(of: host.pid)
+        let server = servers()
+        try #require(server.count == 1 && runners.count == 3, "servers \(server), runners \(runners)")
+
+        var tags: Set<String> = []
+        for runner in runners {
+            let command = String(decoding: FileManager.default.contents(atPath: "/proc/\(runner)/cmdline") ?? Data(), as: UTF8.self)
+            #expect(command.contains("plugins\u{0}runner\u{0}") && command.contains("faulty"), "\(command)")
+            #expect(getpgid(runner) == runner)
+            let environment = String(decoding: FileManager.default.contents(atPath: "/proc/\(runner)/environ") ?? Data(), as: UTF8.self)
+            let tag = environment.split(separator: "\u{0}").first { $0.hasPrefix("VIGIL_RUNNER_ID=") }.map(String.init) ?? ""
+            #expect(tag.hasPrefix("VIGIL_RUNNER_ID=\(String(repeating: "0", count: 10 - String(host.pid).count))\(host.pid)-"), "\(tag)")
+            tags.insert(tag)
+            // Pages the runtime dirtied before the fork are the server's too:
+            // a runner started by exec had them all private.
+            let memory = Self.memory(of: runner)
+            #expect(memory["Shared_Dirty", default: 0] > memory["Private_Dirty", default: 0], "\(memory)")
+        }
+        #expect(tags.count == 3)
+
+        // The server killed; a runner killed: its restart needs a new server.
+        kill(server[0], SIGKILL)
+        kill(runners[0], SIGKILL)
+        #expect(SinkRunTests.waitUntil(15) {
+            let now = Self.runners(of: host.pid)
+            return now.count == 3 && !now.contains(runners[0]) && servers().count == 1
+        })
+        #expect(servers().first != server[0])
+        // The old server was reaped, not left a zombie.
+        #expect(!Self.children(of: host.pid).contains(server[0]))
+        host.signal(SIGTERM)
+        let output = host.wait(timeout: 15)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stderr.contains("without the fork server"), "\(output.stderr)")
+    }
+
+    /// /proc/PID/smaps_rollup's kB figures by name.
+    static func memory(of pid: pid_t) -> [String: Int] {
+        let text = String(decoding: FileManager.default.contents(atPath: "/proc/\(pid)/smaps_rollup") ?? Data(), as: UTF8.self)
+        var out: [String: Int] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(whereSeparator: \.isWhitespace)
+            if parts.count >= 2, parts[0].hasSuffix(":"), let kb = Int(parts[1]) { out[String(parts[0].dropLast())] = kb }
+        }
+        return out
+    }
+
     /// Whether `pid` is a process that has not ended (a zombie has).
     static func isRunning(_ pid: pid_t) -> Bool {
         guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat"),

@@ -109,11 +109,12 @@ import Testing
 
     /// Which processes dlopen'ed a file of `dir`: each process writes its
     /// own ld.so trace (`LD_DEBUG_OUTPUT=PREFIX` makes `PREFIX.PID`).
-    func loaders(of dir: String, _ arguments: [String]) throws -> (vigil: Bool, children: Int, output: TestEnv.Output) {
+    func loaders(of dir: String, _ arguments: [String], fork: Bool = true) throws -> (vigil: Bool, children: Int, output: TestEnv.Output) {
         let traces = try TestEnv.tempDir("ldtrace")
         defer { try? FileManager.default.removeItem(atPath: traces) }
         let process = try TestEnv.start(TestEnv.vigil, arguments,
-                                        environment: ["LD_DEBUG": "files", "LD_DEBUG_OUTPUT": traces + "/ld"])
+                                        environment: ["LD_DEBUG": "files", "LD_DEBUG_OUTPUT": traces + "/ld",
+                                                      "VIGIL_RUNNER_FORK": fork ? "1" : "0"])
         let output = process.wait(timeout: 120)
         var vigil = false
         var children = 0
@@ -143,7 +144,9 @@ import Testing
         }
         // run: a plugin from outside the host's directories is loaded by its
         // runner process, never by the host (issue 12's default).
-        let (vigil, children, output) = try loaders(of: dir, ["run", "--for", "300ms", manifest])
+        // Runners started by exec here: ld.so writes a forked runner's trace
+        // to its fork server's file, a descriptor the runner does not keep.
+        let (vigil, children, output) = try loaders(of: dir, ["run", "--for", "300ms", manifest], fork: false)
         #expect(output.status == 0, "\(output.stderr)")
         #expect(!vigil, "run loaded an outside plugin in the host process")
         #expect(children >= 1, "no runner loaded the plugin")

@@ -57,4 +57,34 @@ static inline void vigil_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); 
  * posix_spawn_file_actions_addclosefrom_np (before glibc 2.34). */
 int vigil_spawn_closefrom(void *actions, int from);
 
+/* The runner template (RunnerTemplate.swift): a prepared `vigil` that forks
+ * plugin runners for the host, so that they share its pages. */
+
+/** sendmsg(2) of `len` bytes on a SEQPACKET socket with `count` descriptors
+ *  attached (SCM_RIGHTS, at most 8); -1 with errno on failure. */
+long vigil_send_fds(int sock, const void *buf, unsigned long len, const int *fds, int count);
+
+/** recvmsg(2) of one message into `buf`, its descriptors (close-on-exec)
+ *  into `fds` and their number into `*count`. A message cut to `cap`, or
+ *  with more than `max` descriptors, is -1 with EMSGSIZE, its descriptors
+ *  closed. 0 at end of stream. */
+long vigil_recv_fds(int sock, void *buf, unsigned long cap, int *fds, int max, int *count);
+
+/** Forks this process, which must have one thread, as a sibling: the
+ *  child's parent is our parent (clone(CLONE_PARENT | SIGCHLD), so the host
+ *  that asked for it reaps it and has its SIGCHLD). Before returning 0 in
+ *  the child: `sources[i]` becomes its descriptor `targets[i]` (not
+ *  close-on-exec) and every descriptor above the highest target is closed;
+ *  it leads a process group of its own when `new_group`; the value of the
+ *  environment variable `name` is overwritten where it lies with `value`,
+ *  which must be as long (so /proc/PID/environ shows it too); the
+ *  `title_room` bytes at `title` (the process's own argv strings, what
+ *  /proc/PID/cmdline shows) hold `command` (NUL-separated words), cut to
+ *  fit, and NULs after it; no signal is blocked. In the parent: the child's pid, or -1 with errno (EINVAL: no
+ *  such variable or not that long). A child that cannot arrange its
+ *  descriptors exits with status 127. */
+int vigil_fork_sibling(const int *sources, const int *targets, int count, int new_group,
+                       const char *name, const char *value, char *title, unsigned long title_room,
+                       const char *command, unsigned long command_length);
+
 #endif
