@@ -465,8 +465,9 @@ extension MonitorConfig {
     /// plugin's INVALID_CONFIG message may start with `options.NAME`, then
     /// `[INDEX]` or `.KEY` steps into list and map values, then `: `
     /// (`options.args[1].int32: out of range`). Returns the location of the
-    /// deepest node the path reaches (the `options:` key when the option was
-    /// not written, a default being at fault) and the message without the path.
+    /// deepest key the path reaches, or list item where it ends in one (the
+    /// `options:` key when the option was not written, a default being at
+    /// fault), and the message.
     public func locate(pluginMessage message: String) -> (location: SourceLocation, message: String) {
         guard message.hasPrefix("options."), let colon = message.firstRange(of: ": ") else { return (location, message) }
         let path = message[message.index(message.startIndex, offsetBy: 8)..<colon.lowerBound]
@@ -490,17 +491,23 @@ extension MonitorConfig {
         guard let entry = options.first(where: { $0.key.text == name }) else {
             return (optionsLocation, "options.\(path): \(rest)")
         }
-        var node = entry.value
-        for step in steps {
+        // Reported at the deepest key the path names (the item of a list
+        // where it ends in one): the key is what the message is about, as a
+        // configuration's own errors are reported (issue 25).
+        var node = entry.value, at = entry.key.location
+        walk: for step in steps {
             switch (step, node) {
-            case (.index(let n), .sequence(let items, _)) where n >= 0 && n < items.count: node = items[n]
+            case (.index(let n), .sequence(let items, _)) where n >= 0 && n < items.count:
+                node = items[n]
+                at = node.location
             case (.key(let k), .mapping(let entries, _)):
-                guard let next = entries.first(where: { $0.key.text == k }) else { break }
+                guard let next = entries.first(where: { $0.key.text == k }) else { break walk }
                 node = next.value
-            default: break
+                at = next.key.location
+            default: break walk
             }
         }
-        return (node.location, "options.\(path): \(rest)")
+        return (at, "options.\(path): \(rest)")
     }
 
     private enum PathStep { case index(Int), key(String) }

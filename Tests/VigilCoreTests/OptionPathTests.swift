@@ -24,10 +24,10 @@ struct OptionPathTests {
         return monitor
     }
 
-    @Test("a path is located down to the node it names", arguments: [
-        ("options.library: cannot load", 5, 16),
+    @Test("a path is located down to the key (or list item) it names", arguments: [
+        ("options.library: cannot load", 5, 7),
         ("options.args[1]: unknown type \"int33\"", 6, 35),
-        ("options.args[0].out: not a number type", 6, 21),
+        ("options.args[0].out: not a number type", 6, 16),
         ("options.spec.inner[1]: too big", 8, 20),
     ])
     func located(message: String, line: Int, column: Int) throws {

@@ -507,20 +507,20 @@ struct CollectdRunTests {
         let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/m.yaml", "--plugin-dir", setup.pluginDir], timeout: 120)
         let text = result.stdout + result.stderr
         #expect(result.status != 0)
-        #expect(text.contains("m.yaml:5:24: error: monitor 'nosuch': options.plugin: no collectd plugin 'no_such_plugin'"), "\(text)")
-        #expect(text.contains("m.yaml:10:47: error: monitor 'badkey': options.config.NoSuchKey: the cpu plugin does not take 'NoSuchKey'"), "\(text)")
-        #expect(text.contains("m.yaml:19:76: error: monitor 'nested': options.config.File.Match.Unknown: the tail plugin refused its configuration"), "\(text)")
+        #expect(text.contains("m.yaml:5:16: error: monitor 'nosuch': options.plugin: no collectd plugin 'no_such_plugin'"), "\(text)")
+        #expect(text.contains("m.yaml:10:36: error: monitor 'badkey': options.config.NoSuchKey: the cpu plugin does not take 'NoSuchKey'"), "\(text)")
+        #expect(text.contains("m.yaml:19:67: error: monitor 'nested': options.config.File.Match.Unknown: the tail plugin refused its configuration"), "\(text)")
         #expect(text.contains("monitor 'listlist': options.config.MountPoint[0]: a list inside a list"), "\(text)")
-        #expect(text.contains("m.yaml:26:24: error: monitor 'unsafe_here': options.plugin: collectd's 'network' plugin may start threads"), "\(text)")
+        #expect(text.contains("m.yaml:26:16: error: monitor 'unsafe_here': options.plugin: collectd's 'network' plugin may start threads"), "\(text)")
         #expect(text.contains("monitor 'topargs': options.config.$args: the plugin's own block takes no arguments"), "\(text)")
         #expect(text.contains("monitor 'deep': options.config" + String(repeating: ".A", count: 32) + ": nested deeper than 32 levels"),
                 "\(text)")
         #expect(text.contains("monitor 'infinite': options.config.MountPoint: a null (or a number without a finite value"), "\(text)")
-        // A warning naming a key of the configuration is a refusal of it.
-        #expect(text.contains("monitor 'warned': options.config.Directory.Bogus: the filecount plugin refused its configuration"), "\(text)")
-        #expect(text.contains("monitor 'warned_value': options.config.Directory.MTime: the filecount plugin refused its configuration: filecount plugin: Converting `garbage' to a number failed"),
+        // A warning naming a key of the configuration is a refusal of it, at that key.
+        #expect(text.contains("m.yaml:38:71: error: monitor 'warned': options.config.Directory.Bogus: the filecount plugin refused its configuration"), "\(text)")
+        #expect(text.contains("m.yaml:41:71: error: monitor 'warned_value': options.config.Directory.MTime: the filecount plugin refused its configuration: filecount plugin: Converting `garbage' to a number failed"),
                 "\(text)")
-        #expect(text.contains("monitor 'warned_isolated': options.config.Instance.Bogus: the memcached plugin refused its configuration"),
+        #expect(text.contains("m.yaml:44:67: error: monitor 'warned_isolated': options.config.Instance.Bogus: the memcached plugin refused its configuration"),
                 "\(text)")
         if let missingLib {
             #expect(text.contains("monitor 'nolib' is unavailable on this machine: collectd's '\(missingLib.dropLast(3))' plugin needs lib"),
