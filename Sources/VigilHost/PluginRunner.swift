@@ -179,11 +179,15 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
             case .start:
                 guard let handle else { return reply(VIGIL_E_STOPPED, "no instance") }
                 accepting.store(true, ordering: .releasing)
+                writer.beginCall()
                 (status, text) = withPluginError { err in plugin.descriptor.start(handle, err) }
                 if status != VIGIL_OK { accepting.store(false, ordering: .releasing) }
+                return reply(status, text, call: writer.endCall())
             case .poll:
                 guard let handle, let poll = plugin.descriptor.poll else { return reply(VIGIL_E_STOPPED, "no instance") }
+                writer.beginCall()
                 (status, text) = withPluginError { err in poll(handle, err) }
+                return reply(status, text, call: writer.endCall())
             case .stop:
                 guard let handle else { return reply(VIGIL_E_STOPPED, "no instance") }
                 (status, text) = withPluginError { err in plugin.descriptor.stop(handle, err) }
@@ -200,8 +204,13 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
         (retired + (context.map { [$0] } ?? [])).reduce(UInt64(0)) { $0 &+ $1.lateCalls.load(ordering: .relaxed) }
     }
 
-    private func reply(_ status: vigil_status, _ message: String) -> [UInt8] {
-        RunnerWire.encodeReply(status: status, message: message, lateCalls: lateCalls)
+    /// `call`: what the call's thread wrote (`RingWriter.endCall`), which
+    /// the host takes with the reply; without it the host takes every
+    /// record written so far before the reply.
+    private func reply(_ status: vigil_status, _ message: String, call: RingWriter.CallRecords? = nil) -> [UInt8] {
+        RunnerWire.encodeReply(status: status, message: message, lateCalls: lateCalls,
+                               recordsEnd: call?.ringEnd ?? writer.position,
+                               callSequence: call?.sequence ?? 0, callLength: call?.length ?? 0)
     }
 
     /// An output's write of the batch whose parts arrived, through the
@@ -366,6 +375,13 @@ final class ControlSocket: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// Whether a message is waiting to be received (peeked, not taken).
+    func hasMessage() -> Bool {
+        var n = 0
+        repeat { n = recv(fd, nil, 0, Int32(MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT)) } while n < 0 && errno == EINTR
+        return n > 0
     }
 
     /// The next message (valid until the next call); nil at end of stream,

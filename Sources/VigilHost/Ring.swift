@@ -19,6 +19,13 @@ import VigilCore
 /// it only once `lingerBytes` are waiting, and it wakes by itself after
 /// `BatchLinger.nanoseconds`, so the two do not take turns per record.
 ///
+/// A call's own records (those the thread of a `start` or `poll` writes
+/// during the call) go into the call area beside the ring, not behind what
+/// the plugin's other threads have filled the ring with: the host takes them
+/// with the call's reply, which so never waits for that backlog (issue 26),
+/// and, being shared memory, they outlive a runner that dies in the call.
+/// What does not fit in the area goes into the ring after them.
+///
 /// The ring is memory the plugin's process can write: the host reads the
 /// header and every record as hostile (positions out of order, lengths past
 /// the data, unknown types), copies a record out before reading it, and
@@ -27,8 +34,13 @@ final class SharedRing: @unchecked Sendable {
     /// Header layout: each field the other side writes on a cache line of its own.
     enum Layout {
         static let magic: UInt32 = 0x5649_474C  // "VIGL"
-        static let version: UInt32 = 1
+        static let version: UInt32 = 2
         static let headerBytes = 256
+        /// The call's records: its number (u32, from 1) and their length (u32).
+        static let callSequenceOffset = 224
+        static let callLengthOffset = 228
+        /// The call area, between the header and the ring's data.
+        static let callAreaBytes = 64 << 10
         static let magicOffset = 0
         static let versionOffset = 4
         static let capacityOffset = 8
@@ -94,7 +106,7 @@ final class SharedRing: @unchecked Sendable {
         precondition(capacity >= 4096 && capacity & (capacity - 1) == 0)
         let fd = vigil_memfd_create("vigil-ring")
         guard fd >= 0 else { throw Failure(description: "memfd_create: \(String(cString: strerror(errno)))") }
-        let size = Layout.headerBytes + capacity
+        let size = Layout.headerBytes + Layout.callAreaBytes + capacity
         guard ftruncate(fd, off_t(size)) == 0 else {
             let code = errno
             close(fd)
@@ -117,8 +129,8 @@ final class SharedRing: @unchecked Sendable {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw Failure(description: "fstat ring: \(String(cString: strerror(errno)))") }
         let size = Int(st.st_size)
-        guard size > Layout.headerBytes else { throw Failure(description: "the ring is \(size) bytes") }
-        let capacity = size - Layout.headerBytes
+        guard size > Layout.headerBytes + Layout.callAreaBytes else { throw Failure(description: "the ring is \(size) bytes") }
+        let capacity = size - Layout.headerBytes - Layout.callAreaBytes
         guard capacity >= 4096, capacity & (capacity - 1) == 0 else {
             throw Failure(description: "the ring's capacity \(capacity) is not a power of two")
         }
@@ -150,11 +162,18 @@ final class SharedRing: @unchecked Sendable {
     var producerSleeping: UnsafeMutablePointer<UInt32> {
         (base + Layout.producerSleepingOffset).assumingMemoryBound(to: UInt32.self)
     }
+    var callSequence: UnsafeMutablePointer<UInt32> {
+        (base + Layout.callSequenceOffset).assumingMemoryBound(to: UInt32.self)
+    }
+    var callLength: UnsafeMutablePointer<UInt32> {
+        (base + Layout.callLengthOffset).assumingMemoryBound(to: UInt32.self)
+    }
+    var callArea: UnsafeMutableRawPointer { base + Layout.headerBytes }
 
     /// Data byte `position` (mod capacity).
     @inline(__always)
     func data(at position: UInt64) -> UnsafeMutableRawPointer {
-        base + Layout.headerBytes + Int(position & UInt64(capacity - 1))
+        base + Layout.headerBytes + Layout.callAreaBytes + Int(position & UInt64(capacity - 1))
     }
 
     @inline(__always)
@@ -210,12 +229,67 @@ final class RingWriter: @unchecked Sendable {
 
     /// Appends a record of `length` payload bytes that `fill` writes. False
     /// when the payload is larger than a record may be.
+    /// The thread of the call in progress (`beginCall`), the call's number,
+    /// the bytes of its records in the call area, and, when they did not all
+    /// fit there, where the last one it put in the ring ends (0: none).
+    private var caller: pthread_t?
+    private var callSequence: UInt32 = 0
+    private var callUsed = 0
+    private var callerEnd: UInt64 = 0
+
+    /// What a call's reply says of the records its thread wrote.
+    struct CallRecords {
+        /// The call's number, and the bytes of its records in the call area.
+        var sequence: UInt32
+        var length: UInt32
+        /// Where the last of them that went in the ring ends (0: none did).
+        var ringEnd: UInt64
+    }
+
+    /// A call runs on this thread from now: what it writes until `endCall`
+    /// goes into the call area (see `SharedRing`). Records of the plugin's
+    /// other threads are concurrent with the call and keep the ring.
+    func beginCall() {
+        lock.lock()
+        caller = pthread_self()
+        callSequence = callSequence == .max ? 1 : callSequence + 1
+        callUsed = 0
+        callerEnd = 0
+        vigil_store_release_u32(ring.callLength, 0)
+        vigil_store_release_u32(ring.callSequence, callSequence)
+        lock.unlock()
+    }
+
+    func endCall() -> CallRecords {
+        lock.lock()
+        defer { lock.unlock() }
+        caller = nil
+        return CallRecords(sequence: callSequence, length: UInt32(callUsed), ringEnd: callerEnd)
+    }
+
+    /// Where every record written so far ends.
+    var position: UInt64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return head
+    }
+
     @discardableResult
     func write(_ type: RingRecord, length: Int, _ fill: (UnsafeMutableRawPointer) -> Void) -> Bool {
         guard length >= 0, length <= ring.maxPayload else { return false }
         let need = SharedRing.recordBytes(payload: length)
         lock.lock()
         defer { lock.unlock() }
+        if let caller, pthread_equal(caller, pthread_self()) != 0, callerEnd == 0,
+           callUsed + SharedRing.Layout.recordHeader + length <= SharedRing.Layout.callAreaBytes {
+            let p = ring.callArea + callUsed
+            p.storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
+            p.storeBytes(of: type.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
+            fill(p + SharedRing.Layout.recordHeader)
+            callUsed += SharedRing.Layout.recordHeader + length
+            vigil_store_release_u32(ring.callLength, UInt32(callUsed))
+            return true
+        }
         let toEnd = ring.capacity - Int(head & UInt64(ring.capacity - 1))
         let pad = need > toEnd ? toEnd : 0
         waitForRoom(pad + need)
@@ -230,6 +304,7 @@ final class RingWriter: @unchecked Sendable {
         p.storeBytes(of: type.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
         fill(p + SharedRing.Layout.recordHeader)
         head &+= UInt64(need)
+        if let caller, pthread_equal(caller, pthread_self()) != 0 { callerEnd = head }
         vigil_store_release_u64(ring.head, head)
         vigil_fence()
         let consumer = vigil_load_acquire_u32(ring.consumerSleeping)
@@ -304,9 +379,30 @@ final class RingReader: @unchecked Sendable {
         case corrupt(String)
     }
 
-    /// The next record, if one was published.
-    func next() -> Next {
+    /// The current call's number and the bytes of its records in the call
+    /// area, as the producer last published them.
+    func callRecords() -> (sequence: UInt32, length: UInt32) {
+        (vigil_load_acquire_u32(ring.callSequence), vigil_load_acquire_u32(ring.callLength))
+    }
+
+    /// A private copy of the call area's first `length` bytes (at most the area).
+    func copyCallArea(_ length: Int) -> [UInt8] {
+        let n = min(max(0, length), SharedRing.Layout.callAreaBytes)
+        return [UInt8](UnsafeRawBufferPointer(start: ring.callArea, count: n))
+    }
+
+    /// Where the producer has written to: records before it are published.
+    /// A drain bounded by it ends even while the producer keeps writing.
+    func writePosition() -> UInt64 { vigil_load_acquire_u64(ring.head) }
+
+    /// The next record, if one was published before `bound` (a
+    /// `writePosition()`); `.empty` once the read position reaches it.
+    func next(before bound: UInt64 = .max) -> Next {
         while true {
+            if tail >= bound {
+                publish()
+                return .empty
+            }
             if head == tail {
                 head = vigil_load_acquire_u64(ring.head)
                 if head == tail {

@@ -87,6 +87,8 @@ public final class RunnerProcess: @unchecked Sendable {
     /// process object outlives its runner (a replaced instance keeps the
     /// plugin it was resolved with), so they are closed then, not at deinit.
     private var closed = false
+    /// The last call whose records in the call area were delivered (channel thread only).
+    private var deliveredCall: UInt32 = 0
     /// Room for a rebuilt event and its fields.
     private let eventScratch = UnsafeMutablePointer<vigil_event>.allocate(capacity: 1)
     private let fieldScratch = UnsafeMutablePointer<vigil_field>.allocate(capacity: EventLimits.fields)
@@ -262,7 +264,7 @@ public final class RunnerProcess: @unchecked Sendable {
     /// 100 ms: a drain deadline set while the call runs), the runner is
     /// killed and the call ends with its death.
     func call(_ messages: [[UInt8]], timeout: Int64, name: String, giveUpAt: (() -> Int64)? = nil) -> Outcome {
-        let deadline = monotonicNanoseconds().addingSaturating(timeout)
+        var deadline = monotonicNanoseconds().addingSaturating(timeout)
         state.lock()
         if let death {
             state.unlock()
@@ -308,9 +310,18 @@ public final class RunnerProcess: @unchecked Sendable {
         // the SIGKILL) is not the call's outcome, its end is. Taken, it left
         // the death for the next call, blamed on that call.
         var gaveUp = false
+        var graced = false
         while pendingReply == nil && death == nil {
             let now = monotonicNanoseconds()
             let givenUp = now >= (giveUpAt?() ?? .max)
+            // The timeout is the plugin's: a reply already on the socket at
+            // the deadline came in time, and waits only for the channel to
+            // take the records before it (one bounded drain).
+            if !timedOut && !givenUp && unsent == nil && now >= deadline && !graced && control.hasMessage() {
+                graced = true
+                deadline = now.addingSaturating(max(timeout, 1_000_000_000))
+                continue
+            }
             if timedOut || now >= deadline || givenUp || unsent != nil {
                 gaveUp = true
                 state.unlock()
@@ -386,15 +397,24 @@ public final class RunnerProcess: @unchecked Sendable {
         // Once the ring is found broken it is read no more: the runner is
         // being ended, and only its channel's end is awaited.
         var broken = false
+        // Every drain takes what was published when it began, and no more:
+        // a plugin whose threads write as fast as the host reads would
+        // otherwise keep the drain going and the control socket unread, and
+        // a call's reply would wait behind events sent after it, past the
+        // call's timeout (issue 26). Between drains the socket is looked at,
+        // without sleeping when records are waiting.
         while true {
-            if !broken, let why = drainRing(reader) {
+            if !broken, let why = drainRing(reader, before: reader.writePosition()) {
                 broken = true
                 terminate(because: "the runner broke its channel: \(why)")
             }
             var sleep: Int64 = pidfd >= 0 ? -1 : 100_000_000
             if !broken {
-                guard let most = reader.prepareToSleep() else { continue }
-                if most >= 0 && (sleep < 0 || most < sleep) { sleep = most }
+                if let most = reader.prepareToSleep() {
+                    if most >= 0 && (sleep < 0 || most < sleep) { sleep = most }
+                } else {
+                    sleep = 0
+                }
             }
             let n = vigil_poll_ns(&fds, broken ? 2 : 3, sleep)
             if !broken { reader.wokeUp(signaled: fds[2].revents != 0) }
@@ -404,19 +424,39 @@ public final class RunnerProcess: @unchecked Sendable {
                 if fds[1].revents != 0 || (pidfd < 0 && vigil_child_ended(pid, 0) == 1) { break }
                 continue
             }
-            // Everything written before the reply is in the ring: take it first.
-            if !broken, let why = drainRing(reader) {
+            // What must come before the reply is taken first. A start or a
+            // poll carries its own thread's records with it, and says where
+            // those that did not fit went in the ring: the reply does not
+            // wait for what the plugin's other threads wrote meanwhile. For
+            // the other calls, every record before the reply (the runner
+            // publishes a record before it answers).
+            guard let message = control.receive() else { break }
+            let reply = message.withUnsafeBytes { raw -> RunnerWire.Reply? in
+                var r = WireReader(raw)
+                return RunnerWire.decodeReply(&r)
+            }
+            if !broken, let reply, reply.callSequence != 0,
+               let why = deliverCallRecords(reader, sequence: reply.callSequence, length: reply.callLength) {
                 broken = true
                 terminate(because: "the runner broke its channel: \(why)")
             }
-            guard let message = control.receive() else { break }
+            let bound = reply?.recordsEnd ?? .max
+            if !broken, bound > 0, let why = drainRing(reader, before: min(bound, reader.writePosition())) {
+                broken = true
+                terminate(because: "the runner broke its channel: \(why)")
+            }
             guard handle(message) else {
                 terminate(because: "the runner sent a message that is not a reply")
                 continue
             }
         }
-        // The runner closed its end or ended: what it wrote before is delivered.
-        if !broken { _ = drainRing(reader) }
+        // The runner closed its end or ended: what it wrote before is
+        // delivered, the records of a call it died in first.
+        if !broken {
+            let call = reader.callRecords()
+            if call.sequence != 0 { _ = deliverCallRecords(reader, sequence: call.sequence, length: call.length) }
+            _ = drainRing(reader, before: reader.writePosition())
+        }
         var ending = Self.reap(pid, descendants) ?? RunnerDeath()
         Self.reaped()
         let kernelReason = cgroup?.killReason()
@@ -436,18 +476,28 @@ public final class RunnerProcess: @unchecked Sendable {
         if !inCall { receiverOnDeath?(ending) }
     }
 
-    /// Takes every record published so far; why the channel is broken, or nil.
-    private func drainRing(_ reader: RingReader) -> String? {
+    /// Takes the records published before `bound`; why the channel is
+    /// broken, or nil.
+    private func drainRing(_ reader: RingReader, before bound: UInt64) -> String? {
         // A receiver is attached before the create that gives the plugin a
         // context, so nothing can arrive before it; after it is let go,
         // what still comes is taken and dropped. Bound once, outside the
         // loop: no retain of it per record.
         guard let receiver = state.withLock({ self.receiver }) else {
-            return drop(reader)
+            return drop(reader, before: bound)
         }
         let decoder = receiver.eventDecoder
+        // A reply waiting is looked for every 512 records (one recv with
+        // MSG_PEEK): a drain of a full ring must not keep a call's answer
+        // waiting, and the loop takes the reply next.
+        var sinceLook = 0
         while true {
-            switch reader.next() {
+            sinceLook &+= 1
+            if sinceLook == 512 {
+                sinceLook = 0
+                if control.hasMessage() { return nil }
+            }
+            switch reader.next(before: bound) {
             case .empty:
                 return nil
             case .corrupt(let why):
@@ -458,10 +508,38 @@ public final class RunnerProcess: @unchecked Sendable {
         }
     }
 
+    /// Delivers the records of call `sequence` in the call area (framed as
+    /// in the ring, unpadded), once; why they are malformed, or nil.
+    private func deliverCallRecords(_ reader: RingReader, sequence: UInt32, length: UInt32) -> String? {
+        guard sequence != deliveredCall else { return nil }
+        deliveredCall = sequence
+        guard length <= UInt32(SharedRing.Layout.callAreaBytes) else { return "a call's records are longer than their area" }
+        let records = reader.copyCallArea(Int(length))
+        let receiver = state.withLock { self.receiver }
+        return records.withUnsafeBytes { raw -> String? in
+            var offset = 0
+            let header = SharedRing.Layout.recordHeader
+            while offset < raw.count {
+                guard raw.count - offset >= header else { return "a reply's records are cut short" }
+                let length = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+                let rawType = UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+                guard length <= raw.count - offset - header else { return "a reply's record runs past its end" }
+                guard let type = RingRecord(rawValue: rawType), type != .pad else {
+                    return "a reply carries a record of the unknown type \(rawType)"
+                }
+                let payload = UnsafeRawBufferPointer(rebasing: raw[(offset + header)..<(offset + header + length)])
+                offset += header + length
+                guard let receiver else { continue }
+                if let why = deliver(type, payload, to: receiver, decoder: receiver.eventDecoder) { return why }
+            }
+            return nil
+        }
+    }
+
     /// Takes the records with no receiver to take them.
-    private func drop(_ reader: RingReader) -> String? {
+    private func drop(_ reader: RingReader, before bound: UInt64) -> String? {
         while true {
-            switch reader.next() {
+            switch reader.next(before: bound) {
             case .empty: return nil
             case .corrupt(let why): return why
             case .record: continue

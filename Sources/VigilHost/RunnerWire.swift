@@ -45,6 +45,15 @@ enum RunnerWire {
         var message: String
         var lateCalls: UInt64
         var answer: (retryAfter: Int64, verdicts: [UInt8])?
+        /// Where in the ring the records that must come before this reply
+        /// end: for a `start` or a `poll`, those of the call's own thread
+        /// that did not fit in the call area (0: none); for the other calls,
+        /// every record before the reply (nil: every one, an output's answer).
+        var recordsEnd: UInt64?
+        /// A `start`'s or a `poll`'s records in the ring's call area: the
+        /// call's number (0: none) and their bytes. Taken before the ring's.
+        var callSequence: UInt32 = 0
+        var callLength: UInt32 = 0
     }
 
     /// Reads a `reply` or an `answer`; nil for anything else.
@@ -55,6 +64,11 @@ enum RunnerWire {
         if type == .answer {
             guard let retryAfter = r.i64(), let verdicts = r.bytes() else { return nil }
             reply.answer = (retryAfter, Array(verdicts))
+        } else {
+            guard let end = r.u64(), let sequence = r.u32(), let length = r.u32() else { return nil }
+            reply.recordsEnd = end
+            reply.callSequence = sequence
+            reply.callLength = length
         }
         return r.atEnd ? reply : nil
     }
@@ -121,12 +135,16 @@ enum RunnerWire {
 
     // MARK: - messages (runner → host)
 
-    static func encodeReply(status: vigil_status, message: String, lateCalls: UInt64) -> [UInt8] {
-        var w = WireWriter()
+    static func encodeReply(status: vigil_status, message: String, lateCalls: UInt64, recordsEnd: UInt64,
+                            callSequence: UInt32 = 0, callLength: UInt32 = 0) -> [UInt8] {
+        var w = WireWriter(capacity: 64 + message.utf8.count)
         w.u8(Message.reply.rawValue)
         w.u32(status.rawValue)
         w.string(message)
         w.u64(lateCalls)
+        w.u64(recordsEnd)
+        w.u32(callSequence)
+        w.u32(callLength)
         return w.bytes
     }
 

@@ -520,6 +520,40 @@ import Testing
         }
     }
 
+    /// A call's reply never waits behind the plugin's events (issue 26):
+    /// eight threads of one plugin flood the ring on a two-core machine
+    /// while it is polled every 100 ms with a 1 s timeout; no call is taken
+    /// for a timeout, and polls keep their schedule. The channel thread
+    /// drains what was written before the reply, not what keeps coming.
+    @Test func callsAreAnsweredOnTimeWhileEightThreadsFlood() throws {
+        let dir = try TestEnv.tempDir()
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flooder:
+            plugin: faulty
+            isolation: process
+            interval: 100ms
+            timeout: 1s
+            restart: never
+            options: { threads: 8, per_thread: 0 }
+        sinks:
+          out: { type: null }
+        """, to: dir + "/vigil.yaml")
+        let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "4s", "--control", "none",
+                                                     "--summary", dir + "/summary.json"], timeout: 60)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stderr.contains("past its timeout"), "\(output.stderr)")
+        #expect(!output.stderr.contains("crashed"), "\(output.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json")))
+            as? [String: Any] ?? [:]
+        let flooder = (summary["monitors"] as? [[String: Any]] ?? []).first { $0["name"] as? String == "flooder" } ?? [:]
+        let polls = flooder["polls"] as? Int ?? 0, emitted = flooder["emitted"] as? Int ?? 0
+        // 40 on schedule in 4 s; a drain that never ends answered none.
+        #expect(polls >= 20, "\(polls) polls, \(emitted) events")
+        #expect(emitted > 10_000, "\(emitted) events")
+    }
+
     /// Runners are forked from one fork server (RunnerForkServer.swift):
     /// each is still the host's child, in a process group of its own, with
     /// its own tag where /proc shows it and its own command line; what the

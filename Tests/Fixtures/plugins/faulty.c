@@ -12,7 +12,8 @@
  *   segv_thread   a thread of its own raises SIGSEGV after `at` polls' time
  *
  * With `threads` > 0, start spawns that many threads that emit `per_thread`
- * events each as fast as emit returns, then call `finished`.
+ * events each as fast as emit returns, then call `finished`; with
+ * `per_thread` 0 they emit until stop.
  *
  * Every emit the host accepted is counted, and the count is written to
  * `count_file` (if set) after each change: "<accepted> <refused>\n", so a
@@ -34,7 +35,8 @@
     pthread_mutex_t lock;                                                                                      \
     int64_t accepted, refused;                                                                                 \
     pthread_t workers[64];                                                                                     \
-    int started_threads, done_threads;
+    int started_threads, done_threads;                                                                         \
+    volatile int stopping;
 #include "fixture.h"
 
 static const vigil_field_spec fields[] = {
@@ -142,7 +144,7 @@ static void *emitter(void *arg) {
     instance *in = arg;
     int64_t i;
     int last;
-    for (i = 0; i < in->per_thread; i++)
+    for (i = 0; in->per_thread == 0 ? !__atomic_load_n(&in->stopping, __ATOMIC_RELAXED) : i < in->per_thread; i++)
         emit_counted(in, (double)i);
     pthread_mutex_lock(&in->lock);
     last = ++in->done_threads == in->started_threads;
@@ -219,6 +221,7 @@ static vigil_status faulty_stop(void *self, vigil_error *err) {
         for (;;) {
         }
     }
+    __atomic_store_n(&in->stopping, 1, __ATOMIC_RELAXED);
     for (i = 0; i < in->started_threads; i++)
         pthread_join(in->workers[i], NULL);
     in->started_threads = 0;

@@ -12,7 +12,9 @@
 
 #include "fixture.h"
 
-#define FX_RING_HEADER 256
+/* The ring's layout (Ring.swift): a 256-byte header, the 64 KiB call area,
+ * then the data; the write position at byte 64 of the header. */
+#define FX_RING_DATA (256 + 65536)
 #define FX_RING_HEAD 64
 
 static int polls;
@@ -30,7 +32,7 @@ static void scribble(void) {
             unsigned char *base = (unsigned char *)start;
             uint64_t capacity = *(uint64_t *)(base + 8); /* the header says */
             uint64_t head = __atomic_load_n((uint64_t *)(base + FX_RING_HEAD), __ATOMIC_ACQUIRE);
-            uint32_t *record = (uint32_t *)(base + FX_RING_HEADER + (head & (capacity - 1)));
+            uint32_t *record = (uint32_t *)(base + FX_RING_DATA + (head & (capacity - 1)));
             record[0] = 0x7fffffffu; /* a length far past anything written */
             record[1] = 1;           /* an event */
             __atomic_store_n((uint64_t *)(base + FX_RING_HEAD), head + 8, __ATOMIC_RELEASE);
