@@ -7,21 +7,23 @@ import VigilCore
 ///
 /// Nothing a path names can make it block or spend without bound: a file is
 /// read to at most `limit + 1` bytes, a directory listed to at most
-/// `limit + 1` names; a fragment is opened without blocking (a FIFO would
-/// wait for a writer) and must be a regular file, so /dev/zero, a FIFO or a
-/// directory is an error, not a hang; a symlink loop is the kernel's ELOOP.
+/// `limit + 1` names; the manifest and every fragment are opened without
+/// blocking (open(2) of a FIFO waits for a writer, and a host waiting there
+/// could not stop) and must be regular files, so /dev/zero, a FIFO, a
+/// socket or a directory is an error at once, not a hang; a symlink loop is
+/// the kernel's ELOOP.
 public struct FileManifestSource: ManifestSource {
     public init() {}
 
     public func read(_ path: String, limit: Int, fragment: Bool) throws(ManifestSourceError) -> ManifestSourceFile {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | (fragment ? O_NONBLOCK : 0))
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { throw Self.failure(errno, file: true) }
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw Self.failure(errno, file: true) }
         let type = st.st_mode & S_IFMT
         if type == S_IFDIR { throw ManifestSourceError(.isDirectory, "it is a directory") }
-        if fragment, type != S_IFREG {
+        if type != S_IFREG {
             throw ManifestSourceError(.notRegularFile, "not a regular file (\(Self.typeName(type)))")
         }
         var bytes: [UInt8] = []

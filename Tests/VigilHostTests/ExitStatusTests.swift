@@ -100,6 +100,38 @@ import Testing
         #expect(!result.stderr.contains("none lost"), "\(result.stderr)")
     }
 
+    /// A FIFO (or any file that is not a regular one) as the manifest is
+    /// refused at once: open(2) of a FIFO waits for a writer, and a host
+    /// waiting there could not be stopped (issue 26). The same at a reload:
+    /// the running manifest stays, and SIGTERM still ends the run.
+    @Test func twoWhenTheManifestIsAFIFOAndNoHangAtAReloadToOne() throws {
+        let dir = try TestEnv.tempDir()
+        let fifo = dir + "/m.yaml"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let started = Date()
+        let validate = try TestEnv.run(TestEnv.vigil, ["validate", fifo], timeout: 20)
+        #expect(validate.status == 1 || validate.status == 2, "\(validate.stderr)")
+        #expect(validate.stderr.contains("\(fifo):1:1: error: cannot read it: not a regular file (a FIFO)"), "\(validate.stderr)")
+        let run = try TestEnv.run(TestEnv.vigil, ["run", fifo, "--for", "1s", "--control", "none"], timeout: 20)
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains("not a regular file (a FIFO)"), "\(run.stderr)")
+        #expect(Date().timeIntervalSince(started) < 15)
+
+        // A running host whose manifest becomes a FIFO: SIGHUP, then SIGTERM.
+        let good = try Self.manifest("monitors:\n  beat: { plugin: heartbeat, interval: 100ms }\nsinks:\n  out: { type: null }\n", in: dir)
+        let host = try TestEnv.start(TestEnv.vigil, ["run", good, "--for", "60s", "--control", "none"])
+        defer { if host.isRunning { host.signal(SIGKILL); _ = host.wait(timeout: 5) } }
+        usleep(1_000_000)
+        #expect(unlink(good) == 0 && mkfifo(good, 0o600) == 0)
+        host.signal(SIGHUP)
+        usleep(500_000)
+        host.signal(SIGTERM)
+        let output = host.wait(timeout: 15)
+        #expect(!host.isRunning)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("not a regular file (a FIFO)"), "\(output.stderr)")
+    }
+
     @Test func threeWhenOnceCannotWriteStdout() throws {
         let dir = try TestEnv.tempDir()
         let manifest = try Self.manifest("monitors:\n  beat: { plugin: heartbeat }\nsinks:\n  out: { type: null }\n", in: dir)
