@@ -313,12 +313,16 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
         // The inner sink's own late losses (a socket's send queue at the end)
         // were acknowledged from the buffer already: they are the run's.
         let before = innerContext.lost.counts
+        let unconfirmedBefore = innerContext.unconfirmed.load(ordering: .relaxed)
         inner.shutdown(context: innerContext)
         let after = innerContext.lost.counts
         for reason in LossReason.allCases {
             let n = Int(after[reason] &- before[reason])
             if n > 0 { context.countLostAfterWrite(n, reason) }
         }
+        // And those it left in the kernel's send queue, acknowledged from the
+        // buffer already: the kernel delivers them after the run.
+        context.countUnconfirmed(Int(clamping: innerContext.unconfirmed.load(ordering: .relaxed) &- unconfirmedBefore))
         let left = buffer.pendingRecords
         buffer.close()
         if left > 0 {

@@ -28,6 +28,10 @@ public struct RunSummary: Codable, Sendable {
         public var queueSize: Int
         /// Events delivered cut short to fit their transport (syslog's size limits).
         public var truncated: UInt64 = 0
+        /// Events written that a stream sink's kernel still held, on a
+        /// healthy connection, when the sink closed it at exit: handed on by
+        /// the kernel after vigil ended, not lost, and not confirmed.
+        public var unconfirmed: UInt64 = 0
         /// A disk buffer's account (nil without one): kept for the next
         /// start, replayed from the last run, possible duplicates, corrupt
         /// segments skipped.
@@ -123,6 +127,7 @@ extension VigilRuntime {
             return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
                                    dropped: s.dropped, failed: s.failed, highWater: s.highWater,
                                    queueSize: runner.config.queueCapacity, truncated: s.truncated,
+                                   unconfirmed: s.unconfirmed,
                                    buffer: (runner.sink as? BufferReporting)?.bufferReport,
                                    firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite,
                                    isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
@@ -170,7 +175,10 @@ extension VigilRuntime {
     /// when every counter of every sink is zero.
     func report(_ summary: RunSummary) {
         for s in summary.sinks {
-            let head = "sink \(s.name) (\(s.type)): \(s.written) written" + (s.truncated > 0 ? " (\(s.truncated) truncated to fit)" : "")
+            var notes: [String] = []
+            if s.truncated > 0 { notes.append("\(s.truncated) truncated to fit") }
+            if s.unconfirmed > 0 { notes.append("\(s.unconfirmed) still in the kernel's send queue at exit, unconfirmed") }
+            let head = "sink \(s.name) (\(s.type)): \(s.written) written" + (notes.isEmpty ? "" : " (\(notes.joined(separator: "; ")))")
             var tail = "queue high-water \(s.highWater)/\(s.queueSize)"
             if let crashes = s.crashes, crashes > 0 {
                 tail += "; its output's runner ended \(crashes) time\(crashes == 1 ? "" : "s") and was restarted \(s.restarts ?? 0)"

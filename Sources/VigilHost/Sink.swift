@@ -87,6 +87,11 @@ public final class SinkContext: @unchecked Sendable {
     /// Events delivered cut short to fit the transport (a syslog message
     /// over its size limit): written, not lost, and counted apart.
     let truncated = Atomic<UInt64>(0)
+    /// Events counted written that were still in the kernel's send queue of
+    /// a healthy connection when the sink closed it at exit: the kernel goes
+    /// on delivering them after vigil has ended, so they are not lost, but
+    /// no one is left to confirm it (issue 26).
+    let unconfirmed = Atomic<UInt64>(0)
     /// Events counted lost during the current `write` (sink's thread only).
     var lostInCall = 0
     /// Events counted delivered during the current `write` (sink's thread only).
@@ -114,6 +119,12 @@ public final class SinkContext: @unchecked Sendable {
     public func countTruncated(_ n: Int) {
         guard n > 0 else { return }
         truncated.wrappingAdd(UInt64(n), ordering: .relaxed)
+    }
+
+    /// Counts `n` events, written, as unconfirmed (see `unconfirmed`).
+    public func countUnconfirmed(_ n: Int) {
+        guard n > 0, !hand.withLock({ $0.abandoned }) else { return }
+        unconfirmed.wrappingAdd(UInt64(n), ordering: .relaxed)
     }
 
     /// Counts `n` events of the batch in hand as lost, without failing the
@@ -415,6 +426,8 @@ final class SinkRunner: @unchecked Sendable {
         var highWater: Int
         /// Delivered cut short (see `SinkContext.truncated`).
         var truncated: UInt64
+        /// Written, in the kernel's send queue at exit (see `SinkContext.unconfirmed`).
+        var unconfirmed: UInt64
         /// An output plugin's: where it runs, its runners that ended and the
         /// new ones started (nil for other sinks).
         var isolation: Isolation?
@@ -440,7 +453,8 @@ final class SinkRunner: @unchecked Sendable {
         let output = (sink as? OutputRunnerReporting) ?? ((sink as? DiskBufferedSink)?.inner as? OutputRunnerReporting)
         return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
                      written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
-                     truncated: context.truncated.load(ordering: .relaxed), isolation: output?.isolation,
+                     truncated: context.truncated.load(ordering: .relaxed),
+                     unconfirmed: context.unconfirmed.load(ordering: .relaxed), isolation: output?.isolation,
                      crashes: output?.runnerCrashes.load(ordering: .relaxed),
                      restarts: output?.runnerRestarts.load(ordering: .relaxed),
                      retries: output?.retries.load(ordering: .relaxed),

@@ -17,7 +17,13 @@ import VigilCore
 /// batch in hand that the peer did not get are sent again, from their first
 /// byte, on the next connection; events of earlier batches, already counted
 /// written, are taken back as lost (`kernel_buffer`). At shutdown the sink
-/// waits, until the drain deadline, for the peer to take all it was sent.
+/// waits, until the drain deadline, for the peer to take all it was sent;
+/// what the kernel still holds then, on a connection the peer has not closed
+/// or reset, is handed on by the kernel after vigil has ended: those events
+/// are written and counted `unconfirmed`, not lost. A deadline that falls in
+/// the middle of an event gives the kernel the rest of it first (for up to
+/// 300 ms more), so the stream ends where an event does, not in a torn
+/// line.
 ///
 /// Over TCP the count is exact as far as the peer's kernel: bytes it
 /// acknowledged but its program never read (it died with them in its
@@ -120,10 +126,18 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
             do {
                 try sendSome(from: &offset, context: context)
             } catch let error as Sockets.Failure where error.code == ETIMEDOUT {
-                // Given up at shutdown, the peer not reading: what the kernel
-                // still holds is not delivered.
-                let reached = disconnect(context: context, peerGone: false)
-                throw SinkWriteError(delivered: eventsEnding(atOrBefore: Int(clamping: reached - base)), reason: .shutdown, error)
+                // Given up at shutdown, the peer reading slowly or not at
+                // all. The event the kernel has part of is finished first;
+                // what the kernel holds is handed on after vigil ends
+                // (unconfirmed); what it never had is lost.
+                let whole = finishEvent(at: &offset)
+                let handed = eventsEnding(atOrBefore: offset)
+                let reached = disconnect(context: context, peerGone: false, atExit: true)
+                context.countUnconfirmed(handed - min(handed, eventsEnding(atOrBefore: Int(clamping: max(0, reached - base)))))
+                if !whole {
+                    context.logger.warning("the stream to \(address) ends inside an event: the peer took nothing for 300 ms past the drain deadline")
+                }
+                throw SinkWriteError(delivered: handed, reason: .shutdown, error)
             } catch {
                 context.logger.warning("connection to \(address) lost: \(error); reconnecting")
                 let reached = disconnect(context: context, peerGone: true)
@@ -178,14 +192,19 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
     }
 
     /// Closes the connection and settles its account: events of earlier
-    /// batches the peer did not get are counted lost (`kernel_buffer`).
+    /// batches the peer did not get are counted lost (`kernel_buffer`), or,
+    /// `atExit` on a connection the peer has not closed, unconfirmed: the
+    /// close is a graceful one, and the kernel goes on sending them.
     /// Returns the stream offset the peer got to.
     /// `peerGone`: the connection broke, so a unix socket's send queue no
     /// longer says anything (the kernel freed it); the last look stands.
-    private func disconnect(context: SinkContext, peerGone: Bool) -> Int64 {
+    private func disconnect(context: SinkContext, peerGone: Bool, atExit: Bool = false) -> Int64 {
         if fd >= 0 && !(isUnix && peerGone) { lookAtSendQueue() }
         let lost = pastEnds[pastHead...].reduce(0) { $0 + ($1 > confirmed ? 1 : 0) }
-        if lost > 0 {
+        if lost > 0 && atExit && !peerGone {
+            context.countUnconfirmed(lost)
+            context.logger.notice("\(lost) events sent to \(address) were still in the kernel's send queue at exit; the kernel goes on sending them (unconfirmed)")
+        } else if lost > 0 {
             context.countLostAfterWrite(lost, .kernelBuffer)
             context.logger.warning("\(lost) events sent to \(address) never left the kernel's send queue; counted lost (kernel_buffer)")
         }
@@ -225,6 +244,40 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
                 }
             }
         }
+    }
+
+    /// How long past the drain deadline the rest of a torn event is offered.
+    static var finishGrace: Int64 { 300_000_000 }
+
+    /// At the drain deadline, with an event partly handed to the kernel:
+    /// hands it the rest of that event, waiting for room up to 300 ms, so
+    /// that the stream ends where an event ends. False when the peer took
+    /// nothing meanwhile (or the connection failed): the event stays torn.
+    private func finishEvent(at offset: inout Int) -> Bool {
+        let done = eventsEnding(atOrBefore: offset)
+        let started = done == 0 ? 0 : eventEnds[done - 1]
+        guard done < eventEnds.count && started < offset else { return true }
+        let end = eventEnds[done]
+        // Well inside the host's one second of grace past the drain deadline
+        // (`SinkRunner.stop`), after which it gives up on the sink.
+        let deadline = monotonicNanoseconds().addingSaturating(Self.finishGrace)
+        while offset < end {
+            let n = buffer.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + offset, end - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n > 0 {
+                offset += n
+                streamSent += Int64(n)
+                continue
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) else { return false }
+            let left = deadline - monotonicNanoseconds()
+            guard left > 0 else { return false }
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&pfd, 1, Int32(clamping: min(left / 1_000_000 + 1, 100)))
+        }
+        return true
     }
 
     /// One event per datagram. UDP has no delivery guarantee, so a datagram
@@ -369,15 +422,25 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
         guard fd >= 0 else { return }
         if !isDatagram {
             var gone = false
-            while let unsent = unsentBytes(), unsent > 0, !context.shouldAbandon {
+            waiting: while let unsent = unsentBytes(), unsent > 0, !context.shouldAbandon {
                 if isUnix { lookAtSendQueue() }
                 var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                if poll(&pfd, 1, 10) == 1 {  // the peer closed or reset
-                    gone = true
-                    break
+                if poll(&pfd, 1, 10) == 1 {
+                    // The peer closed or reset, or wrote something (read and dropped).
+                    var scratch = [UInt8](repeating: 0, count: 4096)
+                    while true {
+                        let n = recv(fd, &scratch, scratch.count, Int32(MSG_DONTWAIT))
+                        if n > 0 { continue }
+                        if n < 0 && errno == EINTR { continue }
+                        if n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) {
+                            gone = true
+                            break waiting
+                        }
+                        break
+                    }
                 }
             }
-            _ = disconnect(context: context, peerGone: gone)
+            _ = disconnect(context: context, peerGone: gone, atExit: true)
         } else {
             close(fd)
             fd = -1

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VigilABI
 import VigilCore
 @testable import VigilHost
 
@@ -15,6 +16,8 @@ import VigilCore
         /// By reason, as the JSON names them (`queue_full`…).
         var lost: [String: Int]
         var lostTotal: Int { lost.values.reduce(0, +) }
+        /// Written, in the kernel's send queue at exit.
+        var unconfirmed = 0
     }
 
     struct Summary {
@@ -28,7 +31,7 @@ import VigilCore
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
         let sinks = (json["sinks"] as? [[String: Any]] ?? []).map { s in
             SinkSummary(name: s["name"] as? String ?? "", written: s["written"] as? Int ?? -1,
-                        lost: s["lost"] as? [String: Int] ?? [:])
+                        lost: s["lost"] as? [String: Int] ?? [:], unconfirmed: s["unconfirmed"] as? Int ?? -1)
         }
         return Summary(events: json["events"] as? Int ?? -1, sinks: sinks)
     }
@@ -104,6 +107,19 @@ import VigilCore
           out: \(sink)
         """, to: manifest)
         return manifest
+    }
+
+    /// Everything a stream gives until its end.
+    static func readToEnd(_ fd: Int32) -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            received += buffer[0..<n]
+        }
+        return received
     }
 
     /// The lines of whatever `fd` reads from its start.
@@ -306,6 +322,83 @@ import VigilCore
         #expect(out.lost["queue_full"] == 0)
         #expect(out.written + out.lostTotal == summary.events, "\(out), \(summary.events) events")
         #expect(result.stderr.contains("never left the kernel's send queue"), "\(result.stderr)")
+    }
+
+    /// What a healthy TCP collector has not taken when the drain deadline
+    /// comes is handed on by the kernel after vigil exits: counted written
+    /// and unconfirmed, not lost, and the run exits 0 (issue 26). The
+    /// collector here reads nothing until vigil has ended, then everything.
+    @Test func eventsInTheSendQueueAtExitAreUnconfirmedNotLost() throws {
+        let dir = try TestEnv.tempDir()
+        let (listener, port) = try Self.tcpListener(receiveBuffer: 4096)
+        defer { close(listener) }
+        let manifest = try Self.floodManifest(dir, count: 1500, sink: """
+            { type: socket, connect: "tcp://127.0.0.1:\(port)", overflow: block }
+            """)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "300ms",
+                                                      "--control", "none", "--summary", dir + "/summary.json"])
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+        let peer = Sockets.accept(listener)
+        defer { close(peer) }
+        let result = vigil.wait(timeout: 30)
+        let received = Self.readToEnd(peer)
+        let lines = received.reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+        let summary = try Self.summary(dir + "/summary.json")
+        let out = try #require(summary[sink: "out"])
+        #expect(result.status == 0, "\(result.stderr)")
+        // The flood's 1500 and the host's own events.
+        #expect(summary.events >= 1500)
+        #expect(lines == summary.events && received.last == 10, "the kernel delivered every event after vigil ended")
+        #expect(out.written == summary.events && out.lostTotal == 0, "\(out)")
+        #expect(out.unconfirmed > 500, "\(out)")
+        #expect(result.stderr.contains("unconfirmed"), "\(result.stderr)")
+    }
+
+    /// A drain deadline that comes while the collector, reading about
+    /// 800 KB/s, is far behind: what the kernel had is delivered after exit
+    /// (unconfirmed), what it never had is lost and counted exactly, and the
+    /// stream ends at a line's end, not inside one.
+    @Test func aDeadlineInTheMiddleOfAStreamCountsExactlyAndEndsAtALine() throws {
+        let dir = try TestEnv.tempDir()
+        let (listener, port) = try Self.tcpListener(receiveBuffer: 4096)
+        defer { close(listener) }
+        let manifest = try Self.floodManifest(dir, count: 200_000, sink: """
+            { type: socket, connect: "tcp://127.0.0.1:\(port)", overflow: block, queue_size: 1000 }
+            """)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "300ms",
+                                                      "--control", "none", "--summary", dir + "/summary.json"])
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+        let peer = Sockets.accept(listener)
+        defer { close(peer) }
+        let slow = LockedState<[UInt8]>([])
+        let stop = LockedState(false)
+        let ended = DispatchSemaphore(value: 0)
+        let reader = Thread {
+            var buffer = [UInt8](repeating: 0, count: 16_384)
+            while !stop.withLock({ $0 }) {
+                let n = read(peer, &buffer, buffer.count)
+                if n <= 0 { break }
+                slow.withLock { $0 += buffer[0..<n] }
+                usleep(20_000)
+            }
+            ended.signal()
+        }
+        reader.start()
+        let result = vigil.wait(timeout: 30)
+        stop.withLock { $0 = true }
+        ended.wait()
+        let received = slow.withLock { $0 } + Self.readToEnd(peer)
+        let summary = try Self.summary(dir + "/summary.json")
+        let out = try #require(summary[sink: "out"])
+        let delivered = received.reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(received.last == 10, "the stream ends at a line's end")
+        #expect(out.written == delivered, "\(out); \(delivered) received")
+        #expect(out.unconfirmed > 0, "\(out)")
+        #expect(out.lost["kernel_buffer", default: 0] == 0, "\(out)")
+        #expect(out.written + out.lostTotal == summary.events, "\(out), \(summary.events) events")
     }
 
     @Test func twoHostsOnOneListenPathCannotBothClaimIt() throws {
