@@ -106,10 +106,10 @@ import Testing
         let lines = result.stderr.split(separator: "\n").map(String.init)
         func line(_ prefix: String) -> String? { lines.first { $0.hasPrefix(manifest + ":" + prefix) } }
         #expect(line("10:35: error: monitor 'badtype': options.args[1]")?.contains("int33") == true, "\(result.stderr)")
-        #expect(line("20:15: error: monitor 'fields': options.fields:") != nil, "\(result.stderr)")
-        #expect(line("24:16: error: monitor 'nolib': options.library:")?.contains("libvigil-does-not-exist.so") == true,
+        #expect(line("20:7: error: monitor 'fields': options.fields:") != nil, "\(result.stderr)")
+        #expect(line("24:7: error: monitor 'nolib': options.library:")?.contains("libvigil-does-not-exist.so") == true,
                 "\(result.stderr)")
-        #expect(line("30:15: error: monitor 'nosym': options.symbol:")?.contains("no_such_function_here") == true,
+        #expect(line("30:7: error: monitor 'nosym': options.symbol:")?.contains("no_such_function_here") == true,
                 "\(result.stderr)")
         #expect(!result.stderr.contains("'good'"), "\(result.stderr)")
         #expect(result.stderr.contains("4 errors"))
