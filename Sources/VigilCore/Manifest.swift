@@ -60,7 +60,9 @@ public struct Manifest: Sendable {
     /// What `monitor`'s `plugin:` names: a plugin name to look up, or a path,
     /// a relative one resolved against `directory` like `plugin_dirs`.
     public func pluginReference(of monitor: MonitorConfig) -> String {
-        Self.pluginReference(monitor.plugin, isPath: monitor.pluginIsPath, in: directory)
+        // The directory only for a relative path: a name (most monitors) needs none.
+        guard monitor.pluginIsPath, !monitor.plugin.hasPrefix("/") else { return monitor.plugin }
+        return Self.pluginReference(monitor.plugin, isPath: true, in: directory)
     }
 
     /// What a plugin sink's `plugin:` names, resolved as a monitor's is.

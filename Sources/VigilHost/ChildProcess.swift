@@ -30,7 +30,8 @@ final class ChildProcess: @unchecked Sendable {
     /// around it. A longer line is handed on cut (see `LineReader`).
     static let maxLineBytes = PluginDescription.maxJSONBytes + 65_536
 
-    static func spawn(arguments: [String]) throws(SpawnError) -> ChildProcess {
+    /// `input`: the child's stdin (the caller keeps its descriptor), else /dev/null.
+    static func spawn(arguments: [String], input: Int32? = nil) throws(SpawnError) -> ChildProcess {
         let program = "/proc/self/exe"
         let stream = try Spawn.pipe(for: program)
         defer { close(stream.write) }
@@ -38,7 +39,8 @@ final class ChildProcess: @unchecked Sendable {
         environment["SWIFT_BACKTRACE"] = "enable=no"
         let spawn = Spawn(program: program, arguments: [CommandLine.arguments.first ?? "vigil"] + arguments,
                           environment: environment,
-                          descriptors: [0: .null, 1: .parent(2), 2: .parent(2), childFD: .parent(stream.write)])
+                          descriptors: [0: input.map { .parent($0) } ?? .null, 1: .parent(2), 2: .parent(2),
+                                        childFD: .parent(stream.write)])
         let pid: pid_t
         do {
             pid = try spawn.start()

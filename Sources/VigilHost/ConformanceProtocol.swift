@@ -17,7 +17,9 @@ import VigilABI
 /// INSTANCE is "-" for calls outside an instance (`load`: dlopen and the entry point).
 enum ConformanceProtocol {
     static func escape(_ field: String) -> String {
-        guard field.contains(where: { $0 == "\\" || $0 == "\t" || $0 == "\n" || $0 == "\r" }) else { return field }
+        // Bytes, not Characters: 200,000 lines of a large validate went through here.
+        guard field.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\t") || $0 == 10 || $0 == 13 })
+        else { return field }
         var out = ""
         for c in field.unicodeScalars {
             switch c {
@@ -32,7 +34,8 @@ enum ConformanceProtocol {
     }
 
     static func unescape(_ field: Substring) -> String {
-        guard field.contains("\\") else { return String(field) }
+        // A byte search (`contains("\\")` on a Substring is Foundation's range(of:)).
+        guard field.utf8.contains(UInt8(ascii: "\\")) else { return String(field) }
         var out = ""
         var escaped = false
         for c in field.unicodeScalars {
@@ -54,7 +57,7 @@ enum ConformanceProtocol {
     }
 
     static func split(_ line: Substring) -> [String] {
-        line.split(separator: "\t", omittingEmptySubsequences: false).map(unescape)
+        line.utf8.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false).map { unescape(Substring($0)) }
     }
 
     static func statusName(_ status: vigil_status) -> String { statusSymbol(status) }

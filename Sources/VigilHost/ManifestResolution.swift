@@ -91,8 +91,13 @@ public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
     /// by the loader; exclusions that exclude nothing are harmless.
     static func unmatchedPatterns(_ manifest: Manifest, resolved: [Monitor], refused: [String]) -> [Diagnostic] {
         var kinds: [(monitor: String, kinds: [String]?)] = []
+        // By name, once: a lookup per monitor in the list was quadratic
+        // (100,000 monitors: minutes).
+        var byName: [String: Int] = [:]
+        for (i, m) in resolved.enumerated() where byName[m.config.name] == nil { byName[m.config.name] = i }
         for monitor in manifest.monitors {
-            if let m = resolved.first(where: { $0.config.name == monitor.name }) {
+            if let i = byName[monitor.name] {
+                let m = resolved[i]
                 let own = (m.plugin.description.events + PluginDescription.hostKinds).map(\.kind)
                 kinds.append((monitor.name, own + (monitor.thresholds.isEmpty ? [] : [ConditionEngine.thresholdKind])))
             } else {
@@ -102,16 +107,20 @@ public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
         kinds.append((Manifest.hostMonitorName, HostEvents.spec.map(\.kind)))
         for rule in manifest.rules { kinds.append((rule.name, [ConditionEngine.ruleKind])) }
         let names = kinds.map(\.monitor)
+        let known = Set(names)
+        // The hint names the monitors, up to a screenful.
+        let shown = names.count > 24 ? names.prefix(24).joined(separator: ", ") + " and \(names.count - 24) more"
+                                     : names.joined(separator: ", ")
         var diagnostics: [Diagnostic] = []
         for sink in manifest.sinks {
             for (text, at) in zip(sink.match, sink.matchLocations) where RoutePattern.problem(in: text) == nil {
                 let pattern = RoutePattern(text)
                 if pattern.exclude { continue }
-                if let literal = RoutePattern.literalMonitor(in: text), !names.contains(literal) { continue }
+                if let literal = RoutePattern.literalMonitor(in: text), !known.contains(literal) { continue }
                 let monitors = kinds.filter { pattern.monitor.matches($0.monitor) }
                 if monitors.isEmpty {
                     diagnostics.append(Diagnostic(.warning, at: at, "pattern '\(text)' in 'match' of sink '\(sink.name)' matches no monitor of this manifest",
-                                                  hint: "monitors: \(names.joined(separator: ", "))"))
+                                                  hint: "monitors: \(shown)"))
                     continue
                 }
                 guard !monitors.contains(where: { $0.kinds.map { $0.contains(where: pattern.kind.matches) } ?? true }) else { continue }
@@ -137,8 +146,26 @@ extension ResolvedManifest where Plugin == ProbedPlugin {
     /// Has each monitor's plugin described by its probe child (several
     /// children at once); loads none here.
     public static func resolve(_ manifest: Manifest, probes: PluginProbes) -> Self {
-        probes.probeAll(paths: manifest.monitors.compactMap { probes.file(of: $0, in: manifest) })
-        return resolve(manifest, catalog: probes.catalog) { _, reference in probes.describe(reference: reference) }
+        // Each reference is looked up (and its file found) once: 100,000
+        // monitors of one plugin name one file.
+        var files: [String: String?] = [:]
+        var paths: [String] = []
+        for monitor in manifest.monitors {
+            let key = (monitor.pluginIsPath ? "path:" : "name:") + manifest.pluginReference(of: monitor)
+            if files[key] == nil {
+                let file = probes.file(of: monitor, in: manifest)
+                files[key] = .some(file)
+                if let file { paths.append(file) }
+            }
+        }
+        probes.probeAll(paths: paths)
+        var described: [String: Result<ProbedPlugin, PluginRefusal>] = [:]
+        return resolve(manifest, catalog: probes.catalog) { _, reference in
+            if let known = described[reference] { return known }
+            let result = probes.describe(reference: reference)
+            described[reference] = result
+            return result
+        }
     }
 
     /// Each monitor's instance was created with its options and destroyed at

@@ -1,4 +1,5 @@
 @preconcurrency import CVigilPlugin
+import CVigilSys
 import VigilABI
 import Foundation
 import Glibc
@@ -65,13 +66,26 @@ public struct PluginProber: Sendable {
             var args = command + ["--child-fd", "\(ChildProcess.childFD)"]
             if allowUnsafe { args.append("--allow-unsafe-plugins") }
             if timing { args.append("--timing") }
-            if let manifest, !remaining.isEmpty { args.append("--manifest=\(manifest)") }
-            args += remaining.map { "--create=\($0.monitor)" }
+            // The monitors to create go on the child's stdin (a memfd of
+            // NUL-separated names), not in its arguments: 100,000 of them
+            // passed ARG_MAX.
+            var input: Int32?
+            if let manifest, !remaining.isEmpty {
+                args += ["--manifest=\(manifest)", "--creates-on-stdin"]
+                do {
+                    input = try Self.namesFile(remaining.map(\.monitor))
+                } catch {
+                    report.load = .failed("cannot start the probe process: \(error)")
+                    return report
+                }
+            }
             args += ["--", path]
             let child: ChildProcess
             do {
-                child = try ChildProcess.spawn(arguments: args)
+                child = try ChildProcess.spawn(arguments: args, input: input)
+                if let input { close(input) }
             } catch {
+                if let input { close(input) }
                 report.load = .failed("cannot start the probe process: \(error)")
                 return report
             }
@@ -83,6 +97,50 @@ public struct PluginProber: Sendable {
             remaining.removeSubrange(...index)
         } while !remaining.isEmpty
         return report
+    }
+}
+
+extension PluginProber {
+    struct InputFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// A memfd holding `names`, each ended by a NUL, read from its start.
+    static func namesFile(_ names: [String]) throws(InputFailure) -> Int32 {
+        let fd = vigil_memfd_create("vigil-probe-creates")
+        guard fd >= 0 else { throw InputFailure(description: "memfd_create: \(String(cString: strerror(errno)))") }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(names.reduce(0) { $0 + $1.utf8.count + 1 })
+        for name in names {
+            bytes += name.utf8
+            bytes.append(0)
+        }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                let why = String(cString: strerror(errno))
+                close(fd)
+                throw InputFailure(description: "writing the monitors' names: \(why)")
+            }
+            written += n
+        }
+        lseek(fd, 0, SEEK_SET)
+        return fd
+    }
+
+    /// The names a parent wrote with `namesFile`, from descriptor `fd`.
+    public static func readNames(from fd: Int32) -> [String] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
     }
 }
 
@@ -139,9 +197,15 @@ struct ProbeSession {
     let path: String
     let loadTimeout: Int64
     let creates: [PluginProber.Create]
-    /// Outside any call the child only reads the manifest and binds options:
-    /// silence this long means it is stuck.
+    /// Each create's deadline by monitor (a 100,000-monitor manifest looked
+    /// each up in the list: quadratic).
+    let createTimeouts: [String: Int64]
+    /// Outside any call the child only binds options: silence this long
+    /// means it is stuck.
     static let idleTimeout: Int64 = 10_000_000_000
+    /// Reading the manifest in the child is the host's own work, not the
+    /// plugin's: a large one is given this long, and never blamed on it.
+    static let manifestTimeout: Int64 = 300_000_000_000
 
     var inFlight: (call: String, subject: String, since: Int64, deadline: Int64)?
     var done = false
@@ -152,6 +216,7 @@ struct ProbeSession {
         self.path = path
         self.loadTimeout = loadTimeout
         self.creates = creates
+        self.createTimeouts = Dictionary(creates.map { ($0.monitor, $0.timeout) }, uniquingKeysWith: { a, _ in a })
     }
 
     static let loadCall = "load (dlopen, its constructors and vigil_plugin_entry)"
@@ -164,7 +229,11 @@ struct ProbeSession {
         case "begin":
             let now = monotonicNanoseconds()
             let subject = field(2)
-            let timeout = field(1) == "create" ? creates.first { $0.monitor == subject }?.timeout ?? loadTimeout : loadTimeout
+            let timeout = switch field(1) {
+            case "create": createTimeouts[subject] ?? loadTimeout
+            case "manifest": Self.manifestTimeout
+            default: loadTimeout
+            }
             inFlight = (field(1), subject, now, now + timeout)
             return .callBegan(deadline: now + timeout)
         case "end":
@@ -230,6 +299,12 @@ struct ProbeSession {
         }
         guard let failure else { return }
         switch call?.call {
+        case "manifest":
+            // The host's own work: every create it was to make is reported
+            // as not made, none blamed on the plugin.
+            for create in creates where report.creates[create.monitor] == nil {
+                report.creates[create.monitor] = .skipped("the probe process \(failure.hasPrefix("did not return") ? "took longer than \(Units.formatDuration(Self.manifestTimeout)) reading the manifest" : failure) before creating it")
+            }
         case "create":
             let monitor = call!.subject
             failedCreate = monitor
@@ -329,16 +404,21 @@ public enum PluginProbe {
     /// from the manifest, as `vigil validate` would in-process.
     static func createInstances(_ names: [String], manifest path: String, plugin: LoadedPlugin, path pluginPath: String,
                                 out: ProtocolWriter) {
-        // With its includes: a monitor may be defined in a fragment.
+        // With its includes: a monitor may be defined in a fragment. The
+        // host's own work, said as such: its time is never the plugin's.
+        out.send("begin", "manifest", "-")
         let (manifest, problems) = ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment)
             .load(from: FileManifestSource())
+        out.send("end", "manifest", "-")
         guard let manifest else {
             let why = problems.first { $0.level == .error }.map { "\($0.location): \($0.message)" } ?? "cannot read \(path)"
             for name in names { out.send("skip", name, why) }
             return
         }
+        let byName = Dictionary(manifest.monitors.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let hostDirectories = PluginProbes.hostDirectories()
         for name in names {
-            guard let config = manifest.monitors.first(where: { $0.name == name }) else {
+            guard let config = byName[name] else {
                 out.send("skip", name, "no monitor '\(name)' in \(path)")
                 continue
             }
@@ -351,7 +431,7 @@ public enum PluginProbe {
             let interval = plugin.description.effectiveInterval(config.interval)
             // The instance is told where `run` would put it, as a runner tells its own.
             let decision = IsolationDecision.decide(for: config, in: manifest, path: pluginPath,
-                                                    hostDirectories: PluginProbes.hostDirectories())
+                                                    hostDirectories: hostDirectories)
             IsolationEnvironment.set(decision.isolation)
             var handle: UnsafeMutableRawPointer?
             out.send("begin", "create", name)
@@ -405,6 +485,8 @@ public final class PluginProbes: @unchecked Sendable {
     public let catalog: PluginCatalog
     private let lock = Lock()
     private var reports: [String: ProbeReport] = [:]
+    /// `createsByFile`, once.
+    private var groupedCreates: [String: [PluginProber.Create]]?
     /// By real path: the file checks' verdict, once per file (their warnings too).
     private var vetted: [String: Result<String, PluginFileRefusal>] = [:]
     private let trusted: [String]
@@ -470,7 +552,8 @@ public final class PluginProbes: @unchecked Sendable {
     /// come in the order of `paths`.
     public func probeAll(paths: [String]) {
         var files: [String] = []
-        for path in paths {
+        var seen: Set<String> = []
+        for path in paths where seen.insert(path).inserted {
             guard case .success(let realPath) = vet(path), !files.contains(realPath),
                   lock.withLock({ reports[realPath] == nil }) else { continue }
             files.append(realPath)
@@ -539,10 +622,33 @@ public final class PluginProbes: @unchecked Sendable {
 
     /// The manifest's monitors whose plugin is the file at `realPath`.
     func creates(for realPath: String) -> [PluginProber.Create] {
-        guard let manifest else { return [] }
-        return manifest.monitors.compactMap { monitor in
-            guard let path = file(of: monitor, in: manifest), PluginFile.realPath(of: path) == realPath else { return nil }
-            return PluginProber.Create(monitor: monitor.name, timeout: Self.createTimeout(monitor))
+        createsByFile()[realPath] ?? []
+    }
+
+    /// The manifest's monitors to create, by the real path of their plugin
+    /// file: found once, each plugin reference looked up once (100,000
+    /// monitors of one plugin looked the file up 100,000 times per file).
+    private func createsByFile() -> [String: [PluginProber.Create]] {
+        lock.withLock {
+            if let grouped = groupedCreates { return grouped }
+            var grouped: [String: [PluginProber.Create]] = [:]
+            var realPaths: [String: String?] = [:]
+            if let manifest {
+                for monitor in manifest.monitors {
+                    let key = (monitor.pluginIsPath ? "path:" : "name:") + manifest.pluginReference(of: monitor)
+                    let realPath: String?
+                    if let known = realPaths[key] {
+                        realPath = known
+                    } else {
+                        realPath = file(of: monitor, in: manifest).flatMap(PluginFile.realPath(of:))
+                        realPaths[key] = realPath
+                    }
+                    guard let realPath else { continue }
+                    grouped[realPath, default: []].append(PluginProber.Create(monitor: monitor.name, timeout: Self.createTimeout(monitor)))
+                }
+            }
+            groupedCreates = grouped
+            return grouped
         }
     }
 

@@ -76,11 +76,15 @@ struct Plugins: AsyncParsableCommand {
         @Flag(name: .customLong("allow-unsafe-plugins")) var allowUnsafePlugins = false
         @Option var manifest: String?
         @Option(name: .customLong("create")) var creates: [String] = []
+        /// The monitors to create, NUL-separated on stdin (PluginProber.namesFile).
+        @Flag(name: .customLong("creates-on-stdin")) var createsOnStdin = false
         @Flag var timing = false
 
         func run() async throws {
+            // Read before the plugin is loaded: its code never sees them.
+            let names = creates + (createsOnStdin ? PluginProber.readNames(from: 0) : [])
             PluginProbe.runChild(PluginProbe.Request(path: plugin, allowUnsafe: allowUnsafePlugins, manifest: manifest,
-                                                     creates: creates, timing: timing), fd: childFD)
+                                                     creates: names, timing: timing), fd: childFD)
             // Plugin threads may still run: leave now.
             fflush(nil)
             _exit(0)
@@ -145,7 +149,7 @@ struct Plugins: AsyncParsableCommand {
             if d.kind == .output {
                 out += "  an output: takes events and sends them on (ABI 1.5)\n"
             } else {
-                out += d.polled ? "  polled, default interval \(Units.formatDuration(d.defaultInterval))\n" : "  push (not polled)\n"
+                out += d.polled ? "  polled, default interval \(d.defaultIntervalShown)\n" : "  push (not polled)\n"
             }
             out += "\nOptions:\n"
             if d.options.isEmpty { out += "  (none)\n" }

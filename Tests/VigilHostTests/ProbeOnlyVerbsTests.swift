@@ -107,6 +107,24 @@ import Testing
         #expect(result.stderr.hasSuffix("\(manifest): 4 errors, 1 warning\n"), "\(result.stderr)")
     }
 
+    /// A manifest of 40,000 monitors with long names: their names reach the
+    /// probe on its stdin, not in its arguments (past ARG_MAX: "Argument
+    /// list too long"), each is created once in the one probe of their
+    /// plugin file, and nothing is blamed on the plugin for the time the
+    /// host takes (issue 26).
+    @Test func validateCreatesFortyThousandMonitorsInOneProbe() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let prefix = String(repeating: "a_monitor_with_a_rather_long_name_", count: 2)
+        var body = "plugin_dirs: [\(try TestEnv.cPlugins())]\nisolation: process\nmonitors:\n"
+        for i in 0..<40_000 { body += "  \(prefix)\(i): {plugin: heartbeat}\n" }
+        body += "sinks:\n  out: { type: null }\n"
+        try TestEnv.write(body, to: dir + "/vigil.yaml")
+        let result = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/vigil.yaml"], timeout: 300)
+        #expect(result.status == 0, "\(result.stderr.suffix(2000))")
+        #expect(result.stdout.contains("valid: 40000 monitors"), "\(result.stdout.suffix(500))")
+    }
+
     /// Which processes dlopen'ed a file of `dir`: each process writes its
     /// own ld.so trace (`LD_DEBUG_OUTPUT=PREFIX` makes `PREFIX.PID`).
     func loaders(of dir: String, _ arguments: [String], fork: Bool = true) throws -> (vigil: Bool, children: Int, output: TestEnv.Output) {
