@@ -99,7 +99,7 @@ let package = Package(
         // libffi, for the ffi plugin.
         .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
-            "VigilCore", "VigilABI", "VigilHost",
+            "VigilCore", "VigilABI", "VigilHost", "CVigilSys",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

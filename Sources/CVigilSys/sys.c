@@ -18,6 +18,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 int vigil_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
 
@@ -213,3 +215,26 @@ int vigil_fork_sibling(const int *sources, const int *targets, int count, int ne
     sigprocmask(SIG_SETMASK, &none, NULL);
     return 0;
 }
+
+static volatile int exit_is_ours;
+
+static void foreign_exit(int status, void *arg) {
+    (void)arg;
+    if (exit_is_ours)
+        return;
+    char text[400];
+    int n = snprintf(text, sizeof text,
+                     "vigil: something in vigil's process called exit(%d): a plugin running in process "
+                     "(isolation: none), or a library it loaded; vigil ends with status %d, not %d. Run plugins "
+                     "you did not write with isolation: process.\n",
+                     status, VIGIL_EXIT_FOREIGN, status);
+    if (n > 0) {
+        ssize_t ignored = write(2, text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);
+        (void)ignored;
+    }
+    _exit(VIGIL_EXIT_FOREIGN);
+}
+
+void vigil_guard_exit(void) { on_exit(foreign_exit, NULL); }
+
+void vigil_exit_is_ours(void) { exit_is_ours = 1; }

@@ -156,6 +156,20 @@ extension PluginDescription {
         return min(max(defaultInterval, Self.intervalBounds.lowerBound), Self.intervalBounds.upperBound)
     }
 
+    /// The default interval as the host will poll at it, and what the plugin
+    /// declared when that differs: "10s", "1ms (it declares 1ns; the host
+    /// polls at most every 1ms)", "10s (the host's default; it declares
+    /// none)". What `plugins describe` and `plugins check` show.
+    public var defaultIntervalShown: String {
+        let used = effectiveInterval(nil)
+        let shown = Units.formatDuration(used)
+        if defaultInterval <= 0 { return "\(shown) (the host's default; it declares none)" }
+        if used == defaultInterval { return shown }
+        let bound = used < defaultInterval ? "at least every \(Units.formatDuration(Self.intervalBounds.upperBound))"
+                                           : "at most every \(Units.formatDuration(Self.intervalBounds.lowerBound))"
+        return "\(shown) (it declares \(Units.formatDuration(defaultInterval)); the host polls \(bound))"
+    }
+
     /// The poll intervals the host runs: from 1 ms (the manifest's floor) to
     /// 365 days.
     public static let intervalBounds: ClosedRange<Int64> = 1_000_000...(365 * 86_400 * 1_000_000_000)

@@ -51,7 +51,7 @@ extension ConformanceSession {
         }
         let d = plugin.description
         ledger = EmitLedger(plugin: d)
-        let interval = d.defaultInterval > 0 ? Units.formatDuration(d.defaultInterval) : "10s (the host's default)"
+        let interval = d.defaultIntervalShown
         out.send("plugin", d.name, d.version, "\(d.abiMajor).\(d.abiMinor)", d.kind == .output ? "an output" : d.polled ? "polled, default interval \(interval)" : "push (not polled)", d.path)
         out.send("check", Name.negotiation, "pass",
                  "chose ABI \(d.abiMajor).\(d.abiMinor); this host speaks \(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)")

@@ -89,7 +89,7 @@ final class ConformanceSession {
         defer { arena.free() }
         var cOptions = options.map { vigil_option(name: arena.str($0.name), value: arena.value($0.value)) }
         let instanceName = arena.str("check-\(id)")
-        let interval: Int64 = polled ? (plugin.description.defaultInterval > 0 ? plugin.description.defaultInterval : 10_000_000_000) : 0
+        let interval: Int64 = plugin.description.effectiveInterval(nil)
         var handle: UnsafeMutableRawPointer?
         var result = cOptions.withUnsafeMutableBufferPointer { buffer in
             var args = vigil_create_args()

@@ -47,6 +47,10 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     private var stopping = false
 
     private let accepting = Atomic<Bool>(false)
+    /// The host has begun to stop (`hostIsStopping`), maybe before this
+    /// monitor's own stop runs: a runner that ends now is not restarted
+    /// (under systemd the SIGTERM reaches every runner with the host's).
+    private let hostStopping = Atomic<Bool>(false)
     private let lock = Lock()
     private var _state: State = .idle
     private var inFlight: (call: String, since: Int64, warned: Bool)?
@@ -357,6 +361,10 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         noteError("the plugin's runner ended in \(call): \(death)")
         hostEvents.instanceCrashed(monitor: name, plugin: description.path, call: call, death: death, lastLog: lastWords)
         guard !stopping, !stoppedByOperator else { return }
+        if hostStopping.load(ordering: .acquiring) {
+            logger.notice("not restarted: vigil is stopping")
+            return
+        }
         supervise(finished: false)
     }
 
@@ -386,7 +394,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             logger.notice("restarting in \(RunnerProcess.seconds(after)) (restart \(budget.restarts(now: monotonicNanoseconds())) of at most \(budget.config.maxRestarts) in \(RunnerProcess.seconds(budget.config.restartWindow)))")
             let scheduledIn = generation
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: after))) { [self] in
-                guard !stopping, generation == scheduledIn, state == .restarting else { return }
+                guard !stopping, !hostStopping.load(ordering: .acquiring), generation == scheduledIn,
+                      state == .restarting else { return }
                 launch()
             }
         case .quarantine:
@@ -531,6 +540,11 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             destroyInstance()
             return .success(took)
         }
+    }
+
+    /// The host has begun to stop: from now on nothing is restarted. Any thread.
+    func hostIsStopping() {
+        hostStopping.store(true, ordering: .releasing)
     }
 
     /// Stops and destroys the instance; `completion` runs on the instance's queue.

@@ -51,8 +51,12 @@ struct SupervisorService: Service {
         let watchdog = Task { await Self.watch(runtime) }
         try? await gracefulShutdown()
         SystemdNotifier.shared.stopping()
+        // Nothing ended from now on is restarted (the instances a reload in
+        // progress adds are told after it).
+        for instance in runtime.instances { instance.hostIsStopping() }
         // A reload in progress finishes first; none starts after.
         await runtime.endReloads()
+        for instance in runtime.instances { instance.hostIsStopping() }
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
         // A plugin blocked on a full `block` sink must not hold up its own stop
         // for ever: such waits give up at the drain deadline.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CVigilSys
 import Foundation
 import Logging
 import VigilABI
@@ -25,8 +26,22 @@ enum Entry {
         }
         // Plugins loaded by this process run in it, whatever the environment said.
         IsolationEnvironment.set(.none)
+        // An exit() that is not ours (a plugin in process) ends with its own
+        // status (docs/exit-status.md), not the one the plugin chose.
+        vigil_guard_exit()
         Task {
-            await Vigil.main()
+            do {
+                var command = try Vigil.parseAsRoot()
+                if var command = command as? AsyncParsableCommand {
+                    try await command.run()
+                } else {
+                    try command.run()
+                }
+            } catch {
+                vigil_exit_is_ours()
+                Vigil.exit(withError: error)
+            }
+            vigil_exit_is_ours()
             exit(0)
         }
         dispatchMain()

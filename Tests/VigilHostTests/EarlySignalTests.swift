@@ -84,4 +84,15 @@ import Testing
         let polls = (monitor?["polls"] as? Int) ?? -1
         #expect(polls > 10 && polls <= 1_100, "\(polls) polls in 1 s")
     }
+
+    /// `describe` and `check` show the interval that will be used, and what
+    /// the plugin declared beside it (issue 26).
+    @Test func describeAndCheckShowTheIntervalThatWillBeUsed() throws {
+        let plugin = try TestEnv.cPlugin("tiny_interval")
+        let shown = "1ms (it declares 1ns; the host polls at most every 1ms)"
+        let described = try TestEnv.run(TestEnv.vigil, ["plugins", "describe", plugin], timeout: 60)
+        #expect(described.stdout.contains("  polled, default interval \(shown)\n"), "\(described.stdout)")
+        let checked = try TestEnv.run(TestEnv.vigil, ["plugins", "check", plugin], timeout: 120)
+        #expect((checked.stdout + checked.stderr).contains("polled, default interval \(shown)"), "\(checked.stdout)")
+    }
 }

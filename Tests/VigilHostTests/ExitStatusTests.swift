@@ -132,6 +132,27 @@ import Testing
         #expect(output.stderr.contains("not a regular file (a FIFO)"), "\(output.stderr)")
     }
 
+    /// A plugin in vigil's process that calls exit(3) does not make vigil
+    /// exit 3 ("events were lost"): the exit is reported as what it is, with
+    /// status 4 (issue 26).
+    @Test func fourWhenAnInProcessPluginCallsExit() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("""
+        monitors:
+          quits: { plugin: faulty, isolation: none, options: { fault: exit_start } }
+        sinks:
+          out: { type: null }
+        """, in: dir)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "5s", "--control", "none"], timeout: 60)
+        #expect(result.status == 4, "\(result.stderr)")
+        #expect(result.stderr.contains("something in vigil's process called exit(3)"), "\(result.stderr)")
+        // vigil's own exits keep their statuses.
+        let usage = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "soon"], timeout: 30)
+        #expect(usage.status == 64 && !usage.stderr.contains("called exit"), "\(usage.stderr)")
+        let fine = try TestEnv.run(TestEnv.vigil, ["validate", manifest], timeout: 60)
+        #expect(fine.status == 0 && !fine.stderr.contains("called exit"), "\(fine.stderr)")
+    }
+
     @Test func threeWhenOnceCannotWriteStdout() throws {
         let dir = try TestEnv.tempDir()
         let manifest = try Self.manifest("monitors:\n  beat: { plugin: heartbeat }\nsinks:\n  out: { type: null }\n", in: dir)

@@ -554,6 +554,30 @@ import Testing
         #expect(emitted > 10_000, "\(emitted) events")
     }
 
+    /// A runner that ends once the host has begun to stop (systemd's SIGTERM
+    /// reaches every process of the unit at once) is not restarted, and no
+    /// "restarting in 0.98s" is logged beside "stopped" (issue 26).
+    @Test func aRunnerEndedWhileTheHostStopsIsNotRestarted() throws {
+        let dir = try TestEnv.tempDir()
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          a: { plugin: faulty, interval: 1h, isolation: process }
+          b: { plugin: faulty, interval: 1h, isolation: process }
+        sinks:
+          out: { type: null }
+        """, to: dir + "/vigil.yaml")
+        let host = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "60s", "--control", "none"])
+        defer { if host.isRunning { host.signal(SIGKILL); _ = host.wait(timeout: 5) } }
+        #expect(SinkRunTests.waitUntil(10) { Self.runners(of: host.pid).count == 2 })
+        let runners = Self.runners(of: host.pid)
+        host.signal(SIGTERM)
+        usleep(20_000)
+        for runner in runners { kill(runner, SIGKILL) }
+        let output = host.wait(timeout: 20)
+        #expect(!output.stderr.contains("restarting in"), "\(output.stderr)")
+    }
+
     /// Runners are forked from one fork server (RunnerForkServer.swift):
     /// each is still the host's child, in a process group of its own, with
     /// its own tag where /proc shows it and its own command line; what the

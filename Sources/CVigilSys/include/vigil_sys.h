@@ -87,4 +87,14 @@ int vigil_fork_sibling(const int *sources, const int *targets, int count, int ne
                        const char *name, const char *value, char *title, unsigned long title_room,
                        const char *command, unsigned long command_length);
 
+/* A plugin in vigil's process that calls exit(): without this, its status
+ * became vigil's (exit(3) read as "events were lost"). `vigil_guard_exit`
+ * registers an on_exit(3) handler that, unless `vigil_exit_is_ours` was
+ * called first (vigil's own way out), says on stderr that something in the
+ * process called exit(STATUS) and ends the process with
+ * VIGIL_EXIT_FOREIGN instead. */
+#define VIGIL_EXIT_FOREIGN 4
+void vigil_guard_exit(void);
+void vigil_exit_is_ours(void);
+
 #endif
