@@ -258,7 +258,14 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
                 }
             }
             let end = records[records.count - 1].end
-            buffer.markSent(upTo: end)
+            // Sent (a possible duplicate after a crash) once its first byte
+            // may have left: when the inner sink says so, else now.
+            if inner.reportsSending {
+                innerContext.onSending = { buffer.markSent(upTo: end) }
+            } else {
+                buffer.markSent(upTo: end)
+            }
+            defer { innerContext.onSending = nil }
             let before = innerContext.lost.counts
             var gaveUp = false
             do {

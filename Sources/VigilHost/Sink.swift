@@ -43,6 +43,11 @@ public protocol EventSink: AnyObject, Sendable {
     /// returns the encoder to make them with, and finds each event's line
     /// in `context.lines` during `write`. nil (the default): not wanted.
     var producerLines: JSONLineEncoder? { get }
+    /// The sink calls `context.aboutToSend()` before the first byte of a
+    /// batch leaves for its peer (a disk buffer marks the batch sent then,
+    /// not before a connection exists: a peer never reached receives no
+    /// duplicate). False: the batch counts as sent when `write` begins.
+    var reportsSending: Bool { get }
 }
 
 public enum SinkTicks {
@@ -56,6 +61,7 @@ extension EventSink {
     public func requestReopen() {}
     public func attach(wake: @escaping @Sendable () -> Void) {}
     public var producerLines: JSONLineEncoder? { nil }
+    public var reportsSending: Bool { false }
 }
 
 /// Thrown by a sink whose batch got partly through: the first `delivered`
@@ -108,6 +114,17 @@ public final class SinkContext: @unchecked Sendable {
     /// Set by the runner: housekeeping a sink calls while it waits a long time
     /// inside `write` (e.g. reconnecting), such as logging queue drops.
     var whileWaiting: @Sendable () -> Void = {}
+    /// Set by a disk buffer around an inner write (`EventSink.reportsSending`):
+    /// called, once, before the batch's first byte leaves. Sink's thread only.
+    var onSending: (() -> Void)?
+
+    /// The batch in hand is about to leave (see `EventSink.reportsSending`).
+    public func aboutToSend() {
+        if let onSending {
+            self.onSending = nil
+            onSending()
+        }
+    }
 
     init(name: String, logger: Logger) {
         self.name = name

@@ -164,7 +164,7 @@ final class FileSink: EventSink, @unchecked Sendable {
         var logged = false
         while true {
             do {
-                try flushOnce()
+                try flushOnce(context: context)
                 if logged { context.logger.notice("writing to \(config.path) again") }
                 return
             } catch {
@@ -179,8 +179,8 @@ final class FileSink: EventSink, @unchecked Sendable {
         }
     }
 
-    private func flushOnce() throws {
-        let fd = try openIfNeeded()
+    private func flushOnce(context: SinkContext) throws {
+        let fd = try openIfNeeded(context: context)
         do {
             try fd.writeAll(buffer)
         } catch {
@@ -221,14 +221,20 @@ final class FileSink: EventSink, @unchecked Sendable {
 
     /// The open file, if it is still the one at the path; else the file at
     /// the path, opened (created with its directories if need be).
-    private func openIfNeeded() throws -> FileDescriptor {
+    private func openIfNeeded(context: SinkContext? = nil) throws -> FileDescriptor {
+        var reopening = false
         if let fd {
             if isStillAtPath(fd) { return fd }
             // Deleted or replaced under us: what went into it before stays
             // there; what comes now goes to the path.
             closeFile(context: nil)
+            reopening = true
         }
-        try FileSink.makeParentDirectories(of: config.path)
+        if try FileSink.makeParentDirectories(of: config.path), reopening {
+            context?.logger.warning("the directory of \(config.path) was deleted; made it again")
+        } else if reopening {
+            context?.logger.notice("\(config.path) was deleted or replaced; writing to a new file there")
+        }
         let permissions: FilePermissions = [.ownerReadWrite, .groupRead]
         let fd: FileDescriptor
         do {
@@ -294,13 +300,16 @@ final class FileSink: EventSink, @unchecked Sendable {
         size = 0
     }
 
-    static func makeParentDirectories(of path: String) throws {
+    /// Whether a directory had to be made.
+    @discardableResult
+    static func makeParentDirectories(of path: String) throws -> Bool {
         var parent = FilePath(path)
         parent.removeLastComponent()
-        guard !parent.isEmpty else { return }
+        guard !parent.isEmpty else { return false }
         var st = stat()
-        if stat(parent.string, &st) == 0 { return }
+        if stat(parent.string, &st) == 0 { return false }
         try FileManager.default.createDirectory(atPath: parent.string, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o750])
+        return true
     }
 }

@@ -89,6 +89,9 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
         return pastHead < pastEnds.count ? 50_000_000 : 1_000_000_000
     }
 
+    /// Says `aboutToSend` once connected, before the batch's first send.
+    var reportsSending: Bool { true }
+
     func write(_ batch: [Event], context: SinkContext) throws {
         buffer.removeAll(keepingCapacity: true)
         if isDatagram {
@@ -123,6 +126,7 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
                 }
                 base = streamSent - Int64(offset)
             }
+            context.aboutToSend()
             do {
                 try sendSome(from: &offset, context: context)
             } catch let error as Sockets.Failure where error.code == ETIMEDOUT {
@@ -315,6 +319,7 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
                         throw SinkWriteError(delivered: index - lost, reason: .shutdown, error)
                     }
                 }
+                context.aboutToSend()
                 let n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 if n >= 0 { break }
                 let code = errno
@@ -411,6 +416,8 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
             var scratch = [UInt8](repeating: 0, count: 4096)
             let n = recv(fd, &scratch, scratch.count, Int32(MSG_DONTWAIT))
             if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                let why = n == 0 ? "closed the connection" : "reset the connection (\(String(cString: strerror(errno))))"
+                context.logger.notice("\(address) \(why); connecting again for the next events")
                 _ = disconnect(context: context, peerGone: true)
             }
         }

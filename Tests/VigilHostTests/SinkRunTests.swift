@@ -159,6 +159,7 @@ import VigilCore
         let summary = try Self.summary(dir + "/summary.json")
         #expect(summary[sink: "out"]?.written == events.count)
         #expect(summary[sink: "out"]?.lostTotal == 0)
+        #expect(result.stderr.contains("was deleted; made it again"), "the recreation is told: \(result.stderr)")
     }
 
     @Test func aLineTornByKill9IsEndedBeforeTheNextRunWrites() throws {
@@ -259,14 +260,18 @@ import VigilCore
     }
 
     /// A TCP listener on 127.0.0.1 with a small receive buffer; returns (fd, port).
-    static func tcpListener(receiveBuffer: Int32 = 16_384) throws -> (Int32, UInt16) {
+    /// `port` 0: any free one.
+    static func tcpListener(receiveBuffer: Int32 = 16_384, port: UInt16 = 0) throws -> (Int32, UInt16) {
         // Close-on-exec: a listener inherited by the vigil under test would
         // stay open (and take connections into its backlog) after we close it.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var size = receiveBuffer
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var reuse: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &addr) { p in
@@ -322,6 +327,51 @@ import VigilCore
         #expect(out.lost["queue_full"] == 0)
         #expect(out.written + out.lostTotal == summary.events, "\(out), \(summary.events) events")
         #expect(result.stderr.contains("never left the kernel's send queue"), "\(result.stderr)")
+    }
+
+    /// A disk-buffered socket sink whose peer was never reachable sent
+    /// nothing: the next start replays every event as new, none as a
+    /// possible duplicate (issue 26), and they all arrive.
+    @Test func eventsNeverSentAreNotPossibleDuplicates() throws {
+        let dir = try TestEnv.tempDir()
+        let (listener, port) = try Self.tcpListener()
+        close(listener)  // nobody listens there now
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 50ms }
+        sinks:
+          out:
+            type: socket
+            connect: "tcp://127.0.0.1:\(port)"
+            match: [beat]
+            buffer: { type: disk, path: \(dir)/buffer }
+        """, to: manifest)
+        let first = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "300ms", "--control", "none"],
+                                    timeout: 60)
+        #expect(first.status == 0, "\(first.stderr)")
+        // The peer now listens; the second run replays what the first kept.
+        let (again, samePort) = try Self.tcpListener(port: port)
+        defer { close(again) }
+        #expect(samePort == port)
+        let second = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "1s", "--control", "none",
+                                                       "--summary", dir + "/summary.json"])
+        var pfd = pollfd(fd: again, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+        let peer = Sockets.accept(again)
+        defer { close(peer) }
+        let result = second.wait(timeout: 30)
+        let lines = Self.readToEnd(peer).reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+        #expect(result.status == 0, "\(result.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json"))) as? [String: Any]
+        let sink = (json?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "out" }
+        let buffer = sink?["buffer"] as? [String: Any] ?? [:]
+        let replayed = buffer["replayed"] as? Int ?? -1
+        #expect(replayed >= 10, "\(buffer)")
+        #expect(buffer["possible_duplicates"] as? Int == 0, "\(buffer)")
+        #expect(lines >= replayed, "\(lines) lines, \(buffer)")
+        #expect(result.stderr.contains("(0 of them sent before"), "\(result.stderr)")
     }
 
     /// What a healthy TCP collector has not taken when the drain deadline
