@@ -196,22 +196,34 @@ extension ResolvedManifest where Plugin == ProbedPlugin {
                                               "monitor '\(name)': not created (the probe of \(path) did not get to it)"))
                 continue
             }
-            if status == VIGIL_OK { continue }
-            let (location, message) = monitor.config.locate(pluginMessage: text.isEmpty ? "no reason given" : text)
-            switch status {
-            case VIGIL_E_UNAVAILABLE:
-                diagnostics.append(Diagnostic(.warning, at: monitor.config.location,
-                                              "monitor '\(name)' is unavailable on this machine: \(message)"))
-            case VIGIL_E_TEMPORARY:  // vigil run retries it
-                diagnostics.append(Diagnostic(.warning, at: monitor.config.location,
-                                              "monitor '\(name)': create failed for now (run retries it): \(message)"))
-            case VIGIL_E_INVALID_CONFIG:
-                diagnostics.append(Diagnostic(at: location, "monitor '\(name)': \(message)"))
-            default:
-                diagnostics.append(Diagnostic(at: location, "monitor '\(name)': create failed (\(statusName(status))): \(message)"))
-            }
+            if let diagnostic = Self.judge(create: status, message: text, of: monitor.config) { diagnostics.append(diagnostic) }
         }
         return diagnostics
+    }
+}
+
+extension ResolvedManifest {
+    /// What a monitor's create answering `status` says of the manifest: the
+    /// one judgement of `validate` (of the probe's creates) and of `run` (of
+    /// its first creates, `VigilRuntime.prepareAll`). An INVALID_CONFIG is
+    /// an error at the option the message names, and `run` refuses to start
+    /// on it as `validate` calls the manifest invalid; UNAVAILABLE and
+    /// TEMPORARY are warnings (run waits and retries); another failure is
+    /// an error of the plugin's.
+    public static func judge(create status: vigil_status, message text: String, of config: MonitorConfig) -> Diagnostic? {
+        if status == VIGIL_OK { return nil }
+        let name = config.name
+        let (location, message) = config.locate(pluginMessage: text.isEmpty ? "no reason given" : text)
+        switch status {
+        case VIGIL_E_UNAVAILABLE:
+            return Diagnostic(.warning, at: config.location, "monitor '\(name)' is unavailable on this machine: \(message)")
+        case VIGIL_E_TEMPORARY:  // vigil run retries it
+            return Diagnostic(.warning, at: config.location, "monitor '\(name)': create failed for now (run retries it): \(message)")
+        case VIGIL_E_INVALID_CONFIG:
+            return Diagnostic(at: location, "monitor '\(name)': \(message)")
+        default:
+            return Diagnostic(at: location, "monitor '\(name)': create failed (\(statusName(status))): \(message)")
+        }
     }
 }
 
@@ -222,7 +234,7 @@ extension ResolvedManifest {
     /// existing parent directory this user cannot write to is a warning (it
     /// may be run as another user; `run` creates missing directories).
     /// Relative paths are taken as `run` takes them: from the current directory.
-    static func fileSinkPathProblems(_ manifest: Manifest) -> [Diagnostic] {
+    public static func fileSinkPathProblems(_ manifest: Manifest) -> [Diagnostic] {
         var diagnostics: [Diagnostic] = []
         for sink in manifest.sinks {
             guard case .file(let config) = sink.kind else { continue }

@@ -175,11 +175,49 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     /// Creates and starts the instance, then polls it once (the snapshot) and
     /// every interval after. Returns at once.
+    /// The first create, before any monitor of the run starts
+    /// (`VigilRuntime.prepareAll`): its answer, or nil (created already,
+    /// stopping, or it crashed: then supervised as any crash). `launch`
+    /// goes on from it and does not create again.
+    func prepare(_ done: @escaping @Sendable ((status: vigil_status, message: String)?) -> Void) {
+        queue.async { [self] in
+            guard !stopping, !transport.hasInstance else { return done(nil) }
+            switch create() {
+            case .returned(let status, let message):
+                if status != VIGIL_OK { prepared = .answered(status, message) }
+                done((status, message))
+            case .crashed:
+                prepared = .crashed
+                done(nil)
+            }
+        }
+    }
+
+    private enum Prepared {
+        case answered(vigil_status, String)
+        /// Its crash was handled (a restart is scheduled): `launch` leaves it.
+        case crashed
+    }
+    /// What `prepare`'s create said, for the `launch` after it. On `queue`.
+    private var prepared: Prepared?
+
     func launch() {
         queue.async { [self] in
             guard !stopping else { return }
             if !transport.hasInstance {
-                guard case .returned(let status, let message) = create() else { return }
+                let answer: (vigil_status, String)
+                switch prepared {
+                case .crashed?:
+                    prepared = nil
+                    return
+                case .answered(let status, let message)?:
+                    prepared = nil
+                    answer = (status, message)
+                case nil:
+                    guard case .returned(let status, let message) = create() else { return }
+                    answer = (status, message)
+                }
+                let (status, message) = answer
                 switch status {
                 case VIGIL_OK:
                     break

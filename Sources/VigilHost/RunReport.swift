@@ -32,6 +32,10 @@ public struct RunSummary: Codable, Sendable {
         /// healthy connection, when the sink closed it at exit: handed on by
         /// the kernel after vigil ended, not lost, and not confirmed.
         public var unconfirmed: UInt64 = 0
+        /// What happened to its transport, by `TransportEvent` name (the
+        /// non-zero ones): reconnections, a peer that closed, a file or
+        /// directory made again, clients cut off.
+        public var transport: [String: UInt64] = [:]
         /// A disk buffer's account (nil without one): kept for the next
         /// start, replayed from the last run, possible duplicates, corrupt
         /// segments skipped.
@@ -127,7 +131,7 @@ extension VigilRuntime {
             return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
                                    dropped: s.dropped, failed: s.failed, highWater: s.highWater,
                                    queueSize: runner.config.queueCapacity, truncated: s.truncated,
-                                   unconfirmed: s.unconfirmed,
+                                   unconfirmed: s.unconfirmed, transport: s.transport,
                                    buffer: (runner.sink as? BufferReporting)?.bufferReport,
                                    firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite,
                                    isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,

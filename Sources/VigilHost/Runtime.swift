@@ -318,6 +318,47 @@ public final class VigilRuntime: @unchecked Sendable {
         return summary
     }
 
+    /// The monitors whose first create said their options are invalid, as
+    /// `validate` reports them: the run was refused and nothing started
+    /// (`vigil run` exits 2 with them).
+    public private(set) var refusedAtStart: [Diagnostic] {
+        get { refusals.withLock { $0 } }
+        set { refusals.withLock { $0 = newValue } }
+    }
+    private let refusals = LockedState<[Diagnostic]>([])
+
+    /// Creates every monitor's instance before any starts, in parallel on
+    /// their queues, and judges the answers as `validate` does
+    /// (`ResolvedManifest.judge`): the errors of the manifest's own making
+    /// (INVALID_CONFIG), which refuse the run. Other answers are left to
+    /// each monitor's `launch` (waits, retries, failures of its own).
+    func prepareAll() async -> [Diagnostic] {
+        let list = instances
+        let found = LockedState<[(Int, Diagnostic)]>([])
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let group = DispatchGroup()
+            for (i, instance) in list.enumerated() {
+                group.enter()
+                instance.prepare { answer in
+                    if let answer, answer.status == VIGIL_E_INVALID_CONFIG,
+                       let d = ResolvedManifest<HostedPlugin>.judge(create: answer.status, message: answer.message, of: instance.config) {
+                        found.withLock { $0.append((i, d)) }
+                    }
+                    group.leave()
+                }
+            }
+            group.notify(queue: .global()) { done.resume() }
+        }
+        let diagnostics = found.withLock { $0 }.sorted { $0.0 < $1.0 }.map(\.1)
+        refusedAtStart = diagnostics
+        return diagnostics
+    }
+
+    /// Stops the run as SIGTERM would.
+    func stopSoon() {
+        Task { [group] in await group?.triggerGracefulShutdown() }
+    }
+
     /// When every monitor has finished (a bounded workload) or failed, the
     /// host stops by itself.
     private func watchDone(_ instance: MonitorInstance) {

@@ -84,12 +84,14 @@ struct SelfMetrics {
         // Per sink name, across the runners a reload replaced.
         var sinkNames: [String] = []
         var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts, truncated: UInt64,
-                             crashes: UInt64?, restarts: UInt64?, retries: UInt64?, retriedEvents: UInt64?)] = [:]
+                             crashes: UInt64?, restarts: UInt64?, retries: UInt64?, retriedEvents: UInt64?,
+                             transport: [String: UInt64])] = [:]
         for runner in sinks {
             let s = runner.stats
             if stats[s.name] == nil { sinkNames.append(s.name) }
-            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0, nil, nil, nil, nil)
+            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0, nil, nil, nil, nil, [:])
             entry.written &+= s.written
+            for (what, n) in s.transport { entry.transport[what, default: 0] &+= n }
             entry.truncated &+= s.truncated
             if let c = s.crashes { entry.crashes = (entry.crashes ?? 0) &+ c }
             if let r = s.restarts { entry.restarts = (entry.restarts ?? 0) &+ r }
@@ -111,6 +113,12 @@ struct SelfMetrics {
         out.family("vigil_sink_events_truncated_total", .counter, "Events a sink delivered cut short to fit its transport (counted in written too).")
         for name in sinkNames {
             out.sample("vigil_sink_events_truncated_total", ["sink": name], Double(stats[name]?.truncated ?? 0))
+        }
+        out.family("vigil_sink_transport_events_total", .counter, "What happened to a sink's transport: reconnected, peer_closed, file_reopened, directory_recreated, client_cut.")
+        for name in sinkNames {
+            for (what, n) in (stats[name]?.transport ?? [:]).sorted(by: { $0.key < $1.key }) {
+                out.sample("vigil_sink_transport_events_total", [("sink", name), ("what", what)], Double(n))
+            }
         }
         out.family("vigil_sink_crashes_total", .counter, "Runner processes of an output plugin's sink that ended: crashes, hangs, limits.")
         for name in sinkNames {

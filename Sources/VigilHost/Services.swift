@@ -41,13 +41,22 @@ struct SupervisorService: Service {
         }
         // Rules already true with no values (a `none:`) fire before any monitor runs.
         runtime.conditions.start()
-        for instance in runtime.instances { instance.launch() }
-        runtime.hostEvents.publish("started", .notice, [
-            Field("version", .string(vigilVersion)), Field("monitors", .int(Int64(runtime.instances.count))),
-            Field("sinks", .int(Int64(runtime.sinks.count))), Field("pid", .int(Int64(getpid()))),
-        ])
-        runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
-        SystemdNotifier.shared.ready(status: "\(runtime.instances.count) monitors, \(runtime.sinks.count) sinks")  // SystemdNotify.swift
+        // Every instance is created before any starts: a monitor whose
+        // options its plugin refuses refuses the run, as `validate` calls
+        // the manifest invalid (one judgement, `ResolvedManifest.judge`).
+        let invalid = await runtime.prepareAll()
+        if invalid.isEmpty {
+            for instance in runtime.instances { instance.launch() }
+            runtime.hostEvents.publish("started", .notice, [
+                Field("version", .string(vigilVersion)), Field("monitors", .int(Int64(runtime.instances.count))),
+                Field("sinks", .int(Int64(runtime.sinks.count))), Field("pid", .int(Int64(getpid()))),
+            ])
+            runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
+            SystemdNotifier.shared.ready(status: "\(runtime.instances.count) monitors, \(runtime.sinks.count) sinks")  // SystemdNotify.swift
+        } else {
+            runtime.logger.error("\(invalid.count) monitor\(invalid.count == 1 ? "'s options were" : "s' options were") refused by their plugins; nothing starts")
+            runtime.stopSoon()
+        }
         let watchdog = Task { await Self.watch(runtime) }
         try? await gracefulShutdown()
         SystemdNotifier.shared.stopping()

@@ -98,6 +98,11 @@ public final class SinkContext: @unchecked Sendable {
     /// on delivering them after vigil has ended, so they are not lost, but
     /// no one is left to confirm it (issue 26).
     let unconfirmed = Atomic<UInt64>(0)
+    /// What happened to the transport (`TransportEvent`).
+    let transportEvents = TransportEventCounts()
+
+    /// Counts one `TransportEvent` (the sink logs it too).
+    public func count(_ event: TransportEvent) { transportEvents.add(event) }
     /// Events counted lost during the current `write` (sink's thread only).
     var lostInCall = 0
     /// Events counted delivered during the current `write` (sink's thread only).
@@ -445,6 +450,8 @@ final class SinkRunner: @unchecked Sendable {
         var truncated: UInt64
         /// Written, in the kernel's send queue at exit (see `SinkContext.unconfirmed`).
         var unconfirmed: UInt64
+        /// `TransportEvent`s by name, the non-zero ones.
+        var transport: [String: UInt64]
         /// An output plugin's: where it runs, its runners that ended and the
         /// new ones started (nil for other sinks).
         var isolation: Isolation?
@@ -471,7 +478,8 @@ final class SinkRunner: @unchecked Sendable {
         return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
                      written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
                      truncated: context.truncated.load(ordering: .relaxed),
-                     unconfirmed: context.unconfirmed.load(ordering: .relaxed), isolation: output?.isolation,
+                     unconfirmed: context.unconfirmed.load(ordering: .relaxed),
+                     transport: context.transportEvents.snapshot, isolation: output?.isolation,
                      crashes: output?.runnerCrashes.load(ordering: .relaxed),
                      restarts: output?.runnerRestarts.load(ordering: .relaxed),
                      retries: output?.retries.load(ordering: .relaxed),

@@ -131,3 +131,45 @@ final class AtomicLossCounts: Sendable {
         return c
     }
 }
+
+/// What happened to a sink's transport that cost nothing but is worth
+/// knowing (each is logged too): counted per sink, in `--summary`
+/// (`transport`) and `/metrics` (`vigil_sink_transport_events_total`).
+public enum TransportEvent: Int, CaseIterable, Sendable {
+    /// A connecting sink connected again after its connection ended.
+    case reconnected
+    /// Its peer closed (or reset) the connection while it was idle.
+    case peerClosed
+    /// A file sink's file was deleted or replaced under it: it writes a new one.
+    case fileReopened
+    /// A file sink's directory was deleted: it made it again.
+    case directoryRecreated
+    /// A listening sink cut off a client that fell `client_buffer` behind.
+    case clientCut
+
+    public var name: String {
+        switch self {
+        case .reconnected: "reconnected"
+        case .peerClosed: "peer_closed"
+        case .fileReopened: "file_reopened"
+        case .directoryRecreated: "directory_recreated"
+        case .clientCut: "client_cut"
+        }
+    }
+}
+
+/// `TransportEvent` counts of one sink.
+/// Rare (a reconnection, a cut client): a lock is cheap enough.
+final class TransportEventCounts: Sendable {
+    private let counts = Mutex<[UInt64]>(Array(repeating: 0, count: TransportEvent.allCases.count))
+
+    func add(_ event: TransportEvent) { counts.withLock { $0[event.rawValue] &+= 1 } }
+
+    /// The non-zero counts by name.
+    var snapshot: [String: UInt64] {
+        let now = counts.withLock { $0 }
+        var out: [String: UInt64] = [:]
+        for event in TransportEvent.allCases where now[event.rawValue] > 0 { out[event.name] = now[event.rawValue] }
+        return out
+    }
+}

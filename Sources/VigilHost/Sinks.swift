@@ -232,8 +232,10 @@ final class FileSink: EventSink, @unchecked Sendable {
         }
         if try FileSink.makeParentDirectories(of: config.path), reopening {
             context?.logger.warning("the directory of \(config.path) was deleted; made it again")
+            context?.count(.directoryRecreated)
         } else if reopening {
             context?.logger.notice("\(config.path) was deleted or replaced; writing to a new file there")
+            context?.count(.fileReopened)
         }
         let permissions: FilePermissions = [.ownerReadWrite, .groupRead]
         let fd: FileDescriptor

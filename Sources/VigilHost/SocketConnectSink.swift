@@ -46,6 +46,8 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
     private var nextAttempt: Int64 = 0
     private var buffer: [UInt8] = []
     private var loggedDown = false
+    /// A connection was made before: the next one is a reconnection.
+    private var everConnected = false
     private var isDatagram: Bool {
         switch address {
         case .udp: true
@@ -371,7 +373,11 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
                     // wake-ups of the peer per batch (the kernel caps the size).
                     var size: Int32 = 4 << 20
                     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-                    if loggedDown { context.logger.notice("connected to \(address)") }
+                    if loggedDown || everConnected {
+                        context.logger.notice("connected to \(address)\(everConnected ? " again" : "")")
+                    }
+                    if everConnected { context.count(.reconnected) }
+                    everConnected = true
                     loggedDown = false
                     backoff = config.reconnectMin
                     return
@@ -418,6 +424,7 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
             if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
                 let why = n == 0 ? "closed the connection" : "reset the connection (\(String(cString: strerror(errno))))"
                 context.logger.notice("\(address) \(why); connecting again for the next events")
+                context.count(.peerClosed)
                 _ = disconnect(context: context, peerGone: true)
             }
         }

@@ -95,6 +95,7 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         // bytes; past that it is cut off, never waited for.
         for i in clients.indices where clients[i].pending.count - clients[i].sent > Int(config.clientBuffer) {
             context.logger.warning("a client of \(address) fell \(clients[i].pending.count - clients[i].sent) bytes behind (client_buffer \(Units.formatSize(config.clientBuffer))); disconnecting it")
+            context.count(.clientCut)
             close(clients[i].fd)
             clients[i].fd = -1
         }

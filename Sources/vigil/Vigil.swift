@@ -209,6 +209,13 @@ struct Run: AsyncParsableCommand {
             throw ExitCode(2)
         }
         ManifestFile.print(diagnostics, files: manifest.files)  // warnings and notes
+        // A file sink that can never open its path is an error of the
+        // manifest's, as `validate` says: nothing starts.
+        let sinkErrors = ResolvedManifest<HostedPlugin>.fileSinkPathProblems(manifest).filter { $0.level == .error }
+        if !sinkErrors.isEmpty {
+            ManifestFile.print(sinkErrors, files: manifest.files)
+            throw ExitCode(2)
+        }
         var options = RunOptions(runFor: try runFor.map(parseDuration))
         options.hostName = host
         options.drainTimeout = try parseDuration(drainTimeout)
@@ -265,6 +272,11 @@ struct Run: AsyncParsableCommand {
         options.outputCatalog = catalog
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
         let summary = try await runtime.run()
+        // What `validate` would call invalid (its one judgement): nothing ran.
+        if !runtime.refusedAtStart.isEmpty {
+            ManifestFile.print(runtime.refusedAtStart, files: manifest.files)
+            throw ExitCode(2)
+        }
         if once {
             let failures = resolution.refused.map { ($0.config.name, "its plugin was refused: \($0.reason)") } + runtime.onceFailures
             for (monitor, reason) in failures {

@@ -104,6 +104,42 @@ import Testing
     /// refused at once: open(2) of a FIFO waits for a writer, and a host
     /// waiting there could not be stopped (issue 26). The same at a reload:
     /// the running manifest stays, and SIGTERM still ends the run.
+    /// `validate` and `run` judge a manifest alike (issue 26): options a
+    /// plugin refuses at create, and a file sink whose path is a directory,
+    /// are the same errors at the same places from both, and `run` starts
+    /// nothing (status 2) where `validate` calls the manifest invalid.
+    @Test func twoWhereValidateCallsTheManifestInvalid() throws {
+        let dir = try TestEnv.tempDir()
+        let badOption = try Self.manifest("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 1h }
+          fast: { plugin: heartbeat, options: { push_interval: 1ns } }
+        sinks:
+          out: { type: null }
+        """, in: dir)
+        let validated = try TestEnv.run(TestEnv.vigil, ["validate", badOption], timeout: 60)
+        let error = validated.stderr.split(separator: "\n").first { $0.contains("error: monitor 'fast'") }.map(String.init)
+        #expect(validated.status != 0 && error != nil, "\(validated.stderr)")
+        let ran = try TestEnv.run(TestEnv.vigil, ["run", badOption, "--for", "2s", "--control", "none"], timeout: 60)
+        #expect(ran.status == 2, "\(ran.stderr)")
+        #expect(error.map { ran.stderr.contains($0) } == true, "the same line from both: \(error ?? "") in \(ran.stderr)")
+        #expect(!ran.stderr.contains("started 2 monitors"), "\(ran.stderr)")
+
+        try FileManager.default.createDirectory(atPath: dir + "/events", withIntermediateDirectories: true)
+        let sinkIsDirectory = try Self.manifest("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 1h }
+        sinks:
+          out: { type: file, path: \(dir)/events }
+        """, in: dir)
+        let validatedSink = try TestEnv.run(TestEnv.vigil, ["validate", sinkIsDirectory], timeout: 60)
+        let sinkError = validatedSink.stderr.split(separator: "\n").first { $0.contains("is a directory") }.map(String.init)
+        #expect(validatedSink.status != 0 && sinkError != nil, "\(validatedSink.stderr)")
+        let ranSink = try TestEnv.run(TestEnv.vigil, ["run", sinkIsDirectory, "--for", "2s", "--control", "none"], timeout: 60)
+        #expect(ranSink.status == 2, "\(ranSink.stderr)")
+        #expect(sinkError.map { ranSink.stderr.contains($0) } == true, "\(ranSink.stderr)")
+    }
+
     @Test func twoWhenTheManifestIsAFIFOAndNoHangAtAReloadToOne() throws {
         let dir = try TestEnv.tempDir()
         let fifo = dir + "/m.yaml"

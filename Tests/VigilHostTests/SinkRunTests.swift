@@ -160,6 +160,9 @@ import VigilCore
         #expect(summary[sink: "out"]?.written == events.count)
         #expect(summary[sink: "out"]?.lostTotal == 0)
         #expect(result.stderr.contains("was deleted; made it again"), "the recreation is told: \(result.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json"))) as? [String: Any]
+        let transport = (json?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "out" }?["transport"] as? [String: Int]
+        #expect(transport?["directory_recreated"] == 1, "and counted: \(transport ?? [:])")
     }
 
     @Test func aLineTornByKill9IsEndedBeforeTheNextRunWrites() throws {
@@ -327,6 +330,40 @@ import VigilCore
         #expect(out.lost["queue_full"] == 0)
         #expect(out.written + out.lostTotal == summary.events, "\(out), \(summary.events) events")
         #expect(result.stderr.contains("never left the kernel's send queue"), "\(result.stderr)")
+    }
+
+    /// A collector that closes the connection: the sink says so, connects
+    /// again, and counts both (issue 26: they happened without a word).
+    @Test func aPeerThatClosesIsToldAndCountedAndConnectedToAgain() throws {
+        let dir = try TestEnv.tempDir()
+        let (listener, port) = try Self.tcpListener()
+        defer { close(listener) }
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 20ms }
+        sinks:
+          out: { type: socket, connect: "tcp://127.0.0.1:\(port)", match: [beat], retry_min: 10ms, retry_max: 100ms }
+        """, to: manifest)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "3s", "--control", "none",
+                                                      "--summary", dir + "/summary.json"])
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+        let first = Sockets.accept(listener)
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        _ = read(first, &scratch, scratch.count)
+        close(first)
+        #expect(poll(&pfd, 1, 20_000) == 1, "the sink connects again")
+        let second = Sockets.accept(listener)
+        defer { close(second) }
+        let ender = Thread { _ = Self.readToEnd(second) }
+        ender.start()
+        let result = vigil.wait(timeout: 30)
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/summary.json"))) as? [String: Any]
+        let transport = (json?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "out" }?["transport"] as? [String: Int] ?? [:]
+        #expect(transport["reconnected", default: 0] >= 1, "\(transport)")
+        #expect(result.stderr.contains("connected to tcp://127.0.0.1:\(port) again"), "\(result.stderr)")
     }
 
     /// A disk-buffered socket sink whose peer was never reachable sent
