@@ -173,8 +173,6 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
 
     // MARK: - lifecycle (on `queue`)
 
-    /// Creates and starts the instance, then polls it once (the snapshot) and
-    /// every interval after. Returns at once.
     /// The first create, before any monitor of the run starts
     /// (`VigilRuntime.prepareAll`): its answer, or nil (created already,
     /// stopping, or it crashed: then supervised as any crash). `launch`
@@ -201,6 +199,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// What `prepare`'s create said, for the `launch` after it. On `queue`.
     private var prepared: Prepared?
 
+    /// Creates (unless `prepare` did) and starts the instance, then polls it
+    /// once (the snapshot) and every interval after. Returns at once.
     func launch() {
         queue.async { [self] in
             guard !stopping else { return }
