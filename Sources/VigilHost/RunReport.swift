@@ -203,8 +203,11 @@ extension VigilRuntime {
             logger.warning("monitor \(instance.name): emits refused: \(reasons)")
         }
         let corrupt = summary.corruptBufferParts
+        // Written, but not confirmed delivered: said beside "none lost", never hidden by it.
+        let unconfirmed = summary.sinks.reduce(UInt64(0)) { $0 &+ $1.unconfirmed }
+        let still = unconfirmed > 0 ? "; \(unconfirmed) still in the kernel's send queues at exit, unconfirmed" : ""
         if summary.lost == 0 && corrupt == 0 {
-            logger.info("stopped; \(summary.events) events, none lost")
+            logger.info("stopped; \(summary.events) events, none lost\(still)")
         } else if corrupt > 0 {
             logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks, and the events of \(corrupt) corrupt disk buffer parts lost, how many unknown (exit status 3)")
         } else {

@@ -292,22 +292,17 @@ extension RunnerForkServer {
     /// This process's argv strings, where the kernel reads /proc/PID/cmdline
     /// from (/proc/self/stat's arg_start and arg_end); nil if unreadable.
     private static func commandLineArea() -> UnsafeMutableBufferPointer<CChar>? {
-        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return nil }
-        // Fields after the command's ")" start at field 3; arg_start is field 48.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count >= 47, let start = UInt(fields[45]), let end = UInt(fields[46]), end > start,
+        // arg_start and arg_end are stat(5)'s fields 48 and 49.
+        guard let stat = RunnerLimits.read("/proc/self/stat"), let fields = RunnerLimits.statFields(stat),
+              fields.count >= 47, let start = UInt(fields[45]), let end = UInt(fields[46]), end > start,
               let base = UnsafeMutablePointer<CChar>(bitPattern: start) else { return nil }
         return UnsafeMutableBufferPointer(start: base, count: Int(end - start))
     }
 
+    /// num_threads, stat(5)'s field 20; 0 if unreadable.
     private static func threadCount() -> Int {
-        guard let dir = opendir("/proc/self/task") else { return 0 }
-        defer { closedir(dir) }
-        var n = 0
-        while let entry = readdir(dir) {
-            if entry.pointee.d_name.0 != UInt8(ascii: ".") { n += 1 }
-        }
-        return n
+        guard let stat = RunnerLimits.read("/proc/self/stat"), let fields = RunnerLimits.statFields(stat),
+              fields.count > 17 else { return 0 }
+        return Int(fields[17]) ?? 0
     }
 }

@@ -70,18 +70,22 @@ struct RunnerLimits: Sendable {
         // statm(5): size resident shared text lib data dt, in pages.
         let pages = statm.split(separator: " ").map { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         guard pages.count > 5, let resident = pages[1], let shared = pages[2], let data = pages[5] else { return nil }
-        // Fields after the command (which may hold spaces and parentheses).
-        guard let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
         // utime and stime are fields 14 and 15 of stat(5); the state (field 3) is fields[0] here.
-        guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
+        guard let fields = statFields(stat), fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
         let tick = Int64(max(1, sysconf(Int32(_SC_CLK_TCK))))
         let page = Int64(max(1, sysconf(Int32(_SC_PAGESIZE))))
         return (max(0, resident - shared).multipliedSaturating(by: page), data.multipliedSaturating(by: page),
                 (user + system).multipliedSaturating(by: 1_000_000_000 / tick))
     }
 
-    private static func read(_ path: String) -> String? {
+    /// The fields of a /proc/PID/stat text after the command (which may
+    /// hold spaces and parentheses): `[0]` is stat(5)'s field 3, the state.
+    static func statFields(_ stat: String) -> [Substring]? {
+        guard let close = stat.lastIndex(of: ")") else { return nil }
+        return stat[stat.index(after: close)...].split(separator: " ")
+    }
+
+    static func read(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

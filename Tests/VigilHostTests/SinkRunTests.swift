@@ -263,6 +263,28 @@ import VigilCore
     }
 
     /// A TCP listener on 127.0.0.1 with a small receive buffer; returns (fd, port).
+    /// The next connection to `listener`, waited for up to 20 s; -1 if none came.
+    static func acceptNext(_ listener: Int32) -> Int32 {
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, 20_000) == 1 else { return -1 }
+        return Sockets.accept(listener)
+    }
+
+    /// A flood of `count` to a TCP collector that has not read yet, the run
+    /// ended by `--for 1s` with a 300 ms drain: the host and the collector's
+    /// end of the connection.
+    static func floodToCollector(_ dir: String, count: Int, queueSize: Int? = nil) throws -> (RunningProcess, Int32) {
+        let (listener, port) = try tcpListener(receiveBuffer: 4096)
+        defer { close(listener) }
+        let queue = queueSize.map { ", queue_size: \($0)" } ?? ""
+        let manifest = try floodManifest(dir, count: count, sink: """
+            { type: socket, connect: "tcp://127.0.0.1:\(port)", overflow: block\(queue) }
+            """)
+        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "300ms",
+                                                      "--control", "none", "--summary", dir + "/summary.json"])
+        return (vigil, acceptNext(listener))
+    }
+
     /// `port` 0: any free one.
     static func tcpListener(receiveBuffer: Int32 = 16_384, port: UInt16 = 0) throws -> (Int32, UInt16) {
         // Close-on-exec: a listener inherited by the vigil under test would
@@ -348,14 +370,13 @@ import VigilCore
         """, to: manifest)
         let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "3s", "--control", "none",
                                                       "--summary", dir + "/summary.json"])
-        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&pfd, 1, 20_000) == 1)
-        let first = Sockets.accept(listener)
+        let first = Self.acceptNext(listener)
+        try #require(first >= 0)
         var scratch = [UInt8](repeating: 0, count: 4096)
         _ = read(first, &scratch, scratch.count)
         close(first)
-        #expect(poll(&pfd, 1, 20_000) == 1, "the sink connects again")
-        let second = Sockets.accept(listener)
+        let second = Self.acceptNext(listener)
+        try #require(second >= 0, "the sink connects again")
         defer { close(second) }
         let ender = Thread { _ = Self.readToEnd(second) }
         ender.start()
@@ -394,9 +415,8 @@ import VigilCore
         #expect(samePort == port)
         let second = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "1s", "--control", "none",
                                                        "--summary", dir + "/summary.json"])
-        var pfd = pollfd(fd: again, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&pfd, 1, 20_000) == 1)
-        let peer = Sockets.accept(again)
+        let peer = Self.acceptNext(again)
+        try #require(peer >= 0)
         defer { close(peer) }
         let result = second.wait(timeout: 30)
         let lines = Self.readToEnd(peer).reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
@@ -417,16 +437,8 @@ import VigilCore
     /// collector here reads nothing until vigil has ended, then everything.
     @Test func eventsInTheSendQueueAtExitAreUnconfirmedNotLost() throws {
         let dir = try TestEnv.tempDir()
-        let (listener, port) = try Self.tcpListener(receiveBuffer: 4096)
-        defer { close(listener) }
-        let manifest = try Self.floodManifest(dir, count: 1500, sink: """
-            { type: socket, connect: "tcp://127.0.0.1:\(port)", overflow: block }
-            """)
-        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "300ms",
-                                                      "--control", "none", "--summary", dir + "/summary.json"])
-        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&pfd, 1, 20_000) == 1)
-        let peer = Sockets.accept(listener)
+        let (vigil, peer) = try Self.floodToCollector(dir, count: 1500)
+        try #require(peer >= 0)
         defer { close(peer) }
         let result = vigil.wait(timeout: 30)
         let received = Self.readToEnd(peer)
@@ -448,16 +460,8 @@ import VigilCore
     /// stream ends at a line's end, not inside one.
     @Test func aDeadlineInTheMiddleOfAStreamCountsExactlyAndEndsAtALine() throws {
         let dir = try TestEnv.tempDir()
-        let (listener, port) = try Self.tcpListener(receiveBuffer: 4096)
-        defer { close(listener) }
-        let manifest = try Self.floodManifest(dir, count: 200_000, sink: """
-            { type: socket, connect: "tcp://127.0.0.1:\(port)", overflow: block, queue_size: 1000 }
-            """)
-        let vigil = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--for", "1s", "--drain-timeout", "300ms",
-                                                      "--control", "none", "--summary", dir + "/summary.json"])
-        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&pfd, 1, 20_000) == 1)
-        let peer = Sockets.accept(listener)
+        let (vigil, peer) = try Self.floodToCollector(dir, count: 200_000, queueSize: 1000)
+        try #require(peer >= 0)
         defer { close(peer) }
         let slow = LockedState<[UInt8]>([])
         let stop = LockedState(false)
