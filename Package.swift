@@ -104,7 +104,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
-        .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore"]),
+        // The manifest tests read sinks with the host's sink types (SinkTypes.standard).
+        .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilHost"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
         .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
     ] + plugins.map(\.1)

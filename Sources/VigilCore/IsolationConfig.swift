@@ -72,8 +72,8 @@ extension ManifestLoader {
     static let runnerKeys = ["restart", "restart_backoff", "max_restarts", "restart_window", "limits", "user"]
     /// The monitor keys read here.
     static let isolationKeys = ["isolation"] + runnerKeys
-    static let backoffKeys = ["min", "max"]
-    static let resourceLimitKeys = ["memory", "cpu", "open_files"]
+    package static let backoffKeys = ["min", "max"]
+    package static let resourceLimitKeys = ["memory", "cpu", "open_files"]
 
     /// An `isolation:` value, if valid, with where it is written.
     func loadIsolation(_ node: ConfigNode, _ d: inout Diags) -> (Isolation, SourceLocation)? {
@@ -128,7 +128,7 @@ extension ManifestLoader {
 
     /// `min` and `max`, each at least `ManifestLimits.minRestartBackoff`, and
     /// `min` ≤ `max` once both are known (the default standing in for one not written).
-    func loadBackoff(_ keys: Keys, into s: inout SupervisionConfig, _ d: inout Diags) {
+    package func loadBackoff(_ keys: Keys, into s: inout SupervisionConfig, _ d: inout Diags) {
         var bothValid = true
         let bounds: [(String, WritableKeyPath<SupervisionConfig, Int64>)] = [("min", \.backoffMin), ("max", \.backoffMax)]
         for (key, value) in bounds {
@@ -149,7 +149,7 @@ extension ManifestLoader {
         }
     }
 
-    func loadLimits(_ keys: Keys, _ d: inout Diags) -> ResourceLimits {
+    package func loadLimits(_ keys: Keys, _ d: inout Diags) -> ResourceLimits {
         var limits = ResourceLimits()
         if let node = keys["memory"], let bytes = d.size(node, what: "'limits.memory'") {
             if bytes < ManifestLimits.minRunnerMemory {
@@ -171,7 +171,7 @@ extension ManifestLoader {
 
     /// A user name or numeric uid, as far as it can be checked without the
     /// user database: whether it exists is the runtime's to find out.
-    func loadUser(_ node: ConfigNode, _ d: inout Diags) -> String? {
+    package func loadUser(_ node: ConfigNode, _ d: inout Diags) -> String? {
         guard let user = d.string(node, what: "'user'") else { return nil }
         if user.isEmpty {
             d.error(node.location, "'user' is empty", hint: "name a user (nobody) or give a numeric uid (65534)")

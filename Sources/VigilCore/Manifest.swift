@@ -65,11 +65,6 @@ public struct Manifest: Sendable {
         return Self.pluginReference(monitor.plugin, isPath: true, in: directory)
     }
 
-    /// What a plugin sink's `plugin:` names, resolved as a monitor's is.
-    public func pluginReference(of sink: PluginSinkConfig) -> String {
-        Self.pluginReference(sink.plugin, isPath: sink.pluginIsPath, in: directory)
-    }
-
     /// `plugin`, a relative path resolved against `directory` (a manifest's).
     public static func pluginReference(_ plugin: String, isPath: Bool, in directory: String) -> String {
         isPath && !plugin.hasPrefix("/") && !directory.isEmpty ? "\(directory)/\(plugin)" : plugin
@@ -142,7 +137,10 @@ public enum OverflowPolicy: String, Sendable, CaseIterable {
 
 public struct SinkConfig: Sendable {
     public var name: String
-    public var kind: SinkKind
+    /// What its `type:` reads and builds (a `SinkType` in the host).
+    package var settings: any SinkSettings
+    /// Its `type:`.
+    public var type: String { Swift.type(of: settings).type }
     /// Globs over `MONITOR/KIND`; a pattern without `/` means `MONITOR/*`; a
     /// leading `!` excludes.
     public var match: [String]
@@ -154,11 +152,11 @@ public struct SinkConfig: Sendable {
     /// Where each entry of `match` is written (empty when `match` was not).
     public var matchLocations: [SourceLocation] = []
 
-    public init(name: String, kind: SinkKind, match: [String] = ["*"], minSeverity: Severity = .debug,
-                queueCapacity: Int = SinkConfig.defaultQueueCapacity, overflow: OverflowPolicy = .dropOldest,
-                location: SourceLocation) {
+    package init(name: String, settings: any SinkSettings, match: [String] = ["*"], minSeverity: Severity = .debug,
+                 queueCapacity: Int = SinkConfig.defaultQueueCapacity, overflow: OverflowPolicy = .dropOldest,
+                 location: SourceLocation) {
         self.name = name
-        self.kind = kind
+        self.settings = settings
         self.match = match
         self.minSeverity = minSeverity
         self.queueCapacity = queueCapacity
@@ -167,150 +165,6 @@ public struct SinkConfig: Sendable {
     }
 
     public static let defaultQueueCapacity = 65_536
-}
-
-public enum SinkKind: Sendable {
-    case log(LogSinkConfig)
-    case file(FileSinkConfig)
-    case socket(SocketSinkConfig)
-    /// Serves the events' values as Prometheus series.
-    case prometheus(PrometheusSinkConfig)
-    /// RFC 5424 messages to a syslog daemon.
-    case syslog(SyslogSinkConfig)
-    /// OTLP/HTTP to an OpenTelemetry receiver.
-    case otlp(OTLPSinkConfig)
-    /// An output plugin (ABI 1.5) takes the events.
-    case plugin(PluginSinkConfig)
-    /// Discards every event (for benchmarks and for measuring the router).
-    case null
-
-    public var typeName: String {
-        switch self {
-        case .log: "log"
-        case .file: "file"
-        case .socket: "socket"
-        case .prometheus: "prometheus"
-        case .syslog: "syslog"
-        case .otlp: "otlp"
-        case .plugin: "plugin"
-        case .null: "null"
-        }
-    }
-}
-
-/// A sink run by an output plugin (ABI 1.5):
-///
-///     sinks:
-///       graphite:
-///         type: plugin
-///         plugin: graphite            # a name in plugin_dirs, or a path
-///         options: { host: 127.0.0.1, port: 2003 }
-///         batch: 500                  # events per write, at most
-///         retry_min: 100ms            # backoff of RETRY answers
-///         retry_max: 30s
-///         flush_interval: 1s          # flush() of an output that buffers
-///         isolation: process          # or none; the default as for monitors
-///         write_timeout: 10s          # a write in a runner past this kills it
-///         timeout: 5s                 # every other call (create, start, flush, stop)
-///         restart_backoff: { min: 100ms, max: 30s }   # isolation: process only,
-///         limits: { memory: 200MiB }                  # as for monitors
-///         user: nobody
-///         buffer: { type: disk, path: /var/lib/vigil/buffer/graphite }
-public struct PluginSinkConfig: Sendable {
-    public var plugin: String
-    public var pluginLocation: SourceLocation
-    /// `plugin` is a path, not a name (as a monitor's: a `/` or a `.so`).
-    public var pluginIsPath: Bool { plugin.contains("/") || plugin.hasSuffix(".so") }
-    /// The `options:` mapping as written.
-    public var options: [ConfigEntry] = []
-    public var optionsLocation: SourceLocation
-    public var batch = 500
-    public var retryMin: Int64 = 100_000_000
-    public var retryMax: Int64 = 30_000_000_000
-    public var flushInterval: Int64 = 1_000_000_000
-    /// Where it runs. Nil: the manifest's top-level `isolation:`, else the
-    /// host's rule (IsolationDecision), as for a monitor.
-    public var isolation: Isolation?
-    public var isolationLocation: SourceLocation?
-    /// How long one `write` may take; in a runner, one past it is killed and
-    /// the batch written again to a new one. In the host's process a write
-    /// cannot be interrupted: one past it is only logged.
-    public var writeTimeout: Int64 = 10_000_000_000
-    public var writeTimeoutLocation: SourceLocation?
-    /// How long each other call may take (create, start, flush, stop, destroy).
-    public var timeout: Int64 = 5_000_000_000
-    public var timeoutLocation: SourceLocation?
-    /// The runner's restarts after a crash or a hang (isolation: process):
-    /// only `restart_backoff` applies (restart and quarantine do not: a sink
-    /// always restarts its output, and a batch that crashed it
-    /// `maxBatchCrashes` times is counted lost).
-    public var supervision: SupervisionConfig = {
-        var s = SupervisionConfig()
-        s.backoffMin = 100_000_000
-        s.backoffMax = 30_000_000_000
-        return s
-    }()
-    public var supervisionLocation: SourceLocation?
-    /// What the runner may use (isolation: process).
-    public var limits = ResourceLimits()
-    public var limitsLocation: SourceLocation?
-    /// Run the runner as this user (isolation: process).
-    public var user: String?
-    public var userLocation: SourceLocation?
-
-    /// Crashes (or hangs) of the output in one batch's writes after which the
-    /// batch is counted lost (`write_failed`), so that a batch that kills
-    /// every output cannot stall the sink.
-    public static let maxBatchCrashes = 3
-    /// `buffer: { type: disk }`: events kept on disk until the output
-    /// answered for them (OK or REJECT), across crashes and restarts.
-    public var buffer: SinkBufferConfig?
-
-    public init(plugin: String, pluginLocation: SourceLocation) {
-        self.plugin = plugin
-        self.pluginLocation = pluginLocation
-        self.optionsLocation = pluginLocation
-    }
-
-    public static let maxBatch = 100_000
-}
-
-public struct LogSinkConfig: Sendable {
-    public enum Stream: String, Sendable, CaseIterable { case stderr, stdout }
-    public enum Format: String, Sendable, CaseIterable { case text, json }
-    public var stream: Stream = .stderr
-    public var format: Format = .text
-    public init() {}
-}
-
-public struct FileSinkConfig: Sendable {
-    public enum Fsync: String, Sendable, CaseIterable { case never, interval, always }
-    public var path: String
-    /// Rotate when the file would grow past this many bytes; nil: never.
-    public var rotateSize: Int64?
-    /// Rotated files kept: `events.jsonl.1` … `events.jsonl.N`.
-    public var rotateKeep: Int = 5
-    public var fsync: Fsync = .interval
-    public var fsyncInterval: Int64 = 1_000_000_000
-    /// Where `path` is written.
-    public var pathLocation: SourceLocation?
-    public init(path: String) { self.path = path }
-}
-
-/// `type: prometheus`: the events' numbers as series at
-/// `http://listen/metrics`.
-public struct PrometheusSinkConfig: Sendable {
-    public static let defaultPort: UInt16 = 9798
-    public var listenHost = "127.0.0.1"
-    public var listenPort: UInt16 = PrometheusSinkConfig.defaultPort
-    /// A series goes this long after the last event that carried it; nil:
-    /// five of its monitor's intervals (five minutes for one not polled).
-    public var expireAfter: Int64?
-    /// The most series held; past it new series are not made (counted).
-    public var maxSeries = 100_000
-    /// Where `listen` is written.
-    public var listenLocation: SourceLocation?
-    public init() {}
 }
 
 /// `buffer:` of a network sink (socket connect, syslog over TCP, otlp).
@@ -334,132 +188,6 @@ public struct SinkBufferConfig: Sendable {
         self.path = path
         self.location = location
     }
-}
-
-/// `type: otlp`: OTLP/HTTP to `endpoint` (`http://HOST:PORT[/PATH]`; the
-/// signals' paths `/v1/logs` and `/v1/metrics` are appended).
-public struct OTLPSinkConfig: Sendable {
-    public enum Signal: String, Sendable, CaseIterable { case logs, metrics }
-    public enum Encoding: String, Sendable, CaseIterable { case protobuf, json }
-    public enum Compression: String, Sendable, CaseIterable { case gzip, none }
-
-    public var host: String
-    public var port: UInt16
-    /// The endpoint's path, without a trailing `/` ("" for none).
-    public var basePath: String
-    public var signals: [Signal] = [.logs]
-    public var encoding: Encoding = .protobuf
-    public var compression: Compression = .gzip
-    /// Sent with every request (an `Authorization`, a tenant).
-    public var headers: [(String, String)] = []
-    /// A request carries at most this many events…
-    public var batchEvents = 512
-    /// …and this many bytes before compression…
-    public var batchBytes = 4 << 20
-    /// …and a partial batch waits at most this long for more.
-    public var batchTimeout: Int64 = 1_000_000_000
-    /// Backoff between retries (429, 502, 503, 504, connection errors).
-    public var retryMin: Int64 = 500_000_000
-    public var retryMax: Int64 = 30_000_000_000
-    /// One request's deadline.
-    public var timeout: Int64 = 10_000_000_000
-    public var endpointLocation: SourceLocation?
-    public var buffer: SinkBufferConfig?
-
-    public init(host: String, port: UInt16, basePath: String) {
-        self.host = host
-        self.port = port
-        self.basePath = basePath
-    }
-
-    /// `http://HOST[:PORT][/PATH]`, port 4318 by default; nil with why not.
-    public static func parseEndpoint(_ text: String) -> Result<(host: String, port: UInt16, path: String), EndpointError> {
-        if text.hasPrefix("https://") { return .failure(.https) }
-        guard text.hasPrefix("http://") else { return .failure(.scheme) }
-        var rest = Substring(text.dropFirst(7))
-        var path = ""
-        if let slash = rest.firstIndex(of: "/") {
-            path = String(rest[slash...])
-            rest = rest[..<slash]
-        }
-        while path.hasSuffix("/") { path.removeLast() }
-        if path.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0.asciiValue.map { $0 < 0x21 } ?? false }) {
-            return .failure(.path)
-        }
-        var host = rest
-        var port: UInt16 = 4318
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return .failure(.host) }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":"), let p = UInt16(after.dropFirst()), p > 0 else { return .failure(.port) }
-                port = p
-            }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = rest[..<colon]
-            guard let p = UInt16(rest[rest.index(after: colon)...]), p > 0 else { return .failure(.port) }
-            port = p
-        }
-        guard !host.isEmpty, host.count <= 253 else { return .failure(.host) }
-        return .success((String(host), port, path))
-    }
-
-    public enum EndpointError: Error, CustomStringConvertible {
-        case https, scheme, host, port, path
-        public var description: String {
-            switch self {
-            case .https: "https is not supported by this build (no TLS library): send to a collector on loopback or through a TLS-terminating proxy"
-            case .scheme: "an endpoint is http://HOST[:PORT][/PATH]"
-            case .host: "the endpoint has no host"
-            case .port: "the endpoint's port is not 1-65535"
-            case .path: "the endpoint's path may not hold a query, a fragment or spaces"
-            }
-        }
-    }
-}
-
-/// `type: syslog`: RFC 5424 to `connect` (udp://, tcp:// with octet
-/// counting, or unix: datagrams, as /dev/log takes them).
-public struct SyslogSinkConfig: Sendable {
-    public var address: SocketAddress
-    public var appName = "vigil"
-    public var facility: SyslogEncoder.Facility = .daemon
-    /// The longest message sent; longer ones are cut (counted). nil: the
-    /// transport's (`defaultMaxMessageSize`).
-    public var maxMessageSize: Int?
-    public var reconnectMin: Int64 = 100_000_000
-    public var reconnectMax: Int64 = 30_000_000_000
-    public var addressLocation: SourceLocation?
-    public var buffer: SinkBufferConfig?
-
-    public init(address: SocketAddress) { self.address = address }
-
-    /// 2048 over UDP (RFC 5426 asks receivers for that much, no more), 8 KiB
-    /// on a stream or /dev/log (rsyslog's and syslog-ng's default).
-    public var effectiveMaxMessageSize: Int {
-        if let maxMessageSize { return maxMessageSize }
-        if case .udp = address { return 2048 }
-        return 8192
-    }
-}
-
-public struct SocketSinkConfig: Sendable {
-    public enum Mode: Sendable, Equatable {
-        case connect(SocketAddress)
-        case listen(SocketAddress)
-    }
-    public var mode: Mode
-    /// First and largest wait between reconnection attempts (connect mode).
-    public var reconnectMin: Int64 = 100_000_000
-    public var reconnectMax: Int64 = 30_000_000_000
-    /// Bytes a listening sink holds for one client before disconnecting it.
-    public var clientBuffer: Int64 = 4 << 20
-    /// Where the `connect` or `listen` address is written.
-    public var addressLocation: SourceLocation?
-    /// `buffer: { type: disk }` (connect only).
-    public var buffer: SinkBufferConfig?
-    public init(mode: Mode) { self.mode = mode }
 }
 
 extension MonitorConfig {

@@ -9,29 +9,23 @@ public struct ManifestLoader {
     /// kept in `Manifest.includes`, but no fragment is read (a check of one
     /// file alone).
     public var source: (any ManifestSource)?
+    /// The sink types `type:` may name (the host's: `SinkTypes.standard`).
+    package var sinkTypes: SinkTypes
 
-    public init(file: String, environment: [String: String] = [:], source: (any ManifestSource)? = nil) {
+    package init(file: String, environment: [String: String] = [:], source: (any ManifestSource)? = nil, sinkTypes: SinkTypes) {
         self.file = file
         self.environment = environment
         self.source = source
+        self.sinkTypes = sinkTypes
     }
 
     static let hostWideKeys = ["host", "log_level", "plugin_dirs", "allow_unsafe_plugins", "isolation"]
     static let fragmentKeys = ["monitors", "sinks", "rules"]
     static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins", "isolation", "include"]
     static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"] + isolationKeys
-    static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow"]
-    static let sinkKeys: [String: [String]] = [
-        "log": ["stream", "format"],
-        "file": ["path", "rotate", "fsync", "fsync_interval"],
-        "socket": ["connect", "listen", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "client_buffer", "buffer"],
-        "prometheus": ["listen", "expire_after", "max_series"],
-        "otlp": ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout", "buffer"],
-        "syslog": ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "buffer"],
-        "plugin": ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation", "buffer", "write_timeout", "timeout",
-                   "restart_backoff", "limits", "user"],
-        "null": [],
-    ]
+    /// Every sink's keys; a type's own are its `SinkSettings.keys`, and
+    /// `buffer` is read here for the types that take a disk buffer.
+    static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow", "buffer"]
 
     /// The manifest as far as it could be read (nil only when the text is not a
     /// YAML mapping), plus every diagnostic. Any error means the manifest is
@@ -255,29 +249,18 @@ public struct ManifestLoader {
             }
             let typeNode = fields.first(where: { $0.key.text == "type" })?.value
             guard let typeNode else {
-                d.error(entry.key.location, "sink '\(name)' has no 'type'", hint: "one of: \(Self.sinkKeys.keys.sorted().joined(separator: ", "))")
+                d.error(entry.key.location, "sink '\(name)' has no 'type'", hint: "one of: \(sinkTypes.names.joined(separator: ", "))")
                 continue
             }
-            guard let type = d.choice(typeNode, what: "sink type", from: Self.sinkKeys.keys.sorted()) else { continue }
-            let keys = Keys(fields, context: "sink '\(name)' (type \(type))", known: Self.sinkCommonKeys + Self.sinkKeys[type]!)
+            guard let typeName = d.choice(typeNode, what: "sink type", from: sinkTypes.names),
+                  let type = sinkTypes.named(typeName) else { continue }
+            let keys = Keys(fields, context: "sink '\(name)' (type \(typeName))", known: type.keys + Self.sinkCommonKeys)
             keys.reportUnknown(into: &d)
-            _ = keys["type"]
-            let kind: SinkKind?
-            switch type {
-            case "log": kind = logSink(keys, &d)
-            case "file": kind = fileSink(keys, name: name, at: entry.key.location, &d)
-            case "socket": kind = socketSink(keys, name: name, at: entry.key.location, &d)
-            case "prometheus": kind = prometheusSink(keys, &d)
-            case "syslog": kind = syslogSink(keys, name: name, at: entry.key.location, &d)
-            case "otlp": kind = otlpSink(keys, name: name, at: entry.key.location, &d)
-            case "plugin": kind = pluginSink(keys, name: name, at: entry.key.location, &d)
-            default: kind = .null
-            }
-            guard var kind else { continue }
-            var sink = SinkConfig(name: name, kind: kind, location: entry.key.location)
+            guard let settings = type.read(SinkDeclaration(name: name, location: entry.key.location, keys: keys, loader: self), &d)
+            else { continue }
+            var sink = SinkConfig(name: name, settings: settings, location: entry.key.location)
             if let node = keys["buffer"] {
-                loadBuffer(node, sink: name, kind: &kind, config: &sink, &d)
-                sink.kind = kind
+                loadBuffer(node, into: &sink, &d)
             }
             if let match = keys["match"] {
                 let patterns = d.locatedStrings(match, what: "'match'")
@@ -321,14 +304,7 @@ public struct ManifestLoader {
         // `a/../a` and `a/sub` are all the same place or share it).
         var buffers: [(path: String, sink: String, at: SourceLocation)] = []
         for sink in manifest.sinks {
-            let buffer: SinkBufferConfig? = switch sink.kind {
-            case .socket(let s): s.buffer
-            case .syslog(let s): s.buffer
-            case .otlp(let s): s.buffer
-            case .plugin(let s): s.buffer
-            default: nil
-            }
-            guard let buffer, buffer.kind == .disk else { continue }
+            guard let buffer = sink.settings.diskBuffer, buffer.kind == .disk else { continue }
             let path = Self.normalizedPath(buffer.path)
             if let other = buffers.first(where: { $0.path == path || path.hasPrefix($0.path + "/") || $0.path.hasPrefix(path + "/") }) {
                 d.error(buffer.location, "sinks '\(other.sink)' and '\(sink.name)' both use the disk buffer directory \(other.path == path ? path : "\(other.path) and \(path), one inside the other")",
@@ -339,275 +315,19 @@ public struct ManifestLoader {
         }
         var claimed: [String: (String, SourceLocation)] = [:]
         for sink in manifest.sinks {
-            let resource: String
-            switch sink.kind {
-            case .file(let file): resource = "file \(file.path)"
-            case .socket(let socket):
-                guard case .listen(let address) = socket.mode else { continue }
-                resource = "listen address \(address)"
-            case .prometheus(let prometheus):
-                resource = "listen address \(SocketAddress.tcp(host: prometheus.listenHost, port: prometheus.listenPort))"
-            default: continue
-            }
-            if let (other, at) = claimed[resource] {
-                d.error(sink.location, "sinks '\(other)' and '\(sink.name)' both use \(resource)",
-                        hint: "'\(other)' is at \(at); give each sink its own")
-            } else {
-                claimed[resource] = (sink.name, sink.location)
-            }
-        }
-    }
-
-    private func logSink(_ keys: Keys, _ d: inout Diags) -> SinkKind? {
-        var config = LogSinkConfig()
-        if let stream = keys["stream"] {
-            config.stream = d.choice(stream, what: "'stream'", of: LogSinkConfig.Stream.self) ?? .stderr
-        }
-        if let format = keys["format"] {
-            config.format = d.choice(format, what: "'format'", of: LogSinkConfig.Format.self) ?? .text
-        }
-        return .log(config)
-    }
-
-    private func fileSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
-        guard let pathNode = keys["path"] else {
-            d.error(at, "file sink '\(name)' has no 'path'", hint: "path: /var/log/vigil/events.jsonl")
-            return nil
-        }
-        guard let path = d.string(pathNode, what: "'path'") else { return nil }
-        guard !path.isEmpty, !path.hasSuffix("/") else {
-            d.error(pathNode.location, "'path' must name a file, got '\(path)'")
-            return nil
-        }
-        var config = FileSinkConfig(path: path)
-        config.pathLocation = pathNode.location
-        if let rotate = keys["rotate"],
-           let r = Keys(nested: rotate, what: "'rotate'", of: "sink '\(name)'", known: ["size", "keep"],
-                        example: "rotate: { size: 64MiB, keep: 5 }", &d) {
-            if let size = r["size"], let bytes = d.size(size, what: "'rotate.size'") {
-                if bytes < 4096 { d.error(size.location, "'rotate.size' must be at least 4KiB") } else { config.rotateSize = bytes }
-            } else if r["size"] == nil {
-                d.error(rotate.location, "'rotate' needs a 'size'", hint: "rotate: { size: 64MiB, keep: 5 }")
-            }
-            if let keep = r["keep"], let n = d.int(keep, what: "'rotate.keep'", in: 1...1000) {
-                config.rotateKeep = Int(n)
-            }
-        }
-        if let fsync = keys["fsync"] {
-            config.fsync = d.choice(fsync, what: "'fsync'", of: FileSinkConfig.Fsync.self) ?? .interval
-        }
-        if let interval = keys["fsync_interval"], let ns = d.duration(interval, what: "'fsync_interval'") {
-            config.fsyncInterval = max(ns, 1_000_000)
-        }
-        return .file(config)
-    }
-
-    private func prometheusSink(_ keys: Keys, _ d: inout Diags) -> SinkKind? {
-        var config = PrometheusSinkConfig()
-        if let node = keys["listen"] {
-            config.listenLocation = node.location
-            guard let address = d.address(node, what: "'listen'") else { return nil }
-            guard case .tcp(let host, let port) = address else {
-                d.error(node.location, "a prometheus sink listens on tcp://HOST:PORT (Prometheus scrapes over TCP), not \(address)",
-                        hint: "listen: \"tcp://127.0.0.1:\(PrometheusSinkConfig.defaultPort)\"")
-                return nil
-            }
-            config.listenHost = host
-            config.listenPort = port
-        }
-        if let node = keys["expire_after"], let ns = d.duration(node, what: "'expire_after'") {
-            if ns < 1_000_000_000 {
-                d.error(node.location, "'expire_after' must be at least 1s (series are swept once a second)")
-            } else {
-                config.expireAfter = ns
-            }
-        }
-        if let node = keys["max_series"], let n = d.int(node, what: "'max_series'", in: 1...10_000_000, unit: " series") {
-            config.maxSeries = Int(n)
-        }
-        return .prometheus(config)
-    }
-
-    private func pluginSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
-        guard let node = keys["plugin"] else {
-            d.error(at, "plugin sink '\(name)' needs 'plugin': the output plugin to run", hint: "plugin: NAME, or a path to its .so")
-            return nil
-        }
-        guard let plugin = d.string(node, what: "'plugin'"), !plugin.isEmpty else { return nil }
-        var config = PluginSinkConfig(plugin: plugin, pluginLocation: node.location)
-        if let options = keys["options"] {
-            config.optionsLocation = options.location
-            switch options {
-            case .mapping(let entries, _): config.options = entries
-            case .scalar(let s) where s.isNull: break
-            default: d.error(options.location, "'options' must be a mapping, not \(options.kindName)")
-            }
-        }
-        if let n = keys["batch"], let v = d.int(n, what: "'batch'", in: 1...Int64(PluginSinkConfig.maxBatch), unit: " events") {
-            config.batch = Int(v)
-        }
-        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 10_000_000) }
-        if let n = keys["retry_max"], let ns = d.duration(n, what: "'retry_max'") { config.retryMax = max(ns, config.retryMin) }
-        if let n = keys["flush_interval"], let ns = d.duration(n, what: "'flush_interval'") { config.flushInterval = max(ns, 10_000_000) }
-        if let n = keys["isolation"] {
-            config.isolation = d.choice(n, what: "'isolation'", of: Isolation.self)
-            config.isolationLocation = n.location
-        }
-        if let n = keys["write_timeout"], let ns = d.duration(n, what: "'write_timeout'", atLeast: 10_000_000) {
-            config.writeTimeout = ns
-            config.writeTimeoutLocation = n.location
-        }
-        if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'", atLeast: 10_000_000) {
-            config.timeout = ns
-            config.timeoutLocation = n.location
-        }
-        if let n = keys["restart_backoff"],
-           let backoff = Keys(nested: n, what: "'restart_backoff'", of: keys.context, known: Self.backoffKeys,
-                              example: "restart_backoff: { min: 100ms, max: 30s }", &d) {
-            loadBackoff(backoff, into: &config.supervision, &d)
-            config.supervisionLocation = n.location
-        }
-        if let n = keys["limits"],
-           let limits = Keys(nested: n, what: "'limits'", of: keys.context, known: Self.resourceLimitKeys,
-                             example: "limits: { memory: 200MiB, cpu: 25%, open_files: 256 }", &d) {
-            config.limits = loadLimits(limits, &d)
-            config.limitsLocation = n.location
-        }
-        if let n = keys["user"], let user = loadUser(n, &d) {
-            config.user = user
-            config.userLocation = n.location
-        }
-        // A runner's keys say nothing to an output in the host's process.
-        if config.isolation == Isolation.none, let at = config.isolationLocation {
-            for entry in keys.entries where ["restart_backoff", "limits", "user", "write_timeout"].contains(entry.key.text) {
-                d.warning(entry.key.location, "'\(entry.key.text)' applies only to isolation: process",
-                          hint: entry.key.text == "write_timeout"
-                              ? "sink '\(name)' runs its output in vigil's own process (isolation: none at \(at)), where a write cannot be interrupted; set isolation: process for a write that hangs to be ended"
-                              : "sink '\(name)' runs its output in vigil's own process (isolation: none at \(at)); remove '\(entry.key.text)' or set isolation: process")
-            }
-        }
-        return .plugin(config)
-    }
-
-    private func otlpSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
-        guard let node = keys["endpoint"] else {
-            d.error(at, "otlp sink '\(name)' needs 'endpoint'", hint: "endpoint: http://127.0.0.1:4318")
-            return nil
-        }
-        guard let text = d.string(node, what: "'endpoint'") else { return nil }
-        let endpoint: (host: String, port: UInt16, path: String)
-        switch OTLPSinkConfig.parseEndpoint(text) {
-        case .success(let e): endpoint = e
-        case .failure(let why):
-            d.error(node.location, "bad 'endpoint' '\(text)': \(why)", hint: "endpoint: http://127.0.0.1:4318")
-            return nil
-        }
-        var config = OTLPSinkConfig(host: endpoint.host, port: endpoint.port, basePath: endpoint.path)
-        config.endpointLocation = node.location
-        if let n = keys["signals"] {
-            var signals: [OTLPSinkConfig.Signal] = []
-            for (text, at) in d.locatedStrings(n, what: "'signals'") {
-                guard let signal = OTLPSinkConfig.Signal(rawValue: text) else {
-                    d.error(at, "'signals' lists logs and metrics, not '\(text)'",
-                            hint: Suggest.hint(for: text, in: OTLPSinkConfig.Signal.allCases.map(\.rawValue)))
-                    continue
+            for resource in sink.settings.exclusiveResources {
+                if let (other, at) = claimed[resource] {
+                    d.error(sink.location, "sinks '\(other)' and '\(sink.name)' both use \(resource)",
+                            hint: "'\(other)' is at \(at); give each sink its own")
+                } else {
+                    claimed[resource] = (sink.name, sink.location)
                 }
-                if !signals.contains(signal) { signals.append(signal) }
-            }
-            if signals.isEmpty, !d.hasErrors { d.error(n.location, "'signals' is empty: list logs, metrics or both") }
-            if !signals.isEmpty { config.signals = signals }
-        }
-        if let n = keys["encoding"] { config.encoding = d.choice(n, what: "'encoding'", of: OTLPSinkConfig.Encoding.self) ?? .protobuf }
-        if let n = keys["compression"] {
-            config.compression = d.choice(n, what: "'compression'", of: OTLPSinkConfig.Compression.self) ?? .gzip
-        }
-        if let n = keys["headers"] {
-            if case .mapping(let entries, _) = n {
-                for entry in entries {
-                    let key = entry.key.text
-                    // RFC 9110 token characters; a value without line breaks.
-                    let tokenOK = !key.isEmpty && key.utf8.allSatisfy { b in
-                        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
-                    }
-                    guard tokenOK else {
-                        d.error(entry.key.location, "\(Self.shown(key)) is not an HTTP header name")
-                        continue
-                    }
-                    // The sink writes these itself; a second one makes a request receivers refuse.
-                    let own = ["content-length", "content-type", "content-encoding", "transfer-encoding", "host", "connection"]
-                    guard !own.contains(key.lowercased()) else {
-                        d.error(entry.key.location, "header '\(key)' is the sink's own to set",
-                                hint: "use 'encoding' and 'compression' for the body's type and encoding")
-                        continue
-                    }
-                    guard let value = d.string(entry.value, what: "header '\(key)'") else { continue }
-                    if value.utf8.contains(where: { $0 < 0x20 && $0 != 0x09 || $0 >= 0x7F }) {
-                        d.error(entry.value.location, "header '\(key)' must be printable ASCII (a line break, a control character or non-ASCII text cannot be sent as is)")
-                        continue
-                    }
-                    config.headers.append((key, value))
-                }
-            } else {
-                d.error(n.location, "'headers' must be a mapping of names to values, not \(n.kindName)",
-                        hint: "headers: { Authorization: \"Bearer ${OTLP_TOKEN}\" }")
             }
         }
-        if let n = keys["batch"],
-           let b = Keys(nested: n, what: "'batch'", of: "sink '\(name)'", known: ["events", "bytes", "timeout"],
-                        example: "batch: { events: 512, bytes: 4MiB, timeout: 1s }", &d) {
-            if let v = b["events"], let count = d.int(v, what: "'batch.events'", in: 1...100_000, unit: " events") { config.batchEvents = Int(count) }
-            if let v = b["bytes"], let bytes = d.size(v, what: "'batch.bytes'", atMost: 64 << 20, limitText: "64MiB") {
-                if bytes < 1024 { d.error(v.location, "'batch.bytes' must be at least 1KiB") } else { config.batchBytes = Int(bytes) }
-            }
-            if let v = b["timeout"], let ns = d.duration(v, what: "'batch.timeout'") { config.batchTimeout = max(ns, 1_000_000) }
-        }
-        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 10_000_000) }
-        if let n = keys["retry_max"], let ns = d.duration(n, what: "'retry_max'") { config.retryMax = max(ns, config.retryMin) }
-        if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'") { config.timeout = max(ns, 100_000_000) }
-        return .otlp(config)
-    }
-
-    private func syslogSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
-        guard let node = keys["connect"] else {
-            d.error(at, "syslog sink '\(name)' needs 'connect'",
-                    hint: "connect: \"unix:/dev/log\", \"udp://127.0.0.1:514\" or \"tcp://logs.example:601\"")
-            return nil
-        }
-        guard let address = d.address(node, what: "'connect'") else { return nil }
-        var config = SyslogSinkConfig(address: address)
-        config.addressLocation = node.location
-        if let n = keys["app_name"], let text = d.string(n, what: "'app_name'") {
-            if text.isEmpty || text.utf8.count > 48 || !text.utf8.allSatisfy({ $0 >= 33 && $0 <= 126 }) {
-                d.error(n.location, "'app_name' must be 1 to 48 printable ASCII characters without spaces (RFC 5424's APP-NAME), not '\(text)'")
-            } else {
-                config.appName = text
-            }
-        }
-        if let n = keys["facility"], let text = d.string(n, what: "'facility'") {
-            if let facility = SyslogEncoder.Facility.named(text) {
-                config.facility = facility
-            } else {
-                let names = SyslogEncoder.Facility.allCases.map { "\($0)" }
-                d.error(n.location, "'facility' must be one of \(names.joined(separator: ", ")), not '\(text)'",
-                        hint: Suggest.hint(for: text, in: names))
-            }
-        }
-        if let n = keys["max_message_size"],
-           let bytes = d.size(n, what: "'max_message_size'", atMost: 1 << 20, limitText: "1MiB") {
-            if bytes < Int64(SyslogEncoder.minimumSize) {
-                d.error(n.location, "'max_message_size' must be at least \(SyslogEncoder.minimumSize) bytes (RFC 5424's least), not \(bytes)")
-            } else if case .udp = address, bytes > 65_507 {
-                d.error(n.location, "'max_message_size' over UDP is at most 65507 bytes (one datagram), not \(bytes)")
-            } else {
-                config.maxMessageSize = Int(bytes)
-            }
-        }
-        Self.backoff(keys, min: &config.reconnectMin, max: &config.reconnectMax, &d)
-        return .syslog(config)
     }
 
     /// A name from the manifest as an error shows it: control characters escaped.
-    static func shown(_ text: String) -> String {
+    package static func shown(_ text: String) -> String {
         var out = "'"
         for c in text.unicodeScalars {
             if c.value < 0x20 || c.value == 0x7F {
@@ -638,7 +358,8 @@ public struct ManifestLoader {
     /// Memory is the sink's own queue (`queue_size` events), `when_full` its
     /// overflow policy; disk is a directory of segment files
     /// (DiskBufferedSink), for sinks that connect to a peer over a stream.
-    private func loadBuffer(_ node: ConfigNode, sink name: String, kind: inout SinkKind, config: inout SinkConfig, _ d: inout Diags) {
+    private func loadBuffer(_ node: ConfigNode, into config: inout SinkConfig, _ d: inout Diags) {
+        let name = config.name
         guard let b = Keys(nested: node, what: "'buffer'", of: "sink '\(name)'", known: ["type", "path", "max_size", "when_full", "fsync"],
                            example: "buffer: { type: disk, path: /var/lib/vigil/buffer/NAME, max_size: 1GiB, when_full: block }", &d) else { return }
         guard let typeNode = b["type"] else {
@@ -663,19 +384,9 @@ public struct ManifestLoader {
             }
             return
         }
-        // A disk buffer holds what a stream peer has not taken yet.
-        let streamPeer: Bool
-        switch kind {
-        case .socket(let s):
-            if case .connect(let address) = s.mode { if case .udp = address { streamPeer = false } else { streamPeer = true } } else { streamPeer = false }
-        case .syslog(let s):
-            if case .tcp = s.address { streamPeer = true } else { streamPeer = false }
-        // An output plugin answers for every event (OK, RETRY, REJECT).
-        case .otlp, .plugin: streamPeer = true
-        default: streamPeer = false
-        }
-        guard streamPeer else {
-            d.error(typeNode.location, "a disk buffer is for sinks that connect over a stream (socket connect over unix or tcp, syslog over tcp, otlp) and output plugins; this one has no peer that can take events later")
+        // A disk buffer holds what a peer has not taken yet.
+        if let refusal = config.settings.diskBufferRefusal {
+            d.error(typeNode.location, refusal)
             return
         }
         guard let pathNode = b["path"], let path = d.string(pathNode, what: "'buffer.path'") else {
@@ -692,18 +403,12 @@ public struct ManifestLoader {
             if bytes < 1 << 20 { d.error(n.location, "'buffer.max_size' must be at least 1MiB") } else { buffer.maxSize = bytes }
         }
         if let n = b["fsync"] { buffer.fsync = d.choice(n, what: "'buffer.fsync'", of: SinkBufferConfig.Fsync.self) ?? .interval }
-        switch kind {
-        case .socket(var s): s.buffer = buffer; kind = .socket(s)
-        case .syslog(var s): s.buffer = buffer; kind = .syslog(s)
-        case .otlp(var s): s.buffer = buffer; kind = .otlp(s)
-        case .plugin(var s): s.buffer = buffer; kind = .plugin(s)
-        default: break
-        }
+        config.settings.diskBuffer = buffer
     }
 
     /// `retry_min` and `retry_max` (`reconnect_min` and `reconnect_max`, the
     /// older names, still read): the backoff of a connecting sink.
-    static func backoff(_ keys: Keys, min low: inout Int64, max high: inout Int64, _ d: inout Diags) {
+    package static func backoff(_ keys: Keys, min low: inout Int64, max high: inout Int64, _ d: inout Diags) {
         for (name, old) in [("retry_min", "reconnect_min"), ("retry_max", "reconnect_max")] {
             if let a = keys[name], let b = keys[old] {
                 d.error(b.location, "'\(old)' is the older name of '\(name)' (line \(a.location.line)); give one")
@@ -719,47 +424,15 @@ public struct ManifestLoader {
             high = Swift.max(ns, low)
         }
     }
-
-    private func socketSink(_ keys: Keys, name: String, at: SourceLocation, _ d: inout Diags) -> SinkKind? {
-        let connect = keys["connect"], listen = keys["listen"]
-        let mode: SocketSinkConfig.Mode
-        switch (connect, listen) {
-        case (nil, nil):
-            d.error(at, "socket sink '\(name)' needs 'connect' or 'listen'",
-                    hint: "connect: \"tcp://127.0.0.1:5170\" or listen: \"unix:/run/vigil/events.sock\"")
-            return nil
-        case (.some(let c), .some(let l)):
-            d.error(l.location, "socket sink '\(name)' has both 'connect' (line \(c.location.line)) and 'listen'; use one sink for each")
-            return nil
-        case (.some(let node), nil):
-            guard let address = d.address(node, what: "'connect'") else { return nil }
-            mode = .connect(address)
-        case (nil, .some(let node)):
-            guard let address = d.address(node, what: "'listen'") else { return nil }
-            if case .udp = address {
-                d.error(node.location, "'listen' takes unix:/PATH or tcp://ADDR:PORT; udp is only for 'connect'")
-                return nil
-            }
-            mode = .listen(address)
-        }
-        var config = SocketSinkConfig(mode: mode)
-        config.addressLocation = (connect ?? listen)?.location
-        Self.backoff(keys, min: &config.reconnectMin, max: &config.reconnectMax, &d)
-        if let n = keys["client_buffer"],
-           let bytes = d.size(n, what: "'client_buffer'", atMost: ManifestLimits.maxClientBuffer, limitText: "1GiB (it is held in memory for each client)") {
-            config.clientBuffer = max(bytes, 4096)
-        }
-        return .socket(config)
-    }
 }
 
 /// The keys of one mapping, with a record of which were read.
-struct Keys {
-    var entries: [ConfigEntry]
-    var context: String
-    var known: [String]
+package struct Keys {
+    package var entries: [ConfigEntry]
+    package var context: String
+    package var known: [String]
 
-    init(_ entries: [ConfigEntry], context: String, known: [String]) {
+    package init(_ entries: [ConfigEntry], context: String, known: [String]) {
         self.entries = entries
         self.context = context
         self.known = known
@@ -768,7 +441,7 @@ struct Keys {
     /// The keys of a mapping nested in another (`rotate:` of a sink, `limits:`
     /// of a monitor), its unknown keys reported; nil, reported, when `node` is
     /// not a mapping. `example` is the hint for that.
-    init?(nested node: ConfigNode, what: String, of context: String, known: [String], example: String, _ d: inout Diags) {
+    package init?(nested node: ConfigNode, what: String, of context: String, known: [String], example: String, _ d: inout Diags) {
         guard case .mapping(let entries, _) = node else {
             d.error(node.location, "\(what) must be a mapping, not \(node.kindName)", hint: example)
             return nil
@@ -777,11 +450,11 @@ struct Keys {
         reportUnknown(into: &d)
     }
 
-    subscript(key: String) -> ConfigNode? {
+    package subscript(key: String) -> ConfigNode? {
         entries.first(where: { $0.key.text == key })?.value
     }
 
-    func reportUnknown(into d: inout Diags) {
+    package func reportUnknown(into d: inout Diags) {
         for entry in entries where !known.contains(entry.key.text) {
             d.error(entry.key.location, "unknown key '\(entry.key.text)' in \(context)",
                     hint: Suggest.hint(for: entry.key.text, in: known) ?? "known keys: \(known.joined(separator: ", "))")
@@ -790,23 +463,24 @@ struct Keys {
 }
 
 /// Collects diagnostics and converts nodes to typed values, reporting type errors.
-struct Diags {
-    var items: [Diagnostic] = []
-    var hasErrors: Bool { items.contains { $0.level == .error } }
+package struct Diags {
+    package var items: [Diagnostic] = []
+    package init(items: [Diagnostic] = []) { self.items = items }
+    package var hasErrors: Bool { items.contains { $0.level == .error } }
 
-    mutating func error(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+    package mutating func error(_ at: SourceLocation, _ message: String, hint: String? = nil) {
         items.append(Diagnostic(.error, at: at, message, hint: hint))
     }
 
-    mutating func warning(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+    package mutating func warning(_ at: SourceLocation, _ message: String, hint: String? = nil) {
         items.append(Diagnostic(.warning, at: at, message, hint: hint))
     }
 
-    mutating func note(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+    package mutating func note(_ at: SourceLocation, _ message: String, hint: String? = nil) {
         items.append(Diagnostic(.note, at: at, message, hint: hint))
     }
 
-    mutating func checkName(_ key: ConfigScalar, what: String) -> Bool {
+    package mutating func checkName(_ key: ConfigScalar, what: String) -> Bool {
         let ok = !key.text.isEmpty && key.text.unicodeScalars.allSatisfy {
             ($0.properties.isAlphabetic && $0.isASCII) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" || $0 == "."
         }
@@ -817,7 +491,7 @@ struct Diags {
         return ok
     }
 
-    mutating func string(_ node: ConfigNode, what: String) -> String? {
+    package mutating func string(_ node: ConfigNode, what: String) -> String? {
         guard case .scalar(let s) = node, !s.isNull else {
             error(node.location, "\(what) must be a string, not \(node.kindName)")
             return nil
@@ -825,7 +499,7 @@ struct Diags {
         return s.text
     }
 
-    mutating func bool(_ node: ConfigNode, what: String) -> Bool? {
+    package mutating func bool(_ node: ConfigNode, what: String) -> Bool? {
         guard case .scalar(let s) = node, let b = s.bool else {
             error(node.location, "\(what) must be true or false, not \(node.kindName)\(quotedText(node))")
             return nil
@@ -835,7 +509,7 @@ struct Diags {
 
     /// A whole number, within `range` when one is given: a number past Int64
     /// is reported as out of the range, not as "not a number".
-    mutating func int(_ node: ConfigNode, what: String, in range: ClosedRange<Int64>? = nil, unit: String = "") -> Int64? {
+    package mutating func int(_ node: ConfigNode, what: String, in range: ClosedRange<Int64>? = nil, unit: String = "") -> Int64? {
         guard case .scalar(let s) = node, !s.quoted else {
             error(node.location, "\(what) must be a whole number, not \(node.kindName)\(quotedText(node))")
             return nil
@@ -856,7 +530,7 @@ struct Diags {
     }
 
     /// A duration of at least `atLeast` (when given) and at most `ManifestLimits.maxDuration`.
-    mutating func duration(_ node: ConfigNode, what: String, atLeast minimum: Int64? = nil) -> Int64? {
+    package mutating func duration(_ node: ConfigNode, what: String, atLeast minimum: Int64? = nil) -> Int64? {
         guard case .scalar(let s) = node, let ns = Units.parseDuration(s.text) else {
             if let s = node.scalar, Units.parseDuration(s.text.numbersAsOne) != nil {
                 error(node.location, "\(what) is \(s.text), longer than the limit of \(ManifestLimits.maxDurationText)")
@@ -878,7 +552,7 @@ struct Diags {
     }
 
     /// A size of at most `atMost` (`ManifestLimits.maxSize` unless given).
-    mutating func size(_ node: ConfigNode, what: String, atMost maximum: Int64 = ManifestLimits.maxSize,
+    package mutating func size(_ node: ConfigNode, what: String, atMost maximum: Int64 = ManifestLimits.maxSize,
                        limitText: String = ManifestLimits.maxSizeText) -> Int64? {
         guard case .scalar(let s) = node, let bytes = Units.parseSize(s.text) else {
             if let s = node.scalar, Units.parseSize(s.text.numbersAsOne) != nil {
@@ -896,7 +570,7 @@ struct Diags {
         return bytes
     }
 
-    mutating func address(_ node: ConfigNode, what: String) -> SocketAddress? {
+    package mutating func address(_ node: ConfigNode, what: String) -> SocketAddress? {
         guard let text = string(node, what: what) else { return nil }
         do {
             return try SocketAddress.parse(text)
@@ -906,7 +580,7 @@ struct Diags {
         }
     }
 
-    mutating func choice(_ node: ConfigNode, what: String, from choices: [String]) -> String? {
+    package mutating func choice(_ node: ConfigNode, what: String, from choices: [String]) -> String? {
         guard case .scalar(let s) = node, choices.contains(s.text) else {
             let found = node.scalar.map { "'\($0.text)'" } ?? node.kindName
             error(node.location, "\(what) must be one of \(choices.joined(separator: ", ")), not \(found)",
@@ -917,7 +591,7 @@ struct Diags {
     }
 
     /// One of an enum's raw values.
-    mutating func choice<Choice: RawRepresentable & CaseIterable>(_ node: ConfigNode, what: String, of _: Choice.Type) -> Choice?
+    package mutating func choice<Choice: RawRepresentable & CaseIterable>(_ node: ConfigNode, what: String, of _: Choice.Type) -> Choice?
     where Choice.RawValue == String {
         choice(node, what: what, from: Choice.allCases.map(\.rawValue)).flatMap(Choice.init(rawValue:))
     }
@@ -925,7 +599,7 @@ struct Diags {
     /// A percentage with its sign (`25%`, `12.5%`) within `range`. A bare
     /// number is refused: whether `2` means 2% or two of something is the
     /// reader's guess.
-    mutating func percent(_ node: ConfigNode, what: String, in range: ClosedRange<Double>, hint: String) -> Double? {
+    package mutating func percent(_ node: ConfigNode, what: String, in range: ClosedRange<Double>, hint: String) -> Double? {
         guard case .scalar(let s) = node, let value = Units.parsePercent(s.text) else {
             error(node.location, "\(what) is not a percentage: \(node.kindName)\(quotedText(node))", hint: hint)
             return nil
@@ -939,17 +613,17 @@ struct Diags {
 
     /// A severity by name, also accepting the aliases `Severity(name:)` knows
     /// ('warn', 'crit'); errors list the canonical names.
-    mutating func severity(_ node: ConfigNode, what: String) -> Severity? {
+    package mutating func severity(_ node: ConfigNode, what: String) -> Severity? {
         if let text = node.scalar?.text, let severity = Severity(name: text) { return severity }
         return choice(node, what: what, from: Severity.names).flatMap(Severity.init(name:))
     }
 
     /// A list of strings; a single string counts as a list of one.
-    mutating func stringList(_ node: ConfigNode, what: String) -> [String] {
+    package mutating func stringList(_ node: ConfigNode, what: String) -> [String] {
         locatedStrings(node, what: what).map(\.0)
     }
 
-    mutating func locatedStrings(_ node: ConfigNode, what: String = "") -> [(String, SourceLocation)] {
+    package mutating func locatedStrings(_ node: ConfigNode, what: String = "") -> [(String, SourceLocation)] {
         switch node {
         case .scalar(let s) where !s.isNull: return [(s.text, s.location)]
         case .sequence(let items, _):

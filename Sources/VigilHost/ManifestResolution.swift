@@ -78,7 +78,7 @@ public struct ResolvedManifest<Plugin: DescribedPlugin>: Sendable {
         result.rules = conditions.rules
         result.diagnostics += conditions.diagnostics
         result.diagnostics += unmatchedPatterns(manifest, resolved: result.monitors, refused: result.refused.map(\.config.name))
-        result.diagnostics += fileSinkPathProblems(manifest)
+        result.diagnostics += sinkPreflightProblems(manifest)
         return result
     }
 
@@ -228,44 +228,11 @@ extension ResolvedManifest {
 }
 
 extension ResolvedManifest {
-    /// What the file system says of each file sink's `path`, as this user sees it
-    /// now: an existing directory there is an error (the sink could never open
-    /// it), so is a file where a parent directory must be; a file or nearest
-    /// existing parent directory this user cannot write to is a warning (it
-    /// may be run as another user; `run` creates missing directories).
-    /// Relative paths are taken as `run` takes them: from the current directory.
-    public static func fileSinkPathProblems(_ manifest: Manifest) -> [Diagnostic] {
-        var diagnostics: [Diagnostic] = []
-        for sink in manifest.sinks {
-            guard case .file(let config) = sink.kind else { continue }
-            let at = config.pathLocation ?? sink.location
-            let path = config.path
-            var info = stat()
-            if stat(path, &info) == 0 {
-                if info.st_mode & S_IFMT == S_IFDIR {
-                    diagnostics.append(Diagnostic(at: at, "file sink '\(sink.name)': '\(path)' is a directory; 'path' names the file to write",
-                                                  hint: "e.g. path: \(path.hasSuffix("/") ? path : path + "/")events.jsonl"))
-                } else if access(path, W_OK) != 0 {
-                    diagnostics.append(Diagnostic(.warning, at: at, "file sink '\(sink.name)': '\(path)' is not writable by this user (uid \(getuid()))"))
-                }
-                continue
-            }
-            // The nearest part of the path that exists must be a directory this user can write into.
-            var parent = path
-            while true {
-                guard let slash = parent.lastIndex(of: "/") else { parent = "."; break }
-                parent = slash == parent.startIndex ? "/" : String(parent[..<slash])
-                if parent == "/" || stat(parent, &info) == 0 { break }
-            }
-            if stat(parent, &info) != 0 { continue }
-            if info.st_mode & S_IFMT != S_IFDIR {
-                diagnostics.append(Diagnostic(at: at, "file sink '\(sink.name)': '\(path)' cannot be created: '\(parent)' is a file, not a directory"))
-            } else if access(parent, W_OK | X_OK) != 0 {
-                diagnostics.append(Diagnostic(.warning, at: at, "file sink '\(sink.name)': directory '\(parent)' is not writable by this user (uid \(getuid())), so '\(path)' cannot be created",
-                                              hint: "run vigil as a user who may write there, or choose another path"))
-            }
-        }
-        return diagnostics
+    /// What each sink type says of its settings on this machine now, before
+    /// anything starts (a file sink whose path is a directory): errors
+    /// refuse `run` as they fail `validate`.
+    public static func sinkPreflightProblems(_ manifest: Manifest) -> [Diagnostic] {
+        manifest.sinks.flatMap { $0.sinkType.preflight($0) }
     }
 }
 
@@ -291,55 +258,16 @@ extension PluginCatalog {
 }
 
 
-/// What `validate` can say of the sinks of `type: plugin` without loading
-/// their plugins here: each plugin is found and described by its probe
-/// child, is an output, and takes the sink's options; where it will run
-/// (`isolation`, decided as for a monitor); and that a `write_timeout` or a
-/// runner's keys say nothing to an output that runs in the host's process.
-/// Creating the output is left to `run`.
-public enum PluginSinkValidation {
+/// What `validate` can say of every sink with the plugin probes at hand,
+/// each sink type for its own (`SinkType.validate`).
+public enum SinkValidation {
     public static func diagnostics(_ manifest: Manifest, probes: PluginProbes) -> [Diagnostic] {
-        var diagnostics: [Diagnostic] = []
-        for sink in manifest.sinks {
-            guard case .plugin(let config) = sink.kind else { continue }
-            let reference = reference(of: config, in: manifest)
-            switch probes.describe(reference: reference) {
-            case .failure(let refusal):
-                diagnostics.append(Diagnostic(at: config.pluginLocation, "sink '\(sink.name)': \(refusal.description)"))
-            case .success(let probed):
-                let d = probed.description
-                guard d.kind == .output else {
-                    diagnostics.append(Diagnostic(at: config.pluginLocation,
-                                                  "sink '\(sink.name)': plugin '\(d.name)' is a monitor, not an output"))
-                    continue
-                }
-                diagnostics += OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(sink.name)'", to: d).1
-                // An explicit isolation: none is warned of by the loader.
-                let decision = decide(config, in: manifest, path: d.path)
-                guard decision.isolation == .none, config.isolation == nil else { continue }
-                if let at = config.writeTimeoutLocation {
-                    diagnostics.append(Diagnostic(.warning, at: at, "sink '\(sink.name)': 'write_timeout' cannot end a write in the host's process, where this output runs (\(decision.reason))",
-                                                  hint: "set isolation: process for a write that hangs to be ended and written again"))
-                }
-                for (key, at) in [("restart_backoff", config.supervisionLocation), ("limits", config.limitsLocation),
-                                  ("user", config.userLocation)] {
-                    guard let at else { continue }
-                    diagnostics.append(Diagnostic(.warning, at: at, "sink '\(sink.name)': '\(key)' applies only to isolation: process; this output runs in the host's process (\(decision.reason))",
-                                                  hint: "remove '\(key)' or set isolation: process"))
-                }
-            }
-        }
-        return diagnostics
+        manifest.sinks.flatMap { $0.sinkType.validate($0, in: manifest, probes: probes) }
     }
 
-    /// The plugin a sink names, as `run` looks for it.
-    public static func reference(of config: PluginSinkConfig, in manifest: Manifest) -> String {
-        manifest.pluginReference(of: config)
-    }
-
-    /// Where `run` will run the sink's output, the plugin found at `path`.
-    public static func decide(_ config: PluginSinkConfig, in manifest: Manifest, path: String?) -> IsolationDecision {
-        IsolationDecision.decide(own: config.isolation, of: "sink", manifestDefault: manifest.isolation, path: path,
-                                 hostDirectories: PluginProbes.hostDirectories())
+    /// Where each sink will run, for the ones that can run elsewhere than
+    /// in the host's threads: (name, "isolation: … (why)").
+    public static func placements(_ manifest: Manifest, catalog: PluginCatalog) -> [(sink: String, placement: String)] {
+        manifest.sinks.compactMap { sink in sink.sinkType.placement(in: manifest, catalog: catalog).map { (sink.name, $0) } }
     }
 }

@@ -25,7 +25,7 @@ public struct OnceOptions: Sendable {
     /// The one sink of a `--once` run: every monitor's events and the
     /// conditions', not the host's own (`vigil/*`: a failure is told on stderr).
     /// (Its kind says what it is, a log on stdout; the runtime makes an `OnceSink` for it.)
-    static let sink = SinkConfig(name: "stdout", kind: .log(LogSinkConfig.onStdout), match: ["*", "!\(Manifest.hostMonitorName)"],
+    static let sink = SinkConfig(name: "stdout", settings: LogSinkConfig.onStdout, match: ["*", "!\(Manifest.hostMonitorName)"],
                                  queueCapacity: SinkConfig.defaultQueueCapacity, overflow: .block,
                                  location: SourceLocation(file: "--once", line: 1, column: 1))
 

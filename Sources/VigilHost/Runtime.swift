@@ -189,65 +189,6 @@ public final class VigilRuntime: @unchecked Sendable {
         ConfigFingerprint.of(config) + "|host:" + host
     }
 
-    /// `manifestDirectory`: a plugin sink's relative `plugin:` path is the
-    /// manifest's directory's, as `validate` takes it.
-    static func makeSink(_ config: SinkConfig, host: String, logger: Logger, bindNow: Bool = true,
-                         directory: MonitorDirectory? = nil, manifestDirectory: String = "", manifestIsolation: Isolation? = nil,
-                         hostEvents: HostEvents? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
-        switch config.kind {
-        case .plugin(var plugin):
-            plugin.plugin = Manifest.pluginReference(plugin.plugin, isPath: plugin.pluginIsPath, in: manifestDirectory)
-            let sink = PluginOutputSink(config: plugin, name: config.name, host: host,
-                                        catalog: catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()),
-                                        manifestIsolation: manifestIsolation, hostEvents: hostEvents, logger: logger)
-            return buffered(sink, plugin.buffer, config, host: host, logger: logger)
-        case .syslog(let syslog):
-            var socket = SocketSinkConfig(mode: .connect(syslog.address))
-            socket.reconnectMin = syslog.reconnectMin
-            socket.reconnectMax = syslog.reconnectMax
-            let stream: Bool = if case .tcp = syslog.address { true } else { false }
-            let encoder = SyslogEncoder(facility: syslog.facility, appName: syslog.appName, host: host, procID: getpid(),
-                                        maxSize: syslog.effectiveMaxMessageSize)
-            let sink = SocketConnectSink(address: syslog.address, config: socket,
-                                         framing: SyslogFraming(encoder: encoder, octetCounting: stream), unixDatagram: !stream)
-            return buffered(sink, syslog.buffer, config, host: host, logger: logger)
-        case .otlp(let otlp):
-            let sink = OTLPSink(config: otlp, host: host, facts: { directory?.facts() ?? [:] }, synchronous: otlp.buffer != nil)
-            return buffered(sink, otlp.buffer, config, host: host, logger: logger)
-        case .prometheus(let prometheus):
-            let sink = PrometheusSink(config: prometheus, host: host, facts: { directory?.facts() ?? [:] })
-            var logger = logger
-            logger[metadataKey: "sink"] = "\(config.name)"
-            if bindNow { sink.bind(logger: logger) }
-            return sink
-        case .null: return NullSink()
-        case .log(let log): return LogSink(config: log, host: host)
-        case .file(let file): return FileSink(config: file, host: host, holdFailedBatches: config.overflow == .block)
-        case .socket(let socket):
-            switch socket.mode {
-            case .connect(let address):
-                let sink = SocketConnectSink(address: address, config: socket, framing: JSONLinesFraming(host: host))
-                return buffered(sink, socket.buffer, config, host: host, logger: logger)
-            case .listen(let address):
-                let sink = SocketListenSink(address: address, config: socket, host: host)
-                var logger = logger
-                logger[metadataKey: "sink"] = "\(config.name)"
-                if bindNow { sink.bind(logger: logger) }
-                return sink
-            }
-        }
-    }
-
-    /// `sink` behind its disk buffer, when it has one (opened on the sink's
-    /// thread: a buffer that cannot be opened is logged as critical, and
-    /// every event given to the sink is counted lost, `write_failed`, never
-    /// sent without the guarantee asked for).
-    static func buffered(_ sink: any EventSink, _ buffer: SinkBufferConfig?, _ config: SinkConfig, host: String,
-                         logger: Logger) -> any EventSink {
-        guard let buffer, buffer.kind == .disk else { return sink }
-        return DiskBufferedSink(inner: sink, config: buffer, name: config.name, host: host, logger: logger)
-    }
-
     public static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
@@ -581,8 +522,9 @@ public final class VigilRuntime: @unchecked Sendable {
             if let after {
                 Task { [logger] in
                     await after.stop(drainTimeout: drainTimeout)
-                    (runner.sink as? SocketListenSink)?.bind(logger: logger)
-                    (runner.sink as? PrometheusSink)?.bind(logger: logger)
+                    var logger = logger
+                    logger[metadataKey: "sink"] = "\(runner.config.name)"
+                    runner.sink.bind(logger: logger)
                     runner.start()
                 }
             } else {

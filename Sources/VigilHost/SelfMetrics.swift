@@ -157,10 +157,7 @@ struct SelfMetrics {
         // The series of `prometheus` sinks, as they serve them: one scrape of
         // the control API has the host's figures and the events' values.
         var bytes = out.bytes
-        for runner in live {
-            guard let sink = runner.sink as? PrometheusSink else { continue }
-            bytes += sink.series.exposition(openMetrics: false)
-        }
+        for runner in live { runner.sink.appendExposition(to: &bytes) }
         return bytes
     }
 }

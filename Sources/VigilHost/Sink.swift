@@ -48,6 +48,16 @@ public protocol EventSink: AnyObject, Sendable {
     /// not before a connection exists: a peer never reached receives no
     /// duplicate). False: the batch counts as sent when `write` begins.
     var reportsSending: Bool { get }
+    /// A listening sink takes its address (logging what it could not):
+    /// at start, or on a reload once the sink it replaces has let go of it.
+    /// Others do nothing.
+    func bind(logger: Logger)
+    /// An output plugin's runner figures, for `ctl status` and /metrics
+    /// (nil for other sinks; a disk buffer answers for what it holds).
+    var outputRunner: (any OutputRunnerReporting)? { get }
+    /// What the sink adds to the control API's /metrics (a prometheus
+    /// sink's series, so one scrape has the host's figures and the values).
+    func appendExposition(to bytes: inout [UInt8])
 }
 
 public enum SinkTicks {
@@ -62,6 +72,9 @@ extension EventSink {
     public func attach(wake: @escaping @Sendable () -> Void) {}
     public var producerLines: JSONLineEncoder? { nil }
     public var reportsSending: Bool { false }
+    public func bind(logger: Logger) {}
+    public var outputRunner: (any OutputRunnerReporting)? { nil }
+    public func appendExposition(to bytes: inout [UInt8]) {}
 }
 
 /// Thrown by a sink whose batch got partly through: the first `delivered`
@@ -474,8 +487,8 @@ final class SinkRunner: @unchecked Sendable {
         var lost = context.lost.counts
         lost.queueFull += q.queueFull
         lost.shutdown += q.shutdown
-        let output = (sink as? OutputRunnerReporting) ?? ((sink as? DiskBufferedSink)?.inner as? OutputRunnerReporting)
-        return Stats(name: config.name, type: config.kind.typeName, accepted: q.accepted,
+        let output = sink.outputRunner
+        return Stats(name: config.name, type: config.type, accepted: q.accepted,
                      written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
                      truncated: context.truncated.load(ordering: .relaxed),
                      unconfirmed: context.unconfirmed.load(ordering: .relaxed),

@@ -86,7 +86,7 @@ public final class PluginTestHost: @unchecked Sendable {
         sinks:
           none: { type: null }
         """
-        let (manifest, diagnostics) = ManifestLoader(file: "options").load(text)
+        let (manifest, diagnostics) = ManifestLoader(file: "options", sinkTypes: SinkTypes([])).load(text)
         guard let manifest, let config = manifest.monitors.first else {
             throw PluginTestError("options: " + diagnostics.map(\.description).joined(separator: "; "))
         }
@@ -118,7 +118,7 @@ extension PluginTestHost {
         sinks:
           none: { type: null }
         """
-        let (manifest, diagnostics) = ManifestLoader(file: "options").load(text)
+        let (manifest, diagnostics) = ManifestLoader(file: "options", sinkTypes: SinkTypes([])).load(text)
         guard let manifest, let config = manifest.monitors.first else {
             throw PluginTestError("options: " + diagnostics.map(\.description).joined(separator: "; "))
         }

@@ -211,7 +211,7 @@ struct Run: AsyncParsableCommand {
         ManifestFile.print(diagnostics, files: manifest.files)  // warnings and notes
         // A file sink that can never open its path is an error of the
         // manifest's, as `validate` says: nothing starts.
-        let sinkErrors = ResolvedManifest<HostedPlugin>.fileSinkPathProblems(manifest).filter { $0.level == .error }
+        let sinkErrors = ResolvedManifest<HostedPlugin>.sinkPreflightProblems(manifest).filter { $0.level == .error }
         if !sinkErrors.isEmpty {
             ManifestFile.print(sinkErrors, files: manifest.files)
             throw ExitCode(2)
@@ -359,7 +359,7 @@ struct Validate: AsyncParsableCommand {
             let probes = plugins.probes(manifest: loaded, scope: .all, creating: true)
             let resolution = ResolvedManifest.resolve(loaded, probes: probes)
             all += resolution.diagnostics + resolution.validateInstances()
-            all += PluginSinkValidation.diagnostics(loaded, probes: probes)
+            all += SinkValidation.diagnostics(loaded, probes: probes)
         }
         ManifestFile.print(all, files: loaded?.files ?? [manifest])
         let errors = all.filter { $0.level == .error }.count
@@ -380,12 +380,8 @@ struct Validate: AsyncParsableCommand {
             let d = IsolationDecision.decide(for: monitor, in: loaded, path: path, hostDirectories: host)
             print("  \(monitor.name): \(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))")
         }
-        for sink in loaded.sinks {
-            guard case .plugin(let config) = sink.kind else { continue }
-            let reference = PluginSinkValidation.reference(of: config, in: loaded)
-            let path = config.pluginIsPath ? reference : catalog.locate(reference)
-            let d = PluginSinkValidation.decide(config, in: loaded, path: path)
-            print("  sink \(sink.name): \(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))")
+        for (sink, placement) in SinkValidation.placements(loaded, catalog: catalog) {
+            print("  sink \(sink): \(placement)")
         }
         let fragments = loaded.files.count - 1
         print("\(manifest)\(fragments > 0 ? " and \(fragments) included file\(fragments == 1 ? "" : "s")" : ""): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")

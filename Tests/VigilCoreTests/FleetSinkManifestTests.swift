@@ -1,5 +1,6 @@
 import Testing
 @testable import VigilCore
+@testable import VigilHost
 
 /// The `prometheus` and `syslog` sinks' keys: defaults, and every wrong
 /// value an error at its line and column.
@@ -12,7 +13,7 @@ import Testing
               b: { type: prometheus, listen: "tcp://0.0.0.0:9100", expire_after: 2m, max_series: 500 }
             """)
         #expect(d.isEmpty, "\(d)")
-        guard case .prometheus(let a)? = m?.sinks.first?.kind, case .prometheus(let b)? = m?.sinks.last?.kind else {
+        guard let a = m?.sinks.first?.settings as? PrometheusSinkConfig, let b = m?.sinks.last?.settings as? PrometheusSinkConfig else {
             Issue.record("not prometheus sinks")
             return
         }
@@ -46,7 +47,7 @@ import Testing
             """)
         #expect(d.isEmpty, "\(d)")
         let configs = (m?.sinks ?? []).compactMap { sink -> SyslogSinkConfig? in
-            if case .syslog(let c) = sink.kind { return c } else { return nil }
+            sink.settings as? SyslogSinkConfig
         }
         #expect(configs.count == 3)
         #expect(configs[0].facility == .daemon && configs[0].appName == "vigil" && configs[0].effectiveMaxMessageSize == 8192)
@@ -83,8 +84,8 @@ import Testing
             """)
         expectDiagnostic(d, at: 5, 74, "'reconnect_min' is the older name of 'retry_min' (line 5); give one")
         expectCount(d, 1)
-        if case .socket(let a)? = m?.sinks[0].kind { #expect(a.reconnectMin == 1_000_000_000 && a.reconnectMax == 60_000_000_000) }
-        if case .syslog(let b)? = m?.sinks[1].kind { #expect(b.reconnectMin == 2_000_000_000) }
+        if let a = m?.sinks[0].settings as? SocketSinkConfig { #expect(a.reconnectMin == 1_000_000_000 && a.reconnectMax == 60_000_000_000) }
+        if let b = m?.sinks[1].settings as? SyslogSinkConfig { #expect(b.reconnectMin == 2_000_000_000) }
     }
 
     @Test func otlpDefaultsAndValues() throws {
@@ -98,7 +99,7 @@ import Testing
             """)
         #expect(d.isEmpty, "\(d)")
         let configs = (m?.sinks ?? []).compactMap { sink -> OTLPSinkConfig? in
-            if case .otlp(let c) = sink.kind { return c } else { return nil }
+            sink.settings as? OTLPSinkConfig
         }
         #expect(configs.count == 2)
         #expect(configs[0].host == "collector" && configs[0].port == 4318 && configs[0].basePath == "")
@@ -142,7 +143,7 @@ import Testing
               f: { type: otlp, endpoint: "http://h", buffer: { type: disk, path: /var/lib/vigil/b, max_size: 10KiB } }
             """)
         #expect(m?.sinks.first?.overflow == .dropNewest)
-        if case .socket(let b)? = m?.sinks[1].kind {
+        if let b = m?.sinks[1].settings as? SocketSinkConfig {
             #expect(b.buffer?.path == "/var/lib/vigil/b" && b.buffer?.maxSize == 2 << 30 && b.buffer?.fsync == .always)
         } else {
             Issue.record("b is not a socket sink")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VigilCore
+@testable import VigilHost
 
 // MARK: - Helpers
 
@@ -145,7 +146,7 @@ struct ValidManifestTests {
         #expect(custom.options.isEmpty)
 
         let console = try #require(sink(m, "console"))
-        guard case .log(let log) = console.kind else { Issue.record("console is \(console.kind)"); return }
+        guard let log = console.settings as? LogSinkConfig else { Issue.record("console is \(console.type)"); return }
         #expect(log.stream == .stderr && log.format == .text)
         #expect(console.minSeverity == .info)
         #expect(console.match == ["*"])
@@ -154,7 +155,7 @@ struct ValidManifestTests {
         #expect(console.location == loc(19, 3))
 
         let journal = try #require(sink(m, "journal"))
-        guard case .file(let file) = journal.kind else { Issue.record("journal is \(journal.kind)"); return }
+        guard let file = journal.settings as? FileSinkConfig else { Issue.record("journal is \(journal.type)"); return }
         #expect(file.path == ".vigil/events.jsonl")
         #expect(file.rotateSize == 67_108_864)
         #expect(file.rotateKeep == 5)
@@ -164,7 +165,7 @@ struct ValidManifestTests {
         #expect(journal.match == ["*"])
 
         let collector = try #require(sink(m, "collector"))
-        guard case .socket(let socket) = collector.kind else { Issue.record("collector is \(collector.kind)"); return }
+        guard let socket = collector.settings as? SocketSinkConfig else { Issue.record("collector is \(collector.type)"); return }
         #expect(socket.mode == .connect(.tcp(host: "127.0.0.1", port: 5170)))
         #expect(socket.reconnectMin == 250_000_000)
         #expect(socket.reconnectMax == 60_000_000_000)
@@ -175,25 +176,25 @@ struct ValidManifestTests {
         #expect(collector.minSeverity == .debug)
 
         let local = try #require(sink(m, "local"))
-        guard case .socket(let listener) = local.kind else { Issue.record("local is \(local.kind)"); return }
+        guard let listener = local.settings as? SocketSinkConfig else { Issue.record("local is \(local.type)"); return }
         #expect(listener.mode == .listen(.unix(path: "/run/vigil/events.sock")))
         #expect(listener.clientBuffer == 8 << 20)
         #expect(listener.reconnectMin == 100_000_000 && listener.reconnectMax == 30_000_000_000)
         #expect(local.minSeverity == .warning)
         #expect(local.overflow == .dropNewest)
 
-        guard case .socket(let v6)? = sink(m, "v6")?.kind else { Issue.record("v6"); return }
+        guard let v6 = sink(m, "v6")?.settings as? SocketSinkConfig else { Issue.record("v6"); return }
         #expect(v6.mode == .connect(.udp(host: "::1", port: 8125)))
-        guard case .log(let everything)? = sink(m, "everything")?.kind else { Issue.record("everything"); return }
+        guard let everything = sink(m, "everything")?.settings as? LogSinkConfig else { Issue.record("everything"); return }
         #expect(everything.stream == .stdout && everything.format == .json)
-        #expect(sink(m, "discard")?.kind.typeName == "null")
+        #expect(sink(m, "discard")?.type == "null")
     }
 
     @Test("environment values reach the model")
     func fullWithEnvironment() throws {
         let (m, diagnostics) = load(Self.full, env: ["VIGIL_STATE_DIR": "/var/lib/vigil"])
         expectCount(diagnostics, 0)
-        guard case .file(let file)? = sink(m, "journal")?.kind else { Issue.record("journal"); return }
+        guard let file = sink(m, "journal")?.settings as? FileSinkConfig else { Issue.record("journal"); return }
         #expect(file.path == "/var/lib/vigil/events.jsonl")
     }
 
@@ -247,16 +248,16 @@ struct ValidManifestTests {
             """)
         expectCount(diagnostics, 0)
         #expect(monitor(m, "cpu")?.interval == 1_000_000)
-        guard case .file(let file)? = sink(m, "j")?.kind else { Issue.record("j"); return }
+        guard let file = sink(m, "j")?.settings as? FileSinkConfig else { Issue.record("j"); return }
         #expect(file.rotateSize == nil)
         #expect(file.rotateKeep == 5)
         #expect(file.fsync == .always)
         #expect(file.fsyncInterval == 1_000_000)
-        guard case .socket(let s)? = sink(m, "s")?.kind else { Issue.record("s"); return }
+        guard let s = sink(m, "s")?.settings as? SocketSinkConfig else { Issue.record("s"); return }
         #expect(s.reconnectMin == 5_000_000_000)
         #expect(s.reconnectMax == 5_000_000_000)  // never below reconnect_min
         #expect(s.clientBuffer == 4096)
-        guard case .socket(let z)? = sink(m, "z")?.kind else { Issue.record("z"); return }
+        guard let z = sink(m, "z")?.settings as? SocketSinkConfig else { Issue.record("z"); return }
         #expect(z.reconnectMin == 10_000_000)  // at least 10ms: a dead peer is never retried in a busy loop
     }
 
@@ -319,7 +320,7 @@ struct ValidManifestTests {
         #expect(m?.monitors.map(\.name) == ["cpu", "memory", "load"])
         #expect(m?.sinks.map(\.name) == ["console", "journal"])
         #expect(monitor(m, "cpu")?.interval == 1_000_000_000)
-        guard case .file(let file)? = sink(m, "journal")?.kind else { Issue.record("journal"); return }
+        guard let file = sink(m, "journal")?.settings as? FileSinkConfig else { Issue.record("journal"); return }
         #expect(file.path == ".vigil/events.jsonl")
         #expect(file.rotateSize == 64 << 20)
     }
@@ -387,7 +388,7 @@ struct UnknownKeyTests {
         expectCount(d, 3)
         expectDiagnostic(d, at: 6, 5, "unknown key 'strem' in sink 'out' (type log)", hint: .equals("did you mean 'stream'?"))
         expectDiagnostic(d, at: 7, 5, "unknown key 'path' in sink 'out' (type log)",
-                         hint: .equals("known keys: type, match, min_severity, queue_size, overflow, stream, format"))
+                         hint: .equals("known keys: stream, format, type, match, min_severity, queue_size, overflow, buffer"))
         expectDiagnostic(d, at: 11, 26, "unknown key 'kepe' in 'rotate' of sink 'j'", hint: .equals("did you mean 'keep'?"))
     }
 }
@@ -990,7 +991,7 @@ struct EnvironmentTests {
         #expect(m?.host == "web-9")
         #expect(monitor(m, "cpu")?.plugin == "cpu")
         #expect(monitor(m, "cpu")?.interval == 5_000_000_000)
-        guard case .file(let file)? = sink(m, "j")?.kind else { Issue.record("j"); return }
+        guard let file = sink(m, "j")?.settings as? FileSinkConfig else { Issue.record("j"); return }
         #expect(file.path == "${LITERAL}/logs/e$x.jsonl")
     }
 
@@ -1000,7 +1001,7 @@ struct EnvironmentTests {
         expectCount(d, 0)
         #expect(monitor(m, "cpu")?.plugin == "load")
         #expect(monitor(m, "cpu")?.interval == 250_000_000)
-        guard case .file(let file)? = sink(m, "j")?.kind else { Issue.record("j"); return }
+        guard let file = sink(m, "j")?.settings as? FileSinkConfig else { Issue.record("j"); return }
         #expect(file.path == "${LITERAL}//var/log/e$x.jsonl")
     }
 

@@ -1,5 +1,6 @@
 import Testing
 @testable import VigilCore
+@testable import VigilHost
 
 /// The indices in a set, in `forEach` order.
 func indices(_ set: SinkSet) -> [Int] {
@@ -366,9 +367,9 @@ struct RoutingTests {
     func fromManifest() {
         let at = VigilCore.SourceLocation(file: "test.yaml", line: 1, column: 1)
         let manifest = Manifest(file: "test.yaml", sinks: [
-            SinkConfig(name: "all", kind: .null, location: at),
-            SinkConfig(name: "warn", kind: .null, match: ["cpu"], minSeverity: .warning, location: at),
-            SinkConfig(name: "nohost", kind: .null, match: ["*", "!vigil/*"], location: at),
+            SinkConfig(name: "all", settings: NullSinkSettings(), location: at),
+            SinkConfig(name: "warn", settings: NullSinkSettings(), match: ["cpu"], minSeverity: .warning, location: at),
+            SinkConfig(name: "nohost", settings: NullSinkSettings(), match: ["*", "!vigil/*"], location: at),
         ])
         let c = RouteCompiler(manifest: manifest)
         #expect(c.sinks.count == 3)

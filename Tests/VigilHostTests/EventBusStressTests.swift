@@ -59,7 +59,7 @@ import VigilCore
 
     static func runner(_ name: String, _ recorder: Recorder, match: [String], capacity: Int,
                        overflow: OverflowPolicy) -> SinkRunner {
-        let config = SinkConfig(name: name, kind: .null, match: match, queueCapacity: capacity, overflow: overflow,
+        let config = SinkConfig(name: name, settings: NullSinkSettings(), match: match, queueCapacity: capacity, overflow: overflow,
                                 location: SourceLocation(file: "stress", line: 1, column: 1))
         return SinkRunner(config: config, sink: recorder, logger: quietLogger)
     }

@@ -110,8 +110,8 @@ final class Progress: Sendable {
         #expect(q.counters.dropped == 1)
     }
 
-    func runner(_ sink: any EventSink, _ kind: SinkKind, queue: Int = 100_000, overflow: OverflowPolicy = .dropOldest) -> SinkRunner {
-        let config = SinkConfig(name: "s", kind: kind, queueCapacity: queue, overflow: overflow,
+    func runner(_ sink: any EventSink, _ settings: any SinkSettings, queue: Int = 100_000, overflow: OverflowPolicy = .dropOldest) -> SinkRunner {
+        let config = SinkConfig(name: "s", settings: settings, queueCapacity: queue, overflow: overflow,
                                 location: SourceLocation(file: "t", line: 1, column: 1))
         return SinkRunner(config: config, sink: sink, logger: Self.quietLogger)
     }
@@ -144,7 +144,7 @@ final class Progress: Sendable {
         config.clientBuffer = 1 << 20
         let sink = SocketListenSink(address: address, config: config, host: "h")
         sink.bind(logger: Self.quietLogger)
-        let r = runner(sink, .socket(config))
+        let r = runner(sink, config)
         r.start()
         let slow = try Sockets.connect(address)
         let fast = try Sockets.connect(address)
@@ -209,7 +209,7 @@ final class Progress: Sendable {
         config.reconnectMin = 10_000_000
         config.reconnectMax = 50_000_000
         let sink = SocketConnectSink(address: .tcp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h"))
-        let r = runner(sink, .socket(config))
+        let r = runner(sink, config)
         r.start()
         // Nobody listens yet: these wait in the queue and the batch being retried.
         for i in 1...100 { r.queue.push(Self.event(i)) }
@@ -241,7 +241,7 @@ final class Progress: Sendable {
         }
         let port = UInt16(bigEndian: addr.sin_port)
         let config = SocketSinkConfig(mode: .connect(.udp(host: "127.0.0.1", port: port)))
-        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
+        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), config)
         r.start()
         for i in 1...3 { r.queue.push(Self.event(i)) }
         var datagrams: [String] = []
@@ -264,14 +264,14 @@ final class Progress: Sendable {
         try TestEnv.write("previous line\n", to: dir + "/a/keep.txt")
         var config = FileSinkConfig(path: path)
         config.fsync = .never
-        let r = runner(FileSink(config: config, host: "h"), .file(config))
+        let r = runner(FileSink(config: config, host: "h"), config)
         r.start()
         for i in 1...10 { r.queue.push(Self.event(i)) }
         await r.stop(drainTimeout: 1_000_000_000)
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 10)
         // A second run appends.
-        let again = runner(FileSink(config: config, host: "h"), .file(config))
+        let again = runner(FileSink(config: config, host: "h"), config)
         again.start()
         again.queue.push(Self.event(11))
         await again.stop(drainTimeout: 1_000_000_000)
@@ -282,7 +282,7 @@ final class Progress: Sendable {
     @Test func unwritableFileCountsFailuresAndNeverCrashes() async throws {
         var config = FileSinkConfig(path: "/proc/vigil-cannot-write-here/events.jsonl")
         config.fsync = .never
-        let r = runner(FileSink(config: config, host: "h"), .file(config))
+        let r = runner(FileSink(config: config, host: "h"), config)
         r.start()
         for i in 1...5 { r.queue.push(Self.event(i)) }
         await r.stop(drainTimeout: 500_000_000)
@@ -382,7 +382,7 @@ final class Progress: Sendable {
         var config = SocketSinkConfig(mode: .connect(.unix(path: dir + "/nobody.sock")))
         config.reconnectMin = 60_000 * 86_400 * 1_000_000_000
         config.reconnectMax = .max
-        let r = runner(SocketConnectSink(address: .unix(path: dir + "/nobody.sock"), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
+        let r = runner(SocketConnectSink(address: .unix(path: dir + "/nobody.sock"), config: config, framing: JSONLinesFraming(host: "h")), config)
         r.start()
         for i in 1...3 { r.queue.push(Self.event(i)) }
         try await Task.sleep(for: .milliseconds(200))
@@ -404,7 +404,7 @@ final class Progress: Sendable {
         }
         let port = UInt16(bigEndian: addr.sin_port)
         let config = SocketSinkConfig(mode: .connect(.udp(host: "127.0.0.1", port: port)))
-        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
+        let r = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), config)
         r.start()
         // Every third event is over the 64 KiB datagram limit.
         for i in 1...30 {
@@ -424,7 +424,7 @@ final class Progress: Sendable {
 
         // The peer gone: each send the kernel refuses (ECONNREFUSED, from the
         // ICMP of an earlier datagram) is one loss; written + lost = sent.
-        let gone = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), .socket(config))
+        let gone = runner(SocketConnectSink(address: .udp(host: "127.0.0.1", port: port), config: config, framing: JSONLinesFraming(host: "h")), config)
         gone.start()
         for i in 1...200 { gone.queue.push(Self.event(i)) }
         await gone.stop(drainTimeout: 1_000_000_000)

@@ -74,9 +74,9 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
     /// Why the sink failed for good, once it has (for the status and health).
     private let failedBecause = Mutex<String?>(nil)
     var failedForGood: String? { failedBecause.withLock { $0 } }
-    /// Set by a disk buffer in front: the events of a sink that failed stay
+    /// With a disk buffer in front, the events of a sink that failed stay
     /// on disk for the next start (the log says so, not "counted lost").
-    var keepsEventsOnFailure = false
+    private var keepsEventsOnFailure: Bool { config.buffer?.kind == .disk }
     let retries = Atomic<UInt64>(0)
     let retriedEvents = Atomic<UInt64>(0)
     private let isolated = Atomic<Bool>(false)
@@ -97,6 +97,8 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
     }
 
     var tickInterval: Int64 { up && transport?.flushes == true ? config.flushInterval : SinkTicks.never }
+
+    var outputRunner: (any OutputRunnerReporting)? { self }
 
     /// Finds the plugin and sets up its transport (a runner that loaded and
     /// described it, or the plugin loaded here), once; the reason it could
@@ -458,7 +460,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
 }
 
 /// A plugin sink's output runner, as the status, metrics and summary show it.
-protocol OutputRunnerReporting: AnyObject {
+public protocol OutputRunnerReporting: AnyObject {
     var isolation: Isolation { get }
     /// Runners of the output that ended: crashes, hangs killed, limits.
     var runnerCrashes: Atomic<UInt64> { get }
@@ -520,4 +522,215 @@ private final class OutputHost: RunnerReceiver, @unchecked Sendable {
     func setAvailability(_ available: Bool, reason: String) {}
     func now() -> Int64 { realtimeNanoseconds() }
     func markFinished() {}
+}
+
+/// A sink run by an output plugin (ABI 1.5):
+///
+///     sinks:
+///       graphite:
+///         type: plugin
+///         plugin: graphite            # a name in plugin_dirs, or a path
+///         options: { host: 127.0.0.1, port: 2003 }
+///         batch: 500                  # events per write, at most
+///         retry_min: 100ms            # backoff of RETRY answers
+///         retry_max: 30s
+///         flush_interval: 1s          # flush() of an output that buffers
+///         isolation: process          # or none; the default as for monitors
+///         write_timeout: 10s          # a write in a runner past this kills it
+///         timeout: 5s                 # every other call (create, start, flush, stop)
+///         restart_backoff: { min: 100ms, max: 30s }   # isolation: process only,
+///         limits: { memory: 200MiB }                  # as for monitors
+///         user: nobody
+///         buffer: { type: disk, path: /var/lib/vigil/buffer/graphite }
+package struct PluginSinkConfig: Sendable {
+    package var plugin: String
+    package var pluginLocation: SourceLocation
+    /// `plugin` is a path, not a name (as a monitor's: a `/` or a `.so`).
+    package var pluginIsPath: Bool { plugin.contains("/") || plugin.hasSuffix(".so") }
+    /// The `options:` mapping as written.
+    package var options: [ConfigEntry] = []
+    package var optionsLocation: SourceLocation
+    package var batch = 500
+    package var retryMin: Int64 = 100_000_000
+    package var retryMax: Int64 = 30_000_000_000
+    package var flushInterval: Int64 = 1_000_000_000
+    /// Where it runs. Nil: the manifest's top-level `isolation:`, else the
+    /// host's rule (IsolationDecision), as for a monitor.
+    package var isolation: Isolation?
+    package var isolationLocation: SourceLocation?
+    /// How long one `write` may take; in a runner, one past it is killed and
+    /// the batch written again to a new one. In the host's process a write
+    /// cannot be interrupted: one past it is only logged.
+    package var writeTimeout: Int64 = 10_000_000_000
+    package var writeTimeoutLocation: SourceLocation?
+    /// How long each other call may take (create, start, flush, stop, destroy).
+    package var timeout: Int64 = 5_000_000_000
+    package var timeoutLocation: SourceLocation?
+    /// The runner's restarts after a crash or a hang (isolation: process):
+    /// only `restart_backoff` applies (restart and quarantine do not: a sink
+    /// always restarts its output, and a batch that crashed it
+    /// `maxBatchCrashes` times is counted lost).
+    package var supervision: SupervisionConfig = {
+        var s = SupervisionConfig()
+        s.backoffMin = 100_000_000
+        s.backoffMax = 30_000_000_000
+        return s
+    }()
+    package var supervisionLocation: SourceLocation?
+    /// What the runner may use (isolation: process).
+    package var limits = ResourceLimits()
+    package var limitsLocation: SourceLocation?
+    /// Run the runner as this user (isolation: process).
+    package var user: String?
+    package var userLocation: SourceLocation?
+
+    /// Crashes (or hangs) of the output in one batch's writes after which the
+    /// batch is counted lost (`write_failed`), so that a batch that kills
+    /// every output cannot stall the sink.
+    package static let maxBatchCrashes = 3
+    /// `buffer: { type: disk }`: events kept on disk until the output
+    /// answered for them (OK or REJECT), across crashes and restarts.
+    package var buffer: SinkBufferConfig?
+
+    package init(plugin: String, pluginLocation: SourceLocation) {
+        self.plugin = plugin
+        self.pluginLocation = pluginLocation
+        self.optionsLocation = pluginLocation
+    }
+
+    package static let maxBatch = 100_000
+}
+
+extension PluginSinkConfig: SinkType {
+    package static let type = "plugin"
+    package static let keys = ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation", "write_timeout",
+                               "timeout", "restart_backoff", "limits", "user"]
+
+    package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> PluginSinkConfig? {
+        let keys = sink.keys, name = sink.name, at = sink.location
+        guard let node = keys["plugin"] else {
+            d.error(at, "plugin sink '\(name)' needs 'plugin': the output plugin to run", hint: "plugin: NAME, or a path to its .so")
+            return nil
+        }
+        guard let plugin = d.string(node, what: "'plugin'"), !plugin.isEmpty else { return nil }
+        var config = PluginSinkConfig(plugin: plugin, pluginLocation: node.location)
+        if let options = keys["options"] {
+            config.optionsLocation = options.location
+            switch options {
+            case .mapping(let entries, _): config.options = entries
+            case .scalar(let s) where s.isNull: break
+            default: d.error(options.location, "'options' must be a mapping, not \(options.kindName)")
+            }
+        }
+        if let n = keys["batch"], let v = d.int(n, what: "'batch'", in: 1...Int64(PluginSinkConfig.maxBatch), unit: " events") {
+            config.batch = Int(v)
+        }
+        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 10_000_000) }
+        if let n = keys["retry_max"], let ns = d.duration(n, what: "'retry_max'") { config.retryMax = max(ns, config.retryMin) }
+        if let n = keys["flush_interval"], let ns = d.duration(n, what: "'flush_interval'") { config.flushInterval = max(ns, 10_000_000) }
+        if let n = keys["isolation"] {
+            config.isolation = d.choice(n, what: "'isolation'", of: Isolation.self)
+            config.isolationLocation = n.location
+        }
+        if let n = keys["write_timeout"], let ns = d.duration(n, what: "'write_timeout'", atLeast: 10_000_000) {
+            config.writeTimeout = ns
+            config.writeTimeoutLocation = n.location
+        }
+        if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'", atLeast: 10_000_000) {
+            config.timeout = ns
+            config.timeoutLocation = n.location
+        }
+        if let n = keys["restart_backoff"],
+           let backoff = Keys(nested: n, what: "'restart_backoff'", of: keys.context, known: ManifestLoader.backoffKeys,
+                              example: "restart_backoff: { min: 100ms, max: 30s }", &d) {
+            sink.loader.loadBackoff(backoff, into: &config.supervision, &d)
+            config.supervisionLocation = n.location
+        }
+        if let n = keys["limits"],
+           let limits = Keys(nested: n, what: "'limits'", of: keys.context, known: ManifestLoader.resourceLimitKeys,
+                             example: "limits: { memory: 200MiB, cpu: 25%, open_files: 256 }", &d) {
+            config.limits = sink.loader.loadLimits(limits, &d)
+            config.limitsLocation = n.location
+        }
+        if let n = keys["user"], let user = sink.loader.loadUser(n, &d) {
+            config.user = user
+            config.userLocation = n.location
+        }
+        // A runner's keys say nothing to an output in the host's process.
+        if config.isolation == Isolation.none, let at = config.isolationLocation {
+            for entry in keys.entries where ["restart_backoff", "limits", "user", "write_timeout"].contains(entry.key.text) {
+                d.warning(entry.key.location, "'\(entry.key.text)' applies only to isolation: process",
+                          hint: entry.key.text == "write_timeout"
+                              ? "sink '\(name)' runs its output in vigil's own process (isolation: none at \(at)), where a write cannot be interrupted; set isolation: process for a write that hangs to be ended"
+                              : "sink '\(name)' runs its output in vigil's own process (isolation: none at \(at)); remove '\(entry.key.text)' or set isolation: process")
+            }
+        }
+        return config
+    }
+
+    /// An output plugin answers for every event (OK, RETRY, REJECT).
+    package var diskBufferRefusal: String? { nil }
+    package var diskBuffer: SinkBufferConfig? {
+        get { buffer }
+        set { buffer = newValue }
+    }
+
+    func makeSink(_ build: SinkBuild) -> any EventSink {
+        var config = self
+        config.plugin = Manifest.pluginReference(plugin, isPath: pluginIsPath, in: build.manifestDirectory)
+        return PluginOutputSink(config: config, name: build.config.name, host: build.host,
+                                catalog: build.catalog ?? PluginCatalog(directories: PluginCatalog.ownDirectories()),
+                                manifestIsolation: build.manifestIsolation, hostEvents: build.hostEvents, logger: build.logger)
+    }
+
+    /// The plugin is found and described by its probe child, is an output,
+    /// and takes the sink's options; a `write_timeout` or a runner's keys
+    /// say nothing to an output that will run in the host's process.
+    /// Creating the output is left to `run`.
+    func validate(_ sink: SinkConfig, in manifest: Manifest, probes: PluginProbes) -> [Diagnostic] {
+        let name = sink.name
+        let probed: ProbedPlugin
+        switch probes.describe(reference: reference(in: manifest)) {
+        case .failure(let refusal):
+            return [Diagnostic(at: pluginLocation, "sink '\(name)': \(refusal.description)")]
+        case .success(let found):
+            probed = found
+        }
+        let d = probed.description
+        guard d.kind == .output else {
+            return [Diagnostic(at: pluginLocation, "sink '\(name)': plugin '\(d.name)' is a monitor, not an output")]
+        }
+        var diagnostics = OptionBinder.bind(options, at: optionsLocation, of: "sink '\(name)'", to: d).1
+        // An explicit isolation: none is warned of by the loader.
+        let decision = decide(in: manifest, path: d.path)
+        guard decision.isolation == .none, isolation == nil else { return diagnostics }
+        if let at = writeTimeoutLocation {
+            diagnostics.append(Diagnostic(.warning, at: at, "sink '\(name)': 'write_timeout' cannot end a write in the host's process, where this output runs (\(decision.reason))",
+                                          hint: "set isolation: process for a write that hangs to be ended and written again"))
+        }
+        for (key, at) in [("restart_backoff", supervisionLocation), ("limits", limitsLocation), ("user", userLocation)] {
+            guard let at else { continue }
+            diagnostics.append(Diagnostic(.warning, at: at, "sink '\(name)': '\(key)' applies only to isolation: process; this output runs in the host's process (\(decision.reason))",
+                                          hint: "remove '\(key)' or set isolation: process"))
+        }
+        return diagnostics
+    }
+
+    /// The plugin `plugin:` names, as `run` looks for it.
+    func reference(in manifest: Manifest) -> String {
+        Manifest.pluginReference(plugin, isPath: pluginIsPath, in: manifest.directory)
+    }
+
+    /// Where `run` will run the output, the plugin found at `path`.
+    func decide(in manifest: Manifest, path: String?) -> IsolationDecision {
+        IsolationDecision.decide(own: isolation, of: "sink", manifestDefault: manifest.isolation, path: path,
+                                 hostDirectories: PluginProbes.hostDirectories())
+    }
+
+    func placement(in manifest: Manifest, catalog: PluginCatalog) -> String? {
+        let reference = reference(in: manifest)
+        let path = pluginIsPath ? reference : catalog.locate(reference)
+        let d = decide(in: manifest, path: path)
+        return "\(d.isolation == .process ? "isolation: process" : "isolation: none") (\(d.reason))"
+    }
 }

@@ -5,77 +5,6 @@ import SystemPackage
 import VigilABI
 import VigilCore
 
-/// Discards every event: measures the host without any output cost.
-final class NullSink: EventSink {
-    func write(_ batch: [Event], context: SinkContext) throws {}
-    func shutdown(context: SinkContext) {}
-}
-
-/// One readable line per event through swift-log (text), or JSON Lines, on
-/// stderr or stdout.
-final class LogSink: EventSink, @unchecked Sendable {
-    private let config: LogSinkConfig
-    private var encoder: JSONLineEncoder
-    private var logger: Logger
-    private var buffer: [UInt8] = []
-
-    init(config: LogSinkConfig, host: String) {
-        self.config = config
-        self.encoder = JSONLineEncoder(host: host)
-        let fd: Int32 = config.stream == .stdout ? 1 : 2
-        var logger = Logger(label: "events") { label in VigilLogHandler(label: label, fileDescriptor: fd, showLabel: false) }
-        logger.logLevel = .trace
-        self.logger = logger
-    }
-
-    func write(_ batch: [Event], context: SinkContext) throws {
-        switch config.format {
-        case .json:
-            // The host's own log lines share this stream. Writes of at most
-            // PIPE_BUF bytes, cut at line ends, are atomic on a pipe, so a host
-            // line never lands inside an event line.
-            let fd = FileDescriptor(rawValue: config.stream == .stdout ? 1 : 2)
-            buffer.removeAll(keepingCapacity: true)
-            for event in batch {
-                let before = buffer.count
-                encoder.encode(event, into: &buffer)
-                if buffer.count > Int(PIPE_BUF) && before > 0 {
-                    try fd.writeAll(buffer[..<before])
-                    buffer.removeFirst(before)
-                }
-            }
-            try fd.writeAll(buffer)
-        case .text:
-            for event in batch {
-                logger.log(level: event.severity.logLevel, "\(LogSink.text(event))")
-            }
-        }
-    }
-
-    /// `cpu/sample usage=0.12 user=0.08 message="two words"`
-    static func text(_ event: Event) -> String {
-        var s = "\(event.monitor)/\(event.kind)"
-        for field in event.fields {
-            s += " \(field.name)="
-            switch field.value {
-            case .double(let d): s += "\(d)"  // nan and inf read as such in a log line
-            case .int(let i): s += "\(i)"
-            case .bool(let b): s += b ? "true" : "false"
-            case .string(let str):
-                if str.isEmpty || str.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline || $0.asciiValue.map { $0 < 0x20 } == true }) {
-                    var quoted: [UInt8] = []
-                    JSONLineEncoder.appendString(str, to: &quoted)
-                    s += String(decoding: quoted, as: UTF8.self)
-                } else {
-                    s += str
-                }
-            }
-        }
-        return s
-    }
-
-    func shutdown(context: SinkContext) {}
-}
 
 /// JSON Lines appended to a file: created (mode 0640, with parent directories)
 /// on first write, rotated by size keeping N files, reopened on SIGHUP
@@ -313,5 +242,102 @@ final class FileSink: EventSink, @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: parent.string, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o750])
         return true
+    }
+}
+
+/// `type: file`: `path`, `rotate: { size, keep }`, `fsync`, `fsync_interval`.
+package struct FileSinkConfig: Sendable {
+    package enum Fsync: String, Sendable, CaseIterable { case never, interval, always }
+    package var path: String
+    /// Rotate when the file would grow past this many bytes; nil: never.
+    package var rotateSize: Int64?
+    /// Rotated files kept: `events.jsonl.1` … `events.jsonl.N`.
+    package var rotateKeep: Int = 5
+    package var fsync: Fsync = .interval
+    package var fsyncInterval: Int64 = 1_000_000_000
+    /// Where `path` is written.
+    package var pathLocation: SourceLocation?
+    package init(path: String) { self.path = path }
+}
+
+extension FileSinkConfig: SinkType {
+    package static let type = "file"
+    package static let keys = ["path", "rotate", "fsync", "fsync_interval"]
+
+    package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> FileSinkConfig? {
+        let keys = sink.keys, name = sink.name, at = sink.location
+        guard let pathNode = keys["path"] else {
+            d.error(at, "file sink '\(name)' has no 'path'", hint: "path: /var/log/vigil/events.jsonl")
+            return nil
+        }
+        guard let path = d.string(pathNode, what: "'path'") else { return nil }
+        guard !path.isEmpty, !path.hasSuffix("/") else {
+            d.error(pathNode.location, "'path' must name a file, got '\(path)'")
+            return nil
+        }
+        var config = FileSinkConfig(path: path)
+        config.pathLocation = pathNode.location
+        if let rotate = keys["rotate"],
+           let r = Keys(nested: rotate, what: "'rotate'", of: "sink '\(name)'", known: ["size", "keep"],
+                        example: "rotate: { size: 64MiB, keep: 5 }", &d) {
+            if let size = r["size"], let bytes = d.size(size, what: "'rotate.size'") {
+                if bytes < 4096 { d.error(size.location, "'rotate.size' must be at least 4KiB") } else { config.rotateSize = bytes }
+            } else if r["size"] == nil {
+                d.error(rotate.location, "'rotate' needs a 'size'", hint: "rotate: { size: 64MiB, keep: 5 }")
+            }
+            if let keep = r["keep"], let n = d.int(keep, what: "'rotate.keep'", in: 1...1000) {
+                config.rotateKeep = Int(n)
+            }
+        }
+        if let fsync = keys["fsync"] {
+            config.fsync = d.choice(fsync, what: "'fsync'", of: FileSinkConfig.Fsync.self) ?? .interval
+        }
+        if let interval = keys["fsync_interval"], let ns = d.duration(interval, what: "'fsync_interval'") {
+            config.fsyncInterval = max(ns, 1_000_000)
+        }
+        return config
+    }
+
+    package var exclusiveResources: [String] { ["file \(path)"] }
+
+    func makeSink(_ build: SinkBuild) -> any EventSink {
+        FileSink(config: self, host: build.host, holdFailedBatches: build.config.overflow == .block)
+    }
+
+    /// What the file system says of `path`, as this user sees it now: an
+    /// existing directory there is an error (the sink could never open it),
+    /// so is a file where a parent directory must be; a file or nearest
+    /// existing parent directory this user cannot write to is a warning (it
+    /// may be run as another user; `run` creates missing directories).
+    /// A relative path is taken as `run` takes it: from the current directory.
+    func preflight(_ sink: SinkConfig) -> [Diagnostic] {
+        let at = pathLocation ?? sink.location
+        var info = stat()
+        if stat(path, &info) == 0 {
+            if info.st_mode & S_IFMT == S_IFDIR {
+                return [Diagnostic(at: at, "file sink '\(sink.name)': '\(path)' is a directory; 'path' names the file to write",
+                                   hint: "e.g. path: \(path.hasSuffix("/") ? path : path + "/")events.jsonl")]
+            }
+            if access(path, W_OK) != 0 {
+                return [Diagnostic(.warning, at: at, "file sink '\(sink.name)': '\(path)' is not writable by this user (uid \(getuid()))")]
+            }
+            return []
+        }
+        // The nearest part of the path that exists must be a directory this user can write into.
+        var parent = path
+        while true {
+            guard let slash = parent.lastIndex(of: "/") else { parent = "."; break }
+            parent = slash == parent.startIndex ? "/" : String(parent[..<slash])
+            if parent == "/" || stat(parent, &info) == 0 { break }
+        }
+        if stat(parent, &info) != 0 { return [] }
+        if info.st_mode & S_IFMT != S_IFDIR {
+            return [Diagnostic(at: at, "file sink '\(sink.name)': '\(path)' cannot be created: '\(parent)' is a file, not a directory")]
+        }
+        if access(parent, W_OK | X_OK) != 0 {
+            return [Diagnostic(.warning, at: at, "file sink '\(sink.name)': directory '\(parent)' is not writable by this user (uid \(getuid())), so '\(path)' cannot be created",
+                               hint: "run vigil as a user who may write there, or choose another path")]
+        }
+        return []
     }
 }

@@ -76,7 +76,6 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
         var logger = logger
         logger[metadataKey: "sink"] = "\(name)"
         innerContext = SinkContext(name: name, logger: logger)
-        (inner as? PluginOutputSink)?.keepsEventsOnFailure = true
     }
 
     /// The buffer, opened (and recovered) at the first call; nil, logged,
@@ -338,4 +337,7 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
     }
 
     func requestReopen() { inner.requestReopen() }
+    func bind(logger: Logger) { inner.bind(logger: logger) }
+    var outputRunner: (any OutputRunnerReporting)? { inner.outputRunner }
+    func appendExposition(to bytes: inout [UInt8]) { inner.appendExposition(to: &bytes) }
 }

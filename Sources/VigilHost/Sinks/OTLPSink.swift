@@ -274,3 +274,185 @@ final class OTLPSink: EventSink, @unchecked Sendable {
         return bytes.count > 300 ? text + "…" : text
     }
 }
+
+/// `type: otlp`: OTLP/HTTP to `endpoint` (`http://HOST:PORT[/PATH]`; the
+/// signals' paths `/v1/logs` and `/v1/metrics` are appended).
+package struct OTLPSinkConfig: Sendable {
+    package enum Signal: String, Sendable, CaseIterable { case logs, metrics }
+    package enum Encoding: String, Sendable, CaseIterable { case protobuf, json }
+    package enum Compression: String, Sendable, CaseIterable { case gzip, none }
+
+    package var host: String
+    package var port: UInt16
+    /// The endpoint's path, without a trailing `/` ("" for none).
+    package var basePath: String
+    package var signals: [Signal] = [.logs]
+    package var encoding: Encoding = .protobuf
+    package var compression: Compression = .gzip
+    /// Sent with every request (an `Authorization`, a tenant).
+    package var headers: [(String, String)] = []
+    /// A request carries at most this many events…
+    package var batchEvents = 512
+    /// …and this many bytes before compression…
+    package var batchBytes = 4 << 20
+    /// …and a partial batch waits at most this long for more.
+    package var batchTimeout: Int64 = 1_000_000_000
+    /// Backoff between retries (429, 502, 503, 504, connection errors).
+    package var retryMin: Int64 = 500_000_000
+    package var retryMax: Int64 = 30_000_000_000
+    /// One request's deadline.
+    package var timeout: Int64 = 10_000_000_000
+    package var endpointLocation: SourceLocation?
+    package var buffer: SinkBufferConfig?
+
+    package init(host: String, port: UInt16, basePath: String) {
+        self.host = host
+        self.port = port
+        self.basePath = basePath
+    }
+
+    /// `http://HOST[:PORT][/PATH]`, port 4318 by default; nil with why not.
+    package static func parseEndpoint(_ text: String) -> Result<(host: String, port: UInt16, path: String), EndpointError> {
+        if text.hasPrefix("https://") { return .failure(.https) }
+        guard text.hasPrefix("http://") else { return .failure(.scheme) }
+        var rest = Substring(text.dropFirst(7))
+        var path = ""
+        if let slash = rest.firstIndex(of: "/") {
+            path = String(rest[slash...])
+            rest = rest[..<slash]
+        }
+        while path.hasSuffix("/") { path.removeLast() }
+        if path.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0.asciiValue.map { $0 < 0x21 } ?? false }) {
+            return .failure(.path)
+        }
+        var host = rest
+        var port: UInt16 = 4318
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { return .failure(.host) }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let p = UInt16(after.dropFirst()), p > 0 else { return .failure(.port) }
+                port = p
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[..<colon]
+            guard let p = UInt16(rest[rest.index(after: colon)...]), p > 0 else { return .failure(.port) }
+            port = p
+        }
+        guard !host.isEmpty, host.count <= 253 else { return .failure(.host) }
+        return .success((String(host), port, path))
+    }
+
+    package enum EndpointError: Error, CustomStringConvertible {
+        case https, scheme, host, port, path
+        package var description: String {
+            switch self {
+            case .https: "https is not supported by this build (no TLS library): send to a collector on loopback or through a TLS-terminating proxy"
+            case .scheme: "an endpoint is http://HOST[:PORT][/PATH]"
+            case .host: "the endpoint has no host"
+            case .port: "the endpoint's port is not 1-65535"
+            case .path: "the endpoint's path may not hold a query, a fragment or spaces"
+            }
+        }
+    }
+}
+
+/// `type: syslog`: RFC 5424 to `connect` (udp://, tcp:// with octet
+/// counting, or unix: datagrams, as /dev/log takes them).
+
+extension OTLPSinkConfig: SinkType {
+    package static let type = "otlp"
+    package static let keys = ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout"]
+
+    package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> OTLPSinkConfig? {
+        let keys = sink.keys, name = sink.name, at = sink.location
+        guard let node = keys["endpoint"] else {
+            d.error(at, "otlp sink '\(name)' needs 'endpoint'", hint: "endpoint: http://127.0.0.1:4318")
+            return nil
+        }
+        guard let text = d.string(node, what: "'endpoint'") else { return nil }
+        let endpoint: (host: String, port: UInt16, path: String)
+        switch OTLPSinkConfig.parseEndpoint(text) {
+        case .success(let e): endpoint = e
+        case .failure(let why):
+            d.error(node.location, "bad 'endpoint' '\(text)': \(why)", hint: "endpoint: http://127.0.0.1:4318")
+            return nil
+        }
+        var config = OTLPSinkConfig(host: endpoint.host, port: endpoint.port, basePath: endpoint.path)
+        config.endpointLocation = node.location
+        if let n = keys["signals"] {
+            var signals: [OTLPSinkConfig.Signal] = []
+            for (text, at) in d.locatedStrings(n, what: "'signals'") {
+                guard let signal = OTLPSinkConfig.Signal(rawValue: text) else {
+                    d.error(at, "'signals' lists logs and metrics, not '\(text)'",
+                            hint: Suggest.hint(for: text, in: OTLPSinkConfig.Signal.allCases.map(\.rawValue)))
+                    continue
+                }
+                if !signals.contains(signal) { signals.append(signal) }
+            }
+            if signals.isEmpty, !d.hasErrors { d.error(n.location, "'signals' is empty: list logs, metrics or both") }
+            if !signals.isEmpty { config.signals = signals }
+        }
+        if let n = keys["encoding"] { config.encoding = d.choice(n, what: "'encoding'", of: OTLPSinkConfig.Encoding.self) ?? .protobuf }
+        if let n = keys["compression"] {
+            config.compression = d.choice(n, what: "'compression'", of: OTLPSinkConfig.Compression.self) ?? .gzip
+        }
+        if let n = keys["headers"] {
+            if case .mapping(let entries, _) = n {
+                for entry in entries {
+                    let key = entry.key.text
+                    // RFC 9110 token characters; a value without line breaks.
+                    let tokenOK = !key.isEmpty && key.utf8.allSatisfy { b in
+                        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
+                    }
+                    guard tokenOK else {
+                        d.error(entry.key.location, "\(ManifestLoader.shown(key)) is not an HTTP header name")
+                        continue
+                    }
+                    // The sink writes these itself; a second one makes a request receivers refuse.
+                    let own = ["content-length", "content-type", "content-encoding", "transfer-encoding", "host", "connection"]
+                    guard !own.contains(key.lowercased()) else {
+                        d.error(entry.key.location, "header '\(key)' is the sink's own to set",
+                                hint: "use 'encoding' and 'compression' for the body's type and encoding")
+                        continue
+                    }
+                    guard let value = d.string(entry.value, what: "header '\(key)'") else { continue }
+                    if value.utf8.contains(where: { $0 < 0x20 && $0 != 0x09 || $0 >= 0x7F }) {
+                        d.error(entry.value.location, "header '\(key)' must be printable ASCII (a line break, a control character or non-ASCII text cannot be sent as is)")
+                        continue
+                    }
+                    config.headers.append((key, value))
+                }
+            } else {
+                d.error(n.location, "'headers' must be a mapping of names to values, not \(n.kindName)",
+                        hint: "headers: { Authorization: \"Bearer ${OTLP_TOKEN}\" }")
+            }
+        }
+        if let n = keys["batch"],
+           let b = Keys(nested: n, what: "'batch'", of: "sink '\(name)'", known: ["events", "bytes", "timeout"],
+                        example: "batch: { events: 512, bytes: 4MiB, timeout: 1s }", &d) {
+            if let v = b["events"], let count = d.int(v, what: "'batch.events'", in: 1...100_000, unit: " events") { config.batchEvents = Int(count) }
+            if let v = b["bytes"], let bytes = d.size(v, what: "'batch.bytes'", atMost: 64 << 20, limitText: "64MiB") {
+                if bytes < 1024 { d.error(v.location, "'batch.bytes' must be at least 1KiB") } else { config.batchBytes = Int(bytes) }
+            }
+            if let v = b["timeout"], let ns = d.duration(v, what: "'batch.timeout'") { config.batchTimeout = max(ns, 1_000_000) }
+        }
+        if let n = keys["retry_min"], let ns = d.duration(n, what: "'retry_min'") { config.retryMin = max(ns, 10_000_000) }
+        if let n = keys["retry_max"], let ns = d.duration(n, what: "'retry_max'") { config.retryMax = max(ns, config.retryMin) }
+        if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'") { config.timeout = max(ns, 100_000_000) }
+        return config
+    }
+
+    /// A receiver answers for every request.
+    package var diskBufferRefusal: String? { nil }
+    package var diskBuffer: SinkBufferConfig? {
+        get { buffer }
+        set { buffer = newValue }
+    }
+
+    func makeSink(_ build: SinkBuild) -> any EventSink {
+        OTLPSink(config: self, host: build.host, facts: { [directory = build.directory] in directory?.facts() ?? [:] },
+                 synchronous: buffer != nil)
+    }
+}

@@ -84,6 +84,8 @@ final class PrometheusSink: EventSink, @unchecked Sendable {
 
     /// Binds now, so that an address that cannot be had is reported when
     /// the host starts; retried every 5 s after.
+    func appendExposition(to bytes: inout [UInt8]) { bytes += series.exposition(openMetrics: false) }
+
     func bind(logger: Logger) {
         guard server == nil else { return }
         lastBindAttempt = monotonicNanoseconds()
@@ -324,5 +326,59 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             if !keepAlive { bound.value.close(promise: nil) }
         }
+    }
+}
+
+/// `type: prometheus`: the events' numbers as series at
+/// `http://listen/metrics`.
+package struct PrometheusSinkConfig: Sendable {
+    package static let defaultPort: UInt16 = 9798
+    package var listenHost = "127.0.0.1"
+    package var listenPort: UInt16 = PrometheusSinkConfig.defaultPort
+    /// A series goes this long after the last event that carried it; nil:
+    /// five of its monitor's intervals (five minutes for one not polled).
+    package var expireAfter: Int64?
+    /// The most series held; past it new series are not made (counted).
+    package var maxSeries = 100_000
+    /// Where `listen` is written.
+    package var listenLocation: SourceLocation?
+    package init() {}
+}
+
+extension PrometheusSinkConfig: SinkType {
+    package static let type = "prometheus"
+    package static let keys = ["listen", "expire_after", "max_series"]
+
+    package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> PrometheusSinkConfig? {
+        let keys = sink.keys
+        var config = PrometheusSinkConfig()
+        if let node = keys["listen"] {
+            config.listenLocation = node.location
+            guard let address = d.address(node, what: "'listen'") else { return nil }
+            guard case .tcp(let host, let port) = address else {
+                d.error(node.location, "a prometheus sink listens on tcp://HOST:PORT (Prometheus scrapes over TCP), not \(address)",
+                        hint: "listen: \"tcp://127.0.0.1:\(PrometheusSinkConfig.defaultPort)\"")
+                return nil
+            }
+            config.listenHost = host
+            config.listenPort = port
+        }
+        if let node = keys["expire_after"], let ns = d.duration(node, what: "'expire_after'") {
+            if ns < 1_000_000_000 {
+                d.error(node.location, "'expire_after' must be at least 1s (series are swept once a second)")
+            } else {
+                config.expireAfter = ns
+            }
+        }
+        if let node = keys["max_series"], let n = d.int(node, what: "'max_series'", in: 1...10_000_000, unit: " series") {
+            config.maxSeries = Int(n)
+        }
+        return config
+    }
+
+    package var exclusiveResources: [String] { ["listen address \(SocketAddress.tcp(host: listenHost, port: listenPort))"] }
+
+    func makeSink(_ build: SinkBuild) -> any EventSink {
+        PrometheusSink(config: self, host: build.host, facts: { [directory = build.directory] in directory?.facts() ?? [:] })
     }
 }
