@@ -88,7 +88,12 @@ let package = Package(
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             .product(name: "CompressNIO", package: "compress-nio"),
             "VigilOTLP",
-        ]),
+        ], plugins: ["SinkRegistryPlugin"]),
+        // Lists every sink type under Sources/VigilHost/Sinks into
+        // SinkTypes.standard at build time: a new sink type is one new file.
+        .plugin(name: "SinkRegistryPlugin", capability: .buildTool(), dependencies: ["vigil-sink-list"],
+                path: "Sources/SinkRegistryPlugin"),
+        .executableTarget(name: "vigil-sink-list", path: "Sources/vigil-sink-list"),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
         // A test host for plugin authors: runs a monitor type or a built .so

@@ -7,9 +7,11 @@ import VigilCore
 /// `type:`; the runtime asks every sink the same questions, through this
 /// protocol and `EventSink`, and never by its concrete type.
 ///
-/// Adding one: write the file (settings, `read`, `makeSink`, the sink
-/// itself), list its type in `SinkTypes.standard`, document it in
-/// docs/sinks.md.
+/// Adding one is adding its file here, under Sinks/ (settings, `read`,
+/// `makeSink`, the sink itself): the SinkRegistry build plugin lists every
+/// type declared `SinkType` in these files into `SinkTypes.standard`
+/// (declare it on one line: `extension XSinkConfig: SinkType {`). Then
+/// its docs in docs/sinks.md and its tests.
 protocol SinkType: SinkSettings {
     /// The sink these settings describe. The disk buffer in front (when
     /// `diskBuffer` is set) and binding a listening sink are the runtime's.
@@ -51,14 +53,6 @@ struct SinkBuild {
 
     /// The monitors' facts now (none without a directory).
     func facts() -> [String: MonitorFacts] { directory?.facts() ?? [:] }
-}
-
-extension SinkTypes {
-    /// Every sink type this host has.
-    package static let standard = SinkTypes([
-        NullSinkSettings.self, LogSinkConfig.self, FileSinkConfig.self, SocketSinkConfig.self, SyslogSinkConfig.self,
-        PrometheusSinkConfig.self, OTLPSinkConfig.self, PluginSinkConfig.self,
-    ])
 }
 
 extension SinkConfig {

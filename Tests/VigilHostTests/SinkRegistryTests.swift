@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+import VigilCore
+@testable import VigilHost
+
+/// The sink types come from one place (the files under Sources/VigilHost/Sinks,
+/// listed at build time) and each is documented where operators look.
+@Suite struct SinkRegistryTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func everySinkTypeHasItsRowAndEveryKeyIsDocumented() throws {
+        let readme = try String(contentsOf: Self.root.appending(path: "README.md"), encoding: .utf8)
+        let sinks = try String(contentsOf: Self.root.appending(path: "docs/sinks.md"), encoding: .utf8)
+        #expect(SinkTypes.standard.names == ["file", "log", "null", "otlp", "plugin", "prometheus", "socket", "syslog"])
+        for type in SinkTypes.standard.types {
+            #expect(readme.contains("| `\(type.type)` |") || readme.contains("| `\(type.type)` `"), "README's table of sinks has no row for '\(type.type)'")
+            for key in type.keys {
+                #expect(readme.contains("`\(key)") || sinks.contains("`\(key)") || sinks.contains("\(key):"),
+                        "sink type '\(type.type)': key '\(key)' is documented neither in README.md nor in docs/sinks.md")
+            }
+        }
+    }
+
+    @Test func everyTypeIsReadAndBuiltThroughTheRegistry() throws {
+        // One sink of each type, read by the loader and built by the runtime
+        // with no code that names the type.
+        let text = """
+        monitors: { m: { plugin: heartbeat } }
+        sinks:
+          a: { type: null }
+          b: { type: log, stream: stdout }
+          c: { type: file, path: /tmp/vigil-registry-test.jsonl }
+          d: { type: socket, connect: "udp://127.0.0.1:9" }
+          e: { type: syslog, connect: "udp://127.0.0.1:9" }
+          f: { type: prometheus, listen: "tcp://127.0.0.1:19798" }
+          g: { type: otlp, endpoint: "http://127.0.0.1:9" }
+          h: { type: plugin, plugin: nothing-here }
+        """
+        let (manifest, diagnostics) = ManifestLoader(file: "m.yaml").load(text)
+        #expect(!diagnostics.contains { $0.level == .error }, "\(diagnostics)")
+        let sinks = try #require(manifest?.sinks)
+        #expect(sinks.map(\.type) == ["null", "log", "file", "socket", "syslog", "prometheus", "otlp", "plugin"])
+        for sink in sinks {
+            let built = VigilRuntime.makeSink(sink, host: "h", logger: .init(label: "t"), bindNow: false)
+            #expect(String(describing: Swift.type(of: built)).contains("Sink"), "\(sink.type): \(Swift.type(of: built))")
+        }
+    }
+
+    /// The build plugin's tool, run on declarations as people write them.
+    @Test func theListerFindsEveryDeclarationForm() throws {
+        let tool = Self.root.appending(path: ".build/debug/vigil-sink-list")
+        guard FileManager.default.isExecutableFile(atPath: tool.path) else {
+            Issue.record("no \(tool.path): swift build builds it")
+            return
+        }
+        let dir = FileManager.default.temporaryDirectory.appending(path: "vigil-sink-list-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appending(path: "A.swift")
+        try """
+        /// struct InAComment: SinkType {
+        extension FirstConfig: SinkType {
+        package struct Second: SinkType, Sendable {
+        @available(*, deprecated) public final class Third: Hashable, SinkType {}
+        struct NotOne: SinkTypeish {
+        extension FirstConfig: SinkType {
+        """.write(to: source, atomically: true, encoding: .utf8)
+        let output = dir.appending(path: "out.swift")
+        let process = Process()
+        process.executableURL = tool
+        process.arguments = [output.path, source.path]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let generated = try String(contentsOf: output, encoding: .utf8)
+        #expect(generated.contains("FirstConfig.self,\n        Second.self,\n        Third.self,\n    ])"), "\(generated)")
+        #expect(!generated.contains("InAComment") && !generated.contains("NotOne"))
+    }
+}
