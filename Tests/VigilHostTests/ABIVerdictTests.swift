@@ -9,7 +9,7 @@ import VigilKitTesting
 /// the runtime (which refuses and counts), the test kit (which records) and
 /// `vigil plugins check` (which reports) give the same verdict, because they
 /// decode with the same decoder behind the same host table.
-@Suite struct ABIVerdictTests {
+@Suite(.startsProcesses) struct ABIVerdictTests {
     /// The fixture's cases and the reason each must be refused for.
     static let cases: [(Int, EmitRefusal)] = [
         (1, .malformed), (2, .malformed), (3, .badSeverity), (4, .badTime), (5, .malformed),

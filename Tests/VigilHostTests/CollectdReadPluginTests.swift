@@ -14,7 +14,7 @@ import Testing
 /// is said so and its plugin is only required to run without values; every
 /// plugin whose source exists must produce values that check out, and on
 /// any machine with the usual sources that is more than 25.
-@Suite(.serialized)
+@Suite(.serialized, .startsProcesses)
 struct CollectdReadPluginTests {
     /// The monitors: collectd plugin name and its config (JSON in the manifest).
     static let plugins: [(name: String, config: String)] = [

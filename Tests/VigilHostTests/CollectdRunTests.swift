@@ -8,7 +8,7 @@ import Testing
 /// and python configured from a manifest; the network plugin receiving
 /// from collectd over loopback; isolation, validation, describe; and a
 /// hostile collectd plugin written against the headers alone.
-@Suite(.serialized)
+@Suite(.serialized, .startsProcesses)
 struct CollectdRunTests {
     let setup: CollectdTestSetup
     init() throws { setup = try CollectdTestSetup() }

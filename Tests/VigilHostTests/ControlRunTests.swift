@@ -4,7 +4,7 @@ import Testing
 
 /// The control API through the real binaries: `vigil run --control` serving,
 /// `vigil ctl` asking, and a raw client for what ctl does not send.
-@Suite(.serialized) struct ControlRunTests {
+@Suite(.serialized, .startsProcesses) struct ControlRunTests {
     struct Host {
         let dir: String
         let socket: String

@@ -32,7 +32,7 @@ enum RustExamplePlugin {
     static func path() throws -> String { try directory() + "/boottime.so" }
 }
 
-@Suite struct ExampleRustPluginTests {
+@Suite(.startsProcesses) struct ExampleRustPluginTests {
     static let server = TestEnv.fixture("proc-uptime/server")
 
     /// Polls `condition` every 2 ms for up to `timeout` seconds.

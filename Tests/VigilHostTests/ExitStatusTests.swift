@@ -3,7 +3,7 @@ import Testing
 
 /// Each status of docs/exit-status.md through the real `vigil run`: the
 /// status, and the exit lines and `--summary` agreeing with it.
-@Suite struct ExitStatusTests {
+@Suite(.startsProcesses) struct ExitStatusTests {
     static func manifest(_ body: String, in dir: String) throws -> String {
         let path = dir + "/vigil.yaml"
         try TestEnv.write("plugin_dirs: [\(try TestEnv.cPlugins())]\n" + body, to: path)

@@ -10,7 +10,7 @@ import VigilCore
 /// compiled with cc for the run, one or more per type; then every problem
 /// with the options, each reported by create as INVALID_CONFIG with the
 /// option's path.
-@Suite struct FFIPluginTests {
+@Suite(.startsProcesses) struct FFIPluginTests {
     // MARK: - the fixture library
 
     private static let fixtureOnce = Mutex<String?>(nil)

@@ -6,7 +6,7 @@ import VigilCore
 @testable import VigilHost
 
 /// The real `vigil` binary, run as a user would, with real files and sockets.
-@Suite(.serialized) struct IntegrationTests {
+@Suite(.serialized, .startsProcesses) struct IntegrationTests {
     /// A unix socket server that accepts one connection and collects all it receives.
     final class Collector: @unchecked Sendable {
         let path: String

@@ -9,7 +9,7 @@ import Testing
 /// plugin file, the call and the signal or status, restarts and quarantine
 /// follow the manifest, and the plugin's own count of accepted emits is what
 /// was delivered plus what was counted lost.
-@Suite(.serialized) struct IsolationRunTests {
+@Suite(.serialized, .startsProcesses) struct IsolationRunTests {
     /// One line of the file sink, by its JSON names.
     struct Line {
         var raw: String

@@ -13,7 +13,7 @@ import Testing
 /// version, stands in for the release (`VigilRelease`), and SwiftPM reaches
 /// it through a mirror of the URL. Every Swift package shares one scratch
 /// path, so Vigil's part (VigilKit, VigilKitTesting, Yams) is built once.
-@Suite struct NewPluginTests {
+@Suite(.startsProcesses) struct NewPluginTests {
     /// Every scaffold: language, kind, and the example's plugin name.
     static let scaffolds: [(lang: String, kind: String, example: String)] = [
         ("c", "monitor", "boottime"), ("c", "output", "graphite"),
@@ -388,7 +388,7 @@ import Testing
 }
 
 /// The Swift scaffolds, one at a time: they share one scratch path.
-@Suite(.serialized) struct SwiftScaffoldTests {
+@Suite(.serialized, .startsProcesses) struct SwiftScaffoldTests {
     /// The example as it stands (a copy, so that SwiftPM's Package.resolved
     /// is not written into the tree) and the plugin made from it, each
     /// depending on VigilKit and VigilKitTesting by version from the tagged

@@ -8,7 +8,7 @@ import Testing
 /// severity, protobuf and JSON, gzip; metrics with names, units and values;
 /// retries on 503 honouring Retry-After; partial success counted; a final
 /// refusal not retried; a receiver that comes up late.
-@Suite(.serialized) struct OTLPRunTests {
+@Suite(.serialized, .startsProcesses) struct OTLPRunTests {
     /// The Python with opentelemetry-proto: $VIGIL_TEST_PYTHON, else the
     /// repository's .build/test-venv.
     static func python() throws -> String {
@@ -275,7 +275,7 @@ import Testing
 /// back, the host is started again, and every event the first host accepted
 /// arrives, possible duplicates counted; a corrupted segment is skipped and
 /// reported, with exit status 3.
-@Suite(.serialized) struct DiskBufferRunTests {
+@Suite(.serialized, .startsProcesses) struct DiskBufferRunTests {
     static func manifest(_ dir: String, port: Int, flood: Bool, maxSize: String = "64MiB") throws -> String {
         let path = dir + (flood ? "/first.yaml" : "/second.yaml")
         try TestEnv.write("""

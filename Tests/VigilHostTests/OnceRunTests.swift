@@ -5,7 +5,7 @@ import Testing
 /// push-only one's start snapshot), the events on stdout, the manifest's
 /// sinks never made, and an exit status that says whether every monitor
 /// came through.
-@Suite struct OnceRunTests {
+@Suite(.startsProcesses) struct OnceRunTests {
     /// Every path under `dir`, relative, sorted.
     static func tree(_ dir: String) -> [String] {
         (FileManager.default.enumerator(atPath: dir)?.allObjects as? [String] ?? []).sorted()

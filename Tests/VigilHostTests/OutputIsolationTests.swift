@@ -14,7 +14,7 @@ import VigilCore
 /// counted lost after three crashes; the runner killed from outside, an
 /// output that writes garbage on its standard streams or forks, change
 /// nothing of the counts.
-@Suite(.serialized) struct OutputIsolationTests {
+@Suite(.serialized, .startsProcesses) struct OutputIsolationTests {
     struct Run {
         var output: TestEnv.Output
         var seconds: Double

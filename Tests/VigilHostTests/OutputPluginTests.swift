@@ -11,7 +11,7 @@ import VigilCore
 /// an output's descriptor, the batch encoder and answer decoder meet a real
 /// `.so` built by cc, the tools say what an output is, and a monitor naming
 /// one is refused.
-@Suite struct OutputPluginTests {
+@Suite(.startsProcesses) struct OutputPluginTests {
     @Test func anOutputDescribesItselfAsOne() throws {
         let plugin = try PluginCatalog(directories: []).load(path: try TestEnv.cPlugin("output_min")).get()
         let d = plugin.description

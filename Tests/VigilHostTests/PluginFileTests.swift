@@ -7,7 +7,7 @@ import VigilCore
 /// Plugin files vetted before dlopen (owner, permissions, ELF headers), the
 /// entry symbol's type after it, and the hostile fixtures that used to kill
 /// or hang `run`, `validate` and `plugins list`.
-@Suite(.serialized) struct PluginFileTests {
+@Suite(.serialized, .startsProcesses) struct PluginFileTests {
     /// A fresh directory for plugin copies, 0755 (under /tmp, which is sticky
     /// and root's: accepted above the immediate directory).
     func pluginDir(_ tag: String = #function) throws -> String {

@@ -6,7 +6,7 @@ import Testing
 /// fixture machine's load and memory, `promtool check metrics` on what it
 /// serves, and Debian's `prometheus` scraping it, its query API asked for
 /// the values /proc shows.
-@Suite(.serialized) struct PrometheusRunTests {
+@Suite(.serialized, .startsProcesses) struct PrometheusRunTests {
     static let proc = TestEnv.fixture("machines/server/proc")
 
     /// The fixture's values, read from its files as /proc gives them.

@@ -5,7 +5,7 @@ import Testing
 /// itself (the first yaml block under "## A manifest"), run by the real
 /// binary for a second as any user, in a directory of its own, with the
 /// C plugins the README's build command puts beside vigil.
-@Suite struct ReadmeExampleTests {
+@Suite(.startsProcesses) struct ReadmeExampleTests {
     static func readme() throws -> String {
         try String(contentsOfFile: TestEnv.repoRoot + "/README.md", encoding: .utf8)
     }

@@ -6,7 +6,7 @@ import Testing
 /// Diff reload, one monitor's start and stop, and `/metrics`, through the
 /// real binaries: `vigil run` serving, `vigil ctl` and a raw client asking,
 /// the events read back from the file sink they went to.
-@Suite(.serialized) struct ReloadRunTests {
+@Suite(.serialized, .startsProcesses) struct ReloadRunTests {
     /// A host running `dir`/vigil.yaml with a control socket.
     struct Host {
         let dir: String
@@ -342,7 +342,7 @@ import Testing
 
 /// The exposition writer on its own: label values from outside are escaped,
 /// numbers written as Prometheus reads them.
-@Suite struct PrometheusTextTests {
+@Suite(.startsProcesses) struct PrometheusTextTests {
     @Test func labelValuesAreEscapedAndNumbersReadable() {
         var text = PrometheusText()
         text.family("vigil_x_total", .counter, "Help with a \\ and\na newline.")

@@ -8,7 +8,7 @@ import VigilCore
 /// hostile plugins, dying peers, vanishing files, full disks, kill -9, two
 /// hosts on one socket. Every count is exact: what was delivered plus what
 /// the host counted as lost is what was emitted.
-@Suite(.serialized) struct SinkRunTests {
+@Suite(.serialized, .startsProcesses) struct SinkRunTests {
     /// The per-sink part of `--summary`.
     struct SinkSummary {
         var name: String

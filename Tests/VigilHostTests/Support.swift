@@ -71,7 +71,10 @@ enum TestEnv {
     }
 
     static func start(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws -> RunningProcess {
-        try RunningProcess(program, arguments, environment: environment)
+        if TestTier.fast && program == vigil {
+            Issue.record("the fast tier started the vigil binary (\(arguments.first ?? "")): give this suite the .startsProcesses trait")
+        }
+        return try RunningProcess(program, arguments, environment: environment)
     }
 
     /// Sends `request` as is to 127.0.0.1:`port` and reads the reply until
@@ -200,5 +203,22 @@ final class RunningProcess: @unchecked Sendable {
         let (o, e) = collected.withLock { $0 }
         return TestEnv.Output(status: status, stdout: String(decoding: o, as: UTF8.self),
                               stderr: String(decoding: e, as: UTF8.self))
+    }
+}
+
+/// The tiers of the suite. `make check` (VIGIL_TEST_TIER=fast) runs the unit
+/// and in-process tests, a minute and a half on two cores; `make test`, the
+/// README's test command and CI run every test. A test that starts the
+/// vigil binary or a peer (collectd, Prometheus, an example's build) is in
+/// a suite with `.startsProcesses`; one that starts the binary without it
+/// fails in the fast tier, so the tier stays what it says.
+enum TestTier {
+    static let fast = ProcessInfo.processInfo.environment["VIGIL_TEST_TIER"] == "fast"
+}
+
+extension Trait where Self == ConditionTrait {
+    /// The suite's tests start the vigil binary or a peer: the full tier only.
+    static var startsProcesses: Self {
+        .enabled(if: !TestTier.fast, "starts the vigil binary or a peer: run by make test, not by make check")
     }
 }

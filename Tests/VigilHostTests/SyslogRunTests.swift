@@ -8,7 +8,7 @@ import Testing
 /// a template: every event arrives once per transport, parsed as RFC 5424
 /// (protocol version 1), with its kind as MSGID and its fields in the
 /// structured data, escaped.
-@Suite(.serialized) struct SyslogRunTests {
+@Suite(.serialized, .startsProcesses) struct SyslogRunTests {
     struct Rsyslog {
         let dir: String
         let udp: Int

@@ -67,7 +67,7 @@ final class NotifyReceiver: @unchecked Sendable {
 /// sd_notify without libsystemd, through the real binary: READY=1 once the
 /// monitors run, STOPPING=1 at SIGTERM, WATCHDOG=1 at half WATCHDOG_USEC;
 /// hostile values of the variables; and the journal's priority prefixes.
-@Suite(.serialized) struct SystemdNotifyRunTests {
+@Suite(.serialized, .startsProcesses) struct SystemdNotifyRunTests {
     static func manifest(_ dir: String, _ monitors: String = "  beat: { plugin: heartbeat, interval: 100ms }") throws -> String {
         let path = dir + "/vigil.yaml"
         try TestEnv.write("""
@@ -309,7 +309,7 @@ final class NotifyReceiver: @unchecked Sendable {
 
 /// The parts, without a process: parsing of the variables, the datagrams,
 /// the journal check and line format.
-@Suite struct SystemdNotifyUnitTests {
+@Suite(.startsProcesses) struct SystemdNotifyUnitTests {
     @Test func parsesWhatSystemdSets() {
         let env = SystemdEnvironment(notifySocket: "/run/systemd/notify", watchdogUsec: "30000000", watchdogPid: nil, pid: 42)
         #expect(env.address == .path("/run/systemd/notify"))
