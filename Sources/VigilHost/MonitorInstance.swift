@@ -43,7 +43,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     private var timer: DispatchSourceTimer?
     /// Polls of the current instance (since its create), for crash reports.
     private var pollsOfInstance = 0
-    private var startRetryDelay: Int64 = 0
+    /// Attempts of `retryLater` since the last success.
+    private var startRetries = 0
     private var stopping = false
 
     private let accepting = Atomic<Bool>(false)
@@ -247,9 +248,10 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     /// Runs `body` on the queue after a backoff that doubles from the interval
     /// (at least 1 s) up to a minute.
     private func retryLater(_ body: @escaping @Sendable () -> Void) {
-        startRetryDelay = min(max(startRetryDelay * 2, max(interval, 1_000_000_000)), 60_000_000_000)
+        let delay = Backoff(min: min(max(interval, 1_000_000_000), 60_000_000_000), max: 60_000_000_000, jitter: 0).wait(attempt: startRetries)
+        startRetries += 1
         let scheduledIn = generation
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(startRetryDelay))) { [self] in
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [self] in
             guard generation == scheduledIn else { return }  // stopped or started again since
             body()
         }
@@ -282,7 +284,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         switch status {
         case VIGIL_OK:
             set(.running)
-            startRetryDelay = 0
+            startRetries = 0
             if inferredUnavailable { infer(available: true, reason: "") }
             if transport.polls {
                 pollOnce()
@@ -520,7 +522,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
             quarantineCheck = nil
             quarantinedFile = nil
             budget.reset()
-            startRetryDelay = 0
+            startRetries = 0
             set(.idle)
             logger.notice("started by an operator")
             launch()

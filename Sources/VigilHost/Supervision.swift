@@ -40,12 +40,14 @@ struct RestartBudget: Sendable {
         guard recent.count < config.maxRestarts else { return .quarantine }
         // min, 2×min, 4×min… up to max; then between 80 and 100 % of that,
         // so monitors that failed together do not restart together.
-        var delay = max(config.backoffMin, 1)
-        for _ in 0..<recent.count where delay < config.backoffMax { delay = delay.multipliedSaturating(by: 2) }
-        delay = min(delay, config.backoffMax)
-        let spread = Int64(Double(delay) * 0.2 * min(max(jitter, 0), 1))
+        let delay = Self.backoff(config).wait(attempt: recent.count, random: jitter)
         recent.append(now)
-        return .restart(after: max(0, delay - spread))
+        return .restart(after: max(0, delay))
+    }
+
+    /// A runner's restart backoff: `restart_backoff`, 20 % jitter.
+    static func backoff(_ config: SupervisionConfig) -> Backoff {
+        Backoff(min: config.backoffMin, max: config.backoffMax, jitter: 0.2)
     }
 
     /// Forgets the restarts (an operator asked for one, or the file changed).

@@ -89,7 +89,7 @@ final class FileSink: EventSink, @unchecked Sendable {
     /// retries a failure with backoff until it succeeds or the sink must give up.
     private func flushBuffer(context: SinkContext) throws {
         guard !buffer.isEmpty else { return }
-        var backoff = Self.retryMin
+        var backoff = Backoff(min: Self.retryMin, max: Self.retryMax, jitter: 0)
         var logged = false
         while true {
             do {
@@ -102,8 +102,7 @@ final class FileSink: EventSink, @unchecked Sendable {
                     context.logger.error("cannot write to \(config.path): \(error); holding \(buffered) events and retrying (overflow: block)")
                     logged = true
                 }
-                context.pause(backoff)
-                backoff = min(backoff.multipliedSaturating(by: 2), Self.retryMax)
+                context.pause(backoff.next())
             }
         }
     }

@@ -250,8 +250,7 @@ final class OTLPSink: EventSink, @unchecked Sendable {
                 return max(config.retryMin, Int64(min(seconds, 600) * 1e9))
             }
         }
-        let base = min(config.retryMax, config.retryMin.multipliedSaturating(by: Int64(1) << min(attempt, 40)))
-        return base / 2 + Int64.random(in: 0...max(0, base / 2))
+        return Backoff(min: config.retryMin, max: config.retryMax).wait(attempt: attempt)
     }
 
     /// An IMF-fixdate (`Wed, 21 Oct 2015 07:28:00 GMT`).

@@ -263,7 +263,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
     private func deliver(_ events: [Event], _ sinkContext: SinkContext) {
         var pending = events
         var attempt: UInt32 = 1
-        var wait = config.retryMin
+        var retry = Backoff(min: config.retryMin, max: config.retryMax)
         var batchCrashes = 0
         /// A crash (or hang) charged to this batch; false when the batch is lost for it.
         func charge() -> Bool {
@@ -286,12 +286,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
                 }
                 if everUp {
                     // After a crash: the runner's backoff, doubled for each crash in a row.
-                    var delay = max(config.supervision.backoffMin, 1)
-                    for _ in 1..<max(1, crashesInARow) where delay < config.supervision.backoffMax {
-                        delay = delay.multipliedSaturating(by: 2)
-                    }
-                    delay = min(delay, config.supervision.backoffMax)
-                    delay -= Int64(Double(delay) * 0.2 * Double.random(in: 0..<1))
+                    let delay = RestartBudget.backoff(config.supervision).wait(attempt: crashesInARow - 1)
                     logger.notice("restarting the output in \(RunnerProcess.seconds(delay)) (\(crashesInARow) crash\(crashesInARow == 1 ? "" : "es") in a row)")
                     sinkContext.pause(delay)
                     if sinkContext.shouldAbandon {
@@ -377,9 +372,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
                 return
             }
             // Backoff, jittered, doubled up to retry_max; never shorter than the plugin asked.
-            let jittered = wait / 2 + Int64.random(in: 0...max(1, wait / 2))
-            sinkContext.pause(max(jittered, min(answer.retryAfter, config.retryMax)))
-            wait = min(config.retryMax, wait.multipliedReportingOverflow(by: 2).overflow ? config.retryMax : wait * 2)
+            sinkContext.pause(max(retry.next(), min(answer.retryAfter, config.retryMax)))
             attempt = attempt == UInt32.max ? attempt : attempt + 1
             if sinkContext.shouldAbandon {
                 sinkContext.countLost(pending.count, .shutdown)

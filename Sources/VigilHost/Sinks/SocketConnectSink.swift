@@ -42,7 +42,7 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
     /// otherwise a stream.
     private let unixDatagram: Bool
     private var fd: Int32 = -1
-    private var backoff: Int64
+    private var backoff: Backoff
     private var nextAttempt: Int64 = 0
     private var buffer: [UInt8] = []
     private var loggedDown = false
@@ -74,7 +74,7 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
         self.config = config
         self.framing = framing
         self.unixDatagram = unixDatagram
-        self.backoff = config.reconnectMin
+        self.backoff = Backoff(min: config.reconnectMin, max: config.reconnectMax)
     }
 
     /// JSON Lines on a stream are made by the producers (the sink's thread
@@ -379,19 +379,16 @@ final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Send
                     if everConnected { context.count(.reconnected) }
                     everConnected = true
                     loggedDown = false
-                    backoff = config.reconnectMin
+                    backoff.reset()
                     return
                 } catch {
                     if !loggedDown {
                         context.logger.warning("cannot connect to \(address): \(error); retrying with backoff up to \(Units.formatDuration(config.reconnectMax))")
                         loggedDown = true
                     }
-                    // Both from the manifest: any Int64 saturates, never traps. Half
-                    // the wait is jitter, so hosts that lost one peer together do
-                    // not all come back to it at the same instant.
-                    let wait = max(0, backoff)
-                    nextAttempt = monotonicNanoseconds().addingSaturating(wait / 2 + Int64.random(in: 0...(wait / 2)))
-                    backoff = min(backoff.multipliedSaturating(by: 2), config.reconnectMax)
+                    // Half the wait is jitter, so hosts that lost one peer
+                    // together do not all come back to it at the same instant.
+                    nextAttempt = monotonicNanoseconds().addingSaturating(backoff.next())
                 }
             }
             context.whileWaiting()
