@@ -82,9 +82,9 @@ package enum DeclarationMismatch: Equatable, Sendable, CustomStringConvertible {
 
 /// The limits the header states (`VIGIL_MAX_*`), which the decoder enforces.
 package enum EventLimits {
-    package static let fields = 1024
-    package static let nameBytes = 256
-    package static let stringBytes = 65_536
+    package static let fields = Int(VIGIL_MAX_EVENT_FIELDS)
+    package static let nameBytes = Int(VIGIL_MAX_NAME_BYTES)
+    package static let stringBytes = Int(VIGIL_MAX_STRING_BYTES)
     /// Event kinds the host emits itself; a plugin may neither declare nor emit them.
     package static let reservedKinds = PluginDescription.reservedKinds
 }

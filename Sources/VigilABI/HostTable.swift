@@ -23,9 +23,9 @@ package protocol PluginHostCallbacks: AnyObject, Sendable {
 /// Bounds on what the host copies out of a plugin (documented in the header).
 package enum HostLimits {
     /// A log message is cut here; the cut is counted and said.
-    package static let logMessageBytes = 8192
+    package static let logMessageBytes = Int(VIGIL_MAX_LOG_BYTES)
     /// An availability reason is cut here.
-    package static let reasonBytes = 1024
+    package static let reasonBytes = Int(VIGIL_MAX_REASON_BYTES)
 }
 
 /// The opaque `vigil_host_ctx` of one instance (one create attempt): the

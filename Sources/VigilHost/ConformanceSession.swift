@@ -69,7 +69,7 @@ final class ConformanceSession {
                       _ body: (UnsafeMutablePointer<vigil_error>) -> vigil_status) -> CallResult {
         let instance = probe?.id ?? "-"
         out.send("begin", name, instance)
-        var message = [CChar](repeating: 0, count: 1024)
+        var message = [CChar](repeating: 0, count: pluginErrorCapacity)
         let started = monotonicNanoseconds()
         let status = message.withUnsafeMutableBufferPointer { buffer in
             var error = vigil_error(size: UInt32(MemoryLayout<vigil_error>.size), reserved: 0,
