@@ -85,18 +85,11 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     let emitted = Atomic<UInt64>(0)
     /// Emits the host refused, by reason.
     let refusals = RefusalCounters()
-    /// Log messages cut at `HostLimits.logMessageBytes`, and bytes cut.
-    let logCuts = Atomic<UInt64>(0)
     /// Calls through contexts of destroyed instances (ignored).
     var lateCalls: UInt64 { transport.lateCalls }
-    /// The plugin's last log lines, for a crash report. Guarded by `lock`.
-    private var recentLog: [String] = []
-    static let recentLogLines = 5
-    /// How many of the plugin's log lines are written. Guarded by `lock`.
-    private var logLimit = PluginLogLimit(config: MonitorInstance.logLimitConfig, now: monotonicNanoseconds())
-    static let logLimitConfig = PluginLogLimit.Config()
-    /// Plugin log lines dropped over `logLimit`.
-    let logSuppressed = Atomic<UInt64>(0)
+    /// The plugin's log lines pass here: cut, kept for a crash report,
+    /// rate-limited and counted.
+    let logGate: PluginLogGate
 
     // Supervision (runners only), on `queue`.
     private var budget: RestartBudget
@@ -156,6 +149,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         var logger = logger
         logger[metadataKey: "monitor"] = "\(config.name)"
         self.logger = logger
+        self.logGate = PluginLogGate(owner: "monitor \(config.name)", plugin: description.name, logger: logger)
         self.clock = clock
         self.bus = bus
         self.hostEvents = hostEvents
@@ -396,8 +390,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         timer?.cancel()
         timer = nil
         crashes.add(1, ordering: .relaxed)
-        let lastWords = lock.withLock { recentLog }
-        logger.error("the plugin's runner ended in \(call): \(death)\(lastWords.isEmpty ? "" : "; its last log lines: \(lastWords.joined(separator: " | "))")")
+        let lastWords = logGate.recentLines
+        logger.error("the plugin's runner ended in \(call): \(death)\(logGate.lastWords)")
         noteError("the plugin's runner ended in \(call): \(death)")
         hostEvents.instanceCrashed(monitor: name, plugin: description.path, call: call, death: death, lastLog: lastWords)
         guard !stopping, !stoppedByOperator else { return }
@@ -537,7 +531,7 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
         quarantineCheck?.cancel()
         quarantineCheck = nil
         stopAndDestroy()
-        flushLogNote()
+        logGate.flush()
     }
 
     /// Stops (when running) and destroys the plugin's instance. On `queue`.
@@ -656,50 +650,8 @@ final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
     }
 
     /// A plugin's log line, from any thread (in process) or the runner's
-    /// channel: the one place plugin lines are written, so the one place
-    /// they are rate-limited (`PluginLogLimit`). A dropped line still counts
-    /// among the last words of a crash report.
-    func log(level: Int, message: String, cut: Int) {
-        if cut > 0 { logCuts.add(1, ordering: .relaxed) }
-        // The host table copied at most HostLimits.logMessageBytes; the note
-        // uses the log handler's words for a cut.
-        let text = cut > 0 ? "\(message)… [cut \(cut) bytes]" : message
-        let now = monotonicNanoseconds()
-        let verdict = lock.withLock {
-            if recentLog.count == Self.recentLogLines { recentLog.removeFirst() }
-            recentLog.append(String(decoding: text.utf8.prefix(512), as: UTF8.self))
-            return logLimit.admit(now: now)
-        }
-        if let note = verdict.note { writeLogNote(note) }
-        guard verdict.write else {
-            logSuppressed.add(1, ordering: .relaxed)
-            if verdict.startedDropping { scheduleLogNote(at: now.addingSaturating(Self.logLimitConfig.noteAfter)) }
-            return
-        }
-        let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
-        logger.log(level: severity.logLevel, "\(text)", metadata: ["plugin": "\(description.name)"])
-    }
-
-    /// Writes the note of dropped lines at `due` (monotonic ns) if no line
-    /// has written it by then; again later if lines dropped since are not due yet.
-    private func scheduleLogNote(at due: Int64) {
-        let wait = max(0, due - monotonicNanoseconds())
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: wait))) { [weak self] in
-            guard let self else { return }
-            let (note, next) = lock.withLock { (logLimit.takeNote(now: monotonicNanoseconds()), logLimit.noteDue) }
-            if let note { writeLogNote(note) }
-            if let next { scheduleLogNote(at: next) }
-        }
-    }
-
-    /// At stop: the note of lines dropped and not yet said.
-    private func flushLogNote() {
-        if let note = lock.withLock({ logLimit.takeNote(now: monotonicNanoseconds(), force: true) }) { writeLogNote(note) }
-    }
-
-    private func writeLogNote(_ note: PluginLogLimit.Note) {
-        logger.warning("\(PluginLogLimit.text(of: note, monitor: name, config: Self.logLimitConfig))", metadata: ["plugin": "\(description.name)"])
-    }
+    /// channel: through the gate every plugin's lines pass.
+    func log(level: Int, message: String, cut: Int) { logGate.log(level: level, message: message, cut: cut) }
 
     func now() -> Int64 { clock() }
 

@@ -140,8 +140,8 @@ extension VigilRuntime {
         let monitors = allInstances.map { i in
             RunSummary.Monitor(name: i.name, emitted: i.emitted.load(ordering: .relaxed), refused: i.refusals.total,
                                refusedBy: Dictionary(uniqueKeysWithValues: i.refusals.snapshot.map { ($0.reason.name, $0.count) }),
-                               lateCalls: i.lateCalls, logCuts: i.logCuts.load(ordering: .relaxed),
-                               logSuppressed: i.logSuppressed.load(ordering: .relaxed),
+                               lateCalls: i.lateCalls, logCuts: i.logGate.cuts.load(ordering: .relaxed),
+                               logSuppressed: i.logGate.suppressed.load(ordering: .relaxed),
                                polls: i.polls.load(ordering: .relaxed), pollErrors: i.pollErrors.load(ordering: .relaxed),
                                pollNs: i.pollNanoseconds.load(ordering: .relaxed))
         }

@@ -47,7 +47,7 @@ struct SelfMetrics {
         }
         out.family("vigil_monitor_log_lines_suppressed_total", .counter, "Plugin log lines dropped over the rate limit (100 at once, then 20 a second).")
         for name in names {
-            out.sample("vigil_monitor_log_lines_suppressed_total", ["monitor": name], total(name) { $0.logSuppressed.load(ordering: .relaxed) })
+            out.sample("vigil_monitor_log_lines_suppressed_total", ["monitor": name], total(name) { $0.logGate.suppressed.load(ordering: .relaxed) })
         }
         out.family("vigil_monitor_polls_total", .counter, "Polls of a monitor's plugin.")
         for name in names { out.sample("vigil_monitor_polls_total", ["monitor": name], total(name) { $0.polls.load(ordering: .relaxed) }) }

@@ -92,6 +92,6 @@ import VigilKitTesting
         h.launch()
         h.waitFor(1) { $0.kind == "sample" }
         await h.stop()
-        #expect(h.instance.logCuts.load(ordering: .relaxed) >= 1)
+        #expect(h.instance.logGate.cuts.load(ordering: .relaxed) >= 1)
     }
 }

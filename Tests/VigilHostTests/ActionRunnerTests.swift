@@ -298,7 +298,7 @@ import Testing
 }
 
 /// Log lines kept in memory, for assertions.
-fileprivate final class MemoryLog: Sendable {
+final class MemoryLog: Sendable {
     struct Entry: Sendable {
         var level: Logger.Level
         var message: String
@@ -310,7 +310,7 @@ fileprivate final class MemoryLog: Sendable {
     func append(_ entry: Entry) { stored.withLock { $0.append(entry) } }
 }
 
-fileprivate struct MemoryLogHandler: LogHandler {
+struct MemoryLogHandler: LogHandler {
     let log: MemoryLog
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .trace

@@ -1,3 +1,5 @@
+import Logging
+import Synchronization
 import Testing
 @testable import VigilHost
 
@@ -32,7 +34,7 @@ struct PluginLogLimitTests {
         // At stop, what was dropped is said at once.
         for _ in 0..<100 { _ = limit.admit(now: 2 * Self.second) }
         #expect(limit.takeNote(now: 2 * Self.second + 1, force: true)?.count == 60)
-        #expect(PluginLogLimit.text(of: PluginLogLimit.Note(count: 60, nanoseconds: 1_500_000_000), monitor: "m",
+        #expect(PluginLogLimit.text(of: PluginLogLimit.Note(count: 60, nanoseconds: 1_500_000_000), owner: "monitor m",
                                     config: limit.config)
                 == "60 log lines of monitor m suppressed in the last 1.5 s (at most 100 at once, then 20 a second)")
     }
@@ -45,5 +47,25 @@ struct PluginLogLimitTests {
         let later = 3600 * Self.second
         for _ in 0..<100 { #expect(limit.admit(now: later).write) }
         #expect(!limit.admit(now: later).write)
+    }
+}
+
+/// The gate a monitor's and an output's lines pass alike.
+@Suite struct PluginLogGateTests {
+    @Test func linesOverTheRateAreCountedKeptForACrashReportAndSaidAtStop() {
+        let memory = MemoryLog()
+        let gate = PluginLogGate(owner: "sink out", plugin: "graphite", logger: Logger(label: "t") { _ in MemoryLogHandler(log: memory) })
+        for i in 0..<150 { gate.log(level: 2, message: "line \(i)", cut: i == 149 ? 10 : 0) }
+        #expect(gate.suppressed.load(ordering: .relaxed) == 50 && gate.cuts.load(ordering: .relaxed) == 1)
+        #expect(gate.recentLines == ["line 145", "line 146", "line 147", "line 148", "line 149… [cut 10 bytes]"])
+        #expect(gate.lastWords.hasPrefix("; its last log lines: line 145 | "))
+        let written = memory.entries.filter { $0.message.hasPrefix("line ") }
+        #expect(written.count == 100 && written.allSatisfy { $0.metadata["plugin"] == "graphite" })
+        gate.flush()
+        let notes = memory.entries.filter { $0.message.contains("suppressed") }
+        #expect(notes.count == 1 && notes[0].level == .warning)
+        #expect(notes.first?.message.hasPrefix("50 log lines of sink out suppressed in the last") == true)
+        gate.flush()  // said once
+        #expect(memory.entries.filter { $0.message.contains("suppressed") }.count == 1)
     }
 }

@@ -135,7 +135,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
         }
         pluginName = description.name
         pluginPath = description.path
-        receiver.plugin.withLock { $0 = description.name }
+        receiver.gate.setPlugin(description.name)
         let (options, problems) = OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(sinkName)'",
                                                     to: description)
         if let problem = problems.first(where: { $0.level == .error }) {
@@ -439,6 +439,7 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
         transport.destroy(timeout: timeout())
         up = false
         self.transport = nil
+        receiver.gate.flush()
     }
 
     private var failureReported = false
@@ -471,47 +472,24 @@ public protocol OutputRunnerReporting: AnyObject {
 /// sink's, held to the same limit as a monitor's (`PluginLogLimit`); it has
 /// nothing to emit. The same whether its calls come from this process or
 /// from its runner's ring.
-private final class OutputHost: RunnerReceiver, @unchecked Sendable {
-    let logger: Logger
-    /// The plugin's name, once it is known.
-    let plugin = Mutex("")
-    let sink: String
-    private let limit: Mutex<PluginLogLimit>
-    /// The plugin's last few log lines, for a crash report.
-    private let recent = Mutex<[String]>([])
+private final class OutputHost: RunnerReceiver, Sendable {
+    /// The output's log lines pass here, as a monitor's do.
+    let gate: PluginLogGate
     /// An output emits nothing.
     var eventDecoder: EventDecoder? { nil }
 
     init(logger: Logger, sink: String) {
-        self.logger = logger
-        self.sink = sink
-        self.limit = Mutex(PluginLogLimit(now: monotonicNanoseconds()))
+        self.gate = PluginLogGate(owner: "sink \(sink)", logger: logger)
     }
 
     /// The plugin's last few log lines.
-    var recentLines: [String] { recent.withLock { $0 } }
-
+    var recentLines: [String] { gate.recentLines }
     /// "; its last log lines: …", or "".
-    var lastWords: String {
-        let lines = recentLines
-        return lines.isEmpty ? "" : "; its last log lines: \(lines.joined(separator: " | "))"
-    }
+    var lastWords: String { gate.lastWords }
 
     func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status { VIGIL_E_UNSUPPORTED }
     func countRefusal(_ defect: EventDefect) {}
-    func log(level: Int, message: String, cut: Int) {
-        recent.withLock { lines in
-            lines.append(String(message.prefix(200)))
-            if lines.count > 3 { lines.removeFirst() }
-        }
-        let verdict = limit.withLock { $0.admit(now: monotonicNanoseconds()) }
-        if let note = verdict.note {
-            logger.warning("\(PluginLogLimit.text(of: note, monitor: "of sink \(sink)", config: PluginLogLimit.Config()))")
-        }
-        guard verdict.write else { return }
-        let severity = Severity(rawValue: UInt8(clamping: max(0, min(level, 5)))) ?? .info
-        logger.log(level: severity.logLevel, "\(message)\(cut > 0 ? "… [cut \(cut) bytes]" : "")", metadata: ["plugin": "\(plugin.withLock { $0 })"])
-    }
+    func log(level: Int, message: String, cut: Int) { gate.log(level: level, message: message, cut: cut) }
     func setAvailability(_ available: Bool, reason: String) {}
     func now() -> Int64 { realtimeNanoseconds() }
     func markFinished() {}
