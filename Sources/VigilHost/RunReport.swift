@@ -132,7 +132,7 @@ extension VigilRuntime {
                                    dropped: s.dropped, failed: s.failed, highWater: s.highWater,
                                    queueSize: runner.config.queueCapacity, truncated: s.truncated,
                                    unconfirmed: s.unconfirmed, transport: s.transport,
-                                   buffer: (runner.sink as? BufferReporting)?.bufferReport,
+                                   buffer: runner.sink.bufferReport,
                                    firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite,
                                    isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
                                    retries: s.retries, retriedEvents: s.retriedEvents)

@@ -58,6 +58,12 @@ public protocol EventSink: AnyObject, Sendable {
     /// What the sink adds to the control API's /metrics (a prometheus
     /// sink's series, so one scrape has the host's figures and the values).
     func appendExposition(to bytes: inout [UInt8])
+    /// A disk buffer's figures (nil for a sink without one).
+    var bufferReport: SinkBufferReport? { get }
+    /// Whether its `tick` must also run behind a disk buffer, on the
+    /// buffer's delivery thread where its writes run (an output plugin's
+    /// flush every `flush_interval`).
+    var ticksBehindBuffer: Bool { get }
 }
 
 public enum SinkTicks {
@@ -75,6 +81,8 @@ extension EventSink {
     public func bind(logger: Logger) {}
     public var outputRunner: (any OutputRunnerReporting)? { nil }
     public func appendExposition(to bytes: inout [UInt8]) {}
+    public var bufferReport: SinkBufferReport? { nil }
+    public var ticksBehindBuffer: Bool { false }
 }
 
 /// Thrown by a sink whose batch got partly through: the first `delivered`

@@ -4,11 +4,7 @@ import VigilABI
 import VigilCore
 
 /// What a sink with a buffer of its own reports beside the runner's counts.
-protocol BufferReporting: AnyObject {
-    var bufferReport: SinkBufferReport { get }
-}
-
-struct SinkBufferReport: Codable, Sendable, Equatable {
+public struct SinkBufferReport: Codable, Sendable, Equatable {
     /// Events on disk, not yet delivered (kept for the next start at exit).
     var buffered = 0
     /// Events found on disk at start, from an earlier run, sent again.
@@ -20,11 +16,6 @@ struct SinkBufferReport: Codable, Sendable, Equatable {
     var corruptSegments = 0
     var corruptBytes: Int64 = 0
 }
-
-/// A sink whose `tick` must also run behind a disk buffer, on the buffer's
-/// delivery thread (where its writes run): an output plugin's flush every
-/// `flush_interval`.
-protocol TicksBehindBuffer: EventSink {}
 
 /// `buffer: { type: disk }` of a network sink: the sink's thread appends
 /// each batch to a `DiskBuffer` (so the events survive a crash, kill -9 or
@@ -42,7 +33,7 @@ protocol TicksBehindBuffer: EventSink {}
 /// wait for room (its queue then fills, under the queue's overflow policy);
 /// `drop_oldest` removes the oldest segment (counted lost, `buffer_full`);
 /// `drop_newest` refuses the new events (counted lost, `buffer_full`).
-final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
+final class DiskBufferedSink: EventSink, @unchecked Sendable {
     let inner: any EventSink
     let config: SinkBufferConfig
     /// Opened on the sink's thread at its first call, not when the sink is
@@ -108,7 +99,7 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
         }
     }
 
-    var bufferReport: SinkBufferReport {
+    var bufferReport: SinkBufferReport? {
         guard let buffer = state.withLock({ _ in opened }) else { return SinkBufferReport() }
         let r = buffer.recovery
         return SinkBufferReport(buffered: buffer.pendingRecords, replayed: r.pending, possibleDuplicates: r.possibleDuplicates,
@@ -227,7 +218,7 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
     private func deliver(_ buffer: DiskBuffer) {
         var lastInnerTick = monotonicNanoseconds()
         while true {
-            if inner is any TicksBehindBuffer,
+            if inner.ticksBehindBuffer,
                monotonicNanoseconds() >= lastInnerTick.addingSaturating(inner.tickInterval) {
                 inner.tick(context: innerContext)
                 lastInnerTick = monotonicNanoseconds()
@@ -274,7 +265,7 @@ final class DiskBufferedSink: EventSink, BufferReporting, @unchecked Sendable {
                 // sink's write: the events stay on disk for the next start.
                 gaveUp = true
             }
-            if let why = (inner as? any OutputRunnerReporting)?.failedForGood {
+            if let why = inner.outputRunner?.failedForGood {
                 // An output that failed for good answered for nothing of this
                 // batch: it stays on disk (sent again, as possibly seen, at
                 // the next start), as does everything after it.

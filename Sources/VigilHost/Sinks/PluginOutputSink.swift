@@ -28,7 +28,7 @@ import VigilCore
 ///
 /// Everything runs on the sink's own thread (`SinkRunner`), which is what
 /// the ABI promises an output: one call at a time.
-final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReporting, @unchecked Sendable {
+final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Sendable {
     private let config: PluginSinkConfig
     private let sinkName: String
     private let host: String
@@ -99,6 +99,8 @@ final class PluginOutputSink: EventSink, TicksBehindBuffer, OutputRunnerReportin
     var tickInterval: Int64 { up && transport?.flushes == true ? config.flushInterval : SinkTicks.never }
 
     var outputRunner: (any OutputRunnerReporting)? { self }
+    /// Its flush every `flush_interval` runs behind a disk buffer too.
+    var ticksBehindBuffer: Bool { true }
 
     /// Finds the plugin and sets up its transport (a runner that loaded and
     /// described it, or the plugin loaded here), once; the reason it could
