@@ -253,13 +253,14 @@ private func timestamp(_ ns: Int64) -> String {
 /// Every sink's lost count, sampled once a second by the watchdog's tick
 /// (no wake-up of its own), so health can say what was lost in the last
 /// minute. Sinks are told apart by runner (a reload may replace one under
-/// the same name; retired runners are kept, so no identity is reused).
+/// the same name), by its serial: a retired runner is freed, and its
+/// address may be a new one's.
 final class LossHistory: Sendable {
-    private let samples = LockedState<[(at: Int64, lost: [ObjectIdentifier: LossCounts])]>([])
+    private let samples = LockedState<[(at: Int64, lost: [UInt64: LossCounts])]>([])
 
     func sample(_ sinks: [SinkRunner], now: Int64 = monotonicNanoseconds()) {
-        var lost: [ObjectIdentifier: LossCounts] = [:]
-        for sink in sinks { lost[ObjectIdentifier(sink)] = sink.stats.lost }
+        var lost: [UInt64: LossCounts] = [:]
+        for sink in sinks { lost[sink.serial] = sink.stats.lost }
         samples.withLock { list in
             list.append((now, lost))
             // Keep one sample older than a minute: the base of the window.
@@ -273,7 +274,7 @@ final class LossHistory: Sendable {
         let base = samples.withLock { $0.first?.lost } ?? [:]
         return sinks.map { sink in
             let now = sink.stats.lost
-            let then = base[ObjectIdentifier(sink)] ?? LossCounts()
+            let then = base[sink.serial] ?? LossCounts()
             var added = LossCounts()
             for reason in LossReason.allCases { added[reason] = now[reason] &- min(now[reason], then[reason]) }
             return (sink, added)

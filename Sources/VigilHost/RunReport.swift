@@ -126,24 +126,11 @@ extension VigilRuntime {
         var children = rusage()
         getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &children)
         // Sinks and monitors a reload retired count too: what they lost is the run's.
-        let sinks = allSinks.map { runner in
-            let s = runner.stats
-            return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
-                                   dropped: s.dropped, failed: s.failed, highWater: s.highWater,
-                                   queueSize: runner.config.queueCapacity, truncated: s.truncated,
-                                   unconfirmed: s.unconfirmed, transport: s.transport,
-                                   buffer: runner.sink.bufferReport,
-                                   firstWriteNs: runner.firstWrite, lastWriteNs: runner.lastWrite,
-                                   isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
-                                   retries: s.retries, retriedEvents: s.retriedEvents)
-        }
-        let monitors = allInstances.map { i in
-            RunSummary.Monitor(name: i.name, emitted: i.emitted.load(ordering: .relaxed), refused: i.refusals.total,
-                               refusedBy: Dictionary(uniqueKeysWithValues: i.refusals.snapshot.map { ($0.reason.name, $0.count) }),
-                               lateCalls: i.lateCalls, logCuts: i.logGate.cuts.load(ordering: .relaxed),
-                               logSuppressed: i.logGate.suppressed.load(ordering: .relaxed),
-                               polls: i.polls.load(ordering: .relaxed), pollErrors: i.pollErrors.load(ordering: .relaxed),
-                               pollNs: i.pollNanoseconds.load(ordering: .relaxed))
+        let sinks = sinkFigures
+        let monitors = monitorFigures.map { f in
+            RunSummary.Monitor(name: f.name, emitted: f.emitted, refused: f.refused, refusedBy: f.refusedBy,
+                               lateCalls: f.lateCalls, logCuts: f.logCuts, logSuppressed: f.logSuppressed,
+                               polls: f.polls, pollErrors: f.pollErrors, pollNs: f.pollNanoseconds)
         }
         let actions = ruleSpecs.filter { $0.exec != nil }.map { rule in
             let c = self.actions.counters(for: rule.name)
@@ -198,9 +185,9 @@ extension VigilRuntime {
                 logger.info("\(head), none lost; \(tail)")
             }
         }
-        for instance in allInstances where instance.refusals.total > 0 {
-            let reasons = instance.refusals.snapshot.map { "\($0.count) \($0.reason.name)" }.joined(separator: ", ")
-            logger.warning("monitor \(instance.name): emits refused: \(reasons)")
+        for monitor in summary.monitors where monitor.refused > 0 {
+            let reasons = monitor.refusedBy.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+            logger.warning("monitor \(monitor.name): emits refused: \(reasons)")
         }
         let corrupt = summary.corruptBufferParts
         // Written, but not confirmed delivered: said beside "none lost", never hidden by it.
@@ -213,5 +200,63 @@ extension VigilRuntime {
         } else {
             logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks (exit status 3)")
         }
+    }
+}
+
+extension SinkRunner {
+    /// Its counters now, as the summary shows them.
+    var figures: RunSummary.Sink {
+        let s = stats
+        return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
+                               dropped: s.dropped, failed: s.failed, highWater: s.highWater,
+                               queueSize: config.queueCapacity, truncated: s.truncated,
+                               unconfirmed: s.unconfirmed, transport: s.transport,
+                               buffer: sink.bufferReport,
+                               firstWriteNs: firstWrite, lastWriteNs: lastWrite,
+                               isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
+                               retries: s.retries, retriedEvents: s.retriedEvents)
+    }
+}
+
+extension RunSummary.Sink {
+    /// `later`'s counts added to these, as one sink of the run under one
+    /// name: counts summed, the high-water mark the highest, the rest
+    /// (type, queue size, disk buffer, isolation) as the later one says.
+    mutating func add(_ later: RunSummary.Sink) {
+        type = later.type
+        accepted &+= later.accepted
+        written &+= later.written
+        for reason in LossReason.allCases { lost[reason] &+= later.lost[reason] }
+        dropped &+= later.dropped
+        failed &+= later.failed
+        highWater = Swift.max(highWater, later.highWater)
+        queueSize = later.queueSize
+        truncated &+= later.truncated
+        unconfirmed &+= later.unconfirmed
+        for (what, n) in later.transport { transport[what, default: 0] &+= n }
+        buffer = later.buffer ?? buffer
+        if firstWriteNs == 0 || (later.firstWriteNs != 0 && later.firstWriteNs < firstWriteNs) { firstWriteNs = later.firstWriteNs }
+        lastWriteNs = Swift.max(lastWriteNs, later.lastWriteNs)
+        isolation = later.isolation ?? isolation
+        func sum(_ a: UInt64?, _ b: UInt64?) -> UInt64? { a == nil && b == nil ? nil : (a ?? 0) &+ (b ?? 0) }
+        crashes = sum(crashes, later.crashes)
+        restarts = sum(restarts, later.restarts)
+        retries = sum(retries, later.retries)
+        retriedEvents = sum(retriedEvents, later.retriedEvents)
+    }
+
+    /// One entry per name, in the order names first appear.
+    static func merged(_ sinks: [RunSummary.Sink]) -> [RunSummary.Sink] {
+        var order: [String] = []
+        var byName: [String: RunSummary.Sink] = [:]
+        for s in sinks {
+            if byName[s.name] == nil {
+                order.append(s.name)
+                byName[s.name] = s
+            } else {
+                byName[s.name]!.add(s)
+            }
+        }
+        return order.map { byName[$0]! }
     }
 }

@@ -85,10 +85,14 @@ public final class VigilRuntime: @unchecked Sendable {
         /// The manifest's sinks, in manifest order, and the bus slot of each.
         var sinks: [SinkRunner]
         var slots: [String: Int]
-        /// Sinks and monitors a reload removed or replaced: their counters
-        /// still belong to the run's summary.
-        var retiredSinks: [SinkRunner] = []
-        var retiredInstances: [MonitorInstance] = []
+        /// Sinks a reload removed or replaced that are still draining (the
+        /// shutdown joins them too); once stopped, only their counters stay,
+        /// in `retiredSinkFigures`, summed by name.
+        var drainingSinks: [SinkRunner] = []
+        var retiredSinkFigures: [RunSummary.Sink] = []
+        /// What is left of the instances a reload retired: their counters,
+        /// summed by name (the instances themselves are freed).
+        var retiredMonitors: [MonitorFigures] = []
         var rules: [RuleSpec]
         var reloads: UInt64 = 0
         var failedReloads: UInt64 = 0
@@ -100,9 +104,29 @@ public final class VigilRuntime: @unchecked Sendable {
     var host: String { current.withLock { $0.host } }
     var instances: [MonitorInstance] { current.withLock { $0.instances } }
     var sinks: [SinkRunner] { current.withLock { $0.sinks } }
-    /// Every sink of the run, retired ones too (the summary's).
-    var allSinks: [SinkRunner] { current.withLock { $0.retiredSinks + $0.sinks } }
-    var allInstances: [MonitorInstance] { current.withLock { $0.retiredInstances + $0.instances } }
+    /// The sinks that run or drain: what the shutdown stops and joins.
+    var runningSinks: [SinkRunner] { current.withLock { $0.drainingSinks + $0.sinks } }
+    /// Every sink's counters for the run, one entry per name: the running
+    /// runner's, and those of the ones a reload retired or is retiring.
+    var sinkFigures: [RunSummary.Sink] {
+        let (retired, running) = current.withLock { ($0.retiredSinkFigures, $0.drainingSinks + $0.sinks) }
+        return RunSummary.Sink.merged(retired + running.map(\.figures))
+    }
+
+    /// A retired sink that finished draining leaves only its counters.
+    private func retire(_ runner: SinkRunner) {
+        let figures = runner.figures
+        current.withLock { c in
+            c.drainingSinks.removeAll { $0 === runner }
+            c.retiredSinkFigures = RunSummary.Sink.merged(c.retiredSinkFigures + [figures])
+        }
+    }
+    /// Every monitor's counters for the run, one entry per name: the
+    /// running instance's and those of the ones a reload retired.
+    var monitorFigures: [MonitorFigures] {
+        let (retired, instances) = current.withLock { ($0.retiredMonitors, $0.instances) }
+        return MonitorFigures.merged(retired + instances.map(\.figures))
+    }
     var ruleSpecs: [RuleSpec] { current.withLock { $0.rules } }
     var reloadCounts: (done: UInt64, failed: UInt64) { current.withLock { ($0.reloads, $0.failedReloads) } }
     /// The verdicts of a `--once` run; nil for another run.
@@ -507,8 +531,11 @@ public final class VigilRuntime: @unchecked Sendable {
             c.instances = instances
             c.sinks = sinks
             c.slots = slotOf
-            c.retiredSinks += retiring
-            c.retiredInstances += leaving
+            c.drainingSinks += retiring
+            // Stopped above: their counters are final. Kept per name, so a
+            // host reloaded every minute for a year holds no more than one
+            // entry per monitor name it ever ran.
+            c.retiredMonitors = MonitorFigures.merged(c.retiredMonitors + leaving.map(\.figures))
             c.rules = resolution.rules
         }
 
@@ -516,12 +543,16 @@ public final class VigilRuntime: @unchecked Sendable {
         //    on their own; a replacement starts once its predecessor is done.
         let drainTimeout = options.drainTimeout
         for runner in retiring where !fresh.contains(where: { $0.after === runner }) {
-            Task { await runner.stop(drainTimeout: drainTimeout) }
+            Task {
+                await runner.stop(drainTimeout: drainTimeout)
+                retire(runner)
+            }
         }
         for (runner, after) in fresh {
             if let after {
                 Task { [logger] in
                     await after.stop(drainTimeout: drainTimeout)
+                    self.retire(after)
                     var logger = logger
                     logger[metadataKey: "sink"] = "\(runner.config.name)"
                     runner.sink.bind(logger: logger)

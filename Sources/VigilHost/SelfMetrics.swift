@@ -12,9 +12,9 @@ struct SelfMetrics {
 
     func exposition() -> [UInt8] {
         var out = PrometheusText()
-        let instances = runtime.allInstances
+        let figures = runtime.monitorFigures
         let current = runtime.instances
-        let sinks = runtime.allSinks
+        let sinks = runtime.sinkFigures
         let live = runtime.sinks
 
         out.family("vigil_build_info", .gauge, "The running vigil's version.")
@@ -23,52 +23,34 @@ struct SelfMetrics {
         let started = runtime.started
         out.sample("vigil_uptime_seconds", [], started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0)
 
-        // Per monitor name, across the instances a reload replaced.
-        var names: [String] = []
-        var byName: [String: [MonitorInstance]] = [:]
-        for instance in instances {
-            if byName[instance.name] == nil { names.append(instance.name) }
-            byName[instance.name, default: []].append(instance)
-        }
-        func total(_ name: String, _ value: (MonitorInstance) -> UInt64) -> Double {
-            Double(byName[name, default: []].reduce(UInt64(0)) { $0 &+ value($1) })
-        }
+        // Per monitor name, with the instances a reload replaced (MonitorFigures).
         out.family("vigil_events_total", .counter, "Events a monitor emitted that the host accepted.")
-        for name in names { out.sample("vigil_events_total", ["monitor": name], total(name) { $0.emitted.load(ordering: .relaxed) }) }
+        for f in figures { out.sample("vigil_events_total", ["monitor": f.name], Double(f.emitted)) }
         out.family("vigil_events_refused_total", .counter, "Emits the host refused, by reason (the event was malformed or came outside start…stop).")
-        for name in names {
-            var reasons: [String: UInt64] = [:]
-            for instance in byName[name, default: []] {
-                for entry in instance.refusals.snapshot { reasons[entry.reason.name, default: 0] &+= entry.count }
-            }
-            for (reason, count) in reasons.sorted(by: { $0.key < $1.key }) {
-                out.sample("vigil_events_refused_total", [("monitor", name), ("reason", reason)], Double(count))
+        for f in figures {
+            for (reason, count) in f.refusedBy.sorted(by: { $0.key < $1.key }) {
+                out.sample("vigil_events_refused_total", [("monitor", f.name), ("reason", reason)], Double(count))
             }
         }
         out.family("vigil_monitor_log_lines_suppressed_total", .counter, "Plugin log lines dropped over the rate limit (100 at once, then 20 a second).")
-        for name in names {
-            out.sample("vigil_monitor_log_lines_suppressed_total", ["monitor": name], total(name) { $0.logGate.suppressed.load(ordering: .relaxed) })
-        }
+        for f in figures { out.sample("vigil_monitor_log_lines_suppressed_total", ["monitor": f.name], Double(f.logSuppressed)) }
         out.family("vigil_monitor_polls_total", .counter, "Polls of a monitor's plugin.")
-        for name in names { out.sample("vigil_monitor_polls_total", ["monitor": name], total(name) { $0.polls.load(ordering: .relaxed) }) }
+        for f in figures { out.sample("vigil_monitor_polls_total", ["monitor": f.name], Double(f.polls)) }
         out.family("vigil_monitor_poll_errors_total", .counter, "Polls that returned an error.")
-        for name in names { out.sample("vigil_monitor_poll_errors_total", ["monitor": name], total(name) { $0.pollErrors.load(ordering: .relaxed) }) }
+        for f in figures { out.sample("vigil_monitor_poll_errors_total", ["monitor": f.name], Double(f.pollErrors)) }
         out.family("vigil_monitor_crashes_total", .counter, "Runner processes of a monitor that ended: crashes, hangs, limits.")
-        for name in names { out.sample("vigil_monitor_crashes_total", ["monitor": name], total(name) { $0.crashes.load(ordering: .relaxed) }) }
+        for f in figures { out.sample("vigil_monitor_crashes_total", ["monitor": f.name], Double(f.crashes)) }
         out.family("vigil_monitor_restarts_total", .counter, "Restarts of a monitor by its supervisor.")
-        for name in names { out.sample("vigil_monitor_restarts_total", ["monitor": name], total(name) { $0.restarts.load(ordering: .relaxed) }) }
+        for f in figures { out.sample("vigil_monitor_restarts_total", ["monitor": f.name], Double(f.restarts)) }
         out.family("vigil_monitor_up", .gauge, "1 when the monitor runs, 0 when it is stopped, failed, quarantined or waiting for its source.")
         for instance in current { out.sample("vigil_monitor_up", ["monitor": instance.name], instance.state == .running ? 1 : 0) }
         out.family("vigil_monitor_available", .gauge, "1 when the monitor's source is available.")
         for instance in current { out.sample("vigil_monitor_available", ["monitor": instance.name], instance.status.available ? 1 : 0) }
 
         out.family("vigil_plugin_call_seconds", .histogram, "How long calls into plugins took, by monitor and call.")
-        for name in names {
-            var calls: [String: CallTimes.Histogram] = [:]
-            for instance in byName[name, default: []] {
-                for (call, h) in instance.callTimes.snapshot { calls[call, default: CallTimes.Histogram()].add(h) }
-            }
-            for (call, h) in calls.sorted(by: { $0.key < $1.key }) {
+        for f in figures {
+            let name = f.name
+            for (call, h) in f.callTimes.sorted(by: { $0.key < $1.key }) {
                 var cumulative: UInt64 = 0
                 for (i, bound) in CallTimes.bounds.enumerated() {
                     cumulative &+= h.buckets[i]
@@ -81,25 +63,12 @@ struct SelfMetrics {
             }
         }
 
-        // Per sink name, across the runners a reload replaced.
+        // Per sink name, with the runners a reload replaced.
         var sinkNames: [String] = []
-        var stats: [String: (written: UInt64, accepted: UInt64, lost: LossCounts, truncated: UInt64,
-                             crashes: UInt64?, restarts: UInt64?, retries: UInt64?, retriedEvents: UInt64?,
-                             transport: [String: UInt64])] = [:]
-        for runner in sinks {
-            let s = runner.stats
-            if stats[s.name] == nil { sinkNames.append(s.name) }
-            var entry = stats[s.name] ?? (0, 0, LossCounts(), 0, nil, nil, nil, nil, [:])
-            entry.written &+= s.written
-            for (what, n) in s.transport { entry.transport[what, default: 0] &+= n }
-            entry.truncated &+= s.truncated
-            if let c = s.crashes { entry.crashes = (entry.crashes ?? 0) &+ c }
-            if let r = s.restarts { entry.restarts = (entry.restarts ?? 0) &+ r }
-            if let r = s.retries { entry.retries = (entry.retries ?? 0) &+ r }
-            if let r = s.retriedEvents { entry.retriedEvents = (entry.retriedEvents ?? 0) &+ r }
-            entry.accepted &+= s.accepted
-            for reason in LossReason.allCases { entry.lost[reason] &+= s.lost[reason] }
-            stats[s.name] = entry
+        var stats: [String: RunSummary.Sink] = [:]
+        for s in sinks {
+            sinkNames.append(s.name)
+            stats[s.name] = s
         }
         out.family("vigil_sink_events_total", .counter, "Events a sink took, by outcome: accepted (queued), written, or lost by reason.")
         for name in sinkNames {

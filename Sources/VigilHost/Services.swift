@@ -125,7 +125,7 @@ struct SinksService: Service {
         await runtime.endReloads()
         let deadline = drain.begin()
         let drainTimeout = drain.timeout
-        let runners = runtime.allSinks
+        let runners = runtime.runningSinks
         for runner in runners { runner.beginStop(deadline: deadline) }
         for runner in runners where await !runner.join(until: deadline.addingSaturating(1_000_000_000)) {
             let lost = runner.abandon()  // counted, so the exit status says so

@@ -277,12 +277,12 @@ public final class SinkContext: @unchecked Sendable {
 
 /// Runs one sink on a dedicated thread behind its bounded queue.
 final class SinkRunner: @unchecked Sendable {
+
     let config: SinkConfig
     let sink: any EventSink
     let queue: SinkQueue
     let context: SinkContext
     private let done = DispatchSemaphore(value: 0)
-    private var thread: Thread?
     /// A reload's replacement of a sink: started once the sink it replaces
     /// is done, which may be after the host began to stop. `join` waits for
     /// its thread all the same: a replacement not started by then was
@@ -314,14 +314,25 @@ final class SinkRunner: @unchecked Sendable {
         queue.wake()
     }
 
+    /// Unique for the life of the process (a freed runner's address may be
+    /// another's later): what the loss history tells runners apart by.
+    let serial = SinkRunner.serials.add(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
+
+    /// Its thread was started (`join` waits only for one that was).
+    private let started = Atomic<Bool>(false)
+
     func start() {
+        started.store(true, ordering: .releasing)
         let thread = Thread { [self] in
             run()
             done.signal()
         }
         thread.name = "vigil-sink-\(config.name)"
         thread.stackSize = 512 << 10
-        self.thread = thread
+        // Not kept: Foundation holds a running thread, and a runner that
+        // held its thread (whose closure holds the runner) would never be
+        // freed after a reload retired it.
         thread.start()
     }
 
@@ -432,7 +443,7 @@ final class SinkRunner: @unchecked Sendable {
     /// (monotonic ns). False when it had not ended (a sink stuck in a system
     /// call); the process then exits without it.
     func join(until deadline: Int64) async -> Bool {
-        guard startsLater || thread != nil else { return true }
+        guard startsLater || started.load(ordering: .acquiring) else { return true }
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             DispatchQueue.global().async { [done] in
                 let wait = max(0, deadline - monotonicNanoseconds())

@@ -31,7 +31,8 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
     private let lock = Lock()
     private var accepted: [Int32] = []
     private var wake: @Sendable () -> Void = {}
-    private var acceptThread: Thread?
+    /// The accept thread was started (not the Thread itself: its closure holds the sink).
+    private var accepting = false
     private let acceptDone = DispatchSemaphore(value: 0)
 
     init(address: SocketAddress, config: SocketSinkConfig, host: String) {
@@ -126,7 +127,7 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         }
         thread.name = "vigil-accept"
         thread.stackSize = 128 << 10
-        acceptThread = thread
+        accepting = true
         thread.start()
     }
 
@@ -169,7 +170,7 @@ final class SocketListenSink: EventSink, @unchecked Sendable {
         if listener >= 0 {
             // Unblocks the accept thread (accept fails once the socket is shut down).
             Glibc.shutdown(listener, Int32(SHUT_RDWR))
-            if acceptThread != nil { _ = acceptDone.wait(timeout: .now() + 1) }
+            if accepting { _ = acceptDone.wait(timeout: .now() + 1) }
             close(listener)
             for fd in lock.withLock({ accepted }) { close(fd) }
         }
