@@ -94,6 +94,9 @@ let package = Package(
         .plugin(name: "SinkRegistryPlugin", capability: .buildTool(), dependencies: ["vigil-sink-list"],
                 path: "Sources/SinkRegistryPlugin"),
         .executableTarget(name: "vigil-sink-list", path: "Sources/vigil-sink-list"),
+        // `vigil plugins check`: a plugin's contract checked call by call in a
+        // child process (the checker, its host side and its report).
+        .target(name: "VigilConformance", dependencies: ["CVigilPlugin", "VigilCore", "VigilABI", "VigilHost"]),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
         // A test host for plugin authors: runs a monitor type or a built .so
@@ -104,7 +107,7 @@ let package = Package(
         // libffi, for the ffi plugin.
         .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
-            "VigilCore", "VigilABI", "VigilHost", "CVigilSys",
+            "VigilCore", "VigilABI", "VigilHost", "VigilConformance", "CVigilSys",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -112,6 +115,6 @@ let package = Package(
         // The manifest tests read sinks with the host's sink types (SinkTypes.standard).
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilHost"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
-        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
     ] + plugins.map(\.1)
 )

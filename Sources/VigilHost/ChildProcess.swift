@@ -11,9 +11,9 @@ import VigilCore
 /// backtracer (a crash must end the child at once, with its signal). Started
 /// through `Spawn`, like every child; `follow` is the parent's side of its
 /// stream.
-final class ChildProcess: @unchecked Sendable {
+package final class ChildProcess: @unchecked Sendable {
     /// The child's descriptor for its stream of lines to the parent.
-    static let childFD: Int32 = 3
+    package static let childFD: Int32 = 3
 
     let pid: pid_t
     let reader: LineReader
@@ -31,7 +31,7 @@ final class ChildProcess: @unchecked Sendable {
     static let maxLineBytes = PluginDescription.maxJSONBytes + 65_536
 
     /// `input`: the child's stdin (the caller keeps its descriptor), else /dev/null.
-    static func spawn(arguments: [String], input: Int32? = nil) throws(SpawnError) -> ChildProcess {
+    package static func spawn(arguments: [String], input: Int32? = nil) throws(SpawnError) -> ChildProcess {
         let program = "/proc/self/exe"
         let stream = try Spawn.pipe(for: program)
         defer { close(stream.write) }
@@ -84,20 +84,20 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// The signal that ended the child, if one did.
-    var signal: Int32? {
+    package var signal: Int32? {
         guard let status else { return nil }
         let low = status & 0x7F
         return low != 0 && low != 0x7F ? low : nil
     }
 
     /// The child's exit code, if it exited.
-    var exitCode: Int32? {
+    package var exitCode: Int32? {
         guard let status, status & 0x7F == 0 else { return nil }
         return (status >> 8) & 0xFF
     }
 
     /// "SIGSEGV".
-    static func shortSignalName(_ signal: Int32) -> String {
+    package static func shortSignalName(_ signal: Int32) -> String {
         let names: [Int32: String] = [
             SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP",
             SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGUSR1: "SIGUSR1",
@@ -108,7 +108,7 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// "SIGSEGV (Segmentation fault)".
-    static func signalName(_ signal: Int32) -> String {
+    package static func signalName(_ signal: Int32) -> String {
         let text = strsignal(signal).map { String(cString: $0) } ?? ""
         return text.isEmpty ? shortSignalName(signal) : "\(shortSignalName(signal)) (\(text))"
     }
@@ -116,7 +116,7 @@ final class ChildProcess: @unchecked Sendable {
 
 extension ChildProcess {
     /// What a line of the child's stream meant, to `follow`.
-    enum LineMeaning {
+    package enum LineMeaning {
         /// Nothing `follow` needs to know.
         case other
         /// A call into the plugin began and must return by this monotonic time.
@@ -128,7 +128,7 @@ extension ChildProcess {
     }
 
     /// How `follow` ended.
-    enum Ending {
+    package enum Ending {
         /// The child said it was done.
         case done
         /// The stream closed before that.
@@ -147,7 +147,7 @@ extension ChildProcess {
     /// it left in the pipe (or a process it started holds open) for up to a
     /// second. Then reaps it: a child that said it was done is given 2 s to
     /// leave, a killed one nothing, and any other `closeGrace` ns.
-    func follow(idleTimeout: Int64, closeGrace: Int64, onLine: (Substring) -> LineMeaning) -> Ending {
+    package func follow(idleTimeout: Int64, closeGrace: Int64, onLine: (Substring) -> LineMeaning) -> Ending {
         var deadline: Int64?
         var done = false
         func handle(_ lines: [Substring]) {

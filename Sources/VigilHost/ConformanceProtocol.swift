@@ -15,7 +15,7 @@ import VigilABI
 ///     done
 ///
 /// INSTANCE is "-" for calls outside an instance (`load`: dlopen and the entry point).
-enum ConformanceProtocol {
+package enum ConformanceProtocol {
     static func escape(_ field: String) -> String {
         // Bytes, not Characters: 200,000 lines of a large validate went through here.
         guard field.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\t") || $0 == 10 || $0 == 13 })
@@ -56,23 +56,23 @@ enum ConformanceProtocol {
         return out
     }
 
-    static func split(_ line: Substring) -> [String] {
+    package static func split(_ line: Substring) -> [String] {
         line.utf8.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false).map { unescape(Substring($0)) }
     }
 
-    static func statusName(_ status: vigil_status) -> String { statusSymbol(status) }
+    package static func statusName(_ status: vigil_status) -> String { statusSymbol(status) }
 }
 
 /// Writes protocol lines to the parent, each with one write(2) where it fits
 /// in a pipe's atomic size, so that a line is never half there when the
 /// process dies.
-final class ProtocolWriter: @unchecked Sendable {
+package final class ProtocolWriter: @unchecked Sendable {
     private let fd: Int32
     private let lock = Lock()
 
-    init(fd: Int32) { self.fd = fd }
+    package init(fd: Int32) { self.fd = fd }
 
-    func send(_ fields: String...) {
+    package func send(_ fields: String...) {
         var line = fields.map(ConformanceProtocol.escape).joined(separator: "\t")
         if line.utf8.count > 3_900 {
             // Cut on a character boundary, well under PIPE_BUF (4096).
@@ -89,7 +89,7 @@ final class ProtocolWriter: @unchecked Sendable {
     /// Like `send`, for a line that is no use cut (a plugin's description):
     /// sent whole, in as many writes as it takes. A process that dies
     /// meanwhile leaves a torn line, which its reader refuses.
-    func sendWhole(_ fields: String...) {
+    package func sendWhole(_ fields: String...) {
         write(fields.map(ConformanceProtocol.escape).joined(separator: "\t"))
     }
 

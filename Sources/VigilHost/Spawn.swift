@@ -143,7 +143,7 @@ extension Spawn.Source {
 /// A child that could not be started: which program, at which step, and
 /// the errno. Its description reads `/usr/bin/notify: No such file or
 /// directory`, or `…: pipe: Too many open files` for a step before the spawn.
-struct SpawnError: Error, CustomStringConvertible, Sendable {
+package struct SpawnError: Error, CustomStringConvertible, Sendable {
     enum Step: String, Sendable {
         /// Making a pipe for the child (`Spawn.pipe`).
         case pipe
@@ -161,7 +161,7 @@ struct SpawnError: Error, CustomStringConvertible, Sendable {
     /// The errno's text: "No such file or directory".
     var reason: String { String(cString: strerror(code)) }
 
-    var description: String {
+    package var description: String {
         step == .spawn ? "\(program): \(reason)" : "\(program): \(step.rawValue): \(reason)"
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VigilABI
 import VigilCore
+import VigilConformance
 import VigilHost
 
 extension Plugins {

@@ -1,3 +1,4 @@
+import VigilHost
 import Foundation
 import Glibc
 import VigilABI

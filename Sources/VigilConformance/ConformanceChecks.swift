@@ -1,4 +1,5 @@
 @preconcurrency import CVigilPlugin
+import VigilHost
 import Foundation
 import Glibc
 import VigilABI

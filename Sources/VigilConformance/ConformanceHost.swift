@@ -1,4 +1,5 @@
 @preconcurrency import CVigilPlugin
+import VigilHost
 import Glibc
 import VigilABI
 import VigilCore
