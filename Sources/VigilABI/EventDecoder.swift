@@ -392,7 +392,7 @@ private struct EventAssembly: DecodedEventParts {
 
 /// Names' bytes in one allocation that lives as long as the decoders
 /// sharing it: addresses the decoder recognizes. Immutable once made.
-private final class DeclaredNames: @unchecked Sendable {
+private final class DeclaredNames: @unchecked Sendable {  // immutable once made
     let bytes: UnsafePointer<CChar>
     let starts: [Int]
 
@@ -423,7 +423,7 @@ extension FieldValue {
 
 /// Refused emits of one instance, by reason, with the first message of each
 /// reason kept for the log. Refusals are the unusual path: a lock is fine.
-package final class RefusalCounters: @unchecked Sendable {
+package final class RefusalCounters: @unchecked Sendable {  // its arrays change only with `lock` held
     private let lock = Lock()
     private var counts = [UInt64](repeating: 0, count: EmitRefusal.allCases.count)
     private var firstMessages: [String?] = Array(repeating: nil, count: EmitRefusal.allCases.count)

@@ -35,7 +35,7 @@ package enum HostLimits {
 ///
 /// Contexts are never freed (a plugin may keep the pointer in a thread that
 /// never ends); each holds its callbacks object.
-package final class HostContext: @unchecked Sendable {
+package final class HostContext: @unchecked Sendable {  // `callbacks` never changes; the flags are atomics
     package let callbacks: any PluginHostCallbacks
     private let retired = Atomic<Bool>(false)
     /// Calls that arrived after `retire`.
@@ -122,7 +122,7 @@ package enum HostTable {
 /// Callbacks that lead to an object the context must not keep alive (a
 /// test kit's instance, freed by its test): calls after it is gone are
 /// ignored.
-package final class WeakHostCallbacks: PluginHostCallbacks, @unchecked Sendable {
+package final class WeakHostCallbacks: PluginHostCallbacks, @unchecked Sendable {  // its one weak reference is loaded atomically by the runtime
     private weak var target: (any PluginHostCallbacks)?
 
     package init(_ target: any PluginHostCallbacks) { self.target = target }

@@ -10,7 +10,7 @@ import Glibc
 ///
 /// Use `withLock` where the critical section is a closure; `lock()`/`unlock()`
 /// only where a section must end on another path (the event bus's publish).
-public struct Lock: @unchecked Sendable {
+public struct Lock: @unchecked Sendable {  // a reference to a pthread mutex, made to be shared
     @usableFromInline let storage: LockStorage<Void>
 
     public init() { storage = LockStorage.make(()) }
@@ -39,7 +39,7 @@ public struct Lock: @unchecked Sendable {
 /// run-time exclusivity checks (the lock is the proof), and the mutex never
 /// moves. Hot shared state (a sink's queue) lives in one of these rather than
 /// in a class's stored properties.
-public struct LockedState<State>: @unchecked Sendable {
+public struct LockedState<State>: @unchecked Sendable {  // the state is reached only with its mutex held
     @usableFromInline let storage: LockStorage<State>
 
     public init(_ initial: State) { storage = LockStorage.make(initial) }
@@ -109,7 +109,7 @@ final class LockStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
 /// A condition variable on the monotonic clock, used with a `Lock` (a
 /// queue's "not empty" and "not full" share one lock): waits with a deadline
 /// are neither stretched nor cut short when the wall clock is set.
-public struct ConditionVariable: @unchecked Sendable {
+public struct ConditionVariable: @unchecked Sendable {  // a reference to a pthread condition variable, made to be shared
     @usableFromInline let storage: ConditionStorage
 
     public init() { storage = ConditionStorage.make() }
@@ -150,7 +150,7 @@ public struct ConditionVariable: @unchecked Sendable {
 }
 
 /// A lock with one condition variable.
-package struct ConditionLock: @unchecked Sendable {
+package struct ConditionLock: @unchecked Sendable {  // a Lock and a ConditionVariable, both made to be shared
     package let mutex: Lock
     private let condition: ConditionVariable
 

@@ -11,7 +11,7 @@ public protocol DescribedPlugin: Sendable {
 
 /// A plugin module that passed negotiation: resident for the life of the
 /// process (loaded with RTLD_NODELETE; never closed).
-public final class LoadedPlugin: DescribedPlugin, @unchecked Sendable {
+public final class LoadedPlugin: DescribedPlugin, @unchecked Sendable {  // immutable; the descriptor points at the plugin's permanent data
     public let description: PluginDescription
     /// The plugin's descriptor, copied into a zeroed struct of the host's size.
     package let descriptor: vigil_plugin_descriptor
@@ -36,7 +36,7 @@ public struct PluginRefusal: Error, Sendable, CustomStringConvertible {
 
 /// Finds plugins by name in the plugin directories and loads them, at most
 /// once per file.
-public final class PluginCatalog: @unchecked Sendable {
+public final class PluginCatalog: @unchecked Sendable {  // `loaded` changes only with `lock` held
     /// Directories searched, in order.
     public let directories: [String]
     private var loaded: [String: Result<LoadedPlugin, PluginRefusal>] = [:]

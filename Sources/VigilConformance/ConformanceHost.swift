@@ -6,7 +6,7 @@ import VigilCore
 
 /// Everything the plugin handed to the host table, across all instances.
 /// Guarded by `lock`, which each emit takes once.
-final class EmitLedger: @unchecked Sendable {
+final class EmitLedger: @unchecked Sendable {  // its records change only with `lock` held
     let lock = Lock()
     let kinds: [EventSpec]
     /// An output has nothing to emit: its emits are answered as `vigil run`
@@ -75,7 +75,7 @@ final class EmitLedger: @unchecked Sendable {
 /// One instance under test, and the host context the plugin gets for it.
 /// Kept alive for the life of the process: a plugin thread may hold the
 /// context long after destroy.
-final class ProbeInstance: PluginHostCallbacks, @unchecked Sendable {
+final class ProbeInstance: PluginHostCallbacks, @unchecked Sendable {  // its mutable fields are guarded by `ledger.lock`
     enum Phase {
         case created
         case started

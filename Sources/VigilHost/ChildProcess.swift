@@ -11,7 +11,7 @@ import VigilCore
 /// backtracer (a crash must end the child at once, with its signal). Started
 /// through `Spawn`, like every child; `follow` is the parent's side of its
 /// stream.
-package final class ChildProcess: @unchecked Sendable {
+package final class ChildProcess: @unchecked Sendable {  // `status` is set and read by the one thread that follows and reaps the child
     /// The child's descriptor for its stream of lines to the parent.
     package static let childFD: Int32 = 3
 
@@ -206,7 +206,7 @@ extension ChildProcess {
 /// A line longer than `maxLineBytes` is handed over cut to `maxLineBytes + 1`
 /// bytes, so that whoever reads it can tell it was too long; the rest of it
 /// is dropped as it arrives, so a child cannot make this process hold more.
-final class LineReader: @unchecked Sendable {
+final class LineReader: @unchecked Sendable {  // `lines` and `eof` change only with `lock` held
     private let fd: Int32
     private let maxLineBytes: Int
     private let lock = Lock()

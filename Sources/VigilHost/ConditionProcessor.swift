@@ -13,7 +13,7 @@ import VigilCore
 /// `for:` hold running out, a threshold going stale).
 final class ConditionProcessor: @unchecked Sendable {  // mutable state is the setup, behind its mutex
     /// The engine and what its events need: replaced whole by a reload.
-    private struct Setup: @unchecked Sendable {
+    private struct Setup: @unchecked Sendable {  // replaced whole, and read, only under the processor's mutex
         var engine: ConditionEngine
         var thresholdRoutes: [String: Route]
         var ruleRoutes: [String: Route]

@@ -66,7 +66,7 @@ package enum ConformanceProtocol {
 /// Writes protocol lines to the parent, each with one write(2) where it fits
 /// in a pipe's atomic size, so that a line is never half there when the
 /// process dies.
-package final class ProtocolWriter: @unchecked Sendable {
+package final class ProtocolWriter: @unchecked Sendable {  // each line is written with `lock` held
     private let fd: Int32
     private let lock = Lock()
 

@@ -69,7 +69,7 @@ public enum ControlClient {
 
 /// One request and its reply on one connection: the request is written
 /// when the connection becomes active, the reply collected into `promise`.
-private final class Exchange: ChannelInboundHandler, @unchecked Sendable {
+private final class Exchange: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
 

@@ -43,7 +43,7 @@ public struct ControlError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-final class ControlServer: Service, @unchecked Sendable {
+final class ControlServer: Service, @unchecked Sendable {  // immutable after init
     /// The largest request body read; past it, 413.
     static let maxBody = 1 << 20
     /// Connections open at once; one more is closed at once.
@@ -86,7 +86,7 @@ final class ControlServer: Service, @unchecked Sendable {
             unlink(address.path)
             throw ControlError("control socket \(address): cannot give it to its group: \(why)")
         }
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        group = MultiThreadedEventLoopGroup.singleton  // the process's one event-loop group, never shut down
         do {
             channel = try Self.bootstrap(group, api: api, token: nil)
                 .withBoundSocket(fd)
@@ -94,7 +94,6 @@ final class ControlServer: Service, @unchecked Sendable {
         } catch {
             close(fd)
             unlink(address.path)
-            try? group.syncShutdownGracefully()
             throw ControlError("control socket \(address): \(error)")
         }
     }
@@ -107,7 +106,7 @@ final class ControlServer: Service, @unchecked Sendable {
         pathLock = nil
         self.api = api
         self.logger = logger
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        group = MultiThreadedEventLoopGroup.singleton  // the process's one event-loop group, never shut down
         do {
             let socketAddress = try SocketAddress(ipAddress: listener.address.host, port: listener.address.port)
             channel = try Self.bootstrap(group, api: api, token: listener.token)
@@ -116,7 +115,6 @@ final class ControlServer: Service, @unchecked Sendable {
                 .bind(to: socketAddress)
                 .wait()
         } catch {
-            try? group.syncShutdownGracefully()
             throw ControlError("control API on \(listener.address): \(error)")
         }
         let port = channel.localAddress?.port ?? listener.address.port
@@ -137,12 +135,11 @@ final class ControlServer: Service, @unchecked Sendable {
         try? await channel.close()
         if let address { unlink(address.path) }
         pathLock?.release()
-        try? await group.shutdownGracefully()
     }
 }
 
 /// One connection: a request's head and body, then the API's answer.
-private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
@@ -278,7 +275,7 @@ enum HTTPServing {
 
 /// Closes a connection that has not completed a request within `deadline`
 /// of opening or of its previous request (see `HTTPServing.requestDeadline`).
-final class RequestDeadlineHandler: ChannelInboundHandler, @unchecked Sendable {
+final class RequestDeadlineHandler: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
 

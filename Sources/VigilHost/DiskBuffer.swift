@@ -19,7 +19,7 @@ import VigilABI
 /// segment is read); a truncated record at the end of the newest segment (a
 /// crash in the middle of a write) is cut off at recovery; unknown files are
 /// left alone.
-final class DiskBuffer: @unchecked Sendable {
+final class DiskBuffer: @unchecked Sendable {  // its segments and positions change only with `lock` held
     enum Fsync: String, Sendable { case always, interval, never }
 
     struct Position: Comparable, Equatable, Sendable, CustomStringConvertible {

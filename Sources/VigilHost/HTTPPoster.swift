@@ -8,7 +8,7 @@ import VigilABI
 /// body and waits for the answer, on one kept-alive connection that is made
 /// again when the server closed it. Called from one sink thread at a time
 /// (it blocks that thread, never an event loop).
-final class HTTPPoster: @unchecked Sendable {
+final class HTTPPoster: @unchecked Sendable {  // called from one sink thread at a time, which it blocks
     struct Response {
         var status: Int
         var headers: HTTPHeaders
@@ -31,7 +31,7 @@ final class HTTPPoster: @unchecked Sendable {
     init(host: String, port: Int) {
         self.host = host
         self.port = port
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        group = MultiThreadedEventLoopGroup.singleton  // the process's one event-loop group, never shut down
     }
 
     /// One POST; throws on a connection error or past `timeout` (the
@@ -112,12 +112,11 @@ final class HTTPPoster: @unchecked Sendable {
 
     func close() {
         drop()
-        try? group.syncShutdownGracefully()
     }
 }
 
 /// Gathers one answer at a time for `HTTPPoster`.
-private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
+private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     typealias InboundIn = HTTPClientResponsePart
 
     private var promise: EventLoopPromise<HTTPPoster.Response>?

@@ -3,7 +3,7 @@ import VigilCore
 
 /// The host as a monitor of its own life: events of monitor `vigil`, plugin
 /// `vigil`, routed like any other.
-final class HostEvents: @unchecked Sendable {
+final class HostEvents: @unchecked Sendable {  // `bus` and `route` are set once by `connect`, before any event
     static let spec = [
         EventSpec(kind: "started", doc: "The host started its monitors and sinks.", fields: [
             FieldSpec(name: "version", type: .string), FieldSpec(name: "monitors", type: .int, unit: "count"),

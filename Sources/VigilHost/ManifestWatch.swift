@@ -33,7 +33,7 @@ struct ManifestWatchService: Service {
     }
 
     /// Everything here runs on `queue`.
-    final class Watcher: @unchecked Sendable {
+    final class Watcher: @unchecked Sendable {  // everything here runs on `queue`
         let fd: Int32
         let runtime: VigilRuntime
         let logger: Logger

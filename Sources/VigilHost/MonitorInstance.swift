@@ -12,7 +12,7 @@ import VigilCore
 /// in this process or in a runner (`transport`); the instance is the same
 /// either way, and supervises a runner: a crash, a hang or a crossed limit is
 /// reported and restarted as the manifest says, then quarantined.
-final class MonitorInstance: RunnerReceiver, @unchecked Sendable {
+final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // its state is behind `lock` or on its queue; its counters are atomics
     enum State: String { case idle, running, retrying, restarting, quarantined, failed, stopped }
 
     let name: String

@@ -49,7 +49,7 @@ extension LogSinkConfig {
 /// its JSON line. Control characters a plugin sends are shown escaped. A
 /// write that fails (stdout closed, /dev/full) throws, so its events are
 /// counted lost (`write_failed`) and the run exits 3.
-final class OnceSink: EventSink, @unchecked Sendable {
+final class OnceSink: EventSink, @unchecked Sendable {  // a sink: called on its runner's thread only
     private let json: Bool
     private var encoder: JSONLineEncoder
     private var buffer: [UInt8] = []

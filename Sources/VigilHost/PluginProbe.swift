@@ -461,7 +461,7 @@ public struct ProbedPlugin: DescribedPlugin {
 /// and `plugins describe`, which never load a plugin), and the hook a
 /// catalog's vetting calls before it loads a file in-process (`vetting`, for
 /// `run`).
-public final class PluginProbes: @unchecked Sendable {
+public final class PluginProbes: @unchecked Sendable {  // its caches change only with `lock` held
     public enum Scope: Sendable {
         /// Every file.
         case all

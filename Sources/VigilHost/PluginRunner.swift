@@ -133,7 +133,7 @@ public enum PluginRunner {
 }
 
 /// One plugin instance at a time in the runner, and the host calls it makes.
-private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
+private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {  // the runner's calls come from its one control thread; plugin threads reach only `accepting` (atomic) and the writer (locked)
     private let plugin: LoadedPlugin
     private let writer: RingWriter
     private var handle: UnsafeMutableRawPointer?
@@ -344,7 +344,7 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {
 }
 
 /// One end of the SEQPACKET control socket: whole messages, blocking.
-final class ControlSocket: @unchecked Sendable {
+final class ControlSocket: @unchecked Sendable {  // one side uses it, one message at a time
     let fd: Int32
     private var buffer: [UInt8] = []
 

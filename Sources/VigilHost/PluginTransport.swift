@@ -55,7 +55,7 @@ enum WriteOutcome {
 
 /// The plugin's code in this process: calls through its descriptor, with a
 /// host context per create attempt.
-final class InProcessTransport: PluginTransport, @unchecked Sendable {
+final class InProcessTransport: PluginTransport, @unchecked Sendable {  // `handle` and `context` change on the instance's queue only; `retired` is behind its lock
     let plugin: LoadedPlugin
     private var handle: UnsafeMutableRawPointer?
     private var context: HostContext?
@@ -160,7 +160,7 @@ public struct RunnerLaunch: Sendable {
 /// The plugin's code in a runner process. A runner serves one instance;
 /// a create after a crash starts a new one, which must describe the plugin
 /// as the first did (a file replaced under the host is refused).
-final class RunnerTransport: PluginTransport, @unchecked Sendable {
+final class RunnerTransport: PluginTransport, @unchecked Sendable {  // the runner is behind `current`; the rest changes on the instance's queue only
     let launch: RunnerLaunch
     let description: PluginDescription
     /// The runner serving the instance: replaced on the instance's queue,

@@ -9,7 +9,7 @@ import VigilCore
 ///
 /// Written by the sink's thread, read by the HTTP server's: every access is
 /// under one lock, taken once per batch by the writer.
-final class PrometheusSeries: @unchecked Sendable {
+final class PrometheusSeries: @unchecked Sendable {  // every access is under its one lock
     /// One family's series, in the order they appeared.
     final class Family {
         let shape: PrometheusNaming.Shape

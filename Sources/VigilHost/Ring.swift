@@ -30,7 +30,7 @@ import VigilCore
 /// header and every record as hostile (positions out of order, lengths past
 /// the data, unknown types), copies a record out before reading it, and
 /// treats anything inconsistent as a broken channel.
-final class SharedRing: @unchecked Sendable {
+final class SharedRing: @unchecked Sendable {  // shared memory read and written through atomics and by the header's ownership rules
     /// Header layout: each field the other side writes on a cache line of its own.
     enum Layout {
         static let magic: UInt32 = 0x5649_474C  // "VIGL"
@@ -210,7 +210,7 @@ enum RingRecord: UInt32 {
 /// The runner's end: appends records, waiting for room when the host is
 /// behind (the plugin's emit waits, as it does in-process behind a full
 /// blocking sink). Any thread; one record at a time.
-final class RingWriter: @unchecked Sendable {
+final class RingWriter: @unchecked Sendable {  // its positions change only with `lock` held
     private let ring: SharedRing
     /// The host sleeps on this one; the runner sleeps on `spaceEvent`.
     private let dataEvent: Int32
@@ -344,7 +344,7 @@ final class RingWriter: @unchecked Sendable {
 /// and the read position is published in steps (an eighth of the ring, and
 /// whenever the ring is found empty), so that the two sides do not pass a
 /// cache line back and forth per record.
-final class RingReader: @unchecked Sendable {
+final class RingReader: @unchecked Sendable {  // one reader: the channel thread that owns it
     private let ring: SharedRing
     private let dataEvent: Int32
     private let spaceEvent: Int32

@@ -44,7 +44,7 @@ import VigilABI
 /// not answer in time, or the runner asks for another environment than the
 /// one it was started with), the runner is started by `Spawn` as before,
 /// and the host says so once.
-public final class RunnerForkServer: @unchecked Sendable {
+public final class RunnerForkServer: @unchecked Sendable {  // its state is behind `state`; the registry behind `servers`
     /// The fork server's end of its socket.
     static let socketFD: Int32 = 3
     /// The value the fork server's environment carries where a runner's tag goes.

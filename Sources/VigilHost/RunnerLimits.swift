@@ -102,7 +102,7 @@ struct RunnerLimits: Sendable {
 /// watchdog looks at monitors' runners. A runner over a limit is ended with
 /// the reason; the sink reports its end (a write in it is written again to
 /// a new runner) as it reports a crash.
-final class OutputRunnerWatchdog: @unchecked Sendable {
+final class OutputRunnerWatchdog: @unchecked Sendable {  // immutable; its timer runs on its own queue
     private let timer: DispatchSourceTimer
 
     /// Nil when `limits` hold neither memory nor CPU.

@@ -44,7 +44,7 @@ struct RunnerDeath: Sendable, CustomStringConvertible {
 /// order and the replies after them. Calls are made one at a time (the
 /// instance's queue) and wait for their reply, the runner's death or their
 /// deadline; a call past its deadline kills the runner.
-public final class RunnerProcess: @unchecked Sendable {
+public final class RunnerProcess: @unchecked Sendable {  // calls are made one at a time on the instance's queue; the channel thread's state is behind locks and atomics
     struct StartFailure: Error, CustomStringConvertible {
         var description: String
     }

@@ -66,7 +66,7 @@ public typealias ManifestReloader = @Sendable (_ reuse: @escaping @Sendable (Mon
 /// is replaced by a reload (`reload()`), which applies the difference only:
 /// a monitor or sink whose configuration did not change keeps running as it
 /// was, the same instance, queue and thread.
-public final class VigilRuntime: @unchecked Sendable {
+public final class VigilRuntime: @unchecked Sendable {  // the configuration is behind `current`, times are atomic; `group` and `control` are set in `run` before any service starts
     let logger: Logger
     let bus: EventBus
     let hostEvents: HostEvents
@@ -340,8 +340,18 @@ public final class VigilRuntime: @unchecked Sendable {
     private var group: ServiceGroup?
     /// The control API, when its socket was had (set before the services start).
     private(set) var control: ControlAPI?
-    var started: Int64 = 0
-    var stopped: Int64 = 0
+    /// When the services started and stopped (monotonic ns; 0: not yet),
+    /// read by the control API's threads.
+    var started: Int64 {
+        get { startedAt.load(ordering: .acquiring) }
+        set { startedAt.store(newValue, ordering: .releasing) }
+    }
+    var stopped: Int64 {
+        get { stoppedAt.load(ordering: .acquiring) }
+        set { stoppedAt.store(newValue, ordering: .releasing) }
+    }
+    private let startedAt = Atomic<Int64>(0)
+    private let stoppedAt = Atomic<Int64>(0)
 
     /// Stops monitors in parallel, each on its own queue; waits at most `timeout`.
     func stopInstances(timeout: Int64) async {

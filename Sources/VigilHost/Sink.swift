@@ -102,7 +102,7 @@ public struct SinkWriteError: Error, CustomStringConvertible {
 }
 
 /// What a sink may know about its runner.
-public final class SinkContext: @unchecked Sendable {
+public final class SinkContext: @unchecked Sendable {  // shared counters are atomics; the per-call fields are the sink's thread's own
     public let name: String
     public let logger: Logger
     private let closing = Atomic<Bool>(false)
@@ -276,7 +276,7 @@ public final class SinkContext: @unchecked Sendable {
 }
 
 /// Runs one sink on a dedicated thread behind its bounded queue.
-final class SinkRunner: @unchecked Sendable {
+final class SinkRunner: @unchecked Sendable {  // its mutable fields are the sink's thread's own; what others read is in atomics, `context` and `queue`
 
     let config: SinkConfig
     let sink: any EventSink

@@ -8,7 +8,7 @@ import Foundation
 /// it. The lock file holds the owner's pid and is never removed: removing it
 /// would let a third process lock a new file while the second still locks the
 /// old one.
-final class SocketPathLock: @unchecked Sendable {
+final class SocketPathLock: @unchecked Sendable {  // `fd` changes only in `release`, called once by its one owner
     private var fd: Int32
     let path: String
 

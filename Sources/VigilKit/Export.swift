@@ -31,7 +31,7 @@ public enum VigilKit {
 enum Registry {
     typealias Factory = (RawOptions, MonitorContext.Parts) throws(MonitorError) -> InstanceBox
 
-    struct Entry: @unchecked Sendable {
+    struct Entry: @unchecked Sendable {  // the descriptor is permanent; `make` reads only what it captured
         var type: ObjectIdentifier
         var descriptor: UnsafePointer<vigil_plugin_descriptor>
         var make: Factory

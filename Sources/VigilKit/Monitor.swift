@@ -45,7 +45,7 @@ public protocol PushMonitor: Monitor {}
 
 /// The host, as one instance sees it: emit, log, availability, time, and the
 /// instance's workers. Safe to use from any thread.
-public final class MonitorContext: @unchecked Sendable {
+public final class MonitorContext: @unchecked Sendable {  // immutable but for `state`, a Mutex; the host table may be called from any thread
     public let instanceName: String
     /// Poll interval (zero for push monitors).
     public let interval: Duration

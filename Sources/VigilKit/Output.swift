@@ -234,7 +234,7 @@ public struct FlushDeadline: Sendable, Equatable {
 
 /// The host, as one output sees it: its name, the log and the clock. Safe
 /// to use from any thread.
-public final class OutputContext: @unchecked Sendable {
+public final class OutputContext: @unchecked Sendable {  // immutable; the host table it calls may be called from any thread (the ABI)
     /// The manifest's name of the sink.
     public let sinkName: String
     private let host: OpaquePointer

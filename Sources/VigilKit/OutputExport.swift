@@ -27,7 +27,7 @@ extension VigilKitTestSupport {
 enum OutputRegistry {
     typealias Factory = (RawOptions, OutputContext) throws(PluginError) -> OutputBox
 
-    struct Entry: @unchecked Sendable {
+    struct Entry: @unchecked Sendable {  // the descriptor is permanent; `make` reads only what it captured
         var type: ObjectIdentifier
         var descriptor: UnsafePointer<vigil_plugin_descriptor>
         var make: Factory

@@ -4,10 +4,10 @@ import Synchronization
 /// A thread of a monitor's own, stopped and joined when the instance stops
 /// (the ABI requires that `stop` joins every thread the plugin made, so that
 /// nothing is emitted after it returns).
-public final class Worker: @unchecked Sendable {
+public final class Worker: @unchecked Sendable {  // `thread` is set once, before the worker is shared; joining is behind `joined`
     /// What the body of a worker sees: whether to stop, and ways to wait that
     /// end as soon as it should.
-    public final class Token: @unchecked Sendable {
+    public final class Token: @unchecked Sendable {  // `cancelled` is atomic; the pipe is made once in init
         private let cancelled = Atomic<Bool>(false)
         /// A descriptor that becomes readable when the worker is cancelled:
         /// poll it beside your own descriptors.

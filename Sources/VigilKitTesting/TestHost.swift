@@ -14,7 +14,7 @@ import VigilKit
 ///     try cpu.advance(by: .seconds(3))      // three more polls, clock +3 s
 ///     #expect(cpu.events(kind: "sample").count == 4)
 ///     #expect(cpu.violations.isEmpty)       // every event matched the declared kinds
-public final class PluginTestHost: @unchecked Sendable {
+public final class PluginTestHost: @unchecked Sendable {  // immutable; the clock is atomic
     /// The plugin's self-description, as `vigil plugins describe` reads it.
     public let description: PluginDescription
     /// The clock every instance of this host reads (`context.now()`) and

@@ -7,7 +7,7 @@ import VigilKit
 /// One plugin instance under test. Lifecycle calls run on the caller's
 /// thread, one at a time, as the host guarantees; events may arrive from any
 /// thread (a push monitor's workers) and are collected in order of arrival.
-public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {
+public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {  // the handle and flags are the test's thread's, as the host's calls are one at a time; what plugin threads reach is behind `record`
     public let name: String
     /// Poll interval in nanoseconds (0 for push plugins).
     public let interval: Int64
@@ -216,7 +216,7 @@ public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {
 
 /// A wake-up for waiters on events: a generation count under the shared
 /// condition lock.
-final class Condition: @unchecked Sendable {
+final class Condition: @unchecked Sendable {  // `generation` changes only with `condition` held
     private let condition = ConditionLock()
     private var generation = 0
 

@@ -15,7 +15,7 @@ import VigilKit
 ///     let answer = try out.write([OutputEvent(kind: "sample", fields: [EventField("n", .int(1))])])
 ///     #expect(answer.verdicts == [.ok])
 ///     try out.stop()
-public final class TestOutput: PluginHostCallbacks, @unchecked Sendable {
+public final class TestOutput: PluginHostCallbacks, @unchecked Sendable {  // the handle and flags are the test's thread's, as the host's calls are one at a time; what plugin threads reach is behind `record`
     public let name: String
     /// The host name every batch carries (`OutputEvent.host` is not read).
     public let hostName: String

@@ -121,7 +121,7 @@ enum TopEvent: Sendable {
 /// The terminal top draws on: its settings saved at the start and put back
 /// once, raw input (no echo, no line editing, Ctrl-C as a byte), the
 /// alternate screen with the cursor hidden.
-final class TopTerminal: @unchecked Sendable {
+final class TopTerminal: @unchecked Sendable {  // `saved` is set once in init; `restored` is behind its lock
     private var saved = termios()
     private let restored = LockedState(false)
 

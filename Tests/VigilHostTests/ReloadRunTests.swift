@@ -134,52 +134,6 @@ import Testing
 
     /// An invalid manifest is refused with FILE:LINE:COLUMN and changes
     /// nothing; so is a valid one naming a plugin that cannot be had.
-    /// Reloads free what they retire: a sink replaced on every reload
-    /// leaves only its counters, so the host's private memory after 500
-    /// reloads is where it was after the first 100 (within 1 MiB), and the
-    /// counters of every runner retired are still there, one series per
-    /// name. (scripts/reload-memory runs 10,000, a monitor replaced too.)
-    @Test func reloadsFreeWhatTheyRetire() async throws {
-        func body(_ i: Int) -> String {
-            """
-            monitors:
-              hb: { plugin: heartbeat, interval: 1h }
-            sinks:
-              out: { type: file, path: EVENTS, fsync: never }
-              side: { type: null, queue_size: \(1000 + i) }
-            """
-        }
-        // Two malloc arenas: how many the allocator makes depends on how
-        // busy the machine is (the whole suite runs beside this test), and
-        // each arena's growth would be read as the reloads'.
-        var environment = ProcessInfo.processInfo.environment
-        environment["MALLOC_ARENA_MAX"] = "2"
-        let host = try Host("reloadmemory", body(0), environment: environment)
-        defer { _ = host.stop() }
-        func privateKiB() -> Int {
-            let text = (try? String(contentsOfFile: "/proc/\(host.process.pid)/smaps_rollup", encoding: .utf8)) ?? ""
-            return text.split(separator: "\n").filter { $0.hasPrefix("Private_") }
-                .compactMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") }
-                .reduce(0, +)
-        }
-        var after100 = 0
-        for i in 1...500 {
-            try host.write(body(i))
-            let reply = try await host.request(.POST, "/v1/reload")
-            #expect(reply.status == 200, "reload \(i): \(String(decoding: reply.body, as: UTF8.self))")
-            if i == 100 { after100 = privateKiB() }
-        }
-        // Retired sinks finish draining on their own tasks.
-        try await Task.sleep(for: .seconds(1))
-        let after500 = privateKiB()
-        #expect(after100 > 0 && after500 - after100 < 1024, "private memory: \(after100) KiB after 100 reloads, \(after500) KiB after 500")
-        let metrics = try await host.request(.GET, "/metrics")
-        let text = String(decoding: metrics.body, as: UTF8.self)
-        #expect(text.contains("vigil_reloads_total{result=\"applied\"} 500"))
-        // One series per name, the 500 retired runners of 'side' summed into it.
-        #expect(text.components(separatedBy: "vigil_sink_events_total{sink=\"side\",outcome=\"accepted\"}").count == 2)
-    }
-
     @Test func aRefusedReloadChangesNothing() async throws {
         let host = try Host("refused-reload", """
         monitors:
@@ -407,5 +361,54 @@ import Testing
         vigil_x_total{sink="h"} NaN
 
         """)
+    }
+}
+
+/// Apart from ReloadRunTests (serialized), so that it runs beside the others.
+@Suite(.startsProcesses) struct ReloadMemoryTests {
+    /// Reloads free what they retire: a sink replaced on every reload
+    /// leaves only its counters, so the host's private memory after 500
+    /// reloads is where it was after the first 100 (within 1 MiB), and the
+    /// counters of every runner retired are still there, one series per
+    /// name. (scripts/reload-memory runs 10,000, a monitor replaced too.)
+    @Test func reloadsFreeWhatTheyRetire() async throws {
+        func body(_ i: Int) -> String {
+            """
+            monitors:
+              hb: { plugin: heartbeat, interval: 1h }
+            sinks:
+              out: { type: file, path: EVENTS, fsync: never }
+              side: { type: null, queue_size: \(1000 + i) }
+            """
+        }
+        // Two malloc arenas: how many the allocator makes depends on how
+        // busy the machine is (the whole suite runs beside this test), and
+        // each arena's growth would be read as the reloads'.
+        var environment = ProcessInfo.processInfo.environment
+        environment["MALLOC_ARENA_MAX"] = "2"
+        let host = try ReloadRunTests.Host("reloadmemory", body(0), environment: environment)
+        defer { _ = host.stop() }
+        func privateKiB() -> Int {
+            let text = (try? String(contentsOfFile: "/proc/\(host.process.pid)/smaps_rollup", encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").filter { $0.hasPrefix("Private_") }
+                .compactMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") }
+                .reduce(0, +)
+        }
+        var after100 = 0
+        for i in 1...500 {
+            try host.write(body(i))
+            let reply = try await host.request(.POST, "/v1/reload")
+            #expect(reply.status == 200, "reload \(i): \(String(decoding: reply.body, as: UTF8.self))")
+            if i == 100 { after100 = privateKiB() }
+        }
+        // Retired sinks finish draining on their own tasks.
+        try await Task.sleep(for: .seconds(1))
+        let after500 = privateKiB()
+        #expect(after100 > 0 && after500 - after100 < 1024, "private memory: \(after100) KiB after 100 reloads, \(after500) KiB after 500")
+        let metrics = try await host.request(.GET, "/metrics")
+        let text = String(decoding: metrics.body, as: UTF8.self)
+        #expect(text.contains("vigil_reloads_total{result=\"applied\"} 500"))
+        // One series per name, the 500 retired runners of 'side' summed into it.
+        #expect(text.components(separatedBy: "vigil_sink_events_total{sink=\"side\",outcome=\"accepted\"}").count == 2)
     }
 }

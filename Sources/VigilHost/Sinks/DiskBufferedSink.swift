@@ -33,7 +33,7 @@ public struct SinkBufferReport: Codable, Sendable, Equatable {
 /// wait for room (its queue then fills, under the queue's overflow policy);
 /// `drop_oldest` removes the oldest segment (counted lost, `buffer_full`);
 /// `drop_newest` refuses the new events (counted lost, `buffer_full`).
-final class DiskBufferedSink: EventSink, @unchecked Sendable {
+final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the sink's thread and the delivery thread share only `state` and the buffer, each behind its lock
     let inner: any EventSink
     let config: SinkBufferConfig
     /// Opened on the sink's thread at its first call, not when the sink is

@@ -18,7 +18,7 @@ import VigilCore
 /// line; with `overflow: block` the batch is held and retried with backoff
 /// (the producers wait, as `block` promises) until it goes through or the
 /// drain deadline passes at shutdown; otherwise it is lost (`write_failed`).
-final class FileSink: EventSink, @unchecked Sendable {
+final class FileSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread; `reopenRequested` is atomic
     private let config: FileSinkConfig
     private let holdFailedBatches: Bool
     private var encoder: JSONLineEncoder

@@ -8,7 +8,7 @@ import VigilCore
 
 /// One readable line per event through swift-log (text), or JSON Lines, on
 /// stderr or stdout.
-final class LogSink: EventSink, @unchecked Sendable {
+final class LogSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread only
     private let config: LogSinkConfig
     private var encoder: JSONLineEncoder
     private var logger: Logger

@@ -26,7 +26,7 @@ import VigilOTLP
 ///
 /// With both signals, an event's delivery is its log record's; a metrics
 /// request that fails is logged. Plain http only (no TLS in this build).
-final class OTLPSink: EventSink, @unchecked Sendable {
+final class OTLPSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread only
     let config: OTLPSinkConfig
     let host: String
     private let facts: @Sendable () -> [String: MonitorFacts]

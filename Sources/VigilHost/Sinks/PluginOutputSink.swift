@@ -28,7 +28,7 @@ import VigilCore
 ///
 /// Everything runs on the sink's own thread (`SinkRunner`), which is what
 /// the ABI promises an output: one call at a time.
-final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Sendable {
+final class PluginOutputSink: EventSink, OutputRunnerReporting, @unchecked Sendable {  // an EventSink, called on its runner's thread; what other threads read is in atomics and Mutexes
     private let config: PluginSinkConfig
     private let sinkName: String
     private let host: String

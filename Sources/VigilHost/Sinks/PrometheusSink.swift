@@ -18,7 +18,7 @@ struct MonitorFacts: Sendable {
 
 /// The running monitors, as sinks see them: set once the runtime exists,
 /// read by a sink's thread (once per batch) and its tick.
-final class MonitorDirectory: @unchecked Sendable {
+final class MonitorDirectory: @unchecked Sendable {  // the runtime is behind its lock
     private let runtime = LockedState<WeakRuntime>(WeakRuntime())
     private struct WeakRuntime { weak var value: VigilRuntime? }
 
@@ -53,7 +53,7 @@ final class MonitorDirectory: @unchecked Sendable {
 ///
 /// Best-effort by nature: Prometheus pulls the latest value, so an event
 /// counts as written once its values are in the exposition.
-final class PrometheusSink: EventSink, @unchecked Sendable {
+final class PrometheusSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread; the HTTP server reads only `series`, under its lock
     let config: PrometheusSinkConfig
     let host: String
     let series: PrometheusSeries
@@ -228,14 +228,14 @@ final class PrometheusSink: EventSink, @unchecked Sendable {
 /// answered on the event loop from the cached exposition, OpenMetrics when
 /// the scraper's `Accept` asks for it; at most 64 connections, idle ones
 /// closed after 30 s.
-final class MetricsHTTPServer: @unchecked Sendable {
+final class MetricsHTTPServer: @unchecked Sendable {  // immutable after init
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
     let port: Int
     let shown: String
 
     init(host: String, port: UInt16, series: PrometheusSeries) throws {
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        group = MultiThreadedEventLoopGroup.singleton  // the process's one event-loop group, never shut down
         do {
             let address = try NIOCore.SocketAddress.makeAddressResolvingHost(host, port: Int(port))
             channel = try HTTPServing.bootstrap(group, maxConnections: 64, idleTimeout: .seconds(30)) {
@@ -246,7 +246,6 @@ final class MetricsHTTPServer: @unchecked Sendable {
             .bind(to: address)
             .wait()
         } catch {
-            try? group.syncShutdownGracefully()
             throw error
         }
         self.port = channel.localAddress?.port ?? Int(port)
@@ -255,11 +254,10 @@ final class MetricsHTTPServer: @unchecked Sendable {
 
     func close() {
         try? channel.close().wait()
-        try? group.syncShutdownGracefully()
     }
 }
 
-private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 

@@ -34,7 +34,7 @@ import VigilCore
 ///
 /// What goes on the wire is the `Framing`'s: JSON Lines for `type: socket`,
 /// RFC 5424 messages (octet-counted on a stream) for `type: syslog`.
-final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Sendable {
+final class SocketConnectSink<Framing: EventFraming>: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread only
     private let address: SocketAddress
     private let config: SocketSinkConfig
     private var framing: Framing

@@ -6,7 +6,7 @@ import VigilCore
 /// Listens on `unix:` or `tcp://` and streams every routed event to each
 /// connected client. A client that falls more than `client_buffer` bytes
 /// behind is disconnected; the sink never waits for one.
-final class SocketListenSink: EventSink, @unchecked Sendable {
+final class SocketListenSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread; the accept thread hands clients over under `lock`
     private struct Client {
         var fd: Int32
         var pending: [UInt8] = []
