@@ -39,6 +39,19 @@ extension SinkSettings {
     package var exclusiveResources: [String] { [] }
 }
 
+/// Settings of a sink type that may have a disk buffer in front, kept in
+/// its `buffer`.
+package protocol DiskBufferable: SinkSettings {
+    var buffer: SinkBufferConfig? { get set }
+}
+
+extension DiskBufferable {
+    package var diskBuffer: SinkBufferConfig? {
+        get { buffer }
+        set { buffer = newValue }
+    }
+}
+
 /// What a sink type's `read` is given: the sink's name, where its name is
 /// written, its keys (the common ones already read), and the loader, for
 /// the readers every part of the manifest shares (backoff, limits, user).

@@ -42,17 +42,7 @@ struct MonitorFigures: Sendable {
 
     /// One entry per name, in the order names first appear, each the sum of its entries.
     static func merged(_ figures: [MonitorFigures]) -> [MonitorFigures] {
-        var order: [String] = []
-        var byName: [String: MonitorFigures] = [:]
-        for f in figures {
-            if byName[f.name] == nil {
-                order.append(f.name)
-                byName[f.name] = f
-            } else {
-                byName[f.name]!.add(f)
-            }
-        }
-        return order.map { byName[$0]! }
+        mergedByName(figures, name: \.name) { $0.add($1) }
     }
 }
 
@@ -73,4 +63,22 @@ extension MonitorInstance {
         f.callTimes = callTimes.snapshot
         return f
     }
+}
+
+/// Counters of one name, kept in the order names first appear, each the
+/// sum of its entries (what a reload retired, then what runs).
+func mergedByName<Figures>(_ entries: [Figures], name: (Figures) -> String, add: (inout Figures, Figures) -> Void) -> [Figures] {
+    var order: [String] = []
+    var byName: [String: Figures] = [:]
+    for entry in entries {
+        let key = name(entry)
+        if var sum = byName[key] {
+            add(&sum, entry)
+            byName[key] = sum
+        } else {
+            order.append(key)
+            byName[key] = entry
+        }
+    }
+    return order.map { byName[$0]! }
 }

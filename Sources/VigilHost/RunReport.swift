@@ -247,16 +247,6 @@ extension RunSummary.Sink {
 
     /// One entry per name, in the order names first appear.
     static func merged(_ sinks: [RunSummary.Sink]) -> [RunSummary.Sink] {
-        var order: [String] = []
-        var byName: [String: RunSummary.Sink] = [:]
-        for s in sinks {
-            if byName[s.name] == nil {
-                order.append(s.name)
-                byName[s.name] = s
-            } else {
-                byName[s.name]!.add(s)
-            }
-        }
-        return order.map { byName[$0]! }
+        mergedByName(sinks, name: \.name) { $0.add($1) }
     }
 }

@@ -360,7 +360,7 @@ package struct OTLPSinkConfig: Sendable {
 /// `type: syslog`: RFC 5424 to `connect` (udp://, tcp:// with octet
 /// counting, or unix: datagrams, as /dev/log takes them).
 
-extension OTLPSinkConfig: SinkType {
+extension OTLPSinkConfig: SinkType, DiskBufferable {
     package static let type = "otlp"
     package static let keys = ["endpoint", "signals", "encoding", "compression", "headers", "batch", "retry_min", "retry_max", "timeout"]
 
@@ -445,10 +445,6 @@ extension OTLPSinkConfig: SinkType {
 
     /// A receiver answers for every request.
     package var diskBufferRefusal: String? { nil }
-    package var diskBuffer: SinkBufferConfig? {
-        get { buffer }
-        set { buffer = newValue }
-    }
 
     func makeSink(_ build: SinkBuild) -> any EventSink {
         OTLPSink(config: self, host: build.host, facts: { [directory = build.directory] in directory?.facts() ?? [:] },

@@ -574,7 +574,7 @@ package struct PluginSinkConfig: Sendable {
     package static let maxBatch = 100_000
 }
 
-extension PluginSinkConfig: SinkType {
+extension PluginSinkConfig: SinkType, DiskBufferable {
     package static let type = "plugin"
     package static let keys = ["plugin", "options", "batch", "retry_min", "retry_max", "flush_interval", "isolation", "write_timeout",
                                "timeout", "restart_backoff", "limits", "user"]
@@ -643,10 +643,6 @@ extension PluginSinkConfig: SinkType {
 
     /// An output plugin answers for every event (OK, RETRY, REJECT).
     package var diskBufferRefusal: String? { nil }
-    package var diskBuffer: SinkBufferConfig? {
-        get { buffer }
-        set { buffer = newValue }
-    }
 
     func makeSink(_ build: SinkBuild) -> any EventSink {
         var config = self

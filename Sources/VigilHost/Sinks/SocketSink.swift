@@ -22,7 +22,7 @@ package struct SocketSinkConfig: Sendable {
     package init(mode: Mode) { self.mode = mode }
 }
 
-extension SocketSinkConfig: SinkType {
+extension SocketSinkConfig: SinkType, DiskBufferable {
     package static let type = "socket"
     package static let keys = ["connect", "listen", "retry_min", "retry_max", "reconnect_min", "reconnect_max", "client_buffer"]
 
@@ -68,10 +68,6 @@ extension SocketSinkConfig: SinkType {
         case .connect:
             nil
         }
-    }
-    package var diskBuffer: SinkBufferConfig? {
-        get { buffer }
-        set { buffer = newValue }
     }
 
     package var exclusiveResources: [String] {

@@ -27,7 +27,7 @@ package struct SyslogSinkConfig: Sendable {
     }
 }
 
-extension SyslogSinkConfig: SinkType {
+extension SyslogSinkConfig: SinkType, DiskBufferable {
     package static let type = "syslog"
     package static let keys = ["connect", "app_name", "facility", "max_message_size", "retry_min", "retry_max", "reconnect_min",
                                "reconnect_max"]
@@ -75,10 +75,6 @@ extension SyslogSinkConfig: SinkType {
     package var diskBufferRefusal: String? {
         if case .tcp = address { return nil }
         return "a disk buffer is for sinks that connect over a stream and for output plugins; syslog over unix datagrams or udp takes no acknowledgement"
-    }
-    package var diskBuffer: SinkBufferConfig? {
-        get { buffer }
-        set { buffer = newValue }
     }
 
     func makeSink(_ build: SinkBuild) -> any EventSink {
