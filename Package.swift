@@ -73,30 +73,57 @@ let package = Package(
         // OTLP's messages, generated once from the official protos (scripts/gen-otlp).
         .target(name: "VigilOTLP", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
                 exclude: ["README.md"]),
-        // The runtime: instances, bus, sinks, services. Swift's run-time
-        // exclusivity checking is on; the queues keep their state behind a
-        // lock (`LockedState`), so the event path makes no checks per event.
-        .target(name: "VigilHost", dependencies: [
-            "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilCore", "VigilABI",
+        // Processes and plugins kept apart: the one child-process spawner,
+        // runners (process, wire, ring, fork server, cgroups, limits), the
+        // transports a plugin is called through, the probe, the one log gate
+        // and restart budget.
+        .target(name: "VigilIsolation", dependencies: [
+            "CVigilPlugin", "CVigilSys", "VigilCore", "VigilABI",
             .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
+        // Every sink: the sink protocol, queue and runner, the disk buffer,
+        // one file per sink type under Sinks/ (listed by SinkRegistryPlugin).
+        // The only target that imports NIO's HTTP, protobuf and compression.
+        .target(name: "VigilSinks", dependencies: [
+            "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP",
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             .product(name: "CompressNIO", package: "compress-nio"),
-            "VigilOTLP",
         ], plugins: ["SinkRegistryPlugin"]),
-        // Lists every sink type under Sources/VigilHost/Sinks into
+        // Lists every sink type under Sources/VigilSinks/Sinks into
         // SinkTypes.standard at build time: a new sink type is one new file.
         .plugin(name: "SinkRegistryPlugin", capability: .buildTool(), dependencies: ["vigil-sink-list"],
                 path: "Sources/SinkRegistryPlugin"),
         .executableTarget(name: "vigil-sink-list", path: "Sources/vigil-sink-list"),
+        // What runs: monitor instances, the event bus, conditions and
+        // actions, supervision, start, reload and stop, the run's report.
+        // Swift's run-time exclusivity checking is on; the queues keep their
+        // state behind a lock, so the event path makes no checks per event.
+        .target(name: "VigilRuntime", dependencies: [
+            "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
+        // The control API: its server (unix socket and TCP), its model, the
+        // host's own /metrics.
+        .target(name: "VigilControl", dependencies: [
+            "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         // `vigil plugins check`: a plugin's contract checked call by call in a
         // child process (the checker, its host side and its report).
-        .target(name: "VigilConformance", dependencies: ["CVigilPlugin", "VigilCore", "VigilABI", "VigilHost"]),
+        .target(name: "VigilConformance", dependencies: ["CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation"]),
         // The Swift SDK for plugin authors.
         .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
         // A test host for plugin authors: runs a monitor type or a built .so
@@ -107,14 +134,14 @@ let package = Package(
         // libffi, for the ffi plugin.
         .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
-            "VigilCore", "VigilABI", "VigilHost", "VigilConformance", "CVigilSys",
+            "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "CVigilSys",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         // The manifest tests read sinks with the host's sink types (SinkTypes.standard).
-        .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilHost"]),
+        .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilSinks"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
-        .testTarget(name: "VigilHostTests", dependencies: ["VigilHost", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
     ] + plugins.map(\.1)
 )

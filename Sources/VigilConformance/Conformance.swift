@@ -1,4 +1,4 @@
-import VigilHost
+import VigilIsolation
 import Glibc
 
 /// `vigil plugins check`, the child's side: loads one plugin in this process

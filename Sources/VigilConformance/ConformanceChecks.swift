@@ -1,5 +1,4 @@
 @preconcurrency import CVigilPlugin
-import VigilHost
 import Foundation
 import Glibc
 import VigilABI

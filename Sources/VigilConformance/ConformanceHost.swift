@@ -1,5 +1,4 @@
 @preconcurrency import CVigilPlugin
-import VigilHost
 import Glibc
 import VigilABI
 import VigilCore

@@ -1,4 +1,4 @@
-import VigilHost
+import VigilIsolation
 import Foundation
 import Glibc
 import VigilABI

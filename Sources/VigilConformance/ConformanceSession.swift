@@ -1,5 +1,5 @@
 @preconcurrency import CVigilPlugin
-import VigilHost
+import VigilIsolation
 import Foundation
 import Glibc
 import VigilABI

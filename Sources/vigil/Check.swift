@@ -3,7 +3,8 @@ import Foundation
 import VigilABI
 import VigilCore
 import VigilConformance
-import VigilHost
+import VigilIsolation
+import VigilRuntime
 
 extension Plugins {
     struct Check: AsyncParsableCommand {

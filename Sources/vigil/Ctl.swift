@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import NIOHTTP1
-import VigilHost
+import VigilIsolation
+import VigilRuntime
+import VigilControl
 
 /// `vigil ctl`: asks a running host over its control socket.
 struct Ctl: AsyncParsableCommand {

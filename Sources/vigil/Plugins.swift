@@ -2,7 +2,8 @@ import ArgumentParser
 import Foundation
 import VigilABI
 import VigilCore
-import VigilHost
+import VigilIsolation
+import VigilRuntime
 
 struct Plugins: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

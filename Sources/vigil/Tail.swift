@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import VigilABI
 import VigilCore
-import VigilHost
+import VigilIsolation
 
 struct Tail: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import VigilABI
-import VigilHost
 
 /// `vigil top`: a live view of a running host, from its control API's
 /// `GET /v1/status` once a second. What is drawn is `TopScreen`'s (pure,

@@ -4,7 +4,10 @@ import Foundation
 import Logging
 import VigilABI
 import VigilCore
-import VigilHost
+import VigilIsolation
+import VigilSinks
+import VigilRuntime
+import VigilControl
 
 /// The process's entry. A plugin runner runs on the process's main thread,
 /// before anything else: under an async main, libdispatch ends that thread
@@ -220,24 +223,23 @@ struct Run: AsyncParsableCommand {
         options.hostName = host
         options.drainTimeout = try parseDuration(drainTimeout)
         options.summaryPath = summary
-        switch control {
-        case "none":
-            options.control = nil
-        case let text?:
-            options.control = try ControlAddress(parsing: text)
-            options.controlRequired = true
-        case nil:
-            options.control = ControlAddress.standard()
-        }
-        options.controlGroup = controlGroup
+        // No control API at all with --once, so no token file either.
         if once {
             options.once = OnceOptions(json: json)
-            options.control = nil
-        }
-        // No control API at all with --once, so no token file either.
-        if !once {
-            options.controlTCP = try ControlTCPOptions.listener(address: controlTCP, tokenFile: controlTokenFile,
-                                                                allowRemote: controlTCPAllowRemote, logger: logger)
+        } else {
+            var plane = ControlOptions(address: ControlAddress.standard(), group: controlGroup)
+            switch control {
+            case "none":
+                plane.address = nil
+            case let text?:
+                plane.address = try ControlAddress(parsing: text)
+                plane.required = true
+            case nil:
+                break
+            }
+            plane.tcp = try ControlTCPOptions.listener(address: controlTCP, tokenFile: controlTokenFile,
+                                                       allowRemote: controlTCPAllowRemote, logger: logger)
+            options.controlPlane = plane
         }
         // Plugins from outside the host's own directories are first loaded in a
         // child process: one that crashes or hangs there is refused, not run.

@@ -1,6 +1,6 @@
 import Testing
 @testable import VigilCore
-@testable import VigilHost
+@testable import VigilSinks
 
 /// The `prometheus` and `syslog` sinks' keys: defaults, and every wrong
 /// value an error at its line and column.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import VigilCore
-@testable import VigilHost
+@testable import VigilSinks
 
 // MARK: - Helpers
 

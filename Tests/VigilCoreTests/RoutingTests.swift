@@ -1,6 +1,6 @@
 import Testing
 @testable import VigilCore
-@testable import VigilHost
+@testable import VigilSinks
 
 /// The indices in a set, in `forEach` order.
 func indices(_ set: SinkSet) -> [Int] {

@@ -3,7 +3,10 @@ import Testing
 @preconcurrency import CVigilPlugin
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The limits live in the header (`VIGIL_MAX_*`); the host takes them from
 /// there, and the plugin guide states the same numbers.

@@ -3,7 +3,10 @@ import Foundation
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Loading real `.so` files built by cc against the header alone, and the
 /// refusal of deliberately bad ones, each with the file and the reason.

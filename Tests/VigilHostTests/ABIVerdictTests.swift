@@ -2,7 +2,10 @@ import Foundation
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 import VigilKitTesting
 
 /// One ABI boundary: for each malformed event of the `malformed` fixture,

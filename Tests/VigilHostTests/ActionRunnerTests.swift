@@ -2,7 +2,10 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The runner of rules' exec actions, against real child processes: small
 /// `#!/bin/sh` programs written into a temp dir (the runner itself never uses

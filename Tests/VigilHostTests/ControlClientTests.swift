@@ -1,6 +1,10 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
+@testable import vigil
 
 /// The control client against a raw unix socket: what reaches the host, and when.
 @Suite struct ControlClientTests {

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
+@testable import vigil
 
 /// The control API through the real binaries: `vigil run --control` serving,
 /// `vigil ctl` asking, and a raw client for what ctl does not send.

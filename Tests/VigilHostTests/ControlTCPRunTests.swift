@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The control API on TCP through the real binaries: `vigil run
 /// --control-tcp` with its token file, `vigil ctl --control tcp://…`, and a

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The disk buffer's files: records in order across segments, what a
 /// restart finds (acknowledged, sent, torn), and corruption skipped with a

@@ -4,7 +4,10 @@ import Synchronization
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The bus under reloads: producers on several threads publish while another
 /// thread reconfigures the sinks and routes hundreds of times. Not timed:

@@ -4,7 +4,10 @@ import Synchronization
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The C example for plugin authors, `Plugins/examples/c/ticker.c`, built by
 /// `scripts/build-c-plugins` with the flags its README gives. It runs in the

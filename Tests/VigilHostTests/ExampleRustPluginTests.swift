@@ -3,7 +3,10 @@ import Synchronization
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The Rust example plugin, `Plugins/examples/rust/boottime` (a Cargo package), built
 /// once per test run by `scripts/build-rust-plugins` (which needs cargo) and

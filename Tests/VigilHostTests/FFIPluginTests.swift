@@ -3,7 +3,10 @@ import Synchronization
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The `ffi` plugin, loaded from the built libvigil-ffi.so and run by the real host
 /// machinery: functions of libm and libc, and of Tests/Fixtures/ffi/vigiltest.c

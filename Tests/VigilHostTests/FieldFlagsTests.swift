@@ -3,7 +3,10 @@ import Foundation
 import Testing
 @testable import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// ABI 1.4's field flags (identity, counter) and the on-change event flag:
 /// read from a plugin that chose 1.4 and whose field array's element size

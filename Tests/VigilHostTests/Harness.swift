@@ -4,7 +4,10 @@ import Synchronization
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// A sink that keeps every event it receives, for in-process tests.
 final class CaptureSink: EventSink {

@@ -1,7 +1,10 @@
 import Foundation
 import Testing
 import VigilABI
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// `make install`'s layout: PREFIX/bin/vigil finds PREFIX/lib/vigil/plugins
 /// by itself and treats the plugins there as its own (in process, not

@@ -3,7 +3,10 @@ import Synchronization
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The real `vigil` binary, run as a user would, with real files and sockets.
 @Suite(.serialized, .startsProcesses) struct IntegrationTests {

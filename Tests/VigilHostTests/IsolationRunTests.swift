@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Issue 12 through the real `vigil` binary: each of the `faulty` fixture's
 /// failures in a runner process, beside a bystander monitor in the host's

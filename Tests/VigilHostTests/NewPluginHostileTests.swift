@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// `vigil new-plugin` used the way an outside author or an operator might:
 /// names that collide with what the copy's code or its build already has,

@@ -1,7 +1,11 @@
 import Foundation
 import Synchronization
 import Testing
-@testable import VigilHost
+import VigilCore
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// `vigil new-plugin` and the example plugins it copies. Each example
 /// (`Plugins/examples/{c,rust,swift}/NAME`) is built, tested and checked as

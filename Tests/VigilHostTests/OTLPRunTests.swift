@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The `otlp` sink through the real binary to a receiver that decodes with
 /// the official protos (PyPI's opentelemetry-proto, in the venv .ci/run

@@ -3,7 +3,10 @@ import Foundation
 import Testing
 @testable import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// ABI 1.3's `example_text` of an option: read from a plugin that chose 1.3
 /// and whose option array's element size covers it, never otherwise; held

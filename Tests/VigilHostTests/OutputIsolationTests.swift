@@ -4,7 +4,10 @@ import Glibc
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Output plugins in runner processes (`isolation: process`) through the
 /// real binary, a real `.so` and real runners: a crash, an exit or a hang

@@ -5,7 +5,10 @@ import Synchronization
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Output plugins (ABI 1.5), as far as this host has them: the loader reads
 /// an output's descriptor, the batch encoder and answer decoder meet a real

@@ -2,7 +2,10 @@ import VigilABI
 import Foundation
 import Testing
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Plugin files vetted before dlopen (owner, permissions, ELF headers), the
 /// entry symbol's type after it, and the hostile fixtures that used to kill

@@ -1,7 +1,10 @@
 import Logging
 import Synchronization
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The plugin log rate limit on its own, time passed in: no test sleeps.
 struct PluginLogLimitTests {

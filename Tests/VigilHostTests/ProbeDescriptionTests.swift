@@ -4,7 +4,10 @@ import Glibc
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The description a probe child sends, read by the parent as what it is:
 /// a line from a process that ran untrusted code. Whatever the line, the

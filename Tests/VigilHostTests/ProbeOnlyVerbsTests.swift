@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// `vigil validate`, `plugins list` and `plugins describe` know every plugin
 /// by the description its probe child sent, and never load one in the vigil

@@ -1,7 +1,10 @@
 import Foundation
 import Synchronization
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// A run's probes across reloads: a plugin file is probed again only when
 /// it changed.

@@ -1,7 +1,10 @@
 import Foundation
 import Testing
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The built-in plugins, loaded from the `.so` files the build made, reading
 /// fixture trees through their `procfs` option; fixture files change between

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
+@testable import vigil
 
 /// The `prometheus` sink through the real binaries: `vigil run` serving a
 /// fixture machine's load and memory, `promtool check metrics` on what it

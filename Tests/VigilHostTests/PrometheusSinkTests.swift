@@ -3,7 +3,10 @@ import Logging
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The `prometheus` sink on its own: events in through `write`, the
 /// exposition out over real HTTP on loopback.

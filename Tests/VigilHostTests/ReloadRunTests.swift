@@ -1,7 +1,11 @@
 import Foundation
 import NIOHTTP1
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
+@testable import vigil
 
 /// Diff reload, one monitor's start and stop, and `/metrics`, through the
 /// real binaries: `vigil run` serving, `vigil ctl` and a raw client asking,

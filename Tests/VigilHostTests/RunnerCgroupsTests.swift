@@ -1,7 +1,10 @@
 import Foundation
 import Testing
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The cgroup v2 side of `limits:` on fixture trees: a /proc that says where
 /// the host is, and a cgroup2 mount made of plain files (the kernel's

@@ -3,7 +3,10 @@ import Logging
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The isolation transport on its own: a real runner process (the `vigil`
 /// binary) loading a real plugin file, driven by a `MonitorInstance` as

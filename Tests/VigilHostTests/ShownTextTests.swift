@@ -2,7 +2,10 @@ import Foundation
 import Logging
 import Testing
 import VigilABI
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Text from a plugin, shown on one line: the log handler and every message
 /// that quotes a plugin escape control characters the same way.

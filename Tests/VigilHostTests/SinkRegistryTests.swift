@@ -1,9 +1,12 @@
 import Foundation
 import Testing
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
-/// The sink types come from one place (the files under Sources/VigilHost/Sinks,
+/// The sink types come from one place (the files under Sources/VigilSinks/Sinks,
 /// listed at build time) and each is documented where operators look.
 @Suite struct SinkRegistryTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -41,7 +44,7 @@ import VigilCore
         let sinks = try #require(manifest?.sinks)
         #expect(sinks.map(\.type) == ["null", "log", "file", "socket", "syslog", "prometheus", "otlp", "plugin"])
         for sink in sinks {
-            let built = VigilRuntime.makeSink(sink, host: "h", logger: .init(label: "t"), bindNow: false)
+            let built = SinkBuild.make(sink, host: "h", logger: .init(label: "t"), bindNow: false)
             #expect(String(describing: Swift.type(of: built)).contains("Sink"), "\(sink.type): \(Swift.type(of: built))")
         }
     }

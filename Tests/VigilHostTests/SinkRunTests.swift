@@ -2,7 +2,10 @@ import Foundation
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Regressions found by running the real `vigil` binary as an outsider would:
 /// hostile plugins, dying peers, vanishing files, full disks, kill -9, two

@@ -4,7 +4,10 @@ import Logging
 import Synchronization
 import Testing
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Sinks and their queues, in-process, over real files and sockets.
 /// How many lines a reader has seen so far.

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The one spawner: what a child gets through the descriptor map, and what
 /// it does not get.

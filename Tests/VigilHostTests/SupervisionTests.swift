@@ -3,7 +3,10 @@ import Foundation
 import Testing
 import VigilABI
 import VigilCore
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 @Suite struct SupervisionTests {
     func budget(_ restart: RestartPolicy = .onFailure, min: Int64 = 1_000_000_000, max: Int64 = 8_000_000_000,

@@ -1,7 +1,10 @@
 import Foundation
 import Synchronization
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// Paths and helpers shared by the host tests: the repository, the build's
 /// products (the real `vigil` binary and the Swift plugins), and the C plugins,

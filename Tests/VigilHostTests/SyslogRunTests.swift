@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// The `syslog` sink through the real binary to Debian's rsyslog, started
 /// here on loopback (imudp, imtcp with octet counting, and imuxsock on a

@@ -3,7 +3,10 @@ import Logging
 import Synchronization
 import Testing
 import VigilABI
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
 
 /// A datagram unix socket bound by the test, standing in for systemd's
 /// notification socket: collects each datagram with the time it came.

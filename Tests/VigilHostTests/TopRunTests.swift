@@ -1,6 +1,11 @@
 import Foundation
 import Testing
-@testable import VigilHost
+import VigilCore
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
+@testable import vigil
 
 /// tmux, where PATH has it.
 private let tmuxPath: String? = {

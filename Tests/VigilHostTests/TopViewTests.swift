@@ -1,6 +1,10 @@
 import Foundation
 import Testing
-@testable import VigilHost
+@testable import VigilIsolation
+@testable import VigilSinks
+@testable import VigilRuntime
+@testable import VigilControl
+@testable import vigil
 
 /// What `vigil top` draws, without a terminal: rates from two answers, and
 /// screens that fit any size and carry no control character, whatever the

@@ -1,0 +1,211 @@
+import CVigilSys
+import Foundation
+import Glibc
+import VigilABI
+import VigilIsolation
+
+/// One run of a rule's action: the child process and the runner's ends of
+/// its pipes (all close-on-exec; stdin's, stdout's and stderr's non-blocking,
+/// so the supervisor never waits on one of them).
+///
+/// The child is started through `Spawn`: never through a shell, `argv[0]`
+/// looked up in PATH, in a process group of its own (so a timeout or the
+/// runner's shutdown also ends what it started), every signal at its default
+/// disposition and none blocked, its stdin, stdout and stderr pipes to the
+/// runner, and no other descriptor of the host's.
+package struct ActionChild: Sendable {
+    var pid: pid_t
+    var stdin: Int32
+    var stdout: Int32
+    var stderr: Int32
+
+    /// Starts `argv` with the host's environment, `environment` added to it
+    /// (and overriding it).
+    static func spawn(argv: [String], environment: [String: String]) throws(SpawnError) -> ActionChild {
+        let program = argv.first ?? ""
+        guard !program.isEmpty else { throw SpawnError(program: program, step: .spawn, code: ENOENT) }
+        var opened: [Int32] = []
+        defer { for fd in opened { close(fd) } }
+        var pipes: [(read: Int32, write: Int32)] = []
+        for _ in 0..<3 {
+            let ends = try Spawn.pipe(for: program)
+            opened += [ends.read, ends.write]
+            pipes.append(ends)
+        }
+        // The runner's ends: stdin's write end, the outputs' read ends.
+        let mine = [pipes[0].write, pipes[1].read, pipes[2].read]
+        for fd in mine { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        let spawn = Spawn(program: program, searchPath: true, arguments: argv,
+                          environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+                          descriptors: [0: .parent(pipes[0].read), 1: .parent(pipes[1].write), 2: .parent(pipes[2].write)],
+                          newProcessGroup: true)
+        let pid = try spawn.start()
+        // Keep the runner's ends open; the deferred close takes the child's.
+        opened = [pipes[0].read, pipes[1].write, pipes[2].write]
+        return ActionChild(pid: pid, stdin: mine[0], stdout: mine[1], stderr: mine[2])
+    }
+
+    /// How a supervised run ended.
+    package struct Ending {
+        /// The wait status; nil when the kernel reaped the child (only if
+        /// the host set SIGCHLD to SIG_IGN), and the status is lost.
+        var status: Int32?
+        var timedOut: Bool
+        /// The first `ActionRunner.captureLimit` bytes of each.
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs the child to its end on the calling thread, which it keeps:
+    ///
+    /// - writes `input` to the child's stdin (non-blocking, so a child that
+    ///   never reads delays nothing but its own run), then closes it;
+    /// - keeps the first `ActionRunner.captureLimit` bytes of stdout and
+    ///   stderr and discards the rest, so a chatty child never stalls on a
+    ///   full pipe;
+    /// - waits for the child through a pidfd (`pidfd_open`, Linux 5.3), or
+    ///   where there is none by checking `waitid(WNOHANG)` every 10 ms, and
+    ///   never with `waitpid(-1)` or a SIGCHLD handler: the host has other
+    ///   children;
+    /// - past `timeout` ns (0: none) sends SIGTERM to the child's process
+    ///   group, and SIGKILL `killGrace` later;
+    /// - once the child has exited, calls `exited` (the child is a zombie
+    ///   until it is reaped: its pid, and so its group's id, is not reused,
+    ///   and signalling it is still safe), then reaps it.
+    ///
+    /// SIGPIPE: the host ignores it (`Runtime.run`), but this does not rely
+    /// on that: it blocks SIGPIPE on the calling thread, so a child that
+    /// exits without reading its stdin costs an EPIPE, never the host.
+    func supervise(input stdin: [UInt8], timeout: Int64, killGrace: Int64, exited: () -> Void) -> Ending {
+        Self.blockSIGPIPE()
+        var input = stdin[...]
+        var stdinFD = self.stdin
+        if input.isEmpty { close(stdinFD); stdinFD = -1 }
+        var outputs = [Capture(fd: stdout), Capture(fd: stderr)]
+        let pidfd = Self.pidfdOpen(pid)
+        defer { if pidfd >= 0 { close(pidfd) } }
+
+        let (deadline, overflow) = monotonicNanoseconds().addingReportingOverflow(timeout)
+        var termAt = timeout > 0 && !overflow ? deadline : Int64.max
+        var killAt = Int64.max
+        var timedOut = false
+
+        while true {
+            var fds: [pollfd] = []
+            if pidfd >= 0 { fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)) }
+            if stdinFD >= 0 { fds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
+            for output in outputs where output.fd >= 0 { fds.append(pollfd(fd: output.fd, events: Int16(POLLIN), revents: 0)) }
+            var wait = min(termAt, killAt) == .max ? Int64.max : min(termAt, killAt) - monotonicNanoseconds()
+            if pidfd < 0 { wait = min(wait, 10_000_000) }
+            let ms: Int32 = wait == .max ? -1 : Int32(clamping: max(0, wait / 1_000_000 + 1))
+            let ready = poll(&fds, nfds_t(fds.count), ms)
+            if ready < 0 && errno != EINTR { usleep(10_000) }
+
+            if stdinFD >= 0, Self.writeSome(stdinFD, &input) {
+                close(stdinFD)
+                stdinFD = -1
+            }
+            for i in outputs.indices { outputs[i].readAvailable() }
+            if Self.hasExited(pid) { break }
+
+            let after = monotonicNanoseconds()
+            if after >= termAt {
+                timedOut = true
+                termAt = .max
+                killAt = after + killGrace
+                kill(-pid, SIGTERM)
+            } else if after >= killAt {
+                killAt = .max
+                kill(-pid, SIGKILL)
+            }
+        }
+
+        exited()
+        if timedOut { kill(-pid, SIGKILL) }
+        if stdinFD >= 0 { close(stdinFD) }
+        for i in outputs.indices { outputs[i].finish() }
+        var raw: Int32 = 0
+        var reaped: pid_t
+        repeat { reaped = waitpid(pid, &raw, 0) } while reaped < 0 && errno == EINTR
+        return Ending(status: reaped == pid ? raw : nil, timedOut: timedOut, stdout: outputs[0].text, stderr: outputs[1].text)
+    }
+
+    /// Whether `pid` has exited, without reaping it.
+    private static func hasExited(_ pid: pid_t) -> Bool {
+        var info = siginfo_t()
+        let r = waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT)
+        // ECHILD would mean it was reaped elsewhere; nothing is left to wait for.
+        if r < 0 { return errno == ECHILD }
+        return info._sifields._sigchld.si_pid == pid
+    }
+
+    /// Writes what the pipe takes now. True when there is nothing left to
+    /// write or the child closed its end (EPIPE).
+    private static func writeSome(_ fd: Int32, _ input: inout ArraySlice<UInt8>) -> Bool {
+        while !input.isEmpty {
+            let n = input.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
+            if n > 0 { input = input.dropFirst(n); continue }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return false }
+            consumePendingSIGPIPE()
+            return true
+        }
+        return true
+    }
+
+    /// Blocks SIGPIPE on the calling thread, so a write to a pipe whose
+    /// reader is gone fails with EPIPE instead of raising the signal.
+    private static func blockSIGPIPE() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    /// Takes the SIGPIPE an EPIPE left pending on this thread (it is blocked
+    /// here), so it is never delivered later.
+    private static func consumePendingSIGPIPE() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGPIPE)
+        var zero = timespec(tv_sec: 0, tv_nsec: 0)
+        while sigtimedwait(&set, nil, &zero) < 0 && errno == EINTR {}
+    }
+
+    /// pidfd_open(2); -1 where the kernel has none (a pidfd is always close-on-exec).
+    private static func pidfdOpen(_ pid: pid_t) -> Int32 { vigil_pidfd_open(pid) }
+}
+
+/// The first `ActionRunner.captureLimit` bytes of one of a child's outputs.
+private struct Capture {
+    var fd: Int32
+    var bytes: [UInt8] = []
+
+    var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Reads what is there without blocking; closes the pipe at end of file.
+    mutating func readAvailable() {
+        guard fd >= 0 else { return }
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            if n > 0 {
+                let room = ActionRunner.captureLimit - bytes.count
+                if room > 0 { bytes.append(contentsOf: buffer[0..<min(n, room)]) }
+                continue
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+            close(fd)
+            fd = -1
+            return
+        }
+    }
+
+    /// After the child exited: keeps what it left in the pipe and closes it,
+    /// even if something the child started still holds the other end.
+    mutating func finish() {
+        readAvailable()
+        if fd >= 0 { close(fd); fd = -1 }
+    }
+}

@@ -1,0 +1,26 @@
+import CVigilEarly
+import Glibc
+import Logging
+import ServiceLifecycle
+
+/// The first service of `vigil run`'s group. SIGHUP, SIGINT and SIGTERM are
+/// recorded from before `main` (an ELF constructor in CVigilEarly, linked
+/// into the `vigil` executable) until the group's own handlers take over;
+/// the group registers those before it starts any service, so this service
+/// sees whatever came before. If SIGINT or SIGTERM came while the host was
+/// starting, it returns at once, which shuts the group down gracefully
+/// (everything started is stopped and drained); otherwise it waits for the
+/// shutdown like the others. An early SIGHUP needs nothing: no file is open.
+package struct EarlySignalService: Service {
+    let logger: Logger
+
+    package func run() async throws {
+        _ = vigil_early_signal_take(SIGHUP)
+        let term = vigil_early_signal_take(SIGTERM) != 0
+        if term || vigil_early_signal_take(SIGINT) != 0 {
+            logger.notice("\(term ? "SIGTERM" : "SIGINT") arrived while starting; shutting down")
+            return
+        }
+        try? await gracefulShutdown()
+    }
+}

@@ -1,0 +1,13 @@
+import VigilSinks
+
+extension VigilRuntime: MonitorFactsSource {
+    /// The running monitors as the sinks see them (`MonitorDirectory`).
+    package func monitorFacts() -> [String: MonitorFacts] {
+        var out: [String: MonitorFacts] = [:]
+        for instance in instances {
+            out[instance.name] = MonitorFacts(instance: ObjectIdentifier(instance), description: instance.description,
+                                              interval: instance.interval, running: instance.state == .running)
+        }
+        return out
+    }
+}

@@ -1,0 +1,80 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import VigilABI
+
+/// The HTTP servers' common ground (the control API, the `prometheus`
+/// sink): each accepted connection is counted against `maxConnections` (one
+/// more is closed at once, so a client holding connections open cannot take
+/// the host's descriptors), closed after `idleTimeout` without traffic, and
+/// given SwiftNIO's HTTP/1.1 codec and then `handler()`, which must close
+/// the connection on `IdleStateHandler.IdleStateEvent`.
+package enum HTTPServing {
+    /// A connection must send a whole request within this long of opening,
+    /// or of its previous request: a client trickling bytes (slowloris)
+    /// cannot hold a slot, which the idle timeout alone would allow.
+    package static let requestDeadline = TimeAmount.seconds(10)
+
+    package static func bootstrap<Handler: ChannelHandler & Sendable>(
+        _ group: MultiThreadedEventLoopGroup, maxConnections: Int, idleTimeout: TimeAmount,
+        requestDeadline: TimeAmount = HTTPServing.requestDeadline,
+        handler: @escaping @Sendable () -> Handler
+    ) -> ServerBootstrap {
+        let open = LockedState<Int>(0)
+        return ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                guard open.withLock({ count -> Bool in
+                    guard count < maxConnections else { return false }
+                    count += 1
+                    return true
+                }) else {
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in open.withLock { $0 -= 1 } }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(RequestDeadlineHandler(deadline: requestDeadline))
+                    try channel.pipeline.syncOperations.addHandler(handler())
+                }
+            }
+    }
+}
+
+/// Closes a connection that has not completed a request within `deadline`
+/// of opening or of its previous request (see `HTTPServing.requestDeadline`).
+package final class RequestDeadlineHandler: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias InboundOut = HTTPServerRequestPart
+
+    private let deadline: TimeAmount
+    private var timer: Scheduled<Void>?
+
+    init(deadline: TimeAmount) { self.deadline = deadline }
+
+    private func arm(_ context: ChannelHandlerContext) {
+        timer?.cancel()
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: deadline) { bound.value.close(promise: nil) }
+    }
+
+    package func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { arm(context) }
+    }
+
+    package func channelActive(context: ChannelHandlerContext) {
+        arm(context)
+        context.fireChannelActive()
+    }
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .end = unwrapInboundIn(data) { arm(context) }
+        context.fireChannelRead(data)
+    }
+
+    package func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+}

@@ -1,0 +1,239 @@
+import VigilABI
+import VigilCore
+
+/// The series a `prometheus` sink serves: one per numeric or boolean field
+/// and identity, each kept as the exposition line a scrape sends. An event
+/// rewrites the lines of the fields it carries; a scrape sends what is there
+/// (the whole exposition is cached until an event or an expiry changes it),
+/// so a scrape computes nothing an event did not change.
+///
+/// Written by the sink's thread, read by the HTTP server's: every access is
+/// under one lock, taken once per batch by the writer.
+package final class PrometheusSeries: @unchecked Sendable {  // every access is under its one lock
+    /// One family's series, in the order they appeared.
+    package final class Family {
+        let shape: PrometheusNaming.Shape
+        let textHeader: [UInt8]
+        let openMetricsHeader: [UInt8]
+        var series: [String: Int] = [:]
+        var lines: [Series] = []
+
+        init(shape: PrometheusNaming.Shape) {
+            self.shape = shape
+            let help = PrometheusSeries.escapedHelp(shape.help, quote: false)
+            textHeader = Array("# HELP \(shape.name) \(help)\n# TYPE \(shape.name) \(shape.kind.rawValue)\n".utf8)
+            let omHelp = PrometheusSeries.escapedHelp(shape.help, quote: true)
+            openMetricsHeader = Array("# TYPE \(shape.family) \(shape.kind.rawValue)\n# HELP \(shape.family) \(omHelp)\n".utf8)
+        }
+    }
+
+    package struct Series {
+        /// `name{labels} value\n`; the value starts at `prefix`.
+        var line: [UInt8]
+        var prefix: Int
+        /// Monotonic time of the last event that carried it.
+        var updated: Int64
+        /// Nanoseconds without an event after which it goes.
+        var ttl: Int64
+        var monitor: String
+        /// Its labels as in `line`, the key of `Family.series`.
+        var key: String
+        /// Of a kind emitted on change: kept while its monitor runs.
+        var onChange: Bool
+        var removed = false
+    }
+
+    fileprivate struct State {
+        var families: [String: Family] = [:]
+        var order: [Family] = []
+        var count = 0
+        var text: [UInt8]?
+        var openMetrics: [UInt8]?
+        /// Series refused because `maxSeries` were held.
+        var refused: UInt64 = 0
+    }
+
+    private let state = LockedState(State())
+    let maxSeries: Int
+
+    init(maxSeries: Int) {
+        self.maxSeries = maxSeries
+    }
+
+    var count: Int { state.withLock { $0.count } }
+    var refused: UInt64 { state.withLock { $0.refused } }
+
+    /// One batch of updates, under one lock.
+    func update(_ body: (inout Updater) -> Void) {
+        state.withLock { s in
+            var updater = Updater(state: s)
+            body(&updater)
+            s = updater.state
+        }
+    }
+
+    package struct Updater {
+        fileprivate var state: State
+        fileprivate var changed = false
+
+        /// Sets the series `labels` (already escaped: `a="x",b="y"`) of the
+        /// family `shape` names to `value`; returns false when the series is
+        /// new and `limit` series are held (it is not made).
+        mutating func set(_ shape: PrometheusNaming.Shape, labels: String, value: ArraySlice<UInt8>, now: Int64,
+                          ttl: Int64, monitor: String, onChange: Bool, limit: Int) -> Bool {
+            let family: Family
+            if let known = state.families[shape.name] {
+                family = known
+            } else {
+                guard state.count < limit else {
+                    refuse()
+                    return false
+                }
+                family = Family(shape: shape)
+                state.families[shape.name] = family
+                state.order.append(family)
+            }
+            if let index = family.series[labels] {
+                family.lines[index].line.removeSubrange(family.lines[index].prefix...)
+                family.lines[index].line += value
+                family.lines[index].line.append(UInt8(ascii: "\n"))
+                family.lines[index].updated = now
+                family.lines[index].ttl = ttl
+            } else {
+                guard state.count < limit else {
+                    refuse()
+                    return false
+                }
+                var line = Array(shape.name.utf8)
+                if !labels.isEmpty {
+                    line.append(UInt8(ascii: "{"))
+                    line += labels.utf8
+                    line.append(UInt8(ascii: "}"))
+                }
+                line.append(UInt8(ascii: " "))
+                let prefix = line.count
+                line += value
+                line.append(UInt8(ascii: "\n"))
+                family.series[labels] = family.lines.count
+                family.lines.append(Series(line: line, prefix: prefix, updated: now, ttl: ttl, monitor: monitor, key: labels,
+                                          onChange: onChange))
+                state.count += 1
+            }
+            changed = true
+            state.text = nil
+            state.openMetrics = nil
+            return true
+        }
+
+        private mutating func refuse() {
+            state.refused &+= 1
+            state.text = nil
+            state.openMetrics = nil
+        }
+    }
+
+    /// Removes the series no event renewed within their ttl; a series of an
+    /// on-change kind counts as renewed while `running(monitor)`. Returns
+    /// how many went.
+    @discardableResult
+    func expire(now: Int64, running: (String) -> Bool) -> Int {
+        state.withLock { s in
+            guard s.count > 0 else { return 0 }
+            var gone = 0
+            var alive: [String: Bool] = [:]
+            for family in s.order {
+                var dropped = false
+                for i in family.lines.indices {
+                    if family.lines[i].onChange {
+                        let monitor = family.lines[i].monitor
+                        let up = alive[monitor] ?? { let r = running(monitor); alive[monitor] = r; return r }()
+                        if up {
+                            family.lines[i].updated = now
+                            continue
+                        }
+                    }
+                    if now.subtractingSaturating(family.lines[i].updated) > family.lines[i].ttl {
+                        family.lines[i].removed = true
+                        dropped = true
+                    }
+                }
+                guard dropped else { continue }
+                let before = family.lines.count
+                family.lines.removeAll { $0.removed }
+                gone += before - family.lines.count
+                family.series.removeAll(keepingCapacity: true)
+                for (i, series) in family.lines.enumerated() { family.series[series.key] = i }
+            }
+            if gone > 0 {
+                s.count -= gone
+                for family in s.order where family.lines.isEmpty { s.families[family.shape.name] = nil }
+                s.order.removeAll { $0.lines.isEmpty }
+                s.text = nil
+                s.openMetrics = nil
+            }
+            return gone
+        }
+    }
+
+    /// The exposition: Prometheus' text format 0.0.4, or OpenMetrics 1.0
+    /// (with `# EOF`). Built once per change, then handed out as is.
+    func exposition(openMetrics: Bool) -> [UInt8] {
+        state.withLock { s in
+            if openMetrics, let cached = s.openMetrics { return cached }
+            if !openMetrics, let cached = s.text { return cached }
+            var size = openMetrics ? 6 : 0
+            for family in s.order {
+                size += openMetrics ? family.openMetricsHeader.count : family.textHeader.count
+                for series in family.lines { size += series.line.count }
+            }
+            var out: [UInt8] = []
+            out.reserveCapacity(size)
+            for family in s.order where !family.lines.isEmpty {
+                out += openMetrics ? family.openMetricsHeader : family.textHeader
+                for series in family.lines { out += series.line }
+            }
+            if s.refused > 0 {
+                let name = "vigil_prometheus_series_refused"
+                out += (openMetrics ? "# TYPE \(name) counter\n# HELP \(name) Series not made because max_series were held.\n\(name)_total \(s.refused)\n"
+                    : "# HELP \(name)_total Series not made because max_series were held.\n# TYPE \(name)_total counter\n\(name)_total \(s.refused)\n").utf8
+            }
+            if openMetrics {
+                out += "# EOF\n".utf8
+                s.openMetrics = out
+            } else {
+                s.text = out
+            }
+            return out
+        }
+    }
+
+    /// HELP text: backslash and newline escaped (and the double quote, for OpenMetrics).
+    static func escapedHelp(_ text: String, quote: Bool) -> String {
+        var out = ""
+        for c in text.unicodeScalars {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\"" where quote: out += "\\\""
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+
+    /// Appends `name="value"` (the value escaped as the formats say) to a label set.
+    static func appendLabel(_ name: String, _ value: String, to labels: inout String) {
+        if !labels.isEmpty { labels += "," }
+        labels += name
+        labels += "=\""
+        for c in value.unicodeScalars {
+            switch c {
+            case "\\": labels += "\\\\"
+            case "\"": labels += "\\\""
+            case "\n": labels += "\\n"
+            default: labels.unicodeScalars.append(c)
+            }
+        }
+        labels += "\""
+    }
+}

@@ -1,0 +1,522 @@
+import Foundation
+import Logging
+import Synchronization
+import VigilABI
+import VigilCore
+import VigilIsolation
+
+/// A destination for events. Every method is called on the sink's own thread,
+/// one at a time, so implementations need no locking of their own (except for
+/// `requestReopen`, which may come from any thread).
+///
+/// Modelled on swift-otel's exporters: a batch in, a flush, a shutdown.
+public protocol EventSink: AnyObject, Sendable {
+    /// Writes a batch, in order.
+    ///
+    /// Loss is counted where it happens, by reason (`LossReason`). Returning
+    /// means every event of the batch was delivered except those the sink
+    /// counted with `context.countLost` during the call (a datagram refused).
+    /// Throwing means the events neither delivered (`SinkWriteError.delivered`,
+    /// a prefix of the batch) nor counted are lost: as `shutdown` when the
+    /// runner is past its drain deadline, else under the error's reason
+    /// (`write_failed` by default). Events of earlier batches found lost
+    /// later (still in a socket's send queue when it broke) are taken back
+    /// with `context.countLostAfterWrite`. A sink that can hold events while
+    /// its peer or disk is away retries inside `write`, checking
+    /// `context.shouldAbandon`.
+    func write(_ batch: [Event], context: SinkContext) throws
+    /// Periodic housekeeping: fsync interval, flushing slow clients.
+    /// Called at least every `tickInterval` nanoseconds while running.
+    func tick(context: SinkContext)
+    /// How often `tick` wants to run now, in nanoseconds (read again after
+    /// each call); `SinkTicks.never` when there is nothing to do, so an idle
+    /// sink does not wake at all.
+    var tickInterval: Int64 { get }
+    /// Called once before the sink runs, with a function that wakes its
+    /// thread (for work that arrives other than as events: a new client).
+    func attach(wake: @escaping @Sendable () -> Void)
+    /// Flushes and releases everything; called once, after the last write.
+    func shutdown(context: SinkContext)
+    /// Asks the sink to reopen its files (SIGHUP). Any thread.
+    func requestReopen()
+    /// A sink that writes JSON Lines may take them made by the producers,
+    /// on their threads, as each event is queued (`EncodedLines`): it
+    /// returns the encoder to make them with, and finds each event's line
+    /// in `context.lines` during `write`. nil (the default): not wanted.
+    var producerLines: JSONLineEncoder? { get }
+    /// The sink calls `context.aboutToSend()` before the first byte of a
+    /// batch leaves for its peer (a disk buffer marks the batch sent then,
+    /// not before a connection exists: a peer never reached receives no
+    /// duplicate). False: the batch counts as sent when `write` begins.
+    var reportsSending: Bool { get }
+    /// A listening sink takes its address (logging what it could not):
+    /// at start, or on a reload once the sink it replaces has let go of it.
+    /// Others do nothing.
+    func bind(logger: Logger)
+    /// An output plugin's runner figures, for `ctl status` and /metrics
+    /// (nil for other sinks; a disk buffer answers for what it holds).
+    var outputRunner: (any OutputRunnerReporting)? { get }
+    /// What the sink adds to the control API's /metrics (a prometheus
+    /// sink's series, so one scrape has the host's figures and the values).
+    func appendExposition(to bytes: inout [UInt8])
+    /// A disk buffer's figures (nil for a sink without one).
+    var bufferReport: SinkBufferReport? { get }
+    /// Whether its `tick` must also run behind a disk buffer, on the
+    /// buffer's delivery thread where its writes run (an output plugin's
+    /// flush every `flush_interval`).
+    var ticksBehindBuffer: Bool { get }
+}
+
+public enum SinkTicks {
+    /// No periodic work: the sink's thread sleeps until events arrive.
+    public static let never: Int64 = 1 << 60
+}
+
+extension EventSink {
+    public func tick(context: SinkContext) {}
+    public var tickInterval: Int64 { SinkTicks.never }
+    public func requestReopen() {}
+    public func attach(wake: @escaping @Sendable () -> Void) {}
+    public var producerLines: JSONLineEncoder? { nil }
+    public var reportsSending: Bool { false }
+    public func bind(logger: Logger) {}
+    public var outputRunner: (any OutputRunnerReporting)? { nil }
+    public func appendExposition(to bytes: inout [UInt8]) {}
+    public var bufferReport: SinkBufferReport? { nil }
+    public var ticksBehindBuffer: Bool { false }
+}
+
+/// Thrown by a sink whose batch got partly through: the first `delivered`
+/// events arrived; the rest are lost under `reason`.
+public struct SinkWriteError: Error, CustomStringConvertible {
+    public var delivered: Int
+    public var reason: LossReason
+    public var underlying: any Error
+
+    public init(delivered: Int, reason: LossReason = .writeFailed, _ underlying: any Error) {
+        self.delivered = delivered
+        self.reason = reason
+        self.underlying = underlying
+    }
+
+    public var description: String { "\(underlying)" }
+}
+
+/// What a sink may know about its runner.
+public final class SinkContext: @unchecked Sendable {  // shared counters are atomics; the per-call fields are the sink's thread's own
+    public let name: String
+    public let logger: Logger
+    private let closing = Atomic<Bool>(false)
+    private let abandonAt = Atomic<Int64>(.max)
+    /// Events lost after the runner handed them to the sink, by reason.
+    let lost = AtomicLossCounts()
+    /// Events delivered (net of those taken back by `countLostAfterWrite`).
+    let written = Atomic<UInt64>(0)
+    /// Events delivered cut short to fit the transport (a syslog message
+    /// over its size limit): written, not lost, and counted apart.
+    let truncated = Atomic<UInt64>(0)
+    /// Events counted written that were still in the kernel's send queue of
+    /// a healthy connection when the sink closed it at exit: the kernel goes
+    /// on delivering them after vigil has ended, so they are not lost, but
+    /// no one is left to confirm it (issue 26).
+    let unconfirmed = Atomic<UInt64>(0)
+    /// What happened to the transport (`TransportEvent`).
+    let transportEvents = TransportEventCounts()
+
+    /// Counts one `TransportEvent` (the sink logs it too).
+    public func count(_ event: TransportEvent) { transportEvents.add(event) }
+    /// Events counted lost during the current `write` (sink's thread only).
+    var lostInCall = 0
+    /// Events counted delivered during the current `write` (sink's thread only).
+    var deliveredInCall = 0
+    /// The lines of the batch in hand, made by the producers, for a sink
+    /// that asked for them (`EventSink.producerLines`); nil otherwise.
+    /// During `write`, on the sink's thread.
+    public internal(set) var lines: EncodedLines?
+    /// The size of the batch in the sink's hands (less what `countLost` took
+    /// of it), and whether the host gave up on a sink stuck in a call
+    /// (`abandon`): from then on nothing the runner's thread reports is
+    /// counted, since the host has counted it already.
+    private let hand = Mutex<(inFlight: Int, abandoned: Bool)>((0, false))
+    /// Set by the runner: housekeeping a sink calls while it waits a long time
+    /// inside `write` (e.g. reconnecting), such as logging queue drops.
+    var whileWaiting: @Sendable () -> Void = {}
+    /// Set by a disk buffer around an inner write (`EventSink.reportsSending`):
+    /// called, once, before the batch's first byte leaves. Sink's thread only.
+    var onSending: (() -> Void)?
+
+    /// The batch in hand is about to leave (see `EventSink.reportsSending`).
+    public func aboutToSend() {
+        if let onSending {
+            self.onSending = nil
+            onSending()
+        }
+    }
+
+    init(name: String, logger: Logger) {
+        self.name = name
+        self.logger = logger
+    }
+
+    /// Counts `n` events that were cut to fit their transport; they are
+    /// still delivered (or lost) as any other.
+    public func countTruncated(_ n: Int) {
+        guard n > 0 else { return }
+        truncated.wrappingAdd(UInt64(n), ordering: .relaxed)
+    }
+
+    /// Counts `n` events, written, as unconfirmed (see `unconfirmed`).
+    public func countUnconfirmed(_ n: Int) {
+        guard n > 0, !hand.withLock({ $0.abandoned }) else { return }
+        unconfirmed.wrappingAdd(UInt64(n), ordering: .relaxed)
+    }
+
+    /// Counts `n` events of the batch in hand as lost, without failing the
+    /// batch. Call from `write` only.
+    public func countLost(_ n: Int, _ reason: LossReason) {
+        guard n > 0, hand.withLock({ h in
+            guard !h.abandoned else { return false }
+            h.inFlight -= n
+            return true
+        }) else { return }
+        lostInCall += n
+        lost.add(UInt64(n), reason)
+    }
+
+    /// Counts `n` events of the batch in hand as delivered before `write`
+    /// returns: a sink that writes a batch in parts, each answered for (an
+    /// output plugin's), so that what was delivered stays delivered if the
+    /// host gives up on the call later (the drain deadline). Call from
+    /// `write` only.
+    public func countDelivered(_ n: Int) {
+        guard n > 0, hand.withLock({ h in
+            guard !h.abandoned else { return false }
+            h.inFlight -= n
+            return true
+        }) else { return }
+        deliveredInCall += n
+        written.wrappingAdd(UInt64(n), ordering: .relaxed)
+    }
+
+    /// Counts `n` events of earlier batches, which `write` had returned as
+    /// delivered, as lost after all (bytes that never left a socket's send
+    /// queue). They are taken off `written`.
+    public func countLostAfterWrite(_ n: Int, _ reason: LossReason) {
+        guard n > 0, !hand.withLock({ $0.abandoned }) else { return }
+        // Never more than was counted written: a sink's mistake must not
+        // wrap the counter (and trap the next add).
+        var current = written.load(ordering: .relaxed)
+        while true {
+            let (exchanged, now) = written.compareExchange(expected: current, desired: current - min(current, UInt64(n)),
+                                                           ordering: .relaxed)
+            if exchanged { break }
+            current = now
+        }
+        lost.add(UInt64(n), reason)
+    }
+
+    /// Waits `ns` before a retry, in short steps: doing the runner's
+    /// housekeeping meanwhile, and ending early once the sink must give up.
+    public func pause(_ ns: Int64) {
+        let until = monotonicNanoseconds().addingSaturating(max(0, ns))
+        while !shouldAbandon {
+            let left = until - monotonicNanoseconds()
+            if left <= 0 { return }
+            whileWaiting()
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(min(left, 50_000_000)))
+            nanosleep(&ts, nil)
+        }
+    }
+
+    /// The monotonic time (ns) at which a sink must give up at shutdown;
+    /// `Int64.max` while running.
+    public var abandonDeadline: Int64 { abandonAt.load(ordering: .acquiring) }
+
+    /// True once the host is shutting down.
+    public var isClosing: Bool { closing.load(ordering: .acquiring) }
+
+    /// True when a sink should stop retrying and give up its batch: the host
+    /// is shutting down and the drain deadline has passed.
+    public var shouldAbandon: Bool { monotonicNanoseconds() >= abandonAt.load(ordering: .acquiring) }
+
+    /// The runner hands the sink a batch of `n` events.
+    func take(_ n: Int) {
+        hand.withLock { $0.inFlight = n }
+    }
+
+    /// The sink's call returned: false when the host gave up on it meanwhile,
+    /// and the batch must not be counted again.
+    func settle() -> Bool {
+        hand.withLock { h in
+            h.inFlight = 0
+            return !h.abandoned
+        }
+    }
+
+    /// The host gives up on a sink stuck in a call (`write` blocked on a FIFO
+    /// nobody reads, a hung file system): the events in its hands are lost to
+    /// the shutdown, counted now, once. Returns how many.
+    func abandon() -> Int {
+        let n = hand.withLock { h -> Int in
+            guard !h.abandoned else { return 0 }
+            h.abandoned = true
+            defer { h.inFlight = 0 }
+            return max(0, h.inFlight)
+        }
+        lost.add(UInt64(n), .shutdown)
+        return n
+    }
+
+    func beginClosing(drainDeadline: Int64) {
+        // The earlier deadline holds: a sink a reload is stopping keeps its
+        // own when the host stops too. Moved later, it held the directory of
+        // its disk buffer past the time its replacement waits for it.
+        abandonAt.min(drainDeadline, ordering: .acquiringAndReleasing)
+        closing.store(true, ordering: .releasing)
+    }
+}
+
+/// Runs one sink on a dedicated thread behind its bounded queue.
+package final class SinkRunner: @unchecked Sendable {  // its mutable fields are the sink's thread's own; what others read is in atomics, `context` and `queue`
+
+    package let config: SinkConfig
+    package let sink: any EventSink
+    package let queue: SinkQueue
+    let context: SinkContext
+    private let done = DispatchSemaphore(value: 0)
+    /// A reload's replacement of a sink: started once the sink it replaces
+    /// is done, which may be after the host began to stop. `join` waits for
+    /// its thread all the same: a replacement not started by then was
+    /// taken for drained, and the events queued for it were neither written
+    /// nor counted.
+    private let startsLater: Bool
+
+    /// Monotonic times of the first and last successful write (0: none yet).
+    package private(set) var firstWrite: Int64 = 0
+    package private(set) var lastWrite: Int64 = 0
+    private var lastErrorLog: Int64 = 0
+    private var suppressedErrors = 0
+
+    package init(config: SinkConfig, sink: any EventSink, logger: Logger, startsLater: Bool = false) {
+        self.config = config
+        self.sink = sink
+        self.startsLater = startsLater
+        self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow, lines: sink.producerLines)
+        var logger = logger
+        logger[metadataKey: "sink"] = "\(config.name)"
+        self.context = SinkContext(name: config.name, logger: logger)
+        context.whileWaiting = { [unowned self] in reportDrops() }
+        sink.attach { [queue] in queue.wake() }
+    }
+
+    /// Asks the sink to reopen its files, and wakes its thread to do it now.
+    package func requestReopen() {
+        sink.requestReopen()
+        queue.wake()
+    }
+
+    /// Unique for the life of the process (a freed runner's address may be
+    /// another's later): what the loss history tells runners apart by.
+    let serial = SinkRunner.serials.add(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
+
+    /// Its thread was started (`join` waits only for one that was).
+    private let started = Atomic<Bool>(false)
+
+    package func start() {
+        started.store(true, ordering: .releasing)
+        let thread = Thread { [self] in
+            run()
+            done.signal()
+        }
+        thread.name = "vigil-sink-\(config.name)"
+        thread.stackSize = 512 << 10
+        // Not kept: Foundation holds a running thread, and a runner that
+        // held its thread (whose closure holds the runner) would never be
+        // freed after a reload retired it.
+        thread.start()
+    }
+
+    private func run() {
+        var batch: [Event] = []
+        var lines = EncodedLines()
+        let madeLines = sink.producerLines != nil
+        // The interval a sink wants can change (a file became dirty, a client
+        // fell behind), so the next tick is worked out afresh on every turn.
+        var lastTick = monotonicNanoseconds()
+        while true {
+            let now = monotonicNanoseconds()
+            let nextTick = lastTick.addingSaturating(sink.tickInterval)
+            let more = queue.pop(into: &batch, lines: &lines, timeout: max(1_000_000, nextTick.subtractingSaturating(now)))
+            let woke = queue.takeWakeRequest()
+            if !batch.isEmpty {
+                context.lostInCall = 0
+                context.deliveredInCall = 0
+                context.take(batch.count)
+                if madeLines { context.lines = lines }
+                defer {
+                    if madeLines {
+                        context.lines = nil
+                        lines.removeAll(keepingCapacity: true)
+                    }
+                }
+                do {
+                    try sink.write(batch, context: context)
+                    if context.settle() { delivered(batch.count - context.lostInCall - context.deliveredInCall) }
+                } catch where !context.settle() {
+                    // The host gave up on this sink while it was stuck, and counted the batch.
+                    // (Otherwise `settle` has ended the batch, and the next clause counts it.)
+                } catch {
+                    let partial = error as? SinkWriteError
+                    let done = min(max(0, partial?.delivered ?? 0), batch.count - context.lostInCall - context.deliveredInCall)
+                    if done > 0 { delivered(done) }
+                    let rest = batch.count - context.lostInCall - context.deliveredInCall - done
+                    // Past the drain deadline, what could not go out is lost to the shutdown.
+                    let reason: LossReason = context.shouldAbandon ? .shutdown : partial?.reason ?? .writeFailed
+                    context.countLost(rest, reason)
+                    reportFailure(error, lost: rest, reason: reason)
+                    if context.shouldAbandon {
+                        // Shutting down and past the drain deadline: the rest cannot go out either.
+                        let rest = queue.discardAll()
+                        if rest > 0 { context.logger.error("gave up at shutdown: \(rest) queued events lost") }
+                    }
+                }
+                FieldStorage.shared.recycle(&batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+            if monotonicNanoseconds() >= lastTick.addingSaturating(sink.tickInterval) || woke {
+                sink.tick(context: context)
+                lastTick = monotonicNanoseconds()
+            }
+            reportDrops()
+            if !more { break }
+        }
+        sink.shutdown(context: context)
+        if suppressedErrors > 0 {
+            context.logger.error("\(suppressedErrors) more write failures were not logged")
+        }
+    }
+
+    /// Counts `n` events of a batch as delivered (besides those the sink
+    /// counted itself during the call, which set the times too).
+    private func delivered(_ n: Int) {
+        guard n > 0 || context.deliveredInCall > 0 else { return }
+        context.written.wrappingAdd(UInt64(max(0, n)), ordering: .relaxed)
+        let now = monotonicNanoseconds()
+        if firstWrite == 0 { firstWrite = now }
+        lastWrite = now
+    }
+
+    private var reportedDrops: UInt64 = 0
+    private var lastDropLog: Int64 = 0
+
+    // reportDrops runs on the sink's thread only (from the loop or whileWaiting).
+
+    /// Logs events dropped since the last report, at most every 10 s.
+    private func reportDrops() {
+        let now = monotonicNanoseconds()
+        guard now - lastDropLog >= 10_000_000_000, queue.hasDrops(since: reportedDrops) else { return }
+        let dropped = queue.counters.queueFull
+        guard dropped > reportedDrops else { return }
+        context.logger.warning("queue full (\(config.queueCapacity) events): \(dropped - reportedDrops) events dropped (overflow: \(config.overflow.rawValue)), \(dropped) in all")
+        reportedDrops = dropped
+        lastDropLog = now
+    }
+
+    private func reportFailure(_ error: any Error, lost: Int, reason: LossReason) {
+        let now = monotonicNanoseconds()
+        if now - lastErrorLog >= 10_000_000_000 {
+            context.logger.error("write failed, \(lost) events lost (\(reason.name)): \(error)")
+            lastErrorLog = now
+        } else {
+            suppressedErrors += 1
+        }
+    }
+
+    /// Stops taking events; the thread drains the queue into the sink, which
+    /// may hold on to undeliverable events until `deadline` (monotonic ns).
+    package func beginStop(deadline: Int64) {
+        context.beginClosing(drainDeadline: deadline)
+        queue.close()
+    }
+
+    /// Waits for the sink's thread to end, at most until `deadline`
+    /// (monotonic ns). False when it had not ended (a sink stuck in a system
+    /// call); the process then exits without it.
+    package func join(until deadline: Int64) async -> Bool {
+        guard startsLater || started.load(ordering: .acquiring) else { return true }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            DispatchQueue.global().async { [done] in
+                let wait = max(0, deadline - monotonicNanoseconds())
+                let ended = done.wait(timeout: .now() + .nanoseconds(Int(wait))) == .success
+                // Whoever waits next (a sink a reload retired is joined again at shutdown) passes too.
+                if ended { done.signal() }
+                continuation.resume(returning: ended)
+            }
+        }
+    }
+
+    /// After `join` gave up on a sink stuck in a call: the batch in its hands
+    /// and whatever is still queued are counted lost (`shutdown`), so that
+    /// the summary and the exit status tell the loss. Returns how many.
+    package func abandon() -> Int {
+        context.abandon() + queue.discardAll()
+    }
+
+    /// `beginStop` and `join` for one sink, with one second of grace after the drain deadline.
+    package func stop(drainTimeout: Int64) async {
+        let deadline = monotonicNanoseconds().addingSaturating(drainTimeout)
+        beginStop(deadline: deadline)
+        if await !join(until: deadline.addingSaturating(1_000_000_000)) { _ = abandon() }
+    }
+
+    package struct Stats {
+        package var name: String
+        package var type: String
+        package var accepted: UInt64
+        package var written: UInt64
+        /// Every event lost, by reason: in the queue and in the sink.
+        package var lost: LossCounts
+        package var depth: Int
+        package var highWater: Int
+        /// Delivered cut short (see `SinkContext.truncated`).
+        package var truncated: UInt64
+        /// Written, in the kernel's send queue at exit (see `SinkContext.unconfirmed`).
+        package var unconfirmed: UInt64
+        /// `TransportEvent`s by name, the non-zero ones.
+        package var transport: [String: UInt64]
+        /// An output plugin's: where it runs, its runners that ended and the
+        /// new ones started (nil for other sinks).
+        package var isolation: Isolation?
+        package var crashes: UInt64?
+        package var restarts: UInt64?
+        /// An output plugin's writes answered RETRY (in whole or in part),
+        /// and the events answered RETRY in them (written again).
+        package var retries: UInt64?
+        package var retriedEvents: UInt64?
+        /// Why an output plugin's sink failed for good, once it has.
+        package var failedForGood: String?
+        /// Lost before the sink had them (queue full, or closed at shutdown).
+        package var dropped: UInt64 { lost.queueFull + lost.shutdown + lost.bufferFull }
+        /// Lost by the sink.
+        package var failed: UInt64 { lost.writeFailed + lost.kernelBuffer + lost.tooLarge + lost.rejected }
+    }
+
+    package var stats: Stats {
+        let q = queue.counters
+        var lost = context.lost.counts
+        lost.queueFull += q.queueFull
+        lost.shutdown += q.shutdown
+        let output = sink.outputRunner
+        return Stats(name: config.name, type: config.type, accepted: q.accepted,
+                     written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
+                     truncated: context.truncated.load(ordering: .relaxed),
+                     unconfirmed: context.unconfirmed.load(ordering: .relaxed),
+                     transport: context.transportEvents.snapshot, isolation: output?.isolation,
+                     crashes: output?.runnerCrashes.load(ordering: .relaxed),
+                     restarts: output?.runnerRestarts.load(ordering: .relaxed),
+                     retries: output?.retries.load(ordering: .relaxed),
+                     retriedEvents: output?.retriedEvents.load(ordering: .relaxed),
+                     failedForGood: output?.failedForGood)
+    }
+}
