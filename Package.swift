@@ -12,6 +12,11 @@ func plugin(_ name: String, target: String, product: String? = nil, dependencies
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Plugins/exports.map"])]))
 }
 
+/// A product of a package only the host uses: taken under the trait Host
+/// (see `traits` below), so that a plugin's package that depends on the SDK
+/// with `traits: []` neither fetches nor builds it.
+let hostOnly: TargetDependencyCondition? = .when(traits: ["Host"])
+
 let plugins = [
     plugin("cpu", target: "CPUPlugin"),
     plugin("memory", target: "MemoryPlugin"),
@@ -42,6 +47,17 @@ let package = Package(
         .library(name: "VigilKitTesting", targets: ["VigilKitTesting"]),
         .library(name: "LinuxProbes", targets: ["LinuxProbes"]),
     ] + plugins.map(\.0),
+    // The SDK costs its users nothing: every product of a package only the
+    // host uses is taken under the trait Host, on by default, so a plain
+    // `swift build`, `make` or `swift test` here builds everything. A
+    // plugin's package depends on Vigil with `traits: []`: SwiftPM then
+    // neither fetches those seven packages nor builds them (a dependency
+    // every use of which is behind a disabled trait is pruned; SE-0450).
+    // One trait per condition: SwiftPM 6.2 reads several as all-of.
+    traits: [
+        .trait(name: "Host", description: "The vigil host: swift-nio, swift-protobuf, compress-nio, swift-log, swift-service-lifecycle, swift-system, swift-argument-parser."),
+        .default(enabledTraits: ["Host"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -71,7 +87,7 @@ let package = Package(
         // accept4, pidfd, PR_SET_PDEATHSIG) and atomics on shared memory.
         .target(name: "CVigilSys"),
         // OTLP's messages, generated once from the official protos (scripts/gen-otlp).
-        .target(name: "VigilOTLP", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+        .target(name: "VigilOTLP", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf", condition: hostOnly)],
                 exclude: ["README.md"]),
         // Processes and plugins kept apart: the one child-process spawner,
         // runners (process, wire, ring, fork server, cgroups, limits), the
@@ -79,21 +95,21 @@ let package = Package(
         // and restart budget.
         .target(name: "VigilIsolation", dependencies: [
             "CVigilPlugin", "CVigilSys", "VigilCore", "VigilABI",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "SystemPackage", package: "swift-system"),
+            .product(name: "Logging", package: "swift-log", condition: hostOnly),
+            .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
         ]),
         // Every sink: the sink protocol, queue and runner, the disk buffer,
         // one file per sink type under Sinks/ (listed by SinkRegistryPlugin).
         // The only target that imports NIO's HTTP, protobuf and compression.
         .target(name: "VigilSinks", dependencies: [
             "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "SystemPackage", package: "swift-system"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            .product(name: "CompressNIO", package: "compress-nio"),
+            .product(name: "Logging", package: "swift-log", condition: hostOnly),
+            .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
+            .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),
+            .product(name: "NIOPosix", package: "swift-nio", condition: hostOnly),
+            .product(name: "NIOHTTP1", package: "swift-nio", condition: hostOnly),
+            .product(name: "SwiftProtobuf", package: "swift-protobuf", condition: hostOnly),
+            .product(name: "CompressNIO", package: "compress-nio", condition: hostOnly),
         ], plugins: ["SinkRegistryPlugin"]),
         // Lists every sink type under Sources/VigilSinks/Sinks into
         // SinkTypes.standard at build time: a new sink type is one new file.
@@ -106,20 +122,20 @@ let package = Package(
         // state behind a lock, so the event path makes no checks per event.
         .target(name: "VigilRuntime", dependencies: [
             "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            .product(name: "SystemPackage", package: "swift-system"),
+            .product(name: "Logging", package: "swift-log", condition: hostOnly),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hostOnly),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: hostOnly),
+            .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
         ]),
         // The control API: its server (unix socket and TCP), its model, the
         // host's own /metrics.
         .target(name: "VigilControl", dependencies: [
             "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log", condition: hostOnly),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hostOnly),
+            .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),
+            .product(name: "NIOPosix", package: "swift-nio", condition: hostOnly),
+            .product(name: "NIOHTTP1", package: "swift-nio", condition: hostOnly),
         ]),
         // `vigil plugins check`: a plugin's contract checked call by call in a
         // child process (the checker, its host side and its report).
@@ -135,9 +151,9 @@ let package = Package(
         .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
             "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "CVigilSys",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "ArgumentParser", package: "swift-argument-parser", condition: hostOnly),
+            .product(name: "Logging", package: "swift-log", condition: hostOnly),
+            .product(name: "NIOHTTP1", package: "swift-nio", condition: hostOnly),
         ]),
         // The manifest tests read sinks with the host's sink types (SinkTypes.standard).
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilSinks"]),

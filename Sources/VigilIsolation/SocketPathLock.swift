@@ -20,7 +20,7 @@ package final class SocketPathLock: @unchecked Sendable {  // `fd` changes only 
     /// Takes the lock of `socketPath`, or throws, naming the pid that holds it.
     package static func claim(_ socketPath: String) throws -> SocketPathLock {
         let path = socketPath + ".lock"
-        try? Paths.makeParentDirectories(of: path)
+        _ = try? Paths.makeParentDirectories(of: path)
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Sockets.Failure(what: "cannot open \(path)", code: errno) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {

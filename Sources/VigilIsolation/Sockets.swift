@@ -122,7 +122,7 @@ public enum Sockets {
             }
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
-            try? Paths.makeParentDirectories(of: path)
+            _ = try? Paths.makeParentDirectories(of: path)
             // Bind inside a private directory, restrict the socket to 0600, then
             // move it into place: no moment where others can connect, and no
             // umask change (umask is process-wide and would race other threads).

@@ -1,10 +1,18 @@
 import Foundation
 import VigilCore
 
-/// What a monitor's supervisor does after its runner died or its plugin
-/// failed: the manifest's `restart`, `restart_backoff`, `max_restarts` and
-/// `restart_window`, and the restarts made so far. Pure (the clock and the
-/// jitter are passed in), so the policy is tested on its own.
+/// What a supervisor does after a plugin's runner died or its plugin
+/// failed: the one restart policy of monitors and output sinks, with the
+/// restarts made so far. Pure (the clock and the jitter are passed in), so
+/// the policy is tested on its own.
+///
+/// - A monitor (`monitor(_:)`): the manifest's `restart`,
+///   `restart_backoff`, `max_restarts` and `restart_window`; past
+///   `max_restarts` in the window, quarantine.
+/// - An output sink's runner (`output(_:)`): a sink always restarts its
+///   output (its batches wait for it), so only `restart_backoff` applies;
+///   the wait doubles with each restart in a row and starts over once a call
+///   returned (`succeeded`).
 package struct RestartBudget: Sendable {
     package enum Decision: Equatable {
         /// Start again after this many nanoseconds.
@@ -16,11 +24,27 @@ package struct RestartBudget: Sendable {
         case stop
     }
 
-    package let config: SupervisionConfig
-    /// When each restart in the current window was decided (monotonic ns).
-    private(set) var recent: [Int64] = []
+    private enum Kind { case monitor, output }
 
-    package init(config: SupervisionConfig) { self.config = config }
+    package let config: SupervisionConfig
+    private let kind: Kind
+    /// When each restart in the current window was decided (monotonic ns);
+    /// for an output, each restart since a call last returned.
+    package private(set) var recent: [Int64] = []
+
+    /// A monitor's budget.
+    package init(config: SupervisionConfig) {
+        self.config = config
+        self.kind = .monitor
+    }
+
+    private init(output config: SupervisionConfig) {
+        self.config = config
+        self.kind = .output
+    }
+
+    /// An output sink's runner: restarted always, never quarantined.
+    package static func output(_ config: SupervisionConfig) -> RestartBudget { RestartBudget(output: config) }
 
     /// Restarts decided within the window ending `now`.
     package func restarts(now: Int64) -> Int {
@@ -31,6 +55,11 @@ package struct RestartBudget: Sendable {
     /// restarts of monitors that failed together. `finished`: the plugin
     /// ended on its own (`finished`), which only `always` restarts.
     package mutating func decide(now: Int64, jitter: Double, finished: Bool = false) -> Decision {
+        if kind == .output {
+            let delay = Self.backoff(config).wait(attempt: recent.count, random: jitter)
+            recent.append(now)
+            return .restart(after: max(0, delay))
+        }
         switch config.restart {
         case .never: return .stop
         case .onFailure where finished: return .stop
@@ -52,6 +81,12 @@ package struct RestartBudget: Sendable {
 
     /// Forgets the restarts (an operator asked for one, or the file changed).
     package mutating func reset() { recent.removeAll() }
+
+    /// A call returned: for an output, the next crash starts the backoff
+    /// over. A monitor's restarts count within their window whatever happened.
+    package mutating func succeeded() {
+        if kind == .output, !recent.isEmpty { recent.removeAll(keepingCapacity: true) }
+    }
 }
 
 /// A plugin file as the host last saw it: path, inode, size and time of

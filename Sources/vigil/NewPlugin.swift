@@ -172,7 +172,7 @@ struct NewPlugin: AsyncParsableCommand {
                 try Self.checkVigilCheckout(path)
                 let identity = URL(fileURLWithPath: path).lastPathComponent.lowercased()
                 try Self.edit(&files, "Package.swift", lineContaining: ".package(url: \"\(Self.vigilPackageURL)\"",
-                              to: "        .package(path: \(Self.swiftLiteral(path))),")
+                              to: "        .package(path: \(Self.swiftLiteral(path)), traits: []),")
                 if let i = files.firstIndex(where: { $0.path == "Package.swift" }) {
                     files[i].text = files[i].text.replacingOccurrences(of: "package: \"\(Self.vigilPackageIdentity)\"",
                                                                        with: "package: \(Self.swiftLiteral(identity))")

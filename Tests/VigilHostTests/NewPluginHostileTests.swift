@@ -135,7 +135,7 @@ import Testing
         let result = try T.generate(["probe", "--lang", "swift", "--vigil-path", checkout, "--dir", dir + "/probe"])
         #expect(result.status == 0, "\(result.stderr)")
         let package = try T.text(dir + "/probe/Package.swift")
-        #expect(package.contains(#".package(path: "\#(dir)/my \"vigil\\ tree")"#), "\(package)")
+        #expect(package.contains(#".package(path: "\#(dir)/my \"vigil\\ tree", traits: [])"#), "\(package)")
         #expect(package.contains(#"package: "my \"vigil\\ tree""#), "\(package)")
         // SwiftPM reads it (the manifest alone; nothing is resolved).
         let dump = try T.succeed("swift package dump-package", swift, ["package", "--package-path", dir + "/probe", "dump-package"],

@@ -290,14 +290,14 @@ import VigilCore
         #expect(byPath.status == 0, "\(byPath.stderr)")
         let package = try Self.text(dir + "/swift/Package.swift")
         let root = URL(fileURLWithPath: TestEnv.repoRoot).standardizedFileURL
-        #expect(package.contains(".package(path: \"\(root.path)\")"), "\(package)")
+        #expect(package.contains(".package(path: \"\(root.path)\", traits: [])"), "\(package)")
         #expect(!package.contains(".package(url:"), "\(package)")
         #expect(package.contains("package: \"\(root.lastPathComponent.lowercased())\""), "\(package)")
 
         let byVersion = try Self.generate(["probe", "--lang", "swift", "--dir", dir + "/version"])
         let versioned = try Self.text(dir + "/version/Package.swift")
         #expect(byVersion.status == 0)
-        #expect(versioned.contains(".package(url: \"\(VigilRelease.url)\", from: \"\(vigilVersion)\")"), "\(versioned)")
+        #expect(versioned.contains(".package(url: \"\(VigilRelease.url)\", from: \"\(vigilVersion)\", traits: [])"), "\(versioned)")
     }
 
     @Test func writesIntoDotSlashNameByDefault() throws {
@@ -405,7 +405,7 @@ import VigilCore
 
         let asItStands = try NewPluginTests.copyOfExample("swift", example)
         let package = try NewPluginTests.text(asItStands + "/Package.swift")
-        #expect(package.contains(".package(url: \"\(VigilRelease.url)\", from: \"\(vigilVersion)\")"),
+        #expect(package.contains(".package(url: \"\(VigilRelease.url)\", from: \"\(vigilVersion)\", traits: [])"),
                 "the example depends on this release of Vigil by URL and version: \(package)")
         try build(asItStands, name: example, kind: kind, swift: swift, release: release)
 

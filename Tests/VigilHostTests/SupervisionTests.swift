@@ -29,6 +29,28 @@ import VigilCore
                            .restart(after: 8 * s), .restart(after: 8 * s), .quarantine])
     }
 
+    @Test func anOutputAlwaysRestartsDoublingInARowAndStartsOverAfterASuccess() {
+        var config = SupervisionConfig()
+        config.restart = .never  // a monitor's policy: an output's runner restarts all the same
+        config.backoffMin = 1_000_000_000
+        config.backoffMax = 4_000_000_000
+        config.maxRestarts = 2
+        var b = RestartBudget.output(config)
+        let s: Int64 = 1_000_000_000
+        var delays: [RestartBudget.Decision] = []
+        for i in 0..<5 { delays.append(b.decide(now: Int64(i) * s, jitter: 0)) }
+        // Never quarantined, never stopped, whatever max_restarts and restart say.
+        #expect(delays == [.restart(after: 1 * s), .restart(after: 2 * s), .restart(after: 4 * s),
+                           .restart(after: 4 * s), .restart(after: 4 * s)])
+        b.succeeded()
+        #expect(b.decide(now: 10 * s, jitter: 0) == .restart(after: 1 * s))
+        // A monitor's budget does not start over on success: its window does.
+        var m = budget(restarts: 5)
+        _ = m.decide(now: 0, jitter: 0)
+        m.succeeded()
+        #expect(m.decide(now: s, jitter: 0) == .restart(after: 2 * s))
+    }
+
     @Test func jitterTakesAtMostAFifthOffTheDelay() {
         var b = budget()
         #expect(b.decide(now: 0, jitter: 0.999_999) == .restart(after: 800_000_200))

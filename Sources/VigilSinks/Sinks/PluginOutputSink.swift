@@ -64,8 +64,8 @@ package final class PluginOutputSink: EventSink, OutputRunnerReporting, @uncheck
     private var flushFailedLogged = monotonicNanoseconds() - 60_000_000_000
     /// Failed periodic flushes not yet said in the log.
     private var flushFailuresUnsaid = 0
-    /// Runner deaths since a call last returned: the restart's backoff.
-    private var crashesInARow = 0
+    /// Restarts of the runner since a call last returned: the restart's backoff.
+    private var budget: RestartBudget
     /// Ends a runner over its `limits:` where no cgroup does (nil: none to watch).
     private var watchdog: OutputRunnerWatchdog?
     /// The runner that died between calls, reported already (on its channel thread).
@@ -87,6 +87,7 @@ package final class PluginOutputSink: EventSink, OutputRunnerReporting, @uncheck
     init(config: PluginSinkConfig, name: String, host: String, catalog: PluginCatalog, manifestIsolation: Isolation? = nil,
          hostEvents: (any SinkCrashReporting)? = nil, logger: Logger) {
         self.hostEvents = hostEvents
+        self.budget = .output(config.supervision)
         self.config = config
         self.sinkName = name
         self.host = host
@@ -226,14 +227,12 @@ package final class PluginOutputSink: EventSink, OutputRunnerReporting, @uncheck
         diedBetweenCalls.withLock { $0 = nil }
         runner.discard()
         up = false
-        crashesInARow += 1
     }
 
     /// Logs, counts and tells (`vigil/sink_crashed`) the output's runner
     /// ending in `call`, with the batch in it (a write).
     private func noteCrash(_ call: String, _ death: RunnerDeath, events: Int? = nil, attempt: UInt32 = 1) {
         up = false
-        crashesInARow += 1
         runnerCrashes.add(1, ordering: .relaxed)
         let how = death.killedBecause == nil ? "crashed" : "was ended"
         let detail = events.map { ": a batch of \($0) events, attempt \(attempt)" } ?? ""
@@ -289,9 +288,12 @@ package final class PluginOutputSink: EventSink, OutputRunnerReporting, @uncheck
                     return
                 }
                 if everUp {
-                    // After a crash: the runner's backoff, doubled for each crash in a row.
-                    let delay = RestartBudget.backoff(config.supervision).wait(attempt: crashesInARow - 1)
-                    logger.notice("restarting the output in \(RunnerProcess.seconds(delay)) (\(crashesInARow) crash\(crashesInARow == 1 ? "" : "es") in a row)")
+                    // After a crash: the runner's backoff, doubled for each restart in a row.
+                    guard case .restart(let delay) = budget.decide(now: monotonicNanoseconds(), jitter: Double.random(in: 0..<1)) else {
+                        preconditionFailure("an output's restart budget always restarts")
+                    }
+                    let inARow = budget.recent.count
+                    logger.notice("restarting the output in \(RunnerProcess.seconds(delay)) (\(inARow) crash\(inARow == 1 ? "" : "es") in a row)")
                     sinkContext.pause(delay)
                     if sinkContext.shouldAbandon {
                         sinkContext.countLost(pending.count, .shutdown)
@@ -326,7 +328,6 @@ package final class PluginOutputSink: EventSink, OutputRunnerReporting, @uncheck
                 if let before, diedBetweenCalls.withLock({ $0 }) == ObjectIdentifier(before) {
                     // Reported as it happened (the same object, alive until now): not this batch's doing.
                     diedBetweenCalls.withLock { $0 = nil }
-                    crashesInARow += 1
                 } else {
                     noteCrash("write", death, events: pending.count, attempt: attempt)
                     if sinkContext.shouldAbandon {
@@ -342,7 +343,7 @@ package final class PluginOutputSink: EventSink, OutputRunnerReporting, @uncheck
             case .answered(let a):
                 answer = a
             }
-            crashesInARow = 0
+            budget.succeeded()
             let took = monotonicNanoseconds() - now
             if took > config.writeTimeout, now - slowWriteLogged >= 60_000_000_000 {
                 slowWriteLogged = now

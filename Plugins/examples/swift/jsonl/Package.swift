@@ -14,8 +14,9 @@ let package = Package(
     dependencies: [
         // Vigil's SDK, by version: VigilKit (the plugin side of the ABI) and
         // VigilKitTesting (a test host). `vigil new-plugin --vigil-path DIR`
-        // names a checkout by path instead.
-        .package(url: "https://github.com/vigil-monitor/vigil", from: "0.2.0"),
+        // names a checkout by path instead. `traits: []` leaves out the
+        // trait Host: none of the host's own dependencies is fetched or built.
+        .package(url: "https://github.com/vigil-monitor/vigil", from: "0.3.0", traits: []),
     ],
     targets: [
         .target(
