@@ -24,65 +24,78 @@ public enum VigilKit {
     }
 }
 
-/// The descriptors and factories of the monitor types exported from this
-/// image, built once and kept for the life of the process (the host never
-/// unloads plugins). A plugin image exports one; a test process may hold
-/// several, and `VigilKitTesting` says which one a `create` is for.
-enum Registry {
-    typealias Factory = (RawOptions, MonitorContext.Parts) throws(MonitorError) -> InstanceBox
-
+/// The types of one kind (monitors, outputs) exported from this image, each
+/// with its descriptor and factory: built once and kept for the life of the
+/// process (the host never unloads plugins). A plugin image exports one; a
+/// test process may hold several, and `VigilKitTesting` says which one a
+/// `create` is for.
+final class ExportedTypes<Factory>: Sendable {
     struct Entry: @unchecked Sendable {  // the descriptor is permanent; `make` reads only what it captured
         var type: ObjectIdentifier
         var descriptor: UnsafePointer<vigil_plugin_descriptor>
         var make: Factory
     }
 
-    struct State {
+    private struct State {
         /// An array, not a dictionary keyed by type: see `RawOptions.entries`.
         var entries: [Entry] = []
         /// The entry `create` is for while a test host creates an instance.
         var creating: Entry?
     }
 
-    static let state = Mutex(State())
+    private let state = Mutex(State())
+    private let creatingLock = Mutex(())
 
-    /// `poll` binds an instance's poll method; nil for push monitors.
-    static func entry<M: Monitor>(for type: M.Type, poll: ((M) -> () throws(MonitorError) -> Void)?) -> Entry {
+    /// The entry of `type`; `build` makes its descriptor and factory the first time.
+    func entry(for type: Any.Type,
+               _ build: () -> (descriptor: UnsafePointer<vigil_plugin_descriptor>, make: Factory)) -> Entry {
         let id = ObjectIdentifier(type)
         return state.withLock { state in
             for entry in state.entries where entry.type == id { return entry }
-            let spec = M.spec
-            let kinds = spec.events
-            let entry = Entry(type: id, descriptor: build(spec, options: M.Options.declarations + spec.options, polled: poll != nil),
-                              make: { raw, parts throws(MonitorError) in
-                let context = MonitorContext(instanceName: parts.name, interval: parts.interval, host: parts.host,
-                                             api: parts.api, kinds: kinds)
-                let options = try M.Options(decoding: raw)
-                let monitor = try M(options: options, context: context)
-                return InstanceBox(context: context, start: monitor.start, poll: poll.map { $0(monitor) }, stop: monitor.stop)
-            })
+            let (descriptor, make) = build()
+            let entry = Entry(type: id, descriptor: descriptor, make: make)
             state.entries.append(entry)
             return entry
         }
     }
 
-    static func existing(_ id: ObjectIdentifier) -> Entry? {
-        state.withLock { state in state.entries.first { $0.type == id } }
-    }
-
     /// The factory `create` uses: the test host's choice, else the image's only type.
-    static var factory: Entry? { state.withLock { $0.creating ?? $0.entries.first } }
+    var factory: Entry? { state.withLock { $0.creating ?? $0.entries.first } }
 
-    /// Runs `body` (a call of the descriptor's `create`) for `entry`'s type.
-    static func creating<R>(_ entry: Entry, _ body: () -> R) -> R {
-        creatingLock.withLock { _ in
+    /// Runs `body`, a call of the descriptor's `create`, so that it creates
+    /// `type` (exported before; else `body` runs as it is).
+    func creating<R>(_ type: Any.Type, _ body: () -> R) -> R {
+        let id = ObjectIdentifier(type)
+        guard let entry = state.withLock({ state in state.entries.first { $0.type == id } }) else { return body() }
+        return creatingLock.withLock { _ in
             state.withLock { $0.creating = entry }
             defer { state.withLock { $0.creating = nil } }
             return body()
         }
     }
+}
 
-    private static let creatingLock = Mutex(())
+/// The monitor types exported from this image.
+enum Registry {
+    typealias Factory = (RawOptions, MonitorContext.Parts) throws(MonitorError) -> InstanceBox
+
+    static let monitors = ExportedTypes<Factory>()
+
+    /// `poll` binds an instance's poll method; nil for push monitors.
+    static func entry<M: Monitor>(for type: M.Type, poll: ((M) -> () throws(MonitorError) -> Void)?) -> ExportedTypes<Factory>.Entry {
+        monitors.entry(for: type) {
+            let spec = M.spec
+            let kinds = spec.events
+            let make: Factory = { raw, parts throws(MonitorError) in
+                let context = MonitorContext(instanceName: parts.name, interval: parts.interval, host: parts.host,
+                                             api: parts.api, kinds: kinds)
+                let options = try M.Options(decoding: raw)
+                let monitor = try M(options: options, context: context)
+                return InstanceBox(context: context, start: monitor.start, poll: poll.map { $0(monitor) }, stop: monitor.stop)
+            }
+            return (build(spec, options: M.Options.declarations + spec.options, polled: poll != nil), make)
+        }
+    }
 
     /// Permanent C copies of the spec's strings and arrays.
     static func build(_ spec: PluginSpec, options: [OptionDecl], polled: Bool) -> UnsafePointer<vigil_plugin_descriptor> {
@@ -155,8 +168,7 @@ package enum VigilKitTestSupport {
     /// Runs `body`, a call of the descriptor's `create`, so that it creates `type`
     /// (exported through `VigilKit.export` before).
     package static func creating<M: Monitor>(_ type: M.Type, _ body: () -> vigil_status) -> vigil_status {
-        guard let entry = Registry.existing(ObjectIdentifier(type)) else { return body() }
-        return Registry.creating(entry, body)
+        Registry.monitors.creating(type, body)
     }
 }
 
@@ -229,7 +241,7 @@ enum Callbacks {
 
     static func create(_ args: UnsafePointer<vigil_create_args>?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                        _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
-        guard let args, let out, let entry = Registry.factory, case let (a, options)? = createArgs(args),
+        guard let args, let out, let entry = Registry.monitors.factory, case let (a, options)? = createArgs(args),
               let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
         let parts = MonitorContext.Parts(name: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
         do {

@@ -283,18 +283,21 @@ extension OptionType {
 }
 
 extension RawOptions.Raw {
-    var noun: String {
+    /// The type the host gave the value as; nil for none.
+    var optionType: OptionType? {
         switch self {
-        case .none: "nothing"
-        case .bool: "a boolean"
-        case .int: "an integer"
-        case .double: "a number"
-        case .string: "a string"
-        case .duration: "a duration"
-        case .size: "a size"
-        case .json: "a list or map"
+        case .none: nil
+        case .bool: .bool
+        case .int: .int
+        case .double: .double
+        case .string: .string
+        case .duration: .duration
+        case .size: .size
+        case .json: .json
         }
     }
+
+    var noun: String { optionType?.noun ?? "nothing" }
 }
 
 extension MonitorError {

@@ -16,58 +16,24 @@ extension VigilKitTestSupport {
     /// Runs `body`, a call of the descriptor's `create`, so that it creates
     /// `type` (exported through `VigilKit.export` before).
     package static func creating<O: Output>(_ type: O.Type, _ body: () -> vigil_status) -> vigil_status {
-        guard let entry = OutputRegistry.existing(ObjectIdentifier(type)) else { return body() }
-        return OutputRegistry.creating(entry, body)
+        OutputRegistry.outputs.creating(type, body)
     }
 }
 
-/// The descriptors and factories of the output types exported from this
-/// image, as `Registry` keeps the monitors': built once, kept for the life of
-/// the process, and chosen by the test kit when one process holds several.
+/// The output types exported from this image, kept as the monitors' are.
 enum OutputRegistry {
     typealias Factory = (RawOptions, OutputContext) throws(PluginError) -> OutputBox
 
-    struct Entry: @unchecked Sendable {  // the descriptor is permanent; `make` reads only what it captured
-        var type: ObjectIdentifier
-        var descriptor: UnsafePointer<vigil_plugin_descriptor>
-        var make: Factory
-    }
+    static let outputs = ExportedTypes<Factory>()
 
-    struct State {
-        var entries: [Entry] = []
-        var creating: Entry?
-    }
-
-    static let state = Mutex(State())
-    private static let creatingLock = Mutex(())
-
-    static func entry<O: Output>(for type: O.Type) -> Entry {
-        let id = ObjectIdentifier(type)
-        return state.withLock { state in
-            for entry in state.entries where entry.type == id { return entry }
-            let entry = Entry(type: id, descriptor: build(O.spec, options: O.Options.declarations + O.spec.options),
-                              make: { raw, context throws(PluginError) in
+    static func entry<O: Output>(for type: O.Type) -> ExportedTypes<Factory>.Entry {
+        outputs.entry(for: type) {
+            let make: Factory = { raw, context throws(PluginError) in
                 let output = try O(options: try O.Options(decoding: raw), context: context)
                 return OutputBox(write: output.write, flush: output.flush, start: output.start, stop: output.stop,
                                  close: output.close)
-            })
-            state.entries.append(entry)
-            return entry
-        }
-    }
-
-    static func existing(_ id: ObjectIdentifier) -> Entry? {
-        state.withLock { state in state.entries.first { $0.type == id } }
-    }
-
-    /// The factory `create` uses: the test kit's choice, else the image's only type.
-    static var factory: Entry? { state.withLock { $0.creating ?? $0.entries.first } }
-
-    static func creating<R>(_ entry: Entry, _ body: () -> R) -> R {
-        creatingLock.withLock { _ in
-            state.withLock { $0.creating = entry }
-            defer { state.withLock { $0.creating = nil } }
-            return body()
+            }
+            return (build(O.spec, options: O.Options.declarations + O.spec.options), make)
         }
     }
 
@@ -121,7 +87,7 @@ enum OutputCallbacks {
 
     static func create(_ args: UnsafePointer<vigil_create_args>?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                        _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
-        guard let args, let out, let entry = OutputRegistry.factory, case let (a, options)? = Callbacks.createArgs(args),
+        guard let args, let out, let entry = OutputRegistry.outputs.factory, case let (a, options)? = Callbacks.createArgs(args),
               let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
         let context = OutputContext(sinkName: Callbacks.string(a.instance_name), host: host, api: api)
         do {

@@ -78,22 +78,7 @@ public final class PluginTestHost: @unchecked Sendable {  // immutable; the cloc
             throw PluginTestError("\(description.name) is an output plugin: make its instances with output(_:options:)")
         }
         let intervalText = interval.map { "\($0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000)ns" }
-        let text = """
-        monitors:
-          \(name):
-            plugin: \(description.name)
-        \(intervalText.map { "    interval: \($0)\n" } ?? "")    options: \(options)
-        sinks:
-          none: { type: null }
-        """
-        let (manifest, diagnostics) = ManifestLoader(file: "options", sinkTypes: SinkTypes([])).load(text)
-        guard let manifest, let config = manifest.monitors.first else {
-            throw PluginTestError("options: " + diagnostics.map(\.description).joined(separator: "; "))
-        }
-        let (bound, problems) = OptionBinder.bind(config, to: description)
-        guard problems.isEmpty else {
-            throw PluginTestError("options: " + problems.map(\.description).joined(separator: "; "))
-        }
+        let (config, bound) = try bind(name, options: options, interval: intervalText, owner: "monitor '\(name)'")
         return try TestInstance(host: self, name: name, options: bound,
                                 interval: description.effectiveInterval(config.interval))
     }
@@ -110,11 +95,24 @@ extension PluginTestHost {
             throw PluginTestError("\(description.name) is a monitor plugin: make its instances with instance(_:options:interval:)")
         }
         // Options are written and bound as a monitor's: the same binder serves sinks.
+        let (_, bound) = try bind(name, options: options, interval: nil, owner: "sink '\(name)'")
+        return try TestOutput(host: self, name: name, hostName: hostName, options: bound)
+    }
+}
+
+extension PluginTestHost {
+    /// `options`, a YAML flow mapping, written as the options of a monitor
+    /// `name` of this plugin (with `interval`, as a manifest writes it, when
+    /// given), read as the manifest is and bound to the self-description for
+    /// `owner` ("monitor 'cpu'"); what is wrong, thrown as the manifest
+    /// would report it.
+    private func bind(_ name: String, options: String, interval: String?,
+                      owner: String) throws(PluginTestError) -> (MonitorConfig, [BoundOption]) {
         let text = """
         monitors:
           \(name):
             plugin: \(description.name)
-            options: \(options)
+        \(interval.map { "    interval: \($0)\n" } ?? "")    options: \(options)
         sinks:
           none: { type: null }
         """
@@ -122,12 +120,34 @@ extension PluginTestHost {
         guard let manifest, let config = manifest.monitors.first else {
             throw PluginTestError("options: " + diagnostics.map(\.description).joined(separator: "; "))
         }
-        let (bound, problems) = OptionBinder.bind(config.options, at: config.optionsLocation, of: "sink '\(name)'",
-                                                  to: description)
+        let (bound, problems) = OptionBinder.bind(config.options, at: config.optionsLocation, of: owner, to: description)
         guard problems.isEmpty else {
             throw PluginTestError("options: " + problems.map(\.description).joined(separator: "; "))
         }
-        return try TestOutput(host: self, name: name, hostName: hostName, options: bound)
+        return (config, bound)
+    }
+
+    /// Calls the descriptor's `create` for an instance `name`, as the host
+    /// does (through `creating` for an in-process type), and returns the
+    /// instance; `context`, the instance's host context, is retired when it fails.
+    func create(_ name: String, options: [BoundOption], interval: Int64,
+                context: HostContext) throws(PluginTestError) -> UnsafeMutableRawPointer {
+        var out: UnsafeMutableRawPointer?
+        let descriptor = plugin.descriptor
+        let (status, message) = withCreateArgs(name: name, options: options, interval: interval, host: context.pointer,
+                                               api: HostTable.shared) { args in
+            withPluginError { err in
+                withoutActuallyEscaping({ descriptor.create(&args, &out, err) }) { create in
+                    creating.map { $0(create) } ?? create()
+                }
+            }
+        }
+        guard status == VIGIL_OK, let out else {
+            context.retire()
+            throw status == VIGIL_OK ? PluginTestError("create returned OK but no instance")
+                                     : TestInstance.failure("create", status, message)
+        }
+        return out
     }
 }
 

@@ -40,22 +40,7 @@ public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {  // 
         // keep it alive.
         let context = HostContext.make(for: WeakHostCallbacks(self))
         self.context = context
-        var out: UnsafeMutableRawPointer?
-        let descriptor = host.plugin.descriptor
-        let (status, message) = withCreateArgs(name: name, options: options, interval: interval, host: context.pointer,
-                                               api: HostTable.shared) { args in
-            withPluginError { err in
-                withoutActuallyEscaping({ descriptor.create(&args, &out, err) }) { create in
-                    host.creating.map { $0(create) } ?? create()
-                }
-            }
-        }
-        guard status == VIGIL_OK, let out else {
-            context.retire()
-            throw status == VIGIL_OK ? PluginTestError("create returned OK but no instance")
-                                     : Self.failure("create", status, message)
-        }
-        handle = out
+        handle = try host.create(name, options: options, interval: interval, context: context)
     }
 
     deinit {

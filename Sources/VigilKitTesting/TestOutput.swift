@@ -32,22 +32,7 @@ public final class TestOutput: PluginHostCallbacks, @unchecked Sendable {  // th
         self.hostName = hostName
         let context = HostContext.make(for: WeakHostCallbacks(self))
         self.context = context
-        var out: UnsafeMutableRawPointer?
-        let descriptor = host.plugin.descriptor
-        let (status, message) = withCreateArgs(name: name, options: options, interval: 0, host: context.pointer,
-                                               api: HostTable.shared) { args in
-            withPluginError { err in
-                withoutActuallyEscaping({ descriptor.create(&args, &out, err) }) { create in
-                    host.creating.map { $0(create) } ?? create()
-                }
-            }
-        }
-        guard status == VIGIL_OK, let out else {
-            context.retire()
-            throw status == VIGIL_OK ? PluginTestError("create returned OK but no instance")
-                                     : TestInstance.failure("create", status, message)
-        }
-        handle = out
+        handle = try host.create(name, options: options, interval: 0, context: context)
     }
 
     deinit {
