@@ -301,20 +301,8 @@ extension ConformanceSession {
         }
         var said: [String] = []
         for attempt in UInt32(1)...2 {
-            var answer: OutputBatch.Answer?
-            let result = call("write", a) { _ in
-                answer = OutputBatch.write(events, host: "vigil-check", attempt: attempt) { batch, result, err in
-                    descriptor.write(a.handle, batch, result, err)
-                }
-                return answer!.status
-            }
-            guard let answer else {
-                outcome.fail("write (attempt \(attempt)) \(result.said)")
-                break
-            }
-            if answer.status != VIGIL_OK && answer.status != VIGIL_E_TEMPORARY {
-                outcome.fail("write (attempt \(attempt)) returned \(statusName(answer.status)): \(answer.message)")
-            }
+            guard let answer = write(events, host: "vigil-check", attempt: attempt, to: a, "write (attempt \(attempt))", &outcome)
+            else { break }
             said.append("attempt \(attempt): \(answer.delivered) delivered, \(answer.retried) to retry, \(answer.rejected) rejected"
                         + (answer.rejected > 0 && !answer.message.isEmpty ? " (\(answer.message))" : ""))
         }
@@ -367,20 +355,7 @@ extension ConformanceSession {
         let many = (0..<500).map { event(UInt64(100 + $0), [Field("n", .int(Int64($0)))]) }
         var said: [String] = []
         for (what, batch) in [("4 odd events", odd), ("1 event", [odd[2]]), ("\(many.count) events (a plugin sink's default batch)", many)] {
-            var answer: OutputBatch.Answer?
-            let result = call("write", b) { _ in
-                answer = OutputBatch.write(batch, host: "", attempt: 1) { batch, result, err in
-                    descriptor.write(b.handle, batch, result, err)
-                }
-                return answer!.status
-            }
-            guard let answer else {
-                outcome.fail("write of \(what) \(result.said)")
-                break
-            }
-            if answer.status != VIGIL_OK && answer.status != VIGIL_E_TEMPORARY {
-                outcome.fail("write of \(what) returned \(statusName(answer.status)): \(answer.message)")
-            }
+            guard let answer = write(batch, host: "", attempt: 1, to: b, "write of \(what)", &outcome) else { break }
             said.append("\(what): \(answer.delivered) delivered, \(answer.retried) to retry, \(answer.rejected) rejected")
         }
         // Closed with the last batch pending: no flush, stop, destroy.
@@ -390,6 +365,29 @@ extension ConformanceSession {
         if !destroyed.ok { outcome.fail("destroy \(destroyed.said)") }
         failOutputEmits(b, &outcome)
         report(Name.outputHostile, outcome, pass: said.joined(separator: "; ") + "; stopped and destroyed without a flush")
+    }
+
+    /// `events` written to `p` as one batch, as the host's plugin sinks write
+    /// them (OutputBatch), and the output's answer; nil when the call did not
+    /// answer. What went wrong fails `outcome`, the write told as `what`
+    /// ("write of 1 event"); an answer of TEMPORARY does not: it asks for a retry.
+    private func write(_ events: [Event], host: String, attempt: UInt32, to p: ProbeInstance, _ what: String,
+                       _ outcome: inout CheckOutcome) -> OutputBatch.Answer? {
+        var answer: OutputBatch.Answer?
+        let result = call("write", p) { _ in
+            answer = OutputBatch.write(events, host: host, attempt: attempt) { batch, result, err in
+                descriptor.write(p.handle, batch, result, err)
+            }
+            return answer!.status
+        }
+        guard let answer else {
+            outcome.fail("\(what) \(result.said)")
+            return nil
+        }
+        if answer.status != VIGIL_OK && answer.status != VIGIL_E_TEMPORARY {
+            outcome.fail("\(what) returned \(statusName(answer.status)): \(answer.message)")
+        }
+        return answer
     }
 
     /// An output that called emit: `vigil run` refuses every such event

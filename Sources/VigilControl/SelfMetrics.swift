@@ -26,24 +26,24 @@ package struct SelfMetrics {
         out.sample("vigil_uptime_seconds", [], started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0)
 
         // Per monitor name, with the instances a reload replaced (MonitorFigures).
-        out.family("vigil_events_total", .counter, "Events a monitor emitted that the host accepted.")
-        for f in figures { out.sample("vigil_events_total", ["monitor": f.name], Double(f.emitted)) }
+        /// A counter with a sample per monitor name.
+        func perMonitor(_ family: String, _ help: String, _ value: (MonitorFigures) -> UInt64) {
+            out.family(family, .counter, help)
+            for f in figures { out.sample(family, ["monitor": f.name], Double(value(f))) }
+        }
+        perMonitor("vigil_events_total", "Events a monitor emitted that the host accepted.") { $0.emitted }
         out.family("vigil_events_refused_total", .counter, "Emits the host refused, by reason (the event was malformed or came outside start…stop).")
         for f in figures {
             for (reason, count) in f.refusedBy.sorted(by: { $0.key < $1.key }) {
                 out.sample("vigil_events_refused_total", [("monitor", f.name), ("reason", reason)], Double(count))
             }
         }
-        out.family("vigil_monitor_log_lines_suppressed_total", .counter, "Plugin log lines dropped over the rate limit (100 at once, then 20 a second).")
-        for f in figures { out.sample("vigil_monitor_log_lines_suppressed_total", ["monitor": f.name], Double(f.logSuppressed)) }
-        out.family("vigil_monitor_polls_total", .counter, "Polls of a monitor's plugin.")
-        for f in figures { out.sample("vigil_monitor_polls_total", ["monitor": f.name], Double(f.polls)) }
-        out.family("vigil_monitor_poll_errors_total", .counter, "Polls that returned an error.")
-        for f in figures { out.sample("vigil_monitor_poll_errors_total", ["monitor": f.name], Double(f.pollErrors)) }
-        out.family("vigil_monitor_crashes_total", .counter, "Runner processes of a monitor that ended: crashes, hangs, limits.")
-        for f in figures { out.sample("vigil_monitor_crashes_total", ["monitor": f.name], Double(f.crashes)) }
-        out.family("vigil_monitor_restarts_total", .counter, "Restarts of a monitor by its supervisor.")
-        for f in figures { out.sample("vigil_monitor_restarts_total", ["monitor": f.name], Double(f.restarts)) }
+        perMonitor("vigil_monitor_log_lines_suppressed_total",
+                   "Plugin log lines dropped over the rate limit (100 at once, then 20 a second).") { $0.logSuppressed }
+        perMonitor("vigil_monitor_polls_total", "Polls of a monitor's plugin.") { $0.polls }
+        perMonitor("vigil_monitor_poll_errors_total", "Polls that returned an error.") { $0.pollErrors }
+        perMonitor("vigil_monitor_crashes_total", "Runner processes of a monitor that ended: crashes, hangs, limits.") { $0.crashes }
+        perMonitor("vigil_monitor_restarts_total", "Restarts of a monitor by its supervisor.") { $0.restarts }
         out.family("vigil_monitor_up", .gauge, "1 when the monitor runs, 0 when it is stopped, failed, quarantined or waiting for its source.")
         for instance in current { out.sample("vigil_monitor_up", ["monitor": instance.name], instance.state == .running ? 1 : 0) }
         out.family("vigil_monitor_available", .gauge, "1 when the monitor's source is available.")
@@ -81,32 +81,26 @@ package struct SelfMetrics {
                 out.sample("vigil_sink_events_total", [("sink", name), ("outcome", reason.name)], Double(entry.lost[reason]))
             }
         }
-        out.family("vigil_sink_events_truncated_total", .counter, "Events a sink delivered cut short to fit its transport (counted in written too).")
-        for name in sinkNames {
-            out.sample("vigil_sink_events_truncated_total", ["sink": name], Double(stats[name]?.truncated ?? 0))
+        /// A counter with a sample per sink name that `value` has a figure for.
+        func perSink(_ family: String, _ help: String, _ value: (RunSummary.Sink) -> UInt64?) {
+            out.family(family, .counter, help)
+            for name in sinkNames {
+                if let n = stats[name].flatMap(value) { out.sample(family, ["sink": name], Double(n)) }
+            }
         }
+        perSink("vigil_sink_events_truncated_total",
+                "Events a sink delivered cut short to fit its transport (counted in written too).") { $0.truncated }
         out.family("vigil_sink_transport_events_total", .counter, "What happened to a sink's transport: reconnected, peer_closed, file_reopened, directory_recreated, client_cut.")
         for name in sinkNames {
             for (what, n) in (stats[name]?.transport ?? [:]).sorted(by: { $0.key < $1.key }) {
                 out.sample("vigil_sink_transport_events_total", [("sink", name), ("what", what)], Double(n))
             }
         }
-        out.family("vigil_sink_crashes_total", .counter, "Runner processes of an output plugin's sink that ended: crashes, hangs, limits.")
-        for name in sinkNames {
-            if let crashes = stats[name]?.crashes { out.sample("vigil_sink_crashes_total", ["sink": name], Double(crashes)) }
-        }
-        out.family("vigil_sink_restarts_total", .counter, "New runners of an output plugin's sink started after one ended.")
-        for name in sinkNames {
-            if let restarts = stats[name]?.restarts { out.sample("vigil_sink_restarts_total", ["sink": name], Double(restarts)) }
-        }
-        out.family("vigil_sink_retries_total", .counter, "Writes of an output plugin's sink answered RETRY, in whole or in part.")
-        for name in sinkNames {
-            if let retries = stats[name]?.retries { out.sample("vigil_sink_retries_total", ["sink": name], Double(retries)) }
-        }
-        out.family("vigil_sink_retried_events_total", .counter, "Events an output plugin answered RETRY for, written again.")
-        for name in sinkNames {
-            if let retried = stats[name]?.retriedEvents { out.sample("vigil_sink_retried_events_total", ["sink": name], Double(retried)) }
-        }
+        perSink("vigil_sink_crashes_total",
+                "Runner processes of an output plugin's sink that ended: crashes, hangs, limits.") { $0.crashes }
+        perSink("vigil_sink_restarts_total", "New runners of an output plugin's sink started after one ended.") { $0.restarts }
+        perSink("vigil_sink_retries_total", "Writes of an output plugin's sink answered RETRY, in whole or in part.") { $0.retries }
+        perSink("vigil_sink_retried_events_total", "Events an output plugin answered RETRY for, written again.") { $0.retriedEvents }
         out.family("vigil_sink_failed", .gauge, "1 when an output plugin's sink has failed for good (its events are lost, or kept in its disk buffer), else 0.")
         for runner in live {
             let s = runner.stats

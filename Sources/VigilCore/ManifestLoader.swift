@@ -181,13 +181,8 @@ public struct ManifestLoader {
     // MARK: monitors
 
     private func loadMonitors(_ node: ConfigNode, isolation: (Isolation, SourceLocation)?, _ d: inout Diags) -> [MonitorConfig] {
-        guard case .mapping(let entries, _) = node else {
-            if node.scalar?.isNull == true { return [] }
-            d.error(node.location, "'monitors' must be a mapping of monitor names to settings, not \(node.kindName)")
-            return []
-        }
         var result: [MonitorConfig] = []
-        for entry in entries {
+        for entry in d.entries(of: node, mustBe: "'monitors' must be a mapping of monitor names to settings") {
             let name = entry.key.text
             guard d.checkName(entry.key, what: "monitor") else { continue }
             if name == Manifest.hostMonitorName {
@@ -234,13 +229,8 @@ public struct ManifestLoader {
     // MARK: sinks
 
     private func loadSinks(_ node: ConfigNode, _ d: inout Diags) -> [SinkConfig] {
-        guard case .mapping(let entries, _) = node else {
-            if node.scalar?.isNull == true { return [] }
-            d.error(node.location, "'sinks' must be a mapping of sink names to settings, not \(node.kindName)")
-            return []
-        }
         var result: [SinkConfig] = []
-        for entry in entries {
+        for entry in d.entries(of: node, mustBe: "'sinks' must be a mapping of sink names to settings") {
             let name = entry.key.text
             guard d.checkName(entry.key, what: "sink") else { continue }
             guard case .mapping(let fields, _) = entry.value else {
@@ -478,6 +468,17 @@ package struct Diags {
 
     package mutating func note(_ at: SourceLocation, _ message: String, hint: String? = nil) {
         items.append(Diagnostic(.note, at: at, message, hint: hint))
+    }
+
+    /// The entries of a section that maps names to settings (`monitors:`,
+    /// `rules:`, a monitor's `thresholds:`…): none when it is empty, and
+    /// none, reported as `mustBe` says (with `hint`), when it is not a mapping.
+    package mutating func entries(of section: ConfigNode, mustBe: String, hint: String? = nil) -> [ConfigEntry] {
+        guard case .mapping(let entries, _) = section else {
+            if section.scalar?.isNull != true { error(section.location, "\(mustBe), not \(section.kindName)", hint: hint) }
+            return []
+        }
+        return entries
     }
 
     package mutating func checkName(_ key: ConfigScalar, what: String) -> Bool {

@@ -118,14 +118,9 @@ extension ManifestLoader {
     static let ruleKeys = ["all", "any", "none", "condition", "severity", "for", "exec", "exec_timeout", "exec_min_gap", "exec_on"]
 
     func loadThresholds(_ node: ConfigNode, monitor: String, _ d: inout Diags) -> [ThresholdConfig] {
-        guard case .mapping(let entries, _) = node else {
-            if node.scalar?.isNull == true { return [] }
-            d.error(node.location, "'thresholds' of monitor '\(monitor)' must map field names to levels, not \(node.kindName)",
-                    hint: "thresholds: { usage: { warning: { above: 0.8 } } }")
-            return []
-        }
         var result: [ThresholdConfig] = []
-        for entry in entries {
+        for entry in d.entries(of: node, mustBe: "'thresholds' of monitor '\(monitor)' must map field names to levels",
+                               hint: "thresholds: { usage: { warning: { above: 0.8 } } }") {
             let name = entry.key.text
             guard !name.isEmpty, !name.hasPrefix("."), !name.hasSuffix("."), name.split(separator: ".").count <= 2 else {
                 d.error(entry.key.location, "'\(name)' is not a field: write FIELD or KIND.FIELD")
@@ -214,13 +209,8 @@ extension ManifestLoader {
     }
 
     func loadRules(_ node: ConfigNode, _ d: inout Diags) -> [RuleConfig] {
-        guard case .mapping(let entries, _) = node else {
-            if node.scalar?.isNull == true { return [] }
-            d.error(node.location, "'rules' must map rule names to conditions, not \(node.kindName)")
-            return []
-        }
         var result: [RuleConfig] = []
-        for entry in entries {
+        for entry in d.entries(of: node, mustBe: "'rules' must map rule names to conditions") {
             let name = entry.key.text
             guard d.checkName(entry.key, what: "rule") else { continue }
             guard case .mapping(let fields, _) = entry.value else {

@@ -168,6 +168,9 @@ package final class PluginLogGate: Sendable {
 }
 
 extension Severity {
+    /// The swift-log level a line or an event of this severity is logged at:
+    /// a plugin's lines here, the log sink's events, and the level the host's
+    /// own log is set to.
     package var logLevel: Logger.Level {
         switch self {
         case .debug: .debug

@@ -62,7 +62,7 @@ public struct VigilLogHandler: LogHandler {
             VigilLogHandler.appendTime(realtimeNanoseconds(), to: &line)
             line.append(UInt8(ascii: " "))
         }
-        line.append(contentsOf: VigilLogHandler.levelName(event.level).utf8)
+        line.append(contentsOf: event.level.rawValue.utf8)  // swift-log names its levels: "trace" … "critical"
         if showLabel {
             line.append(contentsOf: " [".utf8)
             appendShownText(label, to: &line)
@@ -105,18 +105,6 @@ public struct VigilLogHandler: LogHandler {
             while keep > 0 && bytes[keep] & 0xC0 == 0x80 { keep -= 1 }
             appendShownText(UnsafeBufferPointer(rebasing: bytes[..<keep]), to: &out)
             out.append(contentsOf: "… [cut \(bytes.count - keep) bytes]".utf8)
-        }
-    }
-
-    static func levelName(_ level: Logger.Level) -> String {
-        switch level {
-        case .trace: "trace"
-        case .debug: "debug"
-        case .info: "info"
-        case .notice: "notice"
-        case .warning: "warning"
-        case .error: "error"
-        case .critical: "critical"
         }
     }
 

@@ -202,7 +202,7 @@ struct Run: AsyncParsableCommand {
         let (loaded, diagnostics) = ManifestFile.load(manifest)
         // --once prints events on stdout; the host says only what went wrong on stderr.
         let level = logLevel.flatMap(Severity.init(name:)) ?? (once ? .warning : nil) ?? loaded?.logLevel ?? .info
-        HostLogging.bootstrap(level: level.hostLogLevel)
+        HostLogging.bootstrap(level: level.logLevel)
         let logger = Logger(label: "vigil")
         // Before any child is started: takes NOTIFY_SOCKET and WATCHDOG_* out of the environment.
         SystemdNotifier.shared.adoptEnvironment(logger: logger)
@@ -310,19 +310,6 @@ extension Run {
                                                                     allowUnsafe: plugins.allowUnsafe(manifest),
                                                                     decisions: &decisions, reuse: { reuse($0, manifest) })
             return .ready(manifest, resolution, warnings: diagnostics)
-        }
-    }
-}
-
-extension Severity {
-    var hostLogLevel: Logger.Level {
-        switch self {
-        case .debug: .debug
-        case .info: .info
-        case .notice: .notice
-        case .warning: .warning
-        case .error: .error
-        case .critical: .critical
         }
     }
 }
