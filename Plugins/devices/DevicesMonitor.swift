@@ -142,7 +142,7 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
                 context.log(.warning, "\(why): polling \(root)\(Self.usbDir) every interval instead")
             }
         }
-        let hasBus = Self.isDirectory(root + Self.usbDir)
+        let hasBus = FSRoot.isDirectory(root + Self.usbDir)
         guard hasBus || source != .polling else {
             throw .unavailable("no \(root)\(Self.usbDir) and no uevent source (\(why))")
         }
@@ -185,12 +185,12 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
     }
 
     func poll() throws(MonitorError) {
-        if usbBusMissing, Self.isDirectory(root + Self.usbDir) {
+        if usbBusMissing, FSRoot.isDirectory(root + Self.usbDir) {
             usbBusMissing = false
             context.setAvailability(true)
         }
         guard source == .polling else { return }
-        guard Self.isDirectory(root + Self.usbDir) else { throw .unavailable("\(root)\(Self.usbDir) does not exist") }
+        guard FSRoot.isDirectory(root + Self.usbDir) else { throw .unavailable("\(root)\(Self.usbDir) does not exist") }
         diff()
     }
 
@@ -222,7 +222,7 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         let dir = root + Self.usbDir
         let rootReal = Self.realPath(root.isEmpty ? "/" : root) ?? root
         var devices: [USBDevice] = []
-        for name in Self.list(dir) where !name.hasPrefix(".") {
+        for name in FSRoot.listDirectory(dir) ?? [] where !name.hasPrefix(".") {
             let full = dir + "/" + name
             var devpath = Self.usbDir + "/" + name
             if let real = Self.realPath(full) {
@@ -320,35 +320,14 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
             }
             total += n
         }
-        var text = Substring(String(decoding: buffer[0..<total], as: UTF8.self))
-        while let c = text.last, c.isWhitespace { text = text.dropLast() }
-        while let c = text.first, c.isWhitespace { text = text.dropFirst() }
-        return text.isEmpty ? nil : String(text)
-    }
-
-    static func isDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
+        let text = FSRoot.trimmed(String(decoding: buffer[0..<total], as: UTF8.self))
+        return text.isEmpty ? nil : text
     }
 
     static func realPath(_ path: String) -> String? {
         guard let p = realpath(path, nil) else { return nil }
         defer { free(p) }
         return String(cString: p)
-    }
-
-    /// The names in a directory, sorted; empty when it cannot be opened.
-    static func list(_ path: String) -> [String] {
-        guard let dir = opendir(path) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
     }
 }
 

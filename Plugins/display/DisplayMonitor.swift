@@ -107,37 +107,37 @@ final class DisplayMonitor: PolledMonitor {
 
     func poll() throws(MonitorError) {
         let backlights = backlightNames()
-        for name in backlights {
-            do {
-                context.emit("backlight", fields: try backlight(name))
-                if !knownBacklights.contains(name) { knownBacklights.append(name) }
-            } catch {
-                context.log(.debug, "skipping backlight \(name) this poll: \(error)")
-            }
-        }
-        for gone in knownBacklights where !backlights.contains(gone) {
+        for gone in emitEach("backlight", backlights, known: &knownBacklights, read: backlight) {
             context.log(.info, "backlight \(gone) went away")
             context.forget("backlight", key: [.string(gone)])
         }
-        knownBacklights.removeAll { !backlights.contains($0) }
 
         let connectors = connectorNames()
-        for name in connectors {
-            do {
-                context.emit("connector", fields: try connector(name))
-                if !knownConnectors.contains(name) { knownConnectors.append(name) }
-            } catch {
-                context.log(.debug, "skipping connector \(name) this poll: \(error)")
-            }
-        }
-        for gone in knownConnectors where !connectors.contains(gone) {
+        for gone in emitEach("connector", connectors, known: &knownConnectors, read: connector) {
             context.emit("connector", fields: [("connector", .string(gone)), ("type", .string(Self.connectorType(gone))),
                                                ("connected", .bool(false)), ("status", .string("removed"))])
             context.forget("connector", key: [.string(gone)])
         }
-        knownConnectors.removeAll { !connectors.contains($0) }
 
         if backlights.isEmpty && connectors.isEmpty { throw nothing }
+    }
+
+    /// Emits a `kind` event for each of `names` (a device that does not read
+    /// is skipped this poll, said at debug) and adds it to `known`; returns
+    /// the known devices no longer listed, taken out of `known`.
+    private func emitEach(_ kind: String, _ names: [String], known: inout [String],
+                          read: (String) throws(ProbeError) -> [(String, Value)]) -> [String] {
+        for name in names {
+            do {
+                context.emit(kind, fields: try read(name))
+                if !known.contains(name) { known.append(name) }
+            } catch {
+                context.log(.debug, "skipping \(kind) \(name) this poll: \(error)")
+            }
+        }
+        let gone = known.filter { !names.contains($0) }
+        known.removeAll { !names.contains($0) }
+        return gone
     }
 
     // MARK: backlights

@@ -1,4 +1,5 @@
 import Glibc
+import LinuxProbes
 import Synchronization
 import VigilKit
 
@@ -90,14 +91,14 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
         var watched = 0
         for path in options.paths {
             let full = resolve(path)
-            if isDirectory(full), !hasGlob(path) {
+            if FSRoot.isDirectory(full), !hasGlob(path) {
                 watched += addWatch(full, patterns: nil) ? 1 : 0
                 if options.recursive { addSubdirectories(of: full) }
                 snapshot(full)
             } else {
                 let directory = Self.parent(full), name = Self.lastComponent(full)
                 watched += addWatch(directory, patterns: [name]) ? 1 : 0
-                for entry in entries(of: directory) where fnmatch(name, entry, 0) == 0 { snapshot(directory + "/" + entry) }
+                for entry in FSRoot.listDirectory(directory) ?? [] where fnmatch(name, entry, 0) == 0 { snapshot(directory + "/" + entry) }
             }
         }
         guard watched > 0 else {
@@ -151,9 +152,9 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
     }
 
     private func addSubdirectories(of directory: String) {
-        for entry in entries(of: directory) {
+        for entry in FSRoot.listDirectory(directory) ?? [] {
             let path = directory + "/" + entry
-            if isDirectory(path) {
+            if FSRoot.isDirectory(path) {
                 addWatch(path, patterns: nil)
                 addSubdirectories(of: path)
             }
@@ -298,24 +299,6 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
     }
 
     private func hasGlob(_ path: String) -> Bool { Self.lastComponent(path).contains { "*?[".contains($0) } }
-
-    private func isDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
-    }
-
-    private func entries(of directory: String) -> [String] {
-        guard let d = opendir(directory) else { return [] }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
 
     static func parent(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }

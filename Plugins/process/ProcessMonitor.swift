@@ -185,7 +185,7 @@ final class ProcessMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
         firstPoll = true
         wasRunning = false
         seenLastPoll = []
-        guard isDirectory(root.root) else { throw .unavailable("\(root.root) does not exist or is not a directory") }
+        guard FSRoot.isDirectory(root.root) else { throw .unavailable("\(root.root) does not exist or is not a directory") }
 
         usePidfd = false
         if let why = pidfdUnusable() {
@@ -244,7 +244,7 @@ final class ProcessMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
     // MARK: polling
 
     func poll() throws(MonitorError) {
-        guard isDirectory(root.root) else { throw .unavailable("\(root.root) does not exist or is not a directory") }
+        guard FSRoot.isDirectory(root.root) else { throw .unavailable("\(root.root) does not exist or is not a directory") }
         let now = context.now()
         let (matches, reason) = findMatches()
         var chosen = matches
@@ -530,11 +530,6 @@ final class ProcessMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
     }()
 
     // MARK: text
-
-    private func isDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
-    }
 
     static func trimmed(_ text: String) -> String { FSRoot.trimmed(text) }
 

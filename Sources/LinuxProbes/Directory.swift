@@ -22,6 +22,12 @@ extension FSRoot {
         return names.sorted()
     }
 
+    /// Whether `absolutePath` is a directory (or a symlink to one).
+    public static func isDirectory(_ absolutePath: String) -> Bool {
+        var st = stat()
+        return stat(absolutePath, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
+    }
+
     /// A sysfs attribute's text without the surrounding whitespace (the
     /// kernel ends each with a newline).
     public static func trimmed(_ text: String) -> String {
