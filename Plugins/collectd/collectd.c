@@ -281,6 +281,18 @@ static vigil_field str_field(const char *name, const char *value) {
     return f;
 }
 
+/* An unsigned number as an int; past INT64_MAX as a double rather than wrapped. */
+static vigil_value unsigned_value(uint64_t u) {
+    vigil_value out = {.type = VIGIL_TYPE_INT};
+    if (u <= (uint64_t)INT64_MAX) {
+        out.as.i64 = (int64_t)u;
+    } else {
+        out.type = VIGIL_TYPE_DOUBLE;
+        out.as.f64 = (double)u;
+    }
+    return out;
+}
+
 static vigil_value number_value(int ds_type, value_t v) {
     vigil_value out = {.type = VIGIL_TYPE_INT};
     switch (ds_type) {
@@ -289,18 +301,8 @@ static vigil_value number_value(int ds_type, value_t v) {
         out.as.f64 = v.gauge;
         break;
     case DS_TYPE_DERIVE: out.as.i64 = v.derive; break;
-    case DS_TYPE_COUNTER:
-    case DS_TYPE_ABSOLUTE: {
-        uint64_t u = ds_type == DS_TYPE_COUNTER ? (uint64_t)v.counter : v.absolute;
-        /* Past INT64_MAX a counter is given as a double rather than wrapped. */
-        if (u <= (uint64_t)INT64_MAX) {
-            out.as.i64 = (int64_t)u;
-        } else {
-            out.type = VIGIL_TYPE_DOUBLE;
-            out.as.f64 = (double)u;
-        }
-        break;
-    }
+    case DS_TYPE_COUNTER: return unsigned_value((uint64_t)v.counter);
+    case DS_TYPE_ABSOLUTE: return unsigned_value(v.absolute);
     default:
         out.type = VIGIL_TYPE_DOUBLE;
         out.as.f64 = NAN;
@@ -317,11 +319,21 @@ static int taken_name(const char *name) {
     return 0;
 }
 
+enum { IDENTIFIER_FIELDS = 5 };
+
+/* collectd's identifier as an event's first fields, named as the first of
+ * notification_names; returns how many (IDENTIFIER_FIELDS). */
+static size_t identifier_fields(vigil_field *fields, const char *host, const char *plugin, const char *plugin_instance,
+                                const char *type, const char *type_instance) {
+    const char *values[IDENTIFIER_FIELDS] = {host, plugin, plugin_instance, type, type_instance};
+    for (size_t i = 0; i < IDENTIFIER_FIELDS; i++) fields[i] = str_field(notification_names[i], values[i]);
+    return IDENTIFIER_FIELDS;
+}
+
 static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl, const gauge_t *rates) {
     compat *c = ctx;
-    enum { FIXED = 5 };
-    size_t max = FIXED + 2 * ds->ds_num;
-    vigil_field stack_fields[FIXED + 2 * 16];
+    size_t max = IDENTIFIER_FIELDS + 2 * ds->ds_num;
+    vigil_field stack_fields[IDENTIFIER_FIELDS + 2 * 16];
     char stack_names[16][DATA_MAX_NAME_LEN + 5];
     vigil_field *fields = max <= sizeof stack_fields / sizeof stack_fields[0] ? stack_fields
                                                                               : calloc(max, sizeof *fields);
@@ -331,12 +343,7 @@ static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl,
     char(*source_names)[DATA_MAX_NAME_LEN + 4] = ds->ds_num <= 16 ? stack_sources
                                                                   : calloc(ds->ds_num, sizeof *source_names);
     if (fields == NULL || rate_names == NULL || source_names == NULL) goto done;
-    size_t n = 0;
-    fields[n++] = str_field("host", vl->host);
-    fields[n++] = str_field("plugin", vl->plugin);
-    fields[n++] = str_field("plugin_instance", vl->plugin_instance);
-    fields[n++] = str_field("type", vl->type);
-    fields[n++] = str_field("type_instance", vl->type_instance);
+    size_t n = identifier_fields(fields, vl->host, vl->plugin, vl->plugin_instance, vl->type, vl->type_instance);
     for (size_t i = 0; i < ds->ds_num; i++) {
         const data_source_t *source = &ds->ds[i];
         /* A source named like an identity field (a types.db of one's own)
@@ -370,14 +377,9 @@ done:
 
 static void sink_notification(void *ctx, const notification_t *n) {
     compat *c = ctx;
-    vigil_field fields[6 + MAX_META];
+    vigil_field fields[IDENTIFIER_FIELDS + 1 + MAX_META];
     char renamed[MAX_META][DATA_MAX_NAME_LEN + 8];
-    size_t count = 0;
-    fields[count++] = str_field("host", n->host);
-    fields[count++] = str_field("plugin", n->plugin);
-    fields[count++] = str_field("plugin_instance", n->plugin_instance);
-    fields[count++] = str_field("type", n->type);
-    fields[count++] = str_field("type_instance", n->type_instance);
+    size_t count = identifier_fields(fields, n->host, n->plugin, n->plugin_instance, n->type, n->type_instance);
     fields[count++] = str_field("message", n->message);
     size_t metas = 0;
     for (const notification_meta_t *m = n->meta; m != NULL && metas < MAX_META; m = m->next, metas++) {
@@ -397,15 +399,7 @@ static void sink_notification(void *ctx, const notification_t *n) {
             f->value.type = VIGIL_TYPE_INT;
             f->value.as.i64 = m->nm_value.nm_signed_int;
             break;
-        case NM_TYPE_UNSIGNED_INT:
-            if (m->nm_value.nm_unsigned_int <= (uint64_t)INT64_MAX) {
-                f->value.type = VIGIL_TYPE_INT;
-                f->value.as.i64 = (int64_t)m->nm_value.nm_unsigned_int;
-            } else {
-                f->value.type = VIGIL_TYPE_DOUBLE;
-                f->value.as.f64 = (double)m->nm_value.nm_unsigned_int;
-            }
-            break;
+        case NM_TYPE_UNSIGNED_INT: f->value = unsigned_value(m->nm_value.nm_unsigned_int); break;
         case NM_TYPE_DOUBLE:
             f->value.type = VIGIL_TYPE_DOUBLE;
             f->value.as.f64 = m->nm_value.nm_double;

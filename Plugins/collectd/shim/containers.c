@@ -455,9 +455,11 @@ static vcd_md_entry *md_entry_new(const char *key, int type, const char *string)
   return e;
 }
 
-static vcd_md_entry *md_entry_clone(const vcd_md_entry *orig) {
+/* A new entry for `key` with the type and value of `orig`; a string is
+ * copied. */
+static vcd_md_entry *md_entry_clone(const char *key, const vcd_md_entry *orig) {
   vcd_md_entry *e =
-      md_entry_new(orig->key, orig->type, orig->type == MD_TYPE_STRING ? orig->value.mv_string : NULL);
+      md_entry_new(key, orig->type, orig->type == MD_TYPE_STRING ? orig->value.mv_string : NULL);
   if (e != NULL && orig->type != MD_TYPE_STRING)
     e->value = orig->value;
   return e;
@@ -499,7 +501,7 @@ static bool md_clone_entries(meta_data_t *md, vcd_md_entry **out) {
   bool ok = true;
   pthread_mutex_lock(&md->lock);
   for (const vcd_md_entry *e = md->head; e != NULL && ok; e = e->next) {
-    *tail = md_entry_clone(e);
+    *tail = md_entry_clone(e->key, e);
     ok = (*tail != NULL);
     if (ok)
       tail = &(*tail)->next;
@@ -637,40 +639,32 @@ int meta_data_add_string(meta_data_t *md, const char *key, const char *value) {
   return md_insert(md, md_entry_new(key, MD_TYPE_STRING, value));
 }
 
-int meta_data_add_signed_int(meta_data_t *md, const char *key, int64_t value) {
+/* Adds the type and value of `value` under `key`, in place of an entry
+ * with that key. */
+static int md_add(meta_data_t *md, const char *key, const vcd_md_entry *value) {
   if (md == NULL || key == NULL)
     return -EINVAL;
-  vcd_md_entry *e = md_entry_new(key, MD_TYPE_SIGNED_INT, NULL);
-  if (e != NULL)
-    e->value.mv_signed_int = value;
-  return md_insert(md, e);
+  return md_insert(md, md_entry_clone(key, value));
+}
+
+int meta_data_add_signed_int(meta_data_t *md, const char *key, int64_t value) {
+  vcd_md_entry e = {.type = MD_TYPE_SIGNED_INT, .value.mv_signed_int = value};
+  return md_add(md, key, &e);
 }
 
 int meta_data_add_unsigned_int(meta_data_t *md, const char *key, uint64_t value) {
-  if (md == NULL || key == NULL)
-    return -EINVAL;
-  vcd_md_entry *e = md_entry_new(key, MD_TYPE_UNSIGNED_INT, NULL);
-  if (e != NULL)
-    e->value.mv_unsigned_int = value;
-  return md_insert(md, e);
+  vcd_md_entry e = {.type = MD_TYPE_UNSIGNED_INT, .value.mv_unsigned_int = value};
+  return md_add(md, key, &e);
 }
 
 int meta_data_add_double(meta_data_t *md, const char *key, double value) {
-  if (md == NULL || key == NULL)
-    return -EINVAL;
-  vcd_md_entry *e = md_entry_new(key, MD_TYPE_DOUBLE, NULL);
-  if (e != NULL)
-    e->value.mv_double = value;
-  return md_insert(md, e);
+  vcd_md_entry e = {.type = MD_TYPE_DOUBLE, .value.mv_double = value};
+  return md_add(md, key, &e);
 }
 
 int meta_data_add_boolean(meta_data_t *md, const char *key, bool value) {
-  if (md == NULL || key == NULL)
-    return -EINVAL;
-  vcd_md_entry *e = md_entry_new(key, MD_TYPE_BOOLEAN, NULL);
-  if (e != NULL)
-    e->value.mv_boolean = value;
-  return md_insert(md, e);
+  vcd_md_entry e = {.type = MD_TYPE_BOOLEAN, .value.mv_boolean = value};
+  return md_add(md, key, &e);
 }
 
 /* Copies the value of `key` into `out` if it has `type`. 0, -ENOENT when

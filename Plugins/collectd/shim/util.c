@@ -1191,73 +1191,50 @@ static int vcd_meta_append(notification_t *n, notification_meta_t *m) {
   return 0;
 }
 
-int plugin_notification_meta_add_string(notification_t *n, const char *name, const char *value) {
-  if (n == NULL || name == NULL || value == NULL)
+/* Appends to n's list an entry named `name` with the type and value of
+ * `value` (a string copied). */
+static int vcd_meta_add(notification_t *n, const char *name, const notification_meta_t *value) {
+  if (n == NULL || name == NULL || (unsigned)value->type > NM_TYPE_BOOLEAN ||
+      (value->type == NM_TYPE_STRING && value->nm_value.nm_string == NULL))
     return -1;
-  notification_meta_t *m = vcd_meta_new(name, NM_TYPE_STRING);
+  notification_meta_t *m = vcd_meta_new(name, value->type);
   if (m == NULL)
     return -1;
-  m->nm_value.nm_string = strdup(value);
-  if (m->nm_value.nm_string == NULL) {
-    free(m);
-    return -1;
+  m->nm_value = value->nm_value;
+  if (m->type == NM_TYPE_STRING) {
+    m->nm_value.nm_string = strdup(value->nm_value.nm_string);
+    if (m->nm_value.nm_string == NULL) {
+      free(m);
+      return -1;
+    }
   }
   return vcd_meta_append(n, m);
 }
 
+int plugin_notification_meta_add_string(notification_t *n, const char *name, const char *value) {
+  notification_meta_t m = {.type = NM_TYPE_STRING, .nm_value.nm_string = value};
+  return vcd_meta_add(n, name, &m);
+}
+
 int plugin_notification_meta_add_signed_int(notification_t *n, const char *name, int64_t value) {
-  if (n == NULL || name == NULL)
-    return -1;
-  notification_meta_t *m = vcd_meta_new(name, NM_TYPE_SIGNED_INT);
-  if (m != NULL)
-    m->nm_value.nm_signed_int = value;
-  return vcd_meta_append(n, m);
+  notification_meta_t m = {.type = NM_TYPE_SIGNED_INT, .nm_value.nm_signed_int = value};
+  return vcd_meta_add(n, name, &m);
 }
 
 int plugin_notification_meta_add_unsigned_int(notification_t *n, const char *name,
                                               uint64_t value) {
-  if (n == NULL || name == NULL)
-    return -1;
-  notification_meta_t *m = vcd_meta_new(name, NM_TYPE_UNSIGNED_INT);
-  if (m != NULL)
-    m->nm_value.nm_unsigned_int = value;
-  return vcd_meta_append(n, m);
+  notification_meta_t m = {.type = NM_TYPE_UNSIGNED_INT, .nm_value.nm_unsigned_int = value};
+  return vcd_meta_add(n, name, &m);
 }
 
 int plugin_notification_meta_add_double(notification_t *n, const char *name, double value) {
-  if (n == NULL || name == NULL)
-    return -1;
-  notification_meta_t *m = vcd_meta_new(name, NM_TYPE_DOUBLE);
-  if (m != NULL)
-    m->nm_value.nm_double = value;
-  return vcd_meta_append(n, m);
+  notification_meta_t m = {.type = NM_TYPE_DOUBLE, .nm_value.nm_double = value};
+  return vcd_meta_add(n, name, &m);
 }
 
 int plugin_notification_meta_add_boolean(notification_t *n, const char *name, bool value) {
-  if (n == NULL || name == NULL)
-    return -1;
-  notification_meta_t *m = vcd_meta_new(name, NM_TYPE_BOOLEAN);
-  if (m != NULL)
-    m->nm_value.nm_boolean = value;
-  return vcd_meta_append(n, m);
-}
-
-/* Appends a copy of the single entry `m` to dst's list. */
-static int vcd_meta_copy_one(notification_t *dst, const notification_meta_t *m) {
-  switch (m->type) {
-  case NM_TYPE_STRING:
-    return plugin_notification_meta_add_string(dst, m->name, m->nm_value.nm_string);
-  case NM_TYPE_SIGNED_INT:
-    return plugin_notification_meta_add_signed_int(dst, m->name, m->nm_value.nm_signed_int);
-  case NM_TYPE_UNSIGNED_INT:
-    return plugin_notification_meta_add_unsigned_int(dst, m->name, m->nm_value.nm_unsigned_int);
-  case NM_TYPE_DOUBLE:
-    return plugin_notification_meta_add_double(dst, m->name, m->nm_value.nm_double);
-  case NM_TYPE_BOOLEAN:
-    return plugin_notification_meta_add_boolean(dst, m->name, m->nm_value.nm_boolean);
-  default:
-    return -1;
-  }
+  notification_meta_t m = {.type = NM_TYPE_BOOLEAN, .nm_value.nm_boolean = value};
+  return vcd_meta_add(n, name, &m);
 }
 
 int plugin_notification_meta_copy(notification_t *dst, const notification_t *src) {
@@ -1268,7 +1245,7 @@ int plugin_notification_meta_copy(notification_t *dst, const notification_t *src
     return -1;
   int status = 0;
   for (const notification_meta_t *m = src->meta; m != NULL; m = m->next)
-    if (vcd_meta_copy_one(dst, m) != 0)
+    if (vcd_meta_add(dst, m->name, m) != 0)
       status = -1;
   return status;
 }
