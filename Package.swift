@@ -75,8 +75,11 @@ let package = Package(
     targets: [
         // The plugin contract: one C header, nothing else.
         .target(name: "CVigilPlugin"),
+        // The one JSON reader, strict, for the SDK's options of type json and
+        // the host's JSON Lines. It depends on nothing: every Swift plugin carries it.
+        .target(name: "VigilJSON"),
         // Pure Swift, no I/O: events, manifest model and validation, routing, encoding.
-        .target(name: "VigilCore", dependencies: [.product(name: "Yams", package: "Yams")]),
+        .target(name: "VigilCore", dependencies: ["VigilJSON", .product(name: "Yams", package: "Yams")]),
         // The ABI boundary, once: the host table, the event decoder, the
         // loader and negotiation, call helpers, the lock. The runtime, the
         // checker, the test kit and the probe all go through it.
@@ -141,7 +144,7 @@ let package = Package(
         // child process (the checker, its host side and its report).
         .target(name: "VigilConformance", dependencies: ["CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation"]),
         // The Swift SDK for plugin authors.
-        .target(name: "VigilKit", dependencies: ["CVigilPlugin"]),
+        .target(name: "VigilKit", dependencies: ["CVigilPlugin", "VigilJSON"]),
         // A test host for plugin authors: runs a monitor type or a built .so
         // with options, an injected clock, and collected events.
         .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilABI", "VigilCore", "CVigilPlugin"]),
@@ -157,6 +160,7 @@ let package = Package(
         ]),
         // The manifest tests read sinks with the host's sink types (SinkTypes.standard).
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilSinks"]),
+        .testTarget(name: "VigilJSONTests", dependencies: ["VigilJSON"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
         .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
     ] + plugins.map(\.1)

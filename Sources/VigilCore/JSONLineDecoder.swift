@@ -1,14 +1,21 @@
+internal import VigilJSON
+
 /// Reads back one line of Vigil's JSON Lines into an `Event` and its host
 /// name, keeping field types exact (an integer stays `.int`, `1.0` is
 /// `.double`, `null` — a NaN or infinity on the way out — reads as `.double(.nan)`).
-/// Used by `vigil tail` and by tests; strict: anything that is not valid JSON
-/// of the event schema is an error.
+/// Used by `vigil tail`, the disk buffer and tests; strict: anything that is
+/// not valid JSON (read by `JSONReader`, as the SDK reads options) of the
+/// event schema is an error.
 public struct JSONLineDecoder: Sendable {
     public struct DecodingError: Error, Sendable, CustomStringConvertible {
         public var offset: Int
         public var reason: String
         public var description: String { "invalid event JSON at byte \(offset): \(reason)" }
     }
+
+    /// An event is three deep; a line from a socket or a disk buffer nested
+    /// deeper than this is refused, so it cannot take the stack.
+    private static let maxDepth = 32
 
     public init() {}
 
@@ -17,17 +24,21 @@ public struct JSONLineDecoder: Sendable {
     }
 
     public func decode(_ bytes: [UInt8]) throws(DecodingError) -> (host: String, event: Event) {
-        var p = Parser(bytes: bytes)
-        let value = try p.parseValue()
-        p.skipSpace()
-        guard p.i == bytes.count else { throw DecodingError(offset: p.i, reason: "trailing characters") }
+        let value: JSONNode
+        do throws(JSONReadError) {
+            // An unpaired surrogate escape reads as U+FFFD: Vigil never writes
+            // one, but a line another program wrote may hold one and be JSON.
+            value = try JSONReader.read(bytes, maxDepth: Self.maxDepth, replacingUnpairedSurrogates: true)
+        } catch {
+            throw DecodingError(offset: error.offset, reason: Self.reason(error))
+        }
         guard case .object(let members) = value else { throw DecodingError(offset: 0, reason: "not an object") }
-        func member(_ name: String) -> JSON? { members.first { $0.0 == name }?.1 }
+        func member(_ name: String) -> JSONNode? { members.first { $0.key == name }?.value }
         func string(_ name: String) throws(DecodingError) -> String {
             guard case .string(let s)? = member(name) else { throw DecodingError(offset: 0, reason: "missing string '\(name)'") }
             return s
         }
-        guard case .number(let seqText, _)? = member("seq"), let seq = UInt64(seqText) else {
+        guard case .number(let seqNumber)? = member("seq"), let seq = UInt64(seqNumber.text) else {
             throw DecodingError(offset: 0, reason: "missing integer 'seq'")
         }
         let timeText = try string("time")
@@ -41,16 +52,35 @@ public struct JSONLineDecoder: Sendable {
             case .string(let s): fields.append(Field(name, .string(s)))
             case .bool(let b): fields.append(Field(name, .bool(b)))
             case .null: fields.append(Field(name, .double(.nan)))
-            case .number(let text, let integral):
-                if integral, let i = Int64(text) { fields.append(Field(name, .int(i))) }
-                else if let d = Double(text) { fields.append(Field(name, .double(d))) }
-                else { throw DecodingError(offset: 0, reason: "bad number '\(text)' in field '\(name)'") }
+            case .number(let n): fields.append(Field(name, n.int64.map { .int($0) } ?? .double(n.double)))
             default: throw DecodingError(offset: 0, reason: "field '\(name)' is not a scalar")
             }
         }
         let event = Event(time: time, monitor: try string("monitor"), plugin: try string("plugin"), kind: try string("kind"),
                           severity: severity, seq: seq, fields: fields)
         return (try string("host"), event)
+    }
+
+    /// The reader's error in this decoder's words.
+    private static func reason(_ error: JSONReadError) -> String {
+        switch error.code {
+        case .unexpectedEnd: "unexpected end"
+        case .unterminatedString: "unterminated string"
+        case .unterminatedArray: "unterminated array"
+        case .unterminatedObject: "unterminated object"
+        case .controlCharacter: "unescaped control character"
+        case .badEscape: "bad escape"
+        case .badUnicodeEscape: "bad \\u escape"
+        case .keyExpected: "expected a key"
+        case .colonExpected: "expected ':'"
+        case .arraySeparatorExpected: "expected ',' or ']'"
+        case .objectSeparatorExpected: "expected ',' or '}'"
+        case .duplicateKey: "duplicate key \(error.found)"
+        case .tooDeep: "nested deeper than \(maxDepth) levels"
+        case .trailingCharacters: "trailing characters"
+        case .valueExpected, .badLiteral, .badNumber, .numberOutOfRange, .unpairedSurrogate:
+            "unexpected \(error.found), expected \(error.expected)"
+        }
     }
 
     /// Nanoseconds since the epoch of `YYYY-MM-DDTHH:MM:SS[.fraction]Z`.
@@ -94,168 +124,5 @@ public struct JSONLineDecoder: Sendable {
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         let (total, overflow2) = scaled.addingReportingOverflow(nanos)
         return overflow || overflow2 ? nil : total
-    }
-}
-
-indirect enum JSON {
-    case object([(String, JSON)])
-    case array([JSON])
-    case string(String)
-    /// The number's text, and whether it has no fraction or exponent.
-    case number(String, Bool)
-    case bool(Bool)
-    case null
-}
-
-private struct Parser {
-    let bytes: [UInt8]
-    var i = 0
-    /// Objects and arrays open now. An event is three deep; a line from a
-    /// socket or a disk buffer nested deeper than `maxDepth` is refused, so
-    /// it cannot take the stack (each level is a call).
-    var depth = 0
-    static let maxDepth = 32
-
-    init(bytes: [UInt8]) { self.bytes = bytes }
-
-    mutating func skipSpace() {
-        while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
-    }
-
-    func fail(_ reason: String) -> JSONLineDecoder.DecodingError { .init(offset: i, reason: reason) }
-
-    mutating func parseValue() throws(JSONLineDecoder.DecodingError) -> JSON {
-        skipSpace()
-        guard i < bytes.count else { throw fail("unexpected end") }
-        switch bytes[i] {
-        case UInt8(ascii: "{"), UInt8(ascii: "["):
-            depth += 1
-            defer { depth -= 1 }
-            guard depth <= Self.maxDepth else { throw fail("nested deeper than \(Self.maxDepth) levels") }
-            return bytes[i] == UInt8(ascii: "{") ? try parseObject() : try parseArray()
-        case UInt8(ascii: "\""):
-            return .string(try parseString())
-        case UInt8(ascii: "t"): return try literal("true", .bool(true))
-        case UInt8(ascii: "f"): return try literal("false", .bool(false))
-        case UInt8(ascii: "n"): return try literal("null", .null)
-        default:
-            return try parseNumber()
-        }
-    }
-
-    mutating func parseObject() throws(JSONLineDecoder.DecodingError) -> JSON {
-        do {
-            i += 1
-            var members: [(String, JSON)] = []
-            skipSpace()
-            if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
-            while true {
-                skipSpace()
-                guard case .string(let key) = try parseValue() else { throw fail("expected a key") }
-                skipSpace()
-                guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-                i += 1
-                members.append((key, try parseValue()))
-                skipSpace()
-                guard i < bytes.count else { throw fail("unterminated object") }
-                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
-                throw fail("expected ',' or '}'")
-            }
-        }
-    }
-
-    mutating func parseArray() throws(JSONLineDecoder.DecodingError) -> JSON {
-        do {
-            i += 1
-            var items: [JSON] = []
-            skipSpace()
-            if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
-            while true {
-                items.append(try parseValue())
-                skipSpace()
-                guard i < bytes.count else { throw fail("unterminated array") }
-                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
-                throw fail("expected ',' or ']'")
-            }
-        }
-    }
-
-    mutating func parseNumber() throws(JSONLineDecoder.DecodingError) -> JSON {
-        do {
-            let start = i
-            var integral = true
-            if bytes[i] == UInt8(ascii: "-") { i += 1 }
-            while i < bytes.count {
-                let c = bytes[i]
-                if c >= 48 && c <= 57 { i += 1; continue }
-                if c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
-                    integral = false
-                    i += 1
-                    continue
-                }
-                break
-            }
-            let text = String(decoding: bytes[start..<i], as: UTF8.self)
-            guard i > start, text != "-", Double(text) != nil else { throw fail("unexpected character") }
-            return .number(text, integral)
-        }
-    }
-
-    mutating func literal(_ word: String, _ value: JSON) throws(JSONLineDecoder.DecodingError) -> JSON {
-        let w = Array(word.utf8)
-        guard i + w.count <= bytes.count, Array(bytes[i..<(i + w.count)]) == w else { throw fail("unexpected literal") }
-        i += w.count
-        return value
-    }
-
-    mutating func parseString() throws(JSONLineDecoder.DecodingError) -> String {
-        i += 1
-        var out: [UInt8] = []
-        while i < bytes.count {
-            let c = bytes[i]
-            if c == UInt8(ascii: "\"") { i += 1; return String(decoding: out, as: UTF8.self) }
-            if c < 0x20 { throw fail("unescaped control character") }
-            if c != UInt8(ascii: "\\") { out.append(c); i += 1; continue }
-            i += 1
-            guard i < bytes.count else { break }
-            let e = bytes[i]
-            i += 1
-            switch e {
-            case UInt8(ascii: "\""): out.append(0x22)
-            case UInt8(ascii: "\\"): out.append(0x5C)
-            case UInt8(ascii: "/"): out.append(0x2F)
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                var code = try hex4()
-                if code >= 0xD800 && code < 0xDC00, i + 6 <= bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") {
-                    let next = i
-                    i += 2
-                    let low = try hex4()
-                    if low >= 0xDC00 && low < 0xE000 {
-                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                    } else {
-                        i = next  // not a low surrogate: the high one stands alone (U+FFFD), read the next escape by itself
-                    }
-                }
-                let scalar = Unicode.Scalar(code) ?? "\u{FFFD}"
-                UTF8.encode(scalar) { out.append($0) }
-            default: throw fail("bad escape")
-            }
-        }
-        throw fail("unterminated string")
-    }
-
-    mutating func hex4() throws(JSONLineDecoder.DecodingError) -> UInt32 {
-        guard i + 4 <= bytes.count, let v = UInt32(String(decoding: bytes[i..<(i + 4)], as: UTF8.self), radix: 16) else {
-            throw fail("bad \\u escape")
-        }
-        i += 4
-        return v
     }
 }

@@ -1,3 +1,5 @@
+internal import VigilJSON
+
 /// A JSON value, as the host hands over options of type `.json` (see
 /// `Options.json(_:)`). Objects keep their keys in the order written, as an
 /// array of pairs rather than a dictionary: a plugin's first dictionary of its
@@ -11,14 +13,30 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([(key: String, value: JSONValue)])
 
-    /// Parses one JSON text (RFC 8259), strictly: no comments, no trailing
+    /// Parses one JSON text (RFC 8259) with Vigil's one JSON reader
+    /// (VigilJSON's `JSONReader`), strictly: no comments, no trailing
     /// commas, no single quotes, no leading zeros or `+`, no NaN or infinity,
     /// no control characters in strings, no unpaired surrogates, no duplicate
     /// keys in an object, nothing after the value but whitespace, and at most
     /// `maxDepth` nested arrays and objects.
     public static func parse(_ text: String) throws(JSONError) -> JSONValue {
-        var parser = JSONParser(bytes: Array(text.utf8))
-        return try parser.document()
+        do throws(JSONReadError) {
+            return JSONValue(try JSONReader.read(Array(text.utf8), maxDepth: maxDepth))
+        } catch {
+            throw JSONError(offset: error.offset, expected: error.expected, found: error.found)
+        }
+    }
+
+    /// What the reader read, with each number as its Double.
+    private init(_ node: JSONNode) {
+        switch node {
+        case .null: self = .null
+        case .bool(let b): self = .bool(b)
+        case .number(let n): self = .number(n.double)
+        case .string(let s): self = .string(s)
+        case .array(let items): self = .array(items.map { JSONValue($0) })
+        case .object(let entries): self = .object(entries.map { (key: $0.key, value: JSONValue($0.value)) })
+        }
     }
 
     /// How deep arrays and objects may nest.
@@ -94,7 +112,7 @@ extension JSONValue {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
         case .number(let d): out += JSONValue.format(d)
-        case .string(let s): JSONValue.quote(s, to: &out)
+        case .string(let s): JSONNode.quote(s, to: &out)
         case .array(let items):
             out += "["
             for (i, item) in items.enumerated() {
@@ -106,7 +124,7 @@ extension JSONValue {
             out += "{"
             for (i, entry) in entries.enumerated() {
                 if i > 0 { out += "," }
-                JSONValue.quote(entry.key, to: &out)
+                JSONNode.quote(entry.key, to: &out)
                 out += ":"
                 entry.value.write(to: &out)
             }
@@ -118,27 +136,6 @@ extension JSONValue {
     public static func format(_ d: Double) -> String {
         if d.rounded(.towardZero) == d, abs(d) < 9_007_199_254_740_992 { return String(Int64(d)) }
         return d.isFinite ? "\(d)" : "null"
-    }
-
-    static func quote(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        out += "\""
     }
 }
 
@@ -163,248 +160,4 @@ public struct JSONError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         "at offset \(offset): expected \(expected)" + (found.isEmpty ? "" : ", found \(found)")
     }
-}
-
-// MARK: - parser
-
-/// A recursive-descent parser over UTF-8 bytes.
-struct JSONParser {
-    let bytes: [UInt8]
-    var i = 0
-    var depth = 0
-
-    init(bytes: [UInt8]) { self.bytes = bytes }
-
-    mutating func document() throws(JSONError) -> JSONValue {
-        skipSpace()
-        let value = try value()
-        skipSpace()
-        guard i == bytes.count else { throw error("end of input") }
-        return value
-    }
-
-    /// The byte at the cursor, described for messages.
-    func found(at offset: Int) -> String {
-        guard offset < bytes.count else { return "end of input" }
-        let b = bytes[offset]
-        if b < 0x20 || b == 0x7F { return "control character U+" + hex4(UInt32(b)) }
-        if b < 0x80 { return "'\(Character(Unicode.Scalar(b)))'" }
-        // The whole character, for a message that reads well.
-        var end = offset + 1
-        while end < bytes.count, end - offset < 4, bytes[end] & 0xC0 == 0x80 { end += 1 }
-        return "'" + String(decoding: bytes[offset..<end], as: UTF8.self) + "'"
-    }
-
-    func error(_ expected: String, at offset: Int? = nil) -> JSONError {
-        let at = offset ?? i
-        return JSONError(offset: at, expected: expected, found: found(at: at))
-    }
-
-    mutating func skipSpace() {
-        while i < bytes.count {
-            switch bytes[i] {
-            case 0x20, 0x09, 0x0A, 0x0D: i += 1
-            default: return
-            }
-        }
-    }
-
-    mutating func value() throws(JSONError) -> JSONValue {
-        guard i < bytes.count else { throw error("a value") }
-        switch bytes[i] {
-        case UInt8(ascii: "{"): return try object()
-        case UInt8(ascii: "["): return try array()
-        case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
-        default: throw error("a value")
-        }
-    }
-
-    mutating func literal(_ word: StaticString) throws(JSONError) {
-        let start = i
-        let count = word.utf8CodeUnitCount
-        for k in 0..<count {
-            guard i < bytes.count, bytes[i] == word.utf8Start[k] else {
-                throw error("'\(word)'", at: start)
-            }
-            i += 1
-        }
-    }
-
-    mutating func nest() throws(JSONError) {
-        depth += 1
-        guard depth <= JSONValue.maxDepth else {
-            throw JSONError(offset: i, expected: "arrays and objects nested at most \(JSONValue.maxDepth) deep")
-        }
-    }
-
-    mutating func array() throws(JSONError) -> JSONValue {
-        try nest()
-        i += 1  // [
-        var items: [JSONValue] = []
-        skipSpace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
-            i += 1
-            depth -= 1
-            return .array(items)
-        }
-        while true {
-            skipSpace()
-            items.append(try value())
-            skipSpace()
-            guard i < bytes.count else { throw error("',' or ']'") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "]") { i += 1; break }
-            throw error("',' or ']'")
-        }
-        depth -= 1
-        return .array(items)
-    }
-
-    mutating func object() throws(JSONError) -> JSONValue {
-        try nest()
-        i += 1  // {
-        var entries: [(key: String, value: JSONValue)] = []
-        skipSpace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
-            i += 1
-            depth -= 1
-            return .object(entries)
-        }
-        while true {
-            skipSpace()
-            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw error("a string key") }
-            let keyOffset = i
-            let key = try string()
-            if entries.contains(where: { $0.key == key }) {
-                var quoted = ""
-                JSONValue.quote(key, to: &quoted)
-                throw JSONError(offset: keyOffset, expected: "a key not used before in this object", found: quoted)
-            }
-            skipSpace()
-            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw error("':'") }
-            i += 1
-            skipSpace()
-            entries.append((key, try value()))
-            skipSpace()
-            guard i < bytes.count else { throw error("',' or '}'") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "}") { i += 1; break }
-            throw error("',' or '}'")
-        }
-        depth -= 1
-        return .object(entries)
-    }
-
-    /// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and finite as a Double.
-    mutating func number() throws(JSONError) -> Double {
-        let start = i
-        func isDigit(_ k: Int) -> Bool { k < bytes.count && bytes[k] >= 0x30 && bytes[k] <= 0x39 }
-        if bytes[i] == UInt8(ascii: "-") { i += 1 }
-        guard isDigit(i) else { throw error("a digit") }
-        if bytes[i] == UInt8(ascii: "0") {
-            i += 1
-            if isDigit(i) { throw error("'.', 'e' or the end of the number (no leading zeros)") }
-        } else {
-            while isDigit(i) { i += 1 }
-        }
-        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
-            i += 1
-            guard isDigit(i) else { throw error("a digit after '.'") }
-            while isDigit(i) { i += 1 }
-        }
-        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
-            i += 1
-            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-            guard isDigit(i) else { throw error("a digit in the exponent") }
-            while isDigit(i) { i += 1 }
-        }
-        let text = String(decoding: bytes[start..<i], as: UTF8.self)
-        guard let d = Double(text), d.isFinite else {
-            throw JSONError(offset: start, expected: "a number within the range of a double", found: text)
-        }
-        return d
-    }
-
-    mutating func string() throws(JSONError) -> String {
-        i += 1  // "
-        var out: [UInt8] = []
-        while true {
-            guard i < bytes.count else { throw error("'\"' to end the string") }
-            let b = bytes[i]
-            switch b {
-            case UInt8(ascii: "\""):
-                i += 1
-                return String(decoding: out, as: UTF8.self)
-            case UInt8(ascii: "\\"):
-                let escapeStart = i
-                i += 1
-                guard i < bytes.count else { throw error("an escape character") }
-                let e = bytes[i]
-                i += 1
-                switch e {
-                case UInt8(ascii: "\""): out.append(0x22)
-                case UInt8(ascii: "\\"): out.append(0x5C)
-                case UInt8(ascii: "/"): out.append(0x2F)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    var code = try hexQuad()
-                    if code >= 0xDC00 && code <= 0xDFFF {
-                        throw JSONError(offset: escapeStart, expected: "a high surrogate before a low one",
-                                        found: "\\u" + hex4(code))
-                    }
-                    if code >= 0xD800 && code <= 0xDBFF {
-                        guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
-                            throw error("'\\u' and a low surrogate after \\u" + hex4(code))
-                        }
-                        let lowStart = i
-                        i += 2
-                        let low = try hexQuad()
-                        guard low >= 0xDC00 && low <= 0xDFFF else {
-                            throw JSONError(offset: lowStart, expected: "a low surrogate (\\uDC00 to \\uDFFF)",
-                                            found: "\\u" + hex4(low))
-                        }
-                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                    }
-                    UTF8.encode(Unicode.Scalar(code)!) { out.append($0) }
-                default:
-                    throw error("one of \" \\ / b f n r t u after '\\'", at: i - 1)
-                }
-            default:
-                guard b >= 0x20 else { throw error("a character (control characters must be escaped)") }
-                out.append(b)
-                i += 1
-            }
-        }
-    }
-
-    mutating func hexQuad() throws(JSONError) -> UInt32 {
-        var code: UInt32 = 0
-        for _ in 0..<4 {
-            guard i < bytes.count else { throw error("four hex digits after '\\u'") }
-            let b = bytes[i]
-            let digit: UInt8
-            switch b {
-            case 0x30...0x39: digit = b - 0x30
-            case 0x41...0x46: digit = b - 0x41 + 10
-            case 0x61...0x66: digit = b - 0x61 + 10
-            default: throw error("four hex digits after '\\u'")
-            }
-            code = code << 4 | UInt32(digit)
-            i += 1
-        }
-        return code
-    }
-}
-
-private func hex4(_ v: UInt32) -> String {
-    let hex = String(v, radix: 16, uppercase: true)
-    return String(repeating: "0", count: max(0, 4 - hex.count)) + hex
 }
