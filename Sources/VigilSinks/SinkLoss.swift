@@ -127,7 +127,7 @@ package final class AtomicLossCounts: Sendable {
         counter(reason) { _ = $0.add(n, ordering: .relaxed) }
     }
 
-    var counts: LossCounts {
+    package var counts: LossCounts {
         var c = LossCounts()
         for reason in LossReason.allCases { c[reason] = counter(reason) { $0.load(ordering: .relaxed) } }
         return c
@@ -168,44 +168,10 @@ package final class TransportEventCounts: Sendable {
     func add(_ event: TransportEvent) { counts.withLock { $0[event.rawValue] &+= 1 } }
 
     /// The non-zero counts by name.
-    var snapshot: [String: UInt64] {
+    package var snapshot: [String: UInt64] {
         let now = counts.withLock { $0 }
         var out: [String: UInt64] = [:]
         for event in TransportEvent.allCases where now[event.rawValue] > 0 { out[event.name] = now[event.rawValue] }
         return out
-    }
-}
-
-/// Every sink's lost count, sampled once a second by the watchdog's tick
-/// (no wake-up of its own), so health can say what was lost in the last
-/// minute. Sinks are told apart by runner (a reload may replace one under
-/// the same name), by its serial: a retired runner is freed, and its
-/// address may be a new one's.
-package final class LossHistory: Sendable {
-    package init() {}
-
-    private let samples = LockedState<[(at: Int64, lost: [UInt64: LossCounts])]>([])
-
-    package func sample(_ sinks: [SinkRunner], now: Int64 = monotonicNanoseconds()) {
-        var lost: [UInt64: LossCounts] = [:]
-        for sink in sinks { lost[sink.serial] = sink.stats.lost }
-        samples.withLock { list in
-            list.append((now, lost))
-            // Keep one sample older than a minute: the base of the window.
-            while list.count > 1, now - list[1].at >= 60_000_000_000 { list.removeFirst() }
-        }
-    }
-
-    /// Per sink, what it lost since a minute ago (or since the oldest
-    /// sample, or since it started when it came later).
-    package func lostInLastMinute(_ sinks: [SinkRunner]) -> [(SinkRunner, LossCounts)] {
-        let base = samples.withLock { $0.first?.lost } ?? [:]
-        return sinks.map { sink in
-            let now = sink.stats.lost
-            let then = base[sink.serial] ?? LossCounts()
-            var added = LossCounts()
-            for reason in LossReason.allCases { added[reason] = now[reason] &- min(now[reason], then[reason]) }
-            return (sink, added)
-        }
     }
 }

@@ -3,6 +3,7 @@ import Synchronization
 import VigilABI
 import VigilCore
 import VigilIsolation
+import VigilSinks
 
 /// A sink's bounded queue: many producers, one consumer (the sink's thread).
 ///
@@ -307,30 +308,6 @@ package final class SinkQueue: Sendable {  // all state behind its lock
         state.withLock { s in
             Counters(accepted: s.accepted, queueFull: s.droppedFull, shutdown: s.droppedAtShutdown, depth: s.count, highWater: s.highWater)
         }
-    }
-}
-
-/// JSON Lines of a batch of events, one after another: line i is
-/// `bytes[start(i)..<ends[i]]`, empty for an event whose line was not made
-/// (the sink makes it).
-public struct EncodedLines: Sendable {
-    var bytes: [UInt8] = []
-    var ends: [Int] = []
-
-    @inline(__always)
-    func line(_ i: Int) -> ArraySlice<UInt8> { bytes[(i == 0 ? 0 : ends[i - 1])..<ends[i]] }
-
-    mutating func removeFirst(_ n: Int) {
-        guard n > 0 else { return }
-        let cut = ends[n - 1]
-        bytes.removeFirst(cut)
-        ends.removeFirst(n)
-        for i in ends.indices { ends[i] -= cut }
-    }
-
-    mutating func removeAll(keepingCapacity: Bool) {
-        bytes.removeAll(keepingCapacity: keepingCapacity)
-        ends.removeAll(keepingCapacity: keepingCapacity)
     }
 }
 
