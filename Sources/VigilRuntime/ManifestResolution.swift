@@ -260,7 +260,6 @@ extension PluginCatalog {
     }
 }
 
-
 /// What `validate` can say of every sink with the plugin probes at hand,
 /// each sink type for its own (`SinkType.validate`).
 public enum SinkValidation {

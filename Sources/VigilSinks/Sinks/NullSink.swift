@@ -6,7 +6,6 @@ package final class NullSink: EventSink {
     package func shutdown(context: SinkContext) {}
 }
 
-
 /// `type: null`: no keys of its own.
 package struct NullSinkSettings: SinkType {
     package static let type = "null"
