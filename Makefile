@@ -6,9 +6,11 @@
 #   make install PREFIX=/usr/local         # also DESTDIR=… (staging) and SYSCONFDIR=… (default /etc)
 #   make uninstall PREFIX=/usr/local       # removes what install put there, except the manifest
 #   make check                             # the fast tier: unit and in-process tests (VIGIL_TEST_TIER=fast)
-#   make test                              # every test (swift test), as CI runs them
+#   make test                              # every test (scripts/test: its needs, then swift test), as CI runs them
 #   make install CONFIG=debug              # the debug build instead (CI checks the installation with
 #                                          # the build its tests made; a release build is what to ship)
+#   make deb                               # .build/dist/vigil_VERSION_ARCH.deb (and vigil-collectd): scripts/build-deb
+#   make dist                              # .build/dist/vigil-VERSION.tar.gz (git archive of HEAD) and the .deb
 #
 # An installed tree needs no toolchain: the Swift runtime libraries the
 # binary and the Swift plugins use are copied from the toolchain into
@@ -24,11 +26,21 @@ BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib/vigil
 PLUGINDIR ?= $(LIBDIR)/plugins
 INCLUDEDIR ?= $(PREFIX)/include/vigil
-# The example plugins, which `vigil new-plugin` copies (it looks for them
-# at ../share/vigil/examples from the binary: keep DATADIR beside BINDIR).
+# The example plugins, which `vigil new-plugin` copies, and the SDK its Swift
+# plugins depend on by path (it looks for them at ../share/vigil/examples and
+# ../share/vigil/sdk from the binary: keep DATADIR beside BINDIR).
 DATADIR ?= $(PREFIX)/share/vigil
 MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+# The unit runs as the system user vigil: its sysusers.d entry goes here, and
+# an install as root without DESTDIR creates the user at once (CREATE_USER=no
+# does not: scripts/test-install, whose prefix is a temporary one).
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+CREATE_USER ?= yes
+
+# The version, in one place: Sources/VigilCore/Version.swift (vigil
+# --version). The man page, the packages and the tarball are named by it.
+VERSION := $(shell sed -n 's/^public let vigilVersion = "\(.*\)"$$/\1/p' Sources/VigilCore/Version.swift)
 
 SWIFT ?= swift
 SWIFT_FLAGS ?=
@@ -58,9 +70,13 @@ SWIFT_PLUGIN_FILES := $(patsubst %,$(BIN)/lib%.so,$(SWIFT_PLUGINS))
 SWIFT_RUNTIME_DIR ?= $(shell d="$$($(SWIFT)c -print-target-info 2>/dev/null | sed -n '/"runtimeLibraryPaths"/{n;s/^ *"\(.*\)",\{0,1\}$$/\1/p;}')"; \
 	[ -d "$$d" ] || d="$$(dirname "$$(readlink -f "$$(command -v $(SWIFT))")")/../lib/swift/linux"; [ -d "$$d" ] && readlink -f "$$d")
 
+# The packages SwiftPM resolved for this build, where the SDK takes the one
+# it needs (Yams) from: SwiftPM's default scratch path, as BIN is.
+CHECKOUTS ?= .build/checkouts
+
 CARGO := $(shell command -v cargo 2>/dev/null || { [ -x "$$HOME/.cargo/bin/cargo" ] && echo "$$HOME/.cargo/bin/cargo"; })
 
-.PHONY: all swift c-plugins rust-plugins install uninstall check test
+.PHONY: all swift c-plugins rust-plugins install uninstall check test deb dist
 
 all: swift c-plugins rust-plugins
 
@@ -86,7 +102,7 @@ install: all
 	@[ -n "$(SWIFT_RUNTIME_DIR)" ] || { echo "make install: the Swift runtime directory was found neither by $(SWIFT)c -print-target-info nor next to $(SWIFT); set SWIFT_RUNTIME_DIR" >&2; exit 1; }
 	@for f in $(BIN)/vigil $(SWIFT_PLUGIN_FILES); do [ -f "$$f" ] || { echo "make install: $$f was not built" >&2; exit 1; }; done
 	$(INSTALL) -d -m 0755 "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(INCLUDEDIR)" \
-		"$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSCONFDIR)/vigil"
+		"$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(SYSCONFDIR)/vigil"
 	$(INSTALL) -m 0755 $(BIN)/vigil "$(DESTDIR)$(BINDIR)/vigil"
 	$(PATCHELF) --set-rpath '$$ORIGIN/../lib/vigil' "$(DESTDIR)$(BINDIR)/vigil"
 	$(INSTALL) -m 0755 $(SWIFT_PLUGIN_FILES) "$(DESTDIR)$(PLUGINDIR)/"
@@ -101,10 +117,17 @@ install: all
 	scripts/bundle-swift-runtime "$(SWIFT_RUNTIME_DIR)" "$(DESTDIR)$(LIBDIR)" $(BIN)/vigil $(SWIFT_PLUGIN_FILES)
 	$(INSTALL) -m 0644 Sources/CVigilPlugin/include/vigil_plugin.h "$(DESTDIR)$(INCLUDEDIR)/vigil_plugin.h"
 	scripts/install-examples "$(DESTDIR)$(DATADIR)/examples" "$(INSTALL)"
-	$(INSTALL) -m 0644 dist/vigil.1 "$(DESTDIR)$(MANDIR)/man1/vigil.1"
+	scripts/install-sdk "$(DESTDIR)$(DATADIR)/sdk" "$(CHECKOUTS)" "$(INSTALL)"
+	sed -e 's|^\(\.TH VIGIL 1 [^ ]* \)"vigil [^"]*"|\1"vigil $(VERSION)"|' dist/vigil.1 > "$(DESTDIR)$(MANDIR)/man1/vigil.1" && \
+		chmod 0644 "$(DESTDIR)$(MANDIR)/man1/vigil.1"
+	$(INSTALL) -m 0644 dist/vigil.sysusers "$(DESTDIR)$(SYSUSERSDIR)/vigil.conf"
 	sed -e 's|/usr/local/bin/vigil|$(BINDIR)/vigil|g' -e 's|/etc/vigil/|$(SYSCONFDIR)/vigil/|g' dist/vigil.service \
 		> "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" && chmod 0644 "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" && \
 		mv -f "$(DESTDIR)$(UNITDIR)/vigil.service.tmp" "$(DESTDIR)$(UNITDIR)/vigil.service"
+	@if [ "$(CREATE_USER)" = yes ] && [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && ! getent passwd vigil >/dev/null; then \
+		if command -v systemd-sysusers >/dev/null; then echo "systemd-sysusers dist/vigil.sysusers   # the unit's user vigil"; systemd-sysusers dist/vigil.sysusers; \
+		else echo "adduser --system --group vigil   # the unit's user"; adduser --quiet --system --group --home /var/lib/vigil --no-create-home vigil; fi; \
+	fi
 	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml" ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml (the new default is dist/vigil.yaml)"; \
 	else \
@@ -117,7 +140,7 @@ install: all
 # $(PLUGINDIR) stay, and so does the directory then.
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/vigil" "$(DESTDIR)$(INCLUDEDIR)/vigil_plugin.h" \
-		"$(DESTDIR)$(MANDIR)/man1/vigil.1" "$(DESTDIR)$(UNITDIR)/vigil.service"
+		"$(DESTDIR)$(MANDIR)/man1/vigil.1" "$(DESTDIR)$(UNITDIR)/vigil.service" "$(DESTDIR)$(SYSUSERSDIR)/vigil.conf"
 	@set -e; lib="$(DESTDIR)$(LIBDIR)"; \
 	for pair in "plugins.txt:plugins/" "runtime-libraries.txt:"; do \
 		list="$$lib/$${pair%%:*}"; [ -f "$$list" ] || continue; \
@@ -128,15 +151,25 @@ uninstall:
 		rm -f "$$list"; \
 	done
 	rm -f "$(DESTDIR)$(PLUGINDIR)/collectd-shim/libvigil_collectd_shim.so"
-	rm -rf "$(DESTDIR)$(DATADIR)/examples"
+	rm -rf "$(DESTDIR)$(DATADIR)/examples" "$(DESTDIR)$(DATADIR)/sdk"
 	-rmdir "$(DESTDIR)$(PLUGINDIR)/collectd-shim" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" \
 		"$(DESTDIR)$(DATADIR)" 2>/dev/null
 	@[ ! -e "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml" ] || echo "left $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml in place"
+
+# The Debian packages, from this build (CONFIG=debug packages the debug one).
+deb:
+	CONFIG=$(CONFIG) scripts/build-deb .build/dist
+
+# The source tarball of HEAD, named by the version, and the packages.
+dist: deb
+	git archive --format=tar.gz --prefix=vigil-$(VERSION)/ -o .build/dist/vigil-$(VERSION).tar.gz HEAD
+	@echo .build/dist/vigil-$(VERSION).tar.gz
 
 # The suites that start the vigil binary or a peer carry .startsProcesses
 # (Tests/VigilHostTests/Support.swift) and are skipped by the fast tier.
 check:
 	VIGIL_TEST_TIER=fast $(SWIFT) test
 
+# What the tests need is installed (as root) or named first: scripts/test-deps.
 test:
-	$(SWIFT) test
+	scripts/test

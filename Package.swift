@@ -17,6 +17,10 @@ func plugin(_ name: String, target: String, product: String? = nil, dependencies
 /// with `traits: []` neither fetches nor builds it.
 let hostOnly: TargetDependencyCondition? = .when(traits: ["Host"])
 
+/// libffi, for the ffi plugin's calls: taken under the trait FFI (see
+/// `traits` below), so that a machine without libffi's headers still builds.
+let withLibffi: TargetDependencyCondition? = .when(traits: ["FFI"])
+
 let plugins = [
     plugin("cpu", target: "CPUPlugin"),
     plugin("memory", target: "MemoryPlugin"),
@@ -35,7 +39,7 @@ let plugins = [
     plugin("radio", target: "RadioPlugin"),
     plugin("system", target: "SystemPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
-    plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: ["CFFI"], exclude: ["README.md"]),
+    plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]
 
 let package = Package(
@@ -54,9 +58,24 @@ let package = Package(
     // neither fetches those seven packages nor builds them (a dependency
     // every use of which is behind a disabled trait is pruned; SE-0450).
     // One trait per condition: SwiftPM 6.2 reads several as all-of.
+    //
+    // libffi is the one library the build needs beyond what the Swift
+    // toolchain itself needs on Linux (zlib's headers are on swift.org's list
+    // of its prerequisites; libffi's are not). It is taken under the trait
+    // FFI, also on by default. Without it the ffi plugin is still built, as a
+    // stub whose create refuses every instance, saying why
+    // (Plugins/ffi/WithoutLibffi.swift); scripts/build, the README's build
+    // command, turns FFI off where libffi's headers are missing and says so
+    // in one line. A stub rather than no product: a product cannot depend on
+    // a trait, and `swift build` cannot be told to leave one out; and with
+    // the stub every build has the same plugins, and a manifest naming ffi
+    // gets the reason instead of "no plugin named ffi". Make, the packages
+    // and the tests build with the default traits, so they need libffi-dev
+    // and never ship the stub.
     traits: [
         .trait(name: "Host", description: "The vigil host: swift-nio, swift-protobuf, compress-nio, swift-log, swift-service-lifecycle, swift-system, swift-argument-parser."),
-        .default(enabledTraits: ["Host"]),
+        .trait(name: "FFI", description: "The ffi plugin's calls through libffi (libffi's headers: Debian's libffi-dev). Off, the plugin refuses to start."),
+        .default(enabledTraits: ["Host", "FFI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -81,7 +100,7 @@ let package = Package(
         // Pure Swift, no I/O: events, manifest model and validation, routing, encoding.
         .target(name: "VigilCore", dependencies: ["VigilJSON", .product(name: "Yams", package: "Yams")]),
         // The ABI boundary, once: the host table, the event decoder, the
-        // loader and negotiation, call helpers, the lock. The runtime, the
+        // loader and negotiation, call helpers, the epochs. The runtime, the
         // checker, the test kit and the probe all go through it.
         .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilCore"]),
         // Signal handling of `vigil run` from before main (an ELF constructor).
@@ -150,7 +169,7 @@ let package = Package(
         .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilABI", "VigilCore", "CVigilPlugin"]),
         // Readers of /proc (and later /sys) through a configurable root.
         .target(name: "LinuxProbes"),
-        // libffi, for the ffi plugin.
+        // libffi, for the ffi plugin (under the trait FFI).
         .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
             "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "CVigilSys",

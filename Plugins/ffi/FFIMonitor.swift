@@ -3,7 +3,9 @@ import VigilKit
 
 /// Calls a function of a shared library, with a signature declared in the
 /// manifest, at each interval, and emits what it returned (see README.md).
-/// The options are read in Signature.swift, the call is made in ForeignCall.swift.
+/// The options are read in Signature.swift, the library is opened in
+/// SharedLibrary.swift, the call is made in ForeignCall.swift (through
+/// libffi; a build without it has WithoutLibffi.swift instead).
 final class FFIMonitor: PolledMonitor {
     static let spec = PluginSpec(
         name: "ffi", version: "1.0.0",
@@ -33,10 +35,14 @@ final class FFIMonitor: PolledMonitor {
         // The options first: a bad manifest loads no library (and runs none of its constructors).
         let signature = try Signature.parse(args: options.json("args") ?? "[]", returns: options.string("returns") ?? "void",
                                             fields: options.json("fields") ?? "[]")
+        #if FFI
         let library = try SharedLibrary(options.string("library") ?? "")
         let function = try library.function(options.string("symbol") ?? "")
         names = signature.fields
         call = try ForeignCall(library: library, function: function, signature: signature)
+        #else
+        throw ForeignCall.refusal  // built without libffi: WithoutLibffi.swift
+        #endif
     }
 
     func poll() throws(MonitorError) {

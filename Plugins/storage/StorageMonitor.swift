@@ -13,9 +13,11 @@ import VigilKit
 /// means every type except `StorageMonitor.pseudoTypes`: kernel interfaces
 /// without storage (proc, sysfs, cgroup, cgroup2, devpts, devtmpfs, mqueue,
 /// debugfs, tracefs, …) and read-only images that are always full (squashfs,
-/// iso9660, erofs), which would otherwise be "low on space" for ever. tmpfs
-/// and overlay are kept: a full /tmp, /run or /dev/shm, or a container's
-/// overlay root, is worth knowing. Patterns are shell globs as fnmatch(3)
+/// iso9660, erofs), which would otherwise be "low on space" for ever, and
+/// tmpfs unless `tmpfs: true`: a server has one per logged-in user, /run,
+/// /run/lock and /dev/shm, memory rather than a disk, which crowded the
+/// events and the graphs (an operator's report, 2026-11-28). overlay is
+/// kept: a container's overlay root is its disk. Patterns are shell globs as fnmatch(3)
 /// reads them without FNM_PATHNAME, so `*` also matches `/` (`/mnt/*` covers
 /// `/mnt/a/b`).
 ///
@@ -65,6 +67,7 @@ final class StorageMonitor: PolledMonitor {
         var paths: [String] = ["*"]
         var fsTypes: [String] = []
         var exclude: [String] = []
+        var tmpfs = false
         var lowSpace = 10.0
         static let schema = OptionSchema<Options>(
             .option("procfs", \.procfs, doc: "Root of the proc filesystem; mounts are read from <procfs>/self/mountinfo."),
@@ -72,6 +75,7 @@ final class StorageMonitor: PolledMonitor {
             .option("paths", \.paths, doc: "Globs on mount points to report (fnmatch, `*` matches `/` too)."),
             .option("fs_types", \.fsTypes, doc: "Filesystem types (globs) to report; empty: all but pseudo filesystems and read-only images (proc, sysfs, cgroup2, devtmpfs, squashfs…)."),
             .option("exclude", \.exclude, doc: "Globs on mount points not to report, even when `paths` match."),
+            .option("tmpfs", \.tmpfs, doc: "Report tmpfs mounts too (/run, /dev/shm, a tmpfs /tmp) when `fs_types` is empty; a non-empty `fs_types` decides by itself."),
             .option("low_space", \.lowSpace, doc: "Percent of available space below which low_space fires (0 to 100, 0: never; clears above it + 2)."))
     }
 
@@ -95,6 +99,7 @@ final class StorageMonitor: PolledMonitor {
     private let paths: [String]
     private let fsTypes: [String]
     private let exclude: [String]
+    private let tmpfs: Bool
     private let lowSpace: Double
 
     /// Mounts reported since start, with what mount_removed will say about them.
@@ -119,6 +124,7 @@ final class StorageMonitor: PolledMonitor {
         paths = options.paths
         fsTypes = options.fsTypes
         exclude = options.exclude
+        tmpfs = options.tmpfs
         lowSpace = options.lowSpace
     }
 
@@ -172,7 +178,7 @@ final class StorageMonitor: PolledMonitor {
     private func included(_ entry: MountEntry) -> Bool {
         guard paths.contains(where: { Self.matches($0, entry.mountPoint) }),
               !exclude.contains(where: { Self.matches($0, entry.mountPoint) }) else { return false }
-        if fsTypes.isEmpty { return !Self.pseudoTypes.contains(entry.fsType) }
+        if fsTypes.isEmpty { return !Self.pseudoTypes.contains(entry.fsType) && (tmpfs || entry.fsType != "tmpfs") }
         return fsTypes.contains { Self.matches($0, entry.fsType) }
     }
 

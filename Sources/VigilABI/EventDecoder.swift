@@ -1,5 +1,6 @@
 @preconcurrency import CVigilPlugin
 import Glibc
+import Synchronization
 import VigilCore
 
 /// Why the host refused an emitted event, in the words of its counters. Each
@@ -423,10 +424,9 @@ extension FieldValue {
 
 /// Refused emits of one instance, by reason, with the first message of each
 /// reason kept for the log. Refusals are the unusual path: a lock is fine.
-package final class RefusalCounters: @unchecked Sendable {  // its arrays change only with `lock` held
-    private let lock = Lock()
-    private var counts = [UInt64](repeating: 0, count: EmitRefusal.allCases.count)
-    private var firstMessages: [String?] = Array(repeating: nil, count: EmitRefusal.allCases.count)
+package final class RefusalCounters: Sendable {
+    private let state = Mutex<(counts: [UInt64], firstMessages: [String?])>(
+        (Array(repeating: 0, count: EmitRefusal.allCases.count), Array(repeating: nil, count: EmitRefusal.allCases.count)))
 
     package init() {}
 
@@ -434,20 +434,21 @@ package final class RefusalCounters: @unchecked Sendable {  // its arrays change
     /// (the caller logs that one, and only that one).
     @discardableResult
     package func count(_ reason: EmitRefusal, message: String? = nil, by n: UInt64 = 1) -> Bool {
-        lock.withLock {
-            counts[reason.rawValue] &+= n
-            guard firstMessages[reason.rawValue] == nil else { return false }
-            firstMessages[reason.rawValue] = message ?? reason.name
+        state.withLock { state in
+            state.counts[reason.rawValue] &+= n
+            guard state.firstMessages[reason.rawValue] == nil else { return false }
+            state.firstMessages[reason.rawValue] = message ?? reason.name
             return true
         }
     }
 
     /// Every reason with a non-zero count, in declaration order.
     package var snapshot: [(reason: EmitRefusal, count: UInt64)] {
-        lock.withLock { EmitRefusal.allCases.compactMap { counts[$0.rawValue] > 0 ? ($0, counts[$0.rawValue]) : nil } }
+        let counts = state.withLock { $0.counts }
+        return EmitRefusal.allCases.compactMap { counts[$0.rawValue] > 0 ? ($0, counts[$0.rawValue]) : nil }
     }
 
-    package var total: UInt64 { lock.withLock { counts.reduce(0, &+) } }
+    package var total: UInt64 { state.withLock { $0.counts.reduce(0, &+) } }
 
-    package func firstMessage(_ reason: EmitRefusal) -> String? { lock.withLock { firstMessages[reason.rawValue] } }
+    package func firstMessage(_ reason: EmitRefusal) -> String? { state.withLock { $0.firstMessages[reason.rawValue] } }
 }

@@ -1,5 +1,6 @@
 @preconcurrency import CVigilPlugin
 import Glibc
+import Synchronization
 import VigilCore
 
 /// A plugin known by its self-description: loaded in this process
@@ -36,11 +37,10 @@ public struct PluginRefusal: Error, Sendable, CustomStringConvertible {
 
 /// Finds plugins by name in the plugin directories and loads them, at most
 /// once per file.
-public final class PluginCatalog: @unchecked Sendable {  // `loaded` changes only with `lock` held
+public final class PluginCatalog: Sendable {
     /// Directories searched, in order.
     public let directories: [String]
-    private var loaded: [String: Result<LoadedPlugin, PluginRefusal>] = [:]
-    private let lock = Lock()
+    private let loaded = Mutex<[String: Result<LoadedPlugin, PluginRefusal>]>([:])
 
     /// The ABI versions this host speaks, best first.
     public static let offeredVersions = [vigil_abi_version(major: UInt16(VIGIL_ABI_MAJOR), minor: UInt16(VIGIL_ABI_MINOR))]
@@ -135,7 +135,7 @@ public final class PluginCatalog: @unchecked Sendable {  // `loaded` changes onl
     /// Loads, negotiates with and validates the plugin at `path`, once per file.
     public func load(path: String) -> Result<LoadedPlugin, PluginRefusal> {
         let key = PluginFile.realPath(of: path) ?? path
-        return lock.withLock {
+        return loaded.withLock { loaded in
             if let cached = loaded[key] { return cached }
             let result = PluginLoader.load(path: path, vetting: vetting)
             loaded[key] = result

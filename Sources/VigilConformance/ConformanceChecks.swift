@@ -393,18 +393,18 @@ extension ConformanceSession {
     /// An output that called emit: `vigil run` refuses every such event
     /// (VIGIL_E_UNSUPPORTED), so the check fails as the run would lose them.
     private func failOutputEmits(_ p: ProbeInstance, _ outcome: inout CheckOutcome) {
-        let emits = ledger.lock.withLock { p.outputEmits }
+        let emits = ledger.lock.withLock { _ in p.outputEmits }
         if emits > 0 {
             outcome.fail("instance \(p.id) called emit \(emits) time\(emits == 1 ? "" : "s"): an output has nothing to emit (answered VIGIL_E_UNSUPPORTED, as vigil run does)")
         }
     }
 
     private func finalChecks() {
-        let (total, fromThreads, threads, counts, problems, others) = ledger.lock.withLock {
+        let (total, fromThreads, threads, counts, problems, others) = ledger.lock.withLock { _ in
             (ledger.total, ledger.fromPluginThreads, ledger.pluginThreads.count, ledger.kindCounts,
              ledger.problemOrder.map { ($0, ledger.problemCounts[$0] ?? 0) }, ledger.otherProblems)
         }
-        let perProbe = ledger.lock.withLock {
+        let perProbe = ledger.lock.withLock { _ in
             probes.map { ($0.id, $0.beforeStart, $0.afterStop, $0.firstLateDelay, $0.finished) }
         }
 

@@ -1,12 +1,14 @@
 @preconcurrency import CVigilPlugin
 import Glibc
+import Synchronization
 import VigilABI
 import VigilCore
 
 /// Everything the plugin handed to the host table, across all instances.
-/// Guarded by `lock`, which each emit takes once.
+/// Guarded by `lock`, which each emit takes once; it guards the instances'
+/// counts too, so that an emit is judged and counted in one section.
 final class EmitLedger: @unchecked Sendable {  // its records change only with `lock` held
-    let lock = Lock()
+    let lock = Mutex(())
     let kinds: [EventSpec]
     /// An output has nothing to emit: its emits are answered as `vigil run`
     /// answers them (VIGIL_E_UNSUPPORTED) and counted by their instance.
@@ -45,7 +47,7 @@ final class EmitLedger: @unchecked Sendable {  // its records change only with `
         }
     }
 
-    func problem(_ message: String) { lock.withLock { problemLocked(message) } }
+    func problem(_ message: String) { lock.withLock { _ in problemLocked(message) } }
 
     /// Judges one event with the host's decoder, recording what it refuses
     /// and where it differs from the declarations. Returns the status the
@@ -103,10 +105,10 @@ final class ProbeInstance: PluginHostCallbacks, @unchecked Sendable {  // its mu
         self.ledger = ledger
     }
 
-    func setPhase(_ phase: Phase) { ledger.lock.withLock { self.phase = phase } }
+    func setPhase(_ phase: Phase) { ledger.lock.withLock { _ in self.phase = phase } }
 
     func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
-        ledger.lock.withLock {
+        ledger.lock.withLock { _ in
             if ledger.isOutput {
                 outputEmits += 1
                 return VIGIL_E_UNSUPPORTED
@@ -128,8 +130,8 @@ final class ProbeInstance: PluginHostCallbacks, @unchecked Sendable {  // its mu
         }
     }
 
-    func log(level: Int, message: String, cut: Int) { ledger.lock.withLock { logs += 1 } }
+    func log(level: Int, message: String, cut: Int) { ledger.lock.withLock { _ in logs += 1 } }
     func setAvailability(_ available: Bool, reason: String) {}
     func now() -> Int64 { realtimeNanoseconds() }
-    func markFinished() { ledger.lock.withLock { finished += 1 } }
+    func markFinished() { ledger.lock.withLock { _ in finished += 1 } }
 }

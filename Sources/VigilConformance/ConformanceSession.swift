@@ -128,7 +128,7 @@ final class ConformanceSession {
 
     func stop(_ p: ProbeInstance) -> CallResult {
         let result = call("stop", p) { err in descriptor.stop(p.handle, err) }
-        p.ledger.lock.withLock {
+        p.ledger.lock.withLock { _ in
             if case .started = p.phase { p.phase = .stopped(monotonicNanoseconds()) }
         }
         return result
@@ -149,7 +149,7 @@ final class ConformanceSession {
         while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }
 
-    func accepted(_ p: ProbeInstance) -> Int { ledger.lock.withLock { p.accepted } }
+    func accepted(_ p: ProbeInstance) -> Int { ledger.lock.withLock { _ in p.accepted } }
 
     /// For push plugins: waits until each instance emitted once, or the push wait is over.
     func waitForEvents(_ probes: [ProbeInstance], since: [Int]) -> Bool {

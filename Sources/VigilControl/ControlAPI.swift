@@ -144,6 +144,8 @@ package final class ControlAPI: Sendable {
             var dropped: UInt64
             var failed: UInt64
             var truncated: UInt64
+            /// A listening sink's events with no client connected: neither written nor lost.
+            var noClient: UInt64
             var lost: [String: UInt64]
             /// An output plugin's (`type: plugin`): where it runs, and its
             /// runners that ended and were started again.
@@ -159,6 +161,10 @@ package final class ControlAPI: Sendable {
 
         var pid: Int32
         var version: String
+        /// The main manifest file, absolute: which host this is.
+        var manifest: String
+        /// When it started (wall clock, as events say times).
+        var startedAt: String
         var uptimeS: Double
         var events: UInt64
         var monitors: [Monitor]
@@ -183,15 +189,17 @@ package final class ControlAPI: Sendable {
             let s = runner.stats
             return Status.Sink(name: s.name, type: s.type, queueDepth: s.depth, queueCapacity: runner.config.queueCapacity,
                                highWater: s.highWater, accepted: s.accepted, written: s.written, dropped: s.dropped,
-                               failed: s.failed, truncated: s.truncated,
+                               failed: s.failed, truncated: s.truncated, noClient: s.noClient,
                                lost: Dictionary(uniqueKeysWithValues: LossReason.allCases.map { ($0.name, s.lost[$0]) }),
                                isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
                                retries: s.retries, retriedEvents: s.retriedEvents, failure: s.failedForGood)
         }
         let started = runtime.started
         let uptime = started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0
-        return Status(pid: getpid(), version: vigilVersion, uptimeS: uptime, events: runtime.bus.lastSequence,
-                      monitors: monitors, sinks: sinks)
+        let manifest = URL(fileURLWithPath: runtime.manifest.file).standardizedFileURL.path
+        let startedAt = timestamp(realtimeNanoseconds().subtractingSaturating(Int64(uptime * 1e9)))
+        return Status(pid: getpid(), version: vigilVersion, manifest: manifest, startedAt: startedAt, uptimeS: uptime,
+                      events: runtime.bus.lastSequence, monitors: monitors, sinks: sinks)
     }
 
     // MARK: - one monitor
@@ -229,14 +237,17 @@ package final class ControlAPI: Sendable {
             }
             runtime.hostEvents.publish("monitor_started", .notice, [Field("monitor", .string(name))])
         case "restart":
+            // A stop and a start, each seen as the separate verbs make it seen.
             if instance.state != .stopped {
                 await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                     instance.operatorStop { done.resume() }
                 }
+                runtime.hostEvents.publish("monitor_stopped", .notice, [Field("monitor", .string(name))])
             }
             guard instance.operatorStart() else {
                 return .error(409, "monitor '\(name)' is \(instance.state.rawValue) and cannot be started now")
             }
+            runtime.hostEvents.publish("monitor_started", .notice, [Field("monitor", .string(name))])
         default:
             return .error(404, "no action '\(verb)' for a monitor; actions: start, stop, poll, restart")
         }

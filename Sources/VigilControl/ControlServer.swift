@@ -29,13 +29,33 @@ public struct ControlAddress: Sendable, Equatable, CustomStringConvertible {
 
     public init(path: String) { self.path = path }
 
-    /// `$VIGIL_STATE_DIR/vigil.sock`; as root `/run/vigil/vigil.sock`; else
-    /// `$XDG_RUNTIME_DIR/vigil/vigil.sock`; else none.
-    public static func standard(environment: [String: String] = ProcessInfo.processInfo.environment) -> ControlAddress? {
+    /// `$VIGIL_STATE_DIR/vigil.sock`; under systemd, the unit's
+    /// `RuntimeDirectory=` (`$RUNTIME_DIRECTORY/vigil.sock`: /run/vigil for
+    /// the packaged unit, which runs as the user vigil); as root
+    /// `/run/vigil/vigil.sock`; else `$XDG_RUNTIME_DIR/vigil/vigil.sock`;
+    /// else none.
+    public static func standard(environment: [String: String] = ProcessInfo.processInfo.environment,
+                                isRoot: Bool = geteuid() == 0) -> ControlAddress? {
         if let dir = environment["VIGIL_STATE_DIR"], !dir.isEmpty { return ControlAddress(path: dir + "/vigil.sock") }
-        if geteuid() == 0 { return ControlAddress(path: "/run/vigil/vigil.sock") }
+        // systemd gives a colon-separated list when the unit names several.
+        if let dirs = environment["RUNTIME_DIRECTORY"], let dir = dirs.split(separator: ":").first, !dir.isEmpty {
+            return ControlAddress(path: dir + "/vigil.sock")
+        }
+        if isRoot { return ControlAddress(path: "/run/vigil/vigil.sock") }
         if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { return ControlAddress(path: dir + "/vigil/vigil.sock") }
         return nil
+    }
+
+    /// Where `vigil ctl` asks by default: this user's standard socket where
+    /// it exists, else the packaged service's `/run/vigil/vigil.sock` where
+    /// that exists (the service's group may use it), else the standard one
+    /// (to be refused by name).
+    public static func forClient(environment: [String: String] = ProcessInfo.processInfo.environment, isRoot: Bool = geteuid() == 0,
+                                 exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }) -> ControlAddress? {
+        let own = standard(environment: environment, isRoot: isRoot)
+        if let own, exists(own.path) { return own }
+        let service = ControlAddress(path: "/run/vigil/vigil.sock")
+        return exists(service.path) ? service : own
     }
 
     public var description: String { "unix:\(path)" }
@@ -268,7 +288,9 @@ public struct ControlOptions: ControlPlane {
                 services.append(try ControlServer(address: address, group: group, api: api, logger: logger))
             } catch {
                 if required { throw error }
-                logger.info("no control API: \(error)")
+                // A warning: `vigil ctl` will reach whatever holds the standard
+                // socket, another vigil perhaps, and the operator must know.
+                logger.warning("no control API: \(error); give --control unix:PATH for one of this run's own")
             }
         }
         if let tcpServer { services.append(tcpServer) }

@@ -90,6 +90,8 @@ package struct SelfMetrics {
         }
         perSink("vigil_sink_events_truncated_total",
                 "Events a sink delivered cut short to fit its transport (counted in written too).") { $0.truncated }
+        perSink("vigil_sink_events_no_client_total",
+                "Events a listening sink had no client connected for: neither written nor lost.") { $0.noClient }
         out.family("vigil_sink_transport_events_total", .counter, "What happened to a sink's transport: reconnected, peer_closed, file_reopened, directory_recreated, client_cut.")
         for name in sinkNames {
             for (what, n) in (stats[name]?.transport ?? [:]).sorted(by: { $0.key < $1.key }) {

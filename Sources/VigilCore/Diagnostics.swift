@@ -39,6 +39,12 @@ public struct Diagnostic: Error, Sendable, Equatable, CustomStringConvertible {
         if let hint { s += "\n  hint: \(hint)" }
         return s
     }
+
+    /// On one line, for a log that keeps one record a line (the journal; a
+    /// newline there came out as a literal `\n`): the hint after a semicolon.
+    public var line: String {
+        "\(location): \(level.rawValue): \(message)\(hint.map { "; hint: \($0)" } ?? "")"
+    }
 }
 
 /// All the problems of one manifest; thrown when any of them is an error.

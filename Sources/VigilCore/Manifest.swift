@@ -33,6 +33,9 @@ public struct Manifest: Sendable {
     public var isolation: Isolation?
     /// Where the top-level `isolation:` value is written.
     public var isolationLocation: SourceLocation?
+    /// The top-level `interval:`: that of every monitor that does not say
+    /// its own (applied by the loader); nil: each plugin's default.
+    public var interval: Int64?
 
     public init(file: String, host: String? = nil, logLevel: Severity = .info, pluginDirs: [String] = [],
                 monitors: [MonitorConfig] = [], sinks: [SinkConfig] = []) {

@@ -19,13 +19,15 @@ public struct ManifestLoader {
         self.sinkTypes = sinkTypes
     }
 
-    static let hostWideKeys = ["host", "log_level", "plugin_dirs", "allow_unsafe_plugins", "isolation"]
+    static let hostWideKeys = ["host", "log_level", "plugin_dirs", "allow_unsafe_plugins", "isolation", "interval"]
     static let fragmentKeys = ["monitors", "sinks", "rules"]
-    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins", "isolation", "include"]
+    static let topKeys = ["host", "log_level", "plugin_dirs", "monitors", "sinks", "rules", "allow_unsafe_plugins", "isolation", "interval", "include"]
     static let monitorKeys = ["plugin", "interval", "timeout", "enabled", "options", "thresholds"] + isolationKeys
     /// Every sink's keys; a type's own are its `SinkSettings.keys`, and
     /// `buffer` is read here for the types that take a disk buffer.
     static let sinkCommonKeys = ["type", "match", "min_severity", "queue_size", "overflow", "buffer"]
+    /// A sink's `buffer:` mapping.
+    static let bufferKeys = ["type", "path", "max_size", "when_full", "fsync"]
 
     /// The manifest as far as it could be read (nil only when the text is not a
     /// YAML mapping), plus every diagnostic. Any error means the manifest is
@@ -94,6 +96,9 @@ public struct ManifestLoader {
         }
         let isolation = top["isolation"].flatMap { loadIsolation($0, &d) }
         (manifest.isolation, manifest.isolationLocation) = (isolation?.0, isolation?.1)
+        if let interval = top["interval"], let ns = d.duration(interval, what: "'interval'", atLeast: 1_000_000) {
+            manifest.interval = ns
+        }
         var parts = [ManifestPart(file: file, keys: top, location: root.location)]
         if let include = top["include"] {
             manifest.includes = d.locatedStrings(include, what: "'include'").map { IncludePattern(pattern: $0.0, location: $0.1) }
@@ -118,6 +123,10 @@ public struct ManifestLoader {
             d.error(main.location, "the manifest has no 'monitors:'", hint: "add a 'monitors:' mapping, e.g. monitors: { cpu: { plugin: cpu } }")
         }
         manifest.monitors = Self.unique(manifest.monitors, what: "monitor", name: \.name, location: \.location, &d)
+        // The top-level interval, collectd's global `Interval`: each monitor's own, else this one, else its plugin's.
+        if let interval = manifest.interval {
+            for i in manifest.monitors.indices where manifest.monitors[i].interval == nil { manifest.monitors[i].interval = interval }
+        }
         for part in parts { if let node = part.keys["rules"] { manifest.rules += loadRules(node, &d) } }
         manifest.rules = Self.unique(manifest.rules, what: "rule", name: \.name, location: \.location, &d)
         for rule in manifest.rules {
@@ -350,7 +359,7 @@ public struct ManifestLoader {
     /// (DiskBufferedSink), for sinks that connect to a peer over a stream.
     private func loadBuffer(_ node: ConfigNode, into config: inout SinkConfig, _ d: inout Diags) {
         let name = config.name
-        guard let b = Keys(nested: node, what: "'buffer'", of: "sink '\(name)'", known: ["type", "path", "max_size", "when_full", "fsync"],
+        guard let b = Keys(nested: node, what: "'buffer'", of: "sink '\(name)'", known: Self.bufferKeys,
                            example: "buffer: { type: disk, path: /var/lib/vigil/buffer/NAME, max_size: 1GiB, when_full: block }", &d) else { return }
         guard let typeNode = b["type"] else {
             d.error(node.location, "'buffer' needs a 'type': memory or disk")

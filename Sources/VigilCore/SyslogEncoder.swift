@@ -1,13 +1,16 @@
 /// Events as RFC 5424 syslog messages:
 ///
-///     <PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID [vigil@32473 FIELD="VALUE"…] MONITOR/KIND seq=N FIELD=VALUE…
+///     <PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MONITOR [event@32473 monitor="M" kind="K" seq="N"][vigil@32473 FIELD="VALUE"…] MONITOR/KIND seq=N FIELD=VALUE…
 ///
 /// PRI is facility × 8 + the event's severity (debug 7 … critical 2);
 /// TIMESTAMP the event's time in UTC to the microsecond (the RFC's six
-/// digits); MSGID the event's kind; the fields are one structured-data
-/// element, whose SD-ID carries 32473, the enterprise number IANA reserves
-/// for examples and documentation (Vigil has none of its own); MSG repeats
-/// them readably for receivers that drop structured data.
+/// digits); MSGID the monitor's name, what a receiver filters on (rsyslog's
+/// `$msgid`); a first structured-data element, `event`, names the monitor,
+/// the kind and the sequence number in full (MSGID holds 32 characters), a
+/// second, `vigil`, holds the fields; both SD-IDs carry 32473, the
+/// enterprise number IANA reserves for examples and documentation (Vigil has
+/// none of its own); MSG repeats them readably for receivers that drop
+/// structured data.
 ///
 /// Header parts are held to their grammar (printable US-ASCII, their
 /// lengths); parameter names to SD-NAME (32 printable characters but `=`,
@@ -27,6 +30,8 @@ public struct SyslogEncoder: Sendable {
 
     /// The SD-ID of the fields' element.
     public static let sdID = "vigil@32473"
+    /// The SD-ID of the element that names the event: monitor, kind, seq.
+    public static let eventSDID = "event@32473"
     /// The least `maxSize` accepted: the header, the element's brackets and some room.
     public static let minimumSize = 480
 
@@ -70,13 +75,17 @@ public struct SyslogEncoder: Sendable {
         Self.appendTimestamp(event.time, to: &out)
         out.append(UInt8(ascii: " "))
         out += middle
-        Self.appendHeaderPart(event.kind, max: 32, to: &out)
+        Self.appendHeaderPart(event.monitor, max: 32, to: &out)
         out.append(UInt8(ascii: " "))
-        // Structured data: whole parameters while they fit, with room for `]`.
+        // Which event: never cut (names are bounded by the manifest, kinds by the ABI).
+        out += "[\(Self.eventSDID) monitor=\"".utf8
+        Self.appendSDValue(.string(event.monitor), to: &out)
+        out += "\" kind=\"".utf8
+        Self.appendSDValue(.string(event.kind), to: &out)
+        out += "\" seq=\"\(event.seq)\"]".utf8
+        // The fields: whole parameters while they fit, with room for `]`.
         var truncated = false
-        if event.fields.isEmpty {
-            out.append(UInt8(ascii: "-"))
-        } else {
+        if !event.fields.isEmpty {
             out += "[\(Self.sdID)".utf8
             var param: [UInt8] = []
             for field in event.fields {

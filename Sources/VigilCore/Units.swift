@@ -130,3 +130,9 @@ extension StringProtocol {
         return String(s)
     }
 }
+
+/// "1 monitor", "3 monitors", "0 monitors": a count with its noun, in the
+/// plural unless it is one (`plural` where the noun's is not noun + "s").
+public func counted(_ n: some BinaryInteger, _ noun: String, plural: String? = nil) -> String {
+    "\(n) \(n == 1 ? noun : plural ?? noun + "s")"
+}

@@ -1,6 +1,7 @@
 import VigilABI
 import Foundation
 import Glibc
+import Synchronization
 import VigilCore
 
 /// A child process that may load a plugin on our behalf (`vigil plugins
@@ -206,12 +207,10 @@ extension ChildProcess {
 /// A line longer than `maxLineBytes` is handed over cut to `maxLineBytes + 1`
 /// bytes, so that whoever reads it can tell it was too long; the rest of it
 /// is dropped as it arrives, so a child cannot make this process hold more.
-package final class LineReader: @unchecked Sendable {  // `lines` and `eof` change only with `lock` held
+package final class LineReader: Sendable {
     private let fd: Int32
     private let maxLineBytes: Int
-    private let lock = Lock()
-    private var lines: [Substring] = []
-    private var eof = false
+    private let state = Mutex<(lines: [Substring], eof: Bool)>(([], false))
     let arrived = DispatchSemaphore(value: 0)
 
     init(fd: Int32, maxLineBytes: Int) {
@@ -240,24 +239,24 @@ package final class LineReader: @unchecked Sendable {  // `lines` and `eof` chan
                 }
                 keep(buffer[start..<n])
                 guard !complete.isEmpty else { continue }
-                lock.withLock { lines += complete }
+                state.withLock { $0.lines += complete }
                 arrived.signal()
             }
             if !pending.isEmpty {
                 let text = String(decoding: pending, as: UTF8.self)
-                lock.withLock { lines.append(Substring(text)) }
+                state.withLock { $0.lines.append(Substring(text)) }
             }
             close(fd)
-            lock.withLock { eof = true }
+            state.withLock { $0.eof = true }
             arrived.signal()
         }
     }
 
     /// The lines read so far (taken), and whether the pipe is closed.
     func take() -> ([Substring], Bool) {
-        lock.withLock {
-            defer { lines.removeAll() }
-            return (lines, eof)
+        state.withLock { state in
+            defer { state.lines.removeAll() }
+            return (state.lines, state.eof)
         }
     }
 }

@@ -1,5 +1,6 @@
 import CVigilPlugin
 import Glibc
+import Synchronization
 import VigilABI
 
 /// The child → parent stream: one line per step, tab-separated fields, with
@@ -66,9 +67,10 @@ package enum ConformanceProtocol {
 /// Writes protocol lines to the parent, each with one write(2) where it fits
 /// in a pipe's atomic size, so that a line is never half there when the
 /// process dies.
-package final class ProtocolWriter: @unchecked Sendable {  // each line is written with `lock` held
+package final class ProtocolWriter: Sendable {
     private let fd: Int32
-    private let lock = Lock()
+    /// Held for each line's writes, so that lines from several threads never interleave.
+    private let lock = Mutex(())
 
     package init(fd: Int32) { self.fd = fd }
 
@@ -95,7 +97,7 @@ package final class ProtocolWriter: @unchecked Sendable {  // each line is writt
 
     private func write(_ line: String) {
         let bytes = Array((line + "\n").utf8)
-        lock.withLock {
+        lock.withLock { _ in
             var offset = 0
             while offset < bytes.count {
                 let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }

@@ -3,6 +3,7 @@ import CVigilSys
 import VigilABI
 import Foundation
 import Glibc
+import Synchronization
 import VigilCore
 
 /// A trial of a plugin file in a child process (`ChildProcess`): the child
@@ -344,7 +345,7 @@ public struct ProbedPlugin: DescribedPlugin {
 /// and `plugins describe`, which never load a plugin), and the hook a
 /// catalog's vetting calls before it loads a file in-process (`vetting`, for
 /// `run`).
-public final class PluginProbes: @unchecked Sendable {  // its caches change only with `lock` held
+public final class PluginProbes: Sendable {
     public enum Scope: Sendable {
         /// Every file.
         case all
@@ -366,15 +367,18 @@ public final class PluginProbes: @unchecked Sendable {  // its caches change onl
     /// Finds plugin files, and checks them in this process before they are
     /// probed (owner, permissions, ELF headers; none of their code runs).
     public let catalog: PluginCatalog
-    private let lock = Lock()
-    private var reports: [String: ProbeReport] = [:]
-    /// `createsByFile`, once.
-    private var groupedCreates: [String: [PluginProber.Create]]?
-    /// By real path: the file checks' verdict, once per file (their warnings too).
-    private var vetted: [String: Result<String, PluginFileRefusal>] = [:]
+    private let caches = Mutex(Caches())
     private let trusted: [String]
     /// Reports kept across this run's reloads (`run` only).
     private let cache: ProbeReportCache?
+
+    private struct Caches {
+        var reports: [String: ProbeReport] = [:]
+        /// `createsByFile`, once.
+        var groupedCreates: [String: [PluginProber.Create]]?
+        /// By real path: the file checks' verdict, once per file (their warnings too).
+        var vetted: [String: Result<String, PluginFileRefusal>] = [:]
+    }
 
     /// The host's own plugin directories (real paths): the `vigil`
     /// executable's, the installed `../lib/vigil/plugins` beside it, and the
@@ -438,46 +442,40 @@ public final class PluginProbes: @unchecked Sendable {  // its caches change onl
         var seen: Set<String> = []
         for path in paths where seen.insert(path).inserted {
             guard case .success(let realPath) = vet(path), !files.contains(realPath),
-                  lock.withLock({ reports[realPath] == nil }) else { continue }
+                  caches.withLock({ $0.reports[realPath] == nil }) else { continue }
             files.append(realPath)
         }
         let found = Self.inParallel(files.count, width: parallelism) { [self, files] i in
             prober.probe(path: files[i], manifest: manifest?.file, creates: creates(for: files[i]), timing: timing)
         }
-        lock.withLock {
-            for (realPath, report) in zip(files, found) { reports[realPath] = report }
+        caches.withLock { caches in
+            for (realPath, report) in zip(files, found) { caches.reports[realPath] = report }
         }
     }
 
     /// `body(0..<count)` on at most `width` threads at once; the results in index order.
     static func inParallel<T: Sendable>(_ count: Int, width: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
-        let state = LockedState<(next: Int, results: [T?])>((0, Array(repeating: nil, count: count)))
+        let work = ParallelWork<T>(count)
         let finished = DispatchGroup()
         for _ in 0..<min(width, count) {
             finished.enter()
             Thread.detachNewThread {
-                while true {
-                    let i = state.withLock { s in
-                        defer { s.next += 1 }
-                        return s.next
-                    }
-                    guard i < count else { break }
-                    let result = body(i)
-                    state.withLock { $0.results[i] = result }
+                while let i = work.next() {
+                    work.store(body(i), at: i)
                 }
                 finished.leave()
             }
         }
         finished.wait()
-        return state.withLock { $0.results.map { $0! } }
+        return work.results
     }
 
     /// The file checks of `path`, once per file: its real path, or why it is refused.
     package func vet(_ path: String) -> Result<String, PluginFileRefusal> {
         let key = PluginFile.realPath(of: path) ?? path
-        if let known = lock.withLock({ vetted[key] }) { return known }
+        if let known = caches.withLock({ $0.vetted[key] }) { return known }
         let result = catalog.vetting.open(path).map(\.realPath)
-        lock.withLock { vetted[key] = result }
+        caches.withLock { $0.vetted[key] = result }
         return result
     }
 
@@ -495,11 +493,11 @@ public final class PluginProbes: @unchecked Sendable {  // its caches change onl
 
     /// The probe of the file at `realPath`, run on first use.
     public func report(for realPath: String) -> ProbeReport {
-        if let known = lock.withLock({ reports[realPath] }) { return known }
+        if let known = caches.withLock({ $0.reports[realPath] }) { return known }
         let probe = { self.prober.probe(path: realPath, manifest: self.manifest?.file, creates: self.creates(for: realPath),
                                         timing: self.timing) }
         let report = cache?.report(for: realPath, allowUnsafe: prober.allowUnsafe, probe: probe) ?? probe()
-        lock.withLock { reports[realPath] = report }
+        caches.withLock { $0.reports[realPath] = report }
         return report
     }
 
@@ -512,8 +510,8 @@ public final class PluginProbes: @unchecked Sendable {  // its caches change onl
     /// file: found once, each plugin reference looked up once (100,000
     /// monitors of one plugin looked the file up 100,000 times per file).
     private func createsByFile() -> [String: [PluginProber.Create]] {
-        lock.withLock {
-            if let grouped = groupedCreates { return grouped }
+        caches.withLock { caches in
+            if let grouped = caches.groupedCreates { return grouped }
             var grouped: [String: [PluginProber.Create]] = [:]
             var realPaths: [String: String?] = [:]
             if let manifest {
@@ -530,7 +528,7 @@ public final class PluginProbes: @unchecked Sendable {  // its caches change onl
                     grouped[realPath, default: []].append(PluginProber.Create(monitor: monitor.name, timeout: Self.createTimeout(monitor)))
                 }
             }
-            groupedCreates = grouped
+            caches.groupedCreates = grouped
             return grouped
         }
     }
@@ -548,6 +546,26 @@ public final class PluginProbes: @unchecked Sendable {  // its caches change onl
     }
 }
 
+/// The indices `inParallel`'s threads take in turn, and their results.
+private final class ParallelWork<T: Sendable>: Sendable {
+    private let state: Mutex<(next: Int, results: [T?])>
+
+    init(_ count: Int) { state = Mutex((0, Array(repeating: nil, count: count))) }
+
+    /// The next index nobody took yet; nil when all are taken.
+    func next() -> Int? {
+        state.withLock { s in
+            guard s.next < s.results.count else { return nil }
+            defer { s.next += 1 }
+            return s.next
+        }
+    }
+
+    func store(_ result: T, at i: Int) { state.withLock { $0.results[i] = result } }
+
+    var results: [T] { state.withLock { $0.results.map { $0! } } }
+}
+
 /// Probe reports kept for the life of a `vigil run`, across its reloads: a
 /// reload resolves the monitors it changes again, and a plugin file that
 /// did not change since its probe (same device, inode, size and
@@ -555,22 +573,21 @@ public final class PluginProbes: @unchecked Sendable {  // its caches change onl
 /// file) is not probed again. A probe is a child process, ~20 ms of CPU;
 /// 20 reloads a second that each changed a monitor spent a core's fifth on
 /// probing the same file (issue 24's reload workload).
-public final class ProbeReportCache: @unchecked Sendable {  // the entries are behind `lock`
-    private let lock = Lock()
-    private var entries: [String: (identity: PluginFileIdentity, allowUnsafe: Bool, report: ProbeReport)] = [:]
+public final class ProbeReportCache: Sendable {
+    private let entries = Mutex<[String: (identity: PluginFileIdentity, allowUnsafe: Bool, report: ProbeReport)]>([:])
 
     public init() {}
 
     func report(for realPath: String, allowUnsafe: Bool, probe: () -> ProbeReport) -> ProbeReport {
         let identity = PluginFileIdentity(path: realPath)
-        if let identity, let known = lock.withLock({ entries[realPath] }),
+        if let identity, let known = entries.withLock({ $0[realPath] }),
            known.identity == identity, known.allowUnsafe == allowUnsafe {
             return known.report
         }
         let report = probe()
         // Kept only if the file is still the one probed.
         if let identity, PluginFileIdentity(path: realPath) == identity {
-            lock.withLock { entries[realPath] = (identity, allowUnsafe, report) }
+            entries.withLock { $0[realPath] = (identity, allowUnsafe, report) }
         }
         return report
     }

@@ -201,7 +201,7 @@ private final class RunnerSession: PluginHostCallbacks, @unchecked Sendable {  /
     }
 
     private var lateCalls: UInt64 {
-        (retired + (context.map { [$0] } ?? [])).reduce(UInt64(0)) { $0 &+ $1.lateCalls.load(ordering: .relaxed) }
+        (retired + (context.map { [$0] } ?? [])).reduce(UInt64(0)) { $0 &+ $1.lateCalls }
     }
 
     /// `call`: what the call's thread wrote (`RingWriter.endCall`), which

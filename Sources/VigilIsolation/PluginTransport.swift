@@ -1,5 +1,6 @@
 @preconcurrency import CVigilPlugin
 import Foundation
+import Synchronization
 import VigilABI
 import VigilCore
 
@@ -59,7 +60,7 @@ package final class InProcessTransport: PluginTransport, @unchecked Sendable {  
     let plugin: LoadedPlugin
     private var handle: UnsafeMutableRawPointer?
     private var context: HostContext?
-    private let retired = LockedState<[HostContext]>([])
+    private let retired = Mutex<[HostContext]>([])
 
     package init(plugin: LoadedPlugin) { self.plugin = plugin }
 
@@ -135,7 +136,7 @@ package final class InProcessTransport: PluginTransport, @unchecked Sendable {  
     }
 
     package var lateCalls: UInt64 {
-        retired.withLock { $0.reduce(0) { $0 &+ $1.lateCalls.load(ordering: .relaxed) } }
+        retired.withLock { $0.reduce(0) { $0 &+ $1.lateCalls } }
     }
 }
 
@@ -177,7 +178,7 @@ package final class RunnerTransport: PluginTransport, @unchecked Sendable {  // 
     package let description: PluginDescription
     /// The runner serving the instance: replaced on the instance's queue,
     /// read by the watchdog too.
-    private let current: LockedState<RunnerProcess?>
+    private let current: Mutex<RunnerProcess?>
     private var process: RunnerProcess? {
         get { current.withLock { $0 } }
         set { current.withLock { $0 = newValue } }
@@ -186,12 +187,12 @@ package final class RunnerTransport: PluginTransport, @unchecked Sendable {  // 
     /// Told when the runner dies outside a call (on the runner's channel
     /// thread), with the runner that died: by the time the instance looks,
     /// another may serve it.
-    private let onDeath = LockedState<@Sendable (RunnerDeath, RunnerProcess) -> Void>({ _, _ in })
-    private let late = LockedState<UInt64>(0)
+    private let onDeath = Mutex<@Sendable (RunnerDeath, RunnerProcess) -> Void>({ _, _ in })
+    private let late = Mutex<UInt64>(0)
 
     /// A transport over `first`, the runner that described the plugin.
     package init(first: RunnerProcess, launch: RunnerLaunch) {
-        self.current = LockedState(first)
+        self.current = Mutex(first)
         self.launch = launch
         self.description = first.description
         self.flushes = first.flushes
@@ -224,9 +225,8 @@ package final class RunnerTransport: PluginTransport, @unchecked Sendable {  // 
             }
         }
         guard let process else { return .crashed(RunnerDeath()) }
-        let onDeath = onDeath
-        process.attach(receiver) { [weak process] death in
-            guard let process else { return }
+        process.attach(receiver) { [weak self, weak process] death in
+            guard let self, let process else { return }
             onDeath.withLock { $0 }(death, process)
         }
         let outcome = call(RunnerWire.encodeCreate(name: name, options: options, interval: interval), "create", timeout)

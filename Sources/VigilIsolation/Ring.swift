@@ -1,6 +1,7 @@
 import CVigilSys
 import Foundation
 import Glibc
+import Synchronization
 import VigilABI
 import VigilCore
 
@@ -210,14 +211,46 @@ package enum RingRecord: UInt32 {
 /// The runner's end: appends records, waiting for room when the host is
 /// behind (the plugin's emit waits, as it does in-process behind a full
 /// blocking sink). Any thread; one record at a time.
-package final class RingWriter: @unchecked Sendable {  // its positions change only with `lock` held
+///
+/// One writer at a time waits for room, without the lock: the header has
+/// one flag for a sleeping producer, and one wake-up of `spaceEvent`, which
+/// the sleeper drains (a second sleeper could miss it). Writers to the ring
+/// that come meanwhile wait behind it (`queue`), as they waited for the lock
+/// when the wait was made under it; so nobody takes the room it waited for
+/// before it takes the lock again, and the records keep their order.
+package final class RingWriter: Sendable {
     private let ring: SharedRing
     /// The host sleeps on this one; the runner sleeps on `spaceEvent`.
     private let dataEvent: Int32
     private let spaceEvent: Int32
-    private let lock = Lock()
-    /// Our copy of the head (we are its only writer).
-    private var head: UInt64 = 0
+    private let positions = Mutex(Positions())
+    /// Writers behind the one waiting for room (`Positions.queued`).
+    private let queue = Wakeup()
+
+    private struct Positions {
+        /// Our copy of the head (we are its only writer).
+        var head: UInt64 = 0
+        /// The thread of the call in progress (`beginCall`), the call's number,
+        /// the bytes of its records in the call area, and, when they did not all
+        /// fit there, where the last one it put in the ring ends (0: none).
+        var caller: pthread_t?
+        var callSequence: UInt32 = 0
+        var callUsed = 0
+        var callerEnd: UInt64 = 0
+        /// A writer waits for room (`waitForRoom`), and how many wait for it to have written.
+        var waitingForRoom = false
+        var queued = 0
+    }
+
+    /// What one try of `write` came to.
+    private enum Step {
+        /// Written; wake this many queued writers.
+        case written(wake: Int)
+        /// Another writer waits for room: wait for it (`queue`), then try again.
+        case queued
+        /// Not `bytes` free past `head`: wait for room, then try again.
+        case noRoom(head: UInt64, bytes: Int)
+    }
 
     init(ring: SharedRing, dataEvent: Int32, spaceEvent: Int32) {
         self.ring = ring
@@ -226,16 +259,6 @@ package final class RingWriter: @unchecked Sendable {  // its positions change o
     }
 
     var maxPayload: Int { ring.maxPayload }
-
-    /// Appends a record of `length` payload bytes that `fill` writes. False
-    /// when the payload is larger than a record may be.
-    /// The thread of the call in progress (`beginCall`), the call's number,
-    /// the bytes of its records in the call area, and, when they did not all
-    /// fit there, where the last one it put in the ring ends (0: none).
-    private var caller: pthread_t?
-    private var callSequence: UInt32 = 0
-    private var callUsed = 0
-    private var callerEnd: UInt64 = 0
 
     /// What a call's reply says of the records its thread wrote.
     package struct CallRecords {
@@ -250,83 +273,110 @@ package final class RingWriter: @unchecked Sendable {  // its positions change o
     /// goes into the call area (see `SharedRing`). Records of the plugin's
     /// other threads are concurrent with the call and keep the ring.
     func beginCall() {
-        lock.lock()
-        caller = pthread_self()
-        callSequence = callSequence == .max ? 1 : callSequence + 1
-        callUsed = 0
-        callerEnd = 0
-        vigil_store_release_u32(ring.callLength, 0)
-        vigil_store_release_u32(ring.callSequence, callSequence)
-        lock.unlock()
+        positions.withLock { p in
+            p.caller = pthread_self()
+            p.callSequence = p.callSequence == .max ? 1 : p.callSequence + 1
+            p.callUsed = 0
+            p.callerEnd = 0
+            vigil_store_release_u32(ring.callLength, 0)
+            vigil_store_release_u32(ring.callSequence, p.callSequence)
+        }
     }
 
     func endCall() -> CallRecords {
-        lock.lock()
-        defer { lock.unlock() }
-        caller = nil
-        return CallRecords(sequence: callSequence, length: UInt32(callUsed), ringEnd: callerEnd)
+        positions.withLock { p in
+            p.caller = nil
+            return CallRecords(sequence: p.callSequence, length: UInt32(p.callUsed), ringEnd: p.callerEnd)
+        }
     }
 
     /// Where every record written so far ends.
-    var position: UInt64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return head
-    }
+    var position: UInt64 { positions.withLock { $0.head } }
 
+    /// Appends a record of `length` payload bytes that `fill` writes. False
+    /// when the payload is larger than a record may be.
     @discardableResult
     func write(_ type: RingRecord, length: Int, _ fill: (UnsafeMutableRawPointer) -> Void) -> Bool {
         guard length >= 0, length <= ring.maxPayload else { return false }
+        var waitedForRoom = false
+        while true {
+            switch positions.withLock({ p in tryWrite(type, length: length, fill, &p, waitedForRoom: waitedForRoom) }) {
+            case .written(let waiters):
+                queue.wake(waiters)
+                return true
+            case .queued:
+                queue.wait()
+            case .noRoom(let head, let bytes):
+                waitedForRoom = true
+                waitForRoom(bytes, after: head)
+            }
+        }
+    }
+
+    /// `write`, with the lock held: into the call area, or into the ring if
+    /// it has room and no other writer waits for room first.
+    private func tryWrite(_ type: RingRecord, length: Int, _ fill: (UnsafeMutableRawPointer) -> Void,
+                          _ p: inout Positions, waitedForRoom: Bool) -> Step {
+        if let caller = p.caller, pthread_equal(caller, pthread_self()) != 0, p.callerEnd == 0,
+           p.callUsed + SharedRing.Layout.recordHeader + length <= SharedRing.Layout.callAreaBytes {
+            let area = ring.callArea + p.callUsed
+            area.storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
+            area.storeBytes(of: type.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
+            fill(area + SharedRing.Layout.recordHeader)
+            p.callUsed += SharedRing.Layout.recordHeader + length
+            vigil_store_release_u32(ring.callLength, UInt32(p.callUsed))
+            return .written(wake: 0)
+        }
+        if p.waitingForRoom && !waitedForRoom {
+            p.queued += 1
+            return .queued
+        }
         let need = SharedRing.recordBytes(payload: length)
-        lock.lock()
-        defer { lock.unlock() }
-        if let caller, pthread_equal(caller, pthread_self()) != 0, callerEnd == 0,
-           callUsed + SharedRing.Layout.recordHeader + length <= SharedRing.Layout.callAreaBytes {
-            let p = ring.callArea + callUsed
-            p.storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
-            p.storeBytes(of: type.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
-            fill(p + SharedRing.Layout.recordHeader)
-            callUsed += SharedRing.Layout.recordHeader + length
-            vigil_store_release_u32(ring.callLength, UInt32(callUsed))
-            return true
-        }
-        let toEnd = ring.capacity - Int(head & UInt64(ring.capacity - 1))
+        let toEnd = ring.capacity - Int(p.head & UInt64(ring.capacity - 1))
         let pad = need > toEnd ? toEnd : 0
-        waitForRoom(pad + need)
-        if pad > 0 {
-            let p = ring.data(at: head)
-            p.storeBytes(of: UInt32(pad - SharedRing.Layout.recordHeader).littleEndian, as: UInt32.self)
-            p.storeBytes(of: RingRecord.pad.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
-            head &+= UInt64(pad)
+        guard hasRoom(pad + need, after: p.head) else {
+            p.waitingForRoom = true
+            return .noRoom(head: p.head, bytes: pad + need)
         }
-        let p = ring.data(at: head)
-        p.storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
-        p.storeBytes(of: type.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
-        fill(p + SharedRing.Layout.recordHeader)
-        head &+= UInt64(need)
-        if let caller, pthread_equal(caller, pthread_self()) != 0 { callerEnd = head }
-        vigil_store_release_u64(ring.head, head)
+        if pad > 0 {
+            let record = ring.data(at: p.head)
+            record.storeBytes(of: UInt32(pad - SharedRing.Layout.recordHeader).littleEndian, as: UInt32.self)
+            record.storeBytes(of: RingRecord.pad.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
+            p.head &+= UInt64(pad)
+        }
+        let record = ring.data(at: p.head)
+        record.storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
+        record.storeBytes(of: type.rawValue.littleEndian, toByteOffset: 4, as: UInt32.self)
+        fill(record + SharedRing.Layout.recordHeader)
+        p.head &+= UInt64(need)
+        if let caller = p.caller, pthread_equal(caller, pthread_self()) != 0 { p.callerEnd = p.head }
+        vigil_store_release_u64(ring.head, p.head)
         vigil_fence()
         let consumer = vigil_load_acquire_u32(ring.consumerSleeping)
         if consumer != SharedRing.ConsumerState.awake.rawValue,
            consumer == SharedRing.ConsumerState.asleep.rawValue
-            || head &- vigil_load_acquire_u64(ring.tail) >= UInt64(SharedRing.lingerBytes),
+            || p.head &- vigil_load_acquire_u64(ring.tail) >= UInt64(SharedRing.lingerBytes),
            vigil_exchange_u32(ring.consumerSleeping, 0) != 0 {
             SharedRing.signal(dataEvent)
         }
-        return true
+        guard waitedForRoom else { return .written(wake: 0) }
+        p.waitingForRoom = false
+        defer { p.queued = 0 }
+        return .written(wake: p.queued)
     }
 
-    /// Waits until `bytes` are free. The host being gone ends this process
-    /// (PR_SET_PDEATHSIG), so the wait needs no deadline of its own.
-    private func waitForRoom(_ bytes: Int) {
+    private func hasRoom(_ bytes: Int, after head: UInt64) -> Bool {
+        ring.capacity - Int(truncatingIfNeeded: head &- vigil_load_acquire_u64(ring.tail)) >= bytes
+    }
+
+    /// Waits until `bytes` are free past `head`. The host being gone ends
+    /// this process (PR_SET_PDEATHSIG), so the wait needs no deadline of its own.
+    private func waitForRoom(_ bytes: Int, after head: UInt64) {
         while true {
-            let tail = vigil_load_acquire_u64(ring.tail)
-            if ring.capacity - Int(truncatingIfNeeded: head &- tail) >= bytes { return }
+            if hasRoom(bytes, after: head) { return }
             _ = vigil_exchange_u32(ring.producerSleeping, 1)
             vigil_fence()
-            let again = vigil_load_acquire_u64(ring.tail)
-            if ring.capacity - Int(truncatingIfNeeded: head &- again) >= bytes {
+            if hasRoom(bytes, after: head) {
                 vigil_store_release_u32(ring.producerSleeping, 0)
                 return
             }

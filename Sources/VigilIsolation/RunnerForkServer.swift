@@ -1,6 +1,7 @@
 import CVigilSys
 import Foundation
 import Glibc
+import Synchronization
 import VigilABI
 
 /// Where plugin runners come from: forked from one prepared `vigil`, the
@@ -44,7 +45,7 @@ import VigilABI
 /// not answer in time, or the runner asks for another environment than the
 /// one it was started with), the runner is started by `Spawn` as before,
 /// and the host says so once.
-public final class RunnerForkServer: @unchecked Sendable {  // its state is behind `state`; the registry behind `servers`
+public final class RunnerForkServer: Sendable {
     /// The fork server's end of its socket.
     static let socketFD: Int32 = 3
     /// The value the fork server's environment carries where a runner's tag goes.
@@ -55,7 +56,7 @@ public final class RunnerForkServer: @unchecked Sendable {  // its state is behi
     static let titleRoom = 1024
 
     /// One per executable (the host's own; tests name theirs).
-    private static let servers = LockedState<[String: RunnerForkServer]>([:])
+    private static let servers = Mutex<[String: RunnerForkServer]>([:])
 
     static func `for`(program: String) -> RunnerForkServer {
         servers.withLock { servers in
@@ -80,7 +81,7 @@ public final class RunnerForkServer: @unchecked Sendable {  // its state is behi
 
     private let program: String
     /// Held for a whole request: the fork server answers one at a time.
-    private let state = LockedState<(server: Server?, failures: Int, said: Bool)>((nil, 0, false))
+    private let state = Mutex<(server: Server?, failures: Int, said: Bool)>((nil, 0, false))
 
     private init(program: String) { self.program = program }
 

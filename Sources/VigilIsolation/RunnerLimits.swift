@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Logging
+import Synchronization
 import VigilABI
 import VigilCore
 
@@ -102,16 +103,17 @@ package struct RunnerLimits: Sendable {
 /// watchdog looks at monitors' runners. A runner over a limit is ended with
 /// the reason; the sink reports its end (a write in it is written again to
 /// a new runner) as it reports a crash.
-package final class OutputRunnerWatchdog: @unchecked Sendable {  // immutable; its timer runs on its own queue
+package final class OutputRunnerWatchdog: @unchecked Sendable {  // the timer is set up in init and runs on its own queue; what it keeps is behind `watch`
     private let timer: DispatchSourceTimer
+    private let watch: Mutex<RunnerLimits>
 
     /// Nil when `limits` hold neither memory nor CPU.
     package init?(limits: ResourceLimits, runner: RunnerTransport, label: String, logger: Logger) {
         guard !RunnerLimits(limits: limits).isEmpty else { return nil }
-        let watch = LockedState(RunnerLimits(limits: limits))
+        watch = Mutex(RunnerLimits(limits: limits))
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "vigil.limits.\(label)"))
-        timer.setEventHandler { [weak runner] in
-            guard let runner, let process = runner.currentProcess, process.cgroup == nil, !process.isDead else { return }
+        timer.setEventHandler { [weak self, weak runner] in
+            guard let self, let runner, let process = runner.currentProcess, process.cgroup == nil, !process.isDead else { return }
             let now = monotonicNanoseconds()
             if let why = watch.withLock({ $0.check(pid: process.pid, dataLimit: process.dataLimit, now: now) }) {
                 logger.error("\(why): ending its runner (pid \(process.pid))")

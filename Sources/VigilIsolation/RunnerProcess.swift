@@ -2,6 +2,7 @@
 import CVigilSys
 import Foundation
 import Glibc
+import Synchronization
 import VigilABI
 import VigilCore
 
@@ -44,7 +45,7 @@ package struct RunnerDeath: Sendable, CustomStringConvertible {
 /// order and the replies after them. Calls are made one at a time (the
 /// instance's queue) and wait for their reply, the runner's death or their
 /// deadline; a call past its deadline kills the runner.
-public final class RunnerProcess: @unchecked Sendable {  // calls are made one at a time on the instance's queue; the channel thread's state is behind locks and atomics
+public final class RunnerProcess: @unchecked Sendable {  // what the channel thread shares is behind `state`; `deliveredCall` and the scratch buffers are the channel thread's alone
     package struct StartFailure: Error, CustomStringConvertible {
         package var description: String
     }
@@ -73,20 +74,28 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
     private let dataEvent: Int32
     private let spaceEvent: Int32
 
-    private let state = ConditionLock()
-    private var receiver: (any RunnerReceiver)?
-    private var pendingReply: RunnerWire.Reply?
-    private var death: RunnerDeath?
-    private var killReason: String?
-    /// Calls of destroyed instances the runner ignored (it counts them).
-    private(set) var lateCalls: UInt64 = 0
-    /// Called once, on the channel thread, when the runner dies outside a call.
-    private var onDeath: (@Sendable (RunnerDeath) -> Void)?
-    private var callInFlight = false
-    /// The socket, ring and eventfds are closed: the runner was reaped. A
-    /// process object outlives its runner (a replaced instance keeps the
-    /// plugin it was resolved with), so they are closed then, not at deinit.
-    private var closed = false
+    private let state = Mutex(Shared())
+    /// A call waits here for its reply or the runner's death (`Shared.waiting`).
+    private let replied = Wakeup()
+
+    /// What the channel thread and the calls share.
+    private struct Shared {
+        var receiver: (any RunnerReceiver)?
+        var pendingReply: RunnerWire.Reply?
+        var death: RunnerDeath?
+        var killReason: String?
+        /// Calls of destroyed instances the runner ignored (it counts them).
+        var lateCalls: UInt64 = 0
+        /// Called once, on the channel thread, when the runner dies outside a call.
+        var onDeath: (@Sendable (RunnerDeath) -> Void)?
+        var callInFlight = false
+        /// Waits in `replied` for `pendingReply` or `death` to be set.
+        var waiting = 0
+        /// The socket, ring and eventfds are closed: the runner was reaped. A
+        /// process object outlives its runner (a replaced instance keeps the
+        /// plugin it was resolved with), so they are closed then, not at deinit.
+        var closed = false
+    }
     /// The last call whose records in the call area were delivered (channel thread only).
     private var deliveredCall: UInt32 = 0
     /// Room for a rebuilt event and its fields.
@@ -108,16 +117,16 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
     }
 
     deinit {
-        closeDescriptors()
+        state.withLock { closeDescriptors(&$0) }
         fieldScratch.deallocate()
         eventScratch.deallocate()
     }
 
-    /// Closes the socket and the eventfds (under `state`, or alone) and
-    /// releases the ring; once.
-    private func closeDescriptors() {
-        guard !closed else { return }
-        closed = true
+    /// Closes the socket and the eventfds (under `state`) and releases the
+    /// ring; once.
+    private func closeDescriptors(_ shared: inout Shared) {
+        guard !shared.closed else { return }
+        shared.closed = true
         close(control.fd)
         close(dataEvent)
         close(spaceEvent)
@@ -172,7 +181,7 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
         let pid: pid_t
         do {
             pid = try RunnerForkServer.for(program: program).start(spawn, tag: tag) ?? spawn.startFromSpawnerThread()
-            live.withLock { $0 += 1 }
+            live.withLock { $0.count += 1 }
         } catch {
             for fd in [pair[0], pair[1], dataEvent, spaceEvent] { close(fd) }
             throw StartFailure(description: "cannot start a runner: \(error)")
@@ -246,9 +255,9 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
     /// Where the runner's records go from now on, and who hears of a death
     /// outside a call.
     func attach(_ receiver: any RunnerReceiver, onDeath: @escaping @Sendable (RunnerDeath) -> Void) {
-        state.withLock {
-            self.receiver = receiver
-            self.onDeath = onDeath
+        state.withLock { s in
+            s.receiver = receiver
+            s.onDeath = onDeath
         }
     }
 
@@ -265,13 +274,13 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
     /// killed and the call ends with its death.
     func call(_ messages: [[UInt8]], timeout: Int64, name: String, giveUpAt: (() -> Int64)? = nil) -> Outcome {
         var deadline = monotonicNanoseconds().addingSaturating(timeout)
-        state.lock()
-        if let death {
-            state.unlock()
-            return .died(death)
+        let died = state.withLock { s -> RunnerDeath? in
+            if let death = s.death { return death }
+            s.callInFlight = true
+            s.pendingReply = nil
+            return nil
         }
-        callInFlight = true
-        pendingReply = nil
+        if let died { return .died(died) }
         // Sent under the lock: the channel closes the socket under it once
         // the runner has ended. A message fits the socket's buffer, so only
         // a runner that does not read blocks a sender: then the wait for
@@ -280,8 +289,9 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
         var unsent: String?
         sending: for message in messages {
             while true {
-                if death != nil { break sending }
-                switch control.trySend(message) {
+                // Nil: the runner has ended.
+                guard let sent = state.withLock({ s in s.death == nil ? control.trySend(message) : nil }) else { break sending }
+                switch sent {
                 case .sent: continue sending
                 case .failed(EPIPE), .failed(ECONNRESET): break sending  // the runner is gone: its death is on the way
                 case .failed(let error):
@@ -293,17 +303,10 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
                         timedOut = true
                         break sending
                     }
-                    let fd = control.fd
-                    state.unlock()
-                    var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    var pfd = pollfd(fd: control.fd, events: Int16(POLLOUT), revents: 0)
                     _ = poll(&pfd, 1, Int32(clamping: min(left / 1_000_000 + 1, 50)))
-                    state.lock()
                 }
             }
-        }
-        defer {
-            callInFlight = false
-            state.unlock()
         }
         // The host gave up on the call and ended the runner: a reply that
         // comes while it ends (a runner that ignores SIGTERM answers until
@@ -311,53 +314,89 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
         // the death for the next call, blamed on that call.
         var gaveUp = false
         var graced = false
-        while pendingReply == nil && death == nil {
+        var waitTimedOut = false
+        waiting: while true {
             let now = monotonicNanoseconds()
             let givenUp = now >= (giveUpAt?() ?? .max)
-            // The timeout is the plugin's: a reply already on the socket at
-            // the deadline came in time, and waits only for the channel to
-            // take the records before it (one bounded drain).
-            if !timedOut && !givenUp && unsent == nil && now >= deadline && !graced && control.hasMessage() {
+            let step = state.withLock { s -> CallWait in
+                // A wait that timed out takes its count back (see `Wakeup`).
+                if waitTimedOut && s.waiting > 0 { s.waiting -= 1 }
+                waitTimedOut = false
+                guard s.pendingReply == nil && s.death == nil else { return .answered }
+                // The timeout is the plugin's: a reply already on the socket at
+                // the deadline came in time, and waits only for the channel to
+                // take the records before it (one bounded drain). Looked at
+                // under the lock, as the socket is open only while it is held.
+                if !timedOut && !givenUp && unsent == nil && now >= deadline && !graced && control.hasMessage() {
+                    return .graced
+                }
+                if timedOut || now >= deadline || givenUp || unsent != nil { return .givenUp }
+                s.waiting += 1
+                return .waiting
+            }
+            switch step {
+            case .answered:
+                break waiting
+            case .graced:
                 graced = true
                 deadline = now.addingSaturating(max(timeout, 1_000_000_000))
-                continue
-            }
-            if timedOut || now >= deadline || givenUp || unsent != nil {
+            case .givenUp:
                 gaveUp = true
-                state.unlock()
                 terminate(because: unsent ?? (givenUp && !timedOut && now < deadline
                     ? "\(name) ran past the drain deadline at shutdown"
                     : "\(name) ran past its timeout of \(Self.seconds(timeout))"))
-                state.lock()
-                while death == nil { state.wait() }
-                break
+                while state.withLock({ s in
+                    guard s.death == nil else { return false }
+                    s.waiting += 1
+                    return true
+                }) {
+                    replied.wait()
+                }
+                break waiting
+            case .waiting:
+                // A wake-up left by an earlier wait only ends this one early: the loop looks again.
+                waitTimedOut = !replied.wait(until: giveUpAt == nil ? deadline : min(deadline, now.addingSaturating(100_000_000)))
             }
-            state.wait(until: giveUpAt == nil ? deadline : min(deadline, now.addingSaturating(100_000_000)))
         }
-        if let reply = pendingReply {
-            pendingReply = nil
-            if gaveUp, let death { return .died(death) }
-            if let answer = reply.answer {
-                return .answer(reply.status, reply.message, retryAfter: answer.retryAfter, verdicts: answer.verdicts)
+        return state.withLock { s -> Outcome in
+            s.callInFlight = false
+            if let reply = s.pendingReply {
+                s.pendingReply = nil
+                if gaveUp, let death = s.death { return .died(death) }
+                if let answer = reply.answer {
+                    return .answer(reply.status, reply.message, retryAfter: answer.retryAfter, verdicts: answer.verdicts)
+                }
+                return .reply(reply.status, reply.message)
             }
-            return .reply(reply.status, reply.message)
+            return .died(s.death!)
         }
-        return .died(death!)
+    }
+
+    /// Where a call's wait for its reply stands.
+    private enum CallWait {
+        /// The reply came, or the runner ended.
+        case answered
+        /// Past the deadline with the reply already on the socket.
+        case graced
+        /// Past the deadline, or the call could not be sent: the runner is ended.
+        case givenUp
+        /// Counted in `Shared.waiting`: to wait in `replied`.
+        case waiting
     }
 
     /// Kills the runner because of `reason` (SIGTERM, then SIGKILL a second
     /// later); its death is reported with the reason.
     func terminate(because reason: String) {
-        let first = state.withLock { () -> Bool in
-            guard death == nil, killReason == nil else { return false }
-            killReason = reason
+        let first = state.withLock { s -> Bool in
+            guard s.death == nil, s.killReason == nil else { return false }
+            s.killReason = reason
             return true
         }
         guard first else { return }
         _ = kill(pid, SIGTERM)
         let pid = pid
         DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
-            if self?.state.withLock({ self?.death == nil }) ?? false { _ = kill(pid, SIGKILL) }
+            if let self, !self.isDead { _ = kill(pid, SIGKILL) }
         }
     }
 
@@ -366,19 +405,22 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
     /// Nothing of it reaches the receiver after, its end included: a runner
     /// let go is not a runner that died (an operator's restart, a reload).
     package func finish() {
-        state.withLock {
-            receiver = nil
-            onDeath = nil
-            if !closed { shutdown(control.fd, Int32(SHUT_RDWR)) }
+        state.withLock { s in
+            s.receiver = nil
+            s.onDeath = nil
+            if !s.closed { shutdown(control.fd, Int32(SHUT_RDWR)) }
         }
         let pid = pid
         DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
             // A runner whose process object is gone was reaped: its pid may be another's now.
-            if self?.state.withLock({ self?.death == nil }) ?? false { _ = kill(pid, SIGKILL) }
+            if let self, !self.isDead { _ = kill(pid, SIGKILL) }
         }
     }
 
-    package var isDead: Bool { state.withLock { death != nil } }
+    package var isDead: Bool { state.withLock { $0.death != nil } }
+
+    /// Calls of destroyed instances the runner ignored (it counts them).
+    var lateCalls: UInt64 { state.withLock { $0.lateCalls } }
 
     // MARK: - the channel thread
 
@@ -461,18 +503,19 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
         Self.reaped()
         let kernelReason = cgroup?.killReason()
         cgroup?.remove()
-        let (receiverOnDeath, inCall) = state.withLock { () -> ((@Sendable (RunnerDeath) -> Void)?, Bool) in
-            ending.killedBecause = killReason ?? kernelReason
-            death = ending
-            let told = onDeath
+        let (receiverOnDeath, inCall, waiting) = state.withLock { s -> ((@Sendable (RunnerDeath) -> Void)?, Bool, Int) in
+            ending.killedBecause = s.killReason ?? kernelReason
+            s.death = ending
+            let told = s.onDeath
             // Nothing more comes from it: its descriptors go now, and the
             // instance it served is no longer held.
-            receiver = nil
-            onDeath = nil
-            closeDescriptors()
-            return (told, callInFlight)
+            s.receiver = nil
+            s.onDeath = nil
+            closeDescriptors(&s)
+            defer { s.waiting = 0 }
+            return (told, s.callInFlight, s.waiting)
         }
-        state.broadcast()
+        replied.wake(waiting)
         if !inCall { receiverOnDeath?(ending) }
     }
 
@@ -483,7 +526,7 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
         // context, so nothing can arrive before it; after it is let go,
         // what still comes is taken and dropped. Bound once, outside the
         // loop: no retain of it per record.
-        guard let receiver = state.withLock({ self.receiver }) else {
+        guard let receiver = state.withLock({ $0.receiver }) else {
             return drop(reader, before: bound)
         }
         let decoder = receiver.eventDecoder
@@ -515,7 +558,7 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
         deliveredCall = sequence
         guard length <= UInt32(SharedRing.Layout.callAreaBytes) else { return "a call's records are longer than their area" }
         let records = reader.copyCallArea(Int(length))
-        let receiver = state.withLock { self.receiver }
+        let receiver = state.withLock { $0.receiver }
         return records.withUnsafeBytes { raw -> String? in
             var offset = 0
             let header = SharedRing.Layout.recordHeader
@@ -583,11 +626,13 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
             guard var reply = RunnerWire.decodeReply(&r) else { return false }
             var text = reply.message
             reply.message = text.withUTF8 { pluginText(UnsafeRawBufferPointer($0), limit: pluginErrorCapacity).0 }
-            state.withLock {
-                pendingReply = reply
-                lateCalls = reply.lateCalls
+            let waiting = state.withLock { s in
+                s.pendingReply = reply
+                s.lateCalls = reply.lateCalls
+                defer { s.waiting = 0 }
+                return s.waiting
             }
-            state.broadcast()
+            replied.wake(waiting)
             return true
         }
     }
@@ -625,26 +670,36 @@ public final class RunnerProcess: @unchecked Sendable {  // calls are made one a
 
     // MARK: - every runner of this host
 
-    /// Runners started and not yet reaped.
-    private static let live = LockedState<Int>(0)
-    private static let liveChanged = ConditionVariable()
+    /// Runners started and not yet reaped, and the waits in `liveChanged` for that to change.
+    private static let live = Mutex<(count: Int, waiting: Int)>((0, 0))
+    private static let liveChanged = Wakeup()
 
     /// Waits until every runner has been reaped, or `deadline` (monotonic
     /// ns): at the end of a run, so that the host exits after its runners
     /// and their CPU time is in the summary's.
     package static func awaitAll(until deadline: Int64) -> Bool {
-        live.withLockedPointer { count in
-            while count.pointee > 0 {
+        var timedOut = false
+        while true {
+            // Nil: not yet, and counted in `waiting` (see `Wakeup`).
+            let done = live.withLock { live -> Bool? in
+                if timedOut && live.waiting > 0 { live.waiting -= 1 }
+                if live.count <= 0 { return true }
                 if monotonicNanoseconds() >= deadline { return false }
-                liveChanged.wait(live, until: deadline)
+                live.waiting += 1
+                return nil
             }
-            return true
+            if let done { return done }
+            timedOut = !liveChanged.wait(until: deadline)
         }
     }
 
     private static func reaped() {
-        live.withLock { $0 -= 1 }
-        liveChanged.broadcast()
+        let waiting = live.withLock { live in
+            live.count -= 1
+            defer { live.waiting = 0 }
+            return live.waiting
+        }
+        liveChanged.wake(waiting)
     }
 
     package static func seconds(_ ns: Int64) -> String {

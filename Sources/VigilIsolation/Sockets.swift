@@ -141,10 +141,18 @@ public enum Sockets {
                 }
             }
             let bound = staging ? tmp + "/s" : path
-            guard rc == 0, chmod(bound, 0o600) == 0, !staging || rename(bound, path) == 0 else {
+            guard rc == 0, chmod(bound, 0o600) == 0 else {
                 let e = errno; unlink(bound); close(fd); throw Failure(what: "bind unix:\(path)", code: e)
             }
-            guard Glibc.listen(fd, backlog) == 0 else { let e = errno; close(fd); throw Failure(what: "listen on unix:\(path)", code: e) }
+            // Listening before the path appears: whoever sees the file (a
+            // client waiting for the host, systemd) can connect at once,
+            // where between the two it was refused (ECONNREFUSED).
+            guard Glibc.listen(fd, backlog) == 0 else {
+                let e = errno; unlink(bound); close(fd); throw Failure(what: "listen on unix:\(path)", code: e)
+            }
+            guard !staging || rename(bound, path) == 0 else {
+                let e = errno; unlink(bound); close(fd); throw Failure(what: "bind unix:\(path)", code: e)
+            }
             return fd
         case .tcp(let host, let port):
             return try withAddresses(host: host, port: port, stream: true, passive: true) { info in

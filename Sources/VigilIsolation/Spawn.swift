@@ -1,6 +1,7 @@
 import CVigilSys
 import Foundation
 import Glibc
+import Synchronization
 import VigilABI
 
 /// How to start one child process: the one spawner of every child Vigil
@@ -190,15 +191,34 @@ extension Spawn {
 private final class SpawnerThread: Sendable {
     static let shared = SpawnerThread()
 
-    private let jobs = LockedState<[@Sendable () -> Void]>([])
+    private let jobs = Mutex<[Job]>([])
     private let ready = DispatchSemaphore(value: 0)
 
+    /// A spawn waiting for the thread, and its result once it ran.
+    private final class Job: Sendable {
+        let spawn: Spawn
+        let result = Mutex<Result<pid_t, SpawnError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+
+        init(_ spawn: Spawn) { self.spawn = spawn }
+
+        func run() {
+            do throws(SpawnError) {
+                let pid = try spawn.start()
+                result.withLock { $0 = .success(pid) }
+            } catch {
+                result.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+    }
+
     private init() {
-        let thread = Thread { [jobs, ready] in
+        let thread = Thread { [self] in
             while true {
                 ready.wait()
                 let job = jobs.withLock { $0.isEmpty ? nil : $0.removeFirst() }
-                job?()
+                job?.run()
             }
         }
         thread.name = "vigil-spawner"
@@ -207,21 +227,10 @@ private final class SpawnerThread: Sendable {
     }
 
     func run(_ spawn: Spawn) throws(SpawnError) -> pid_t {
-        let result = LockedState<Result<pid_t, SpawnError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        jobs.withLock {
-            $0.append {
-                do throws(SpawnError) {
-                    let pid = try spawn.start()
-                    result.withLock { $0 = .success(pid) }
-                } catch {
-                    result.withLock { $0 = .failure(error) }
-                }
-                done.signal()
-            }
-        }
+        let job = Job(spawn)
+        jobs.withLock { $0.append(job) }
         ready.signal()
-        done.wait()
-        return try result.withLock { $0 ?? .failure(SpawnError(program: spawn.program, step: .spawn, code: EAGAIN)) }.get()
+        job.done.wait()
+        return try job.result.withLock { $0 ?? .failure(SpawnError(program: spawn.program, step: .spawn, code: EAGAIN)) }.get()
     }
 }

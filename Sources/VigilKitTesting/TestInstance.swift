@@ -199,24 +199,33 @@ public final class TestInstance: PluginHostCallbacks, @unchecked Sendable {  // 
 
 }
 
-/// A wake-up for waiters on events: a generation count under the shared
-/// condition lock.
-final class Condition: @unchecked Sendable {  // `generation` changes only with `condition` held
-    private let condition = ConditionLock()
-    private var generation = 0
+/// A wake-up for waiters on events: a generation count, and how many wait
+/// for it to change.
+final class Condition: Sendable {
+    private let state = Mutex<(generation: Int, waiters: Int)>((0, 0))
+    private let wakeup = Wakeup()
 
     func signal() {
-        condition.withLock { generation += 1 }
-        condition.broadcast()
+        let waiters = state.withLock { state in
+            state.generation += 1
+            defer { state.waiters = 0 }
+            return state.waiters
+        }
+        wakeup.wake(waiters)
     }
 
+    /// Waits until `signal` is called, or `nanoseconds` have passed.
     func wait(nanoseconds: Int64) {
         let deadline = monotonicNanoseconds().addingSaturating(nanoseconds)
-        condition.withLock {
-            let start = generation
-            while generation == start {
-                if !condition.wait(until: deadline) { break }
-            }
+        let start = state.withLock { $0.generation }
+        var timedOut = false
+        while state.withLock({ state in
+            if timedOut && state.waiters > 0 { state.waiters -= 1 }
+            guard !timedOut, state.generation == start else { return false }
+            state.waiters += 1
+            return true
+        }) {
+            timedOut = !wakeup.wait(until: deadline)
         }
     }
 }

@@ -1,4 +1,4 @@
-import VigilABI
+import Synchronization
 
 /// How long calls into a monitor's plugin took, by call (create, start,
 /// poll, stop): a histogram each, for `vigil_plugin_call_seconds`. Calls
@@ -20,7 +20,7 @@ package final class CallTimes: Sendable {
         }
     }
 
-    private let state = LockedState<[String: Histogram]>([:])
+    private let state = Mutex<[String: Histogram]>([:])
 
     func record(_ call: String, nanoseconds: Int64) {
         let ns = UInt64(max(0, nanoseconds))

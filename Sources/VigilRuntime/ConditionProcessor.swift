@@ -165,7 +165,9 @@ package final class ConditionProcessor: @unchecked Sendable {  // mutable state 
         for event in events {
             let route = event.kind == ConditionEngine.ruleKind ? setup.ruleRoutes[event.monitor] : setup.thresholdRoutes[event.monitor]
             if let route {
-                bus.publish(event, route: route, kindIndex: 0, wait: false)
+                var pooled = event
+                pooled.fields = FieldStorage.shared.take(holding: event.fields)
+                bus.publish(pooled, route: route, kindIndex: 0, wait: false)
             }
             if event.kind == ConditionEngine.ruleKind, let exec = setup.execs[event.monitor] {
                 actionQueue.async { [self, event] in act(on: event, exec: exec) }

@@ -11,7 +11,12 @@ import ServiceLifecycle
 /// starting, it returns at once, which shuts the group down gracefully
 /// (everything started is stopped and drained); otherwise it waits for the
 /// shutdown like the others. An early SIGHUP needs nothing: no file is open.
+/// Before returning it tells every monitor that the host is stopping: under
+/// systemd the same SIGTERM reaches the runners, which die in their `create`
+/// while the host is still starting, and such a death is neither restarted
+/// nor a monitor that failed to start.
 package struct EarlySignalService: Service {
+    let runtime: VigilRuntime
     let logger: Logger
 
     package func run() async throws {
@@ -19,6 +24,7 @@ package struct EarlySignalService: Service {
         let term = vigil_early_signal_take(SIGTERM) != 0
         if term || vigil_early_signal_take(SIGINT) != 0 {
             logger.notice("\(term ? "SIGTERM" : "SIGINT") arrived while starting; shutting down")
+            runtime.hostIsStopping()
             return
         }
         try? await gracefulShutdown()

@@ -36,7 +36,7 @@ package final class RouteRegistry: Sendable {
         var sources: [(source: String, kinds: [String])?] = []
         var free: [Int] = []
     }
-    let entries = LockedState(Entries())
+    let entries = Mutex(Entries())
 
     /// A route was released: its id may serve another. Its compiled entry
     /// stays in the snapshot in force (nobody can publish through it) until
@@ -54,7 +54,7 @@ package final class RouteRegistry: Sendable {
 /// source did not declare are matched once each and kept (at most 1024).
 package final class CompiledRoute: Sendable {
     let routes: MonitorRoutes
-    private let undeclared = LockedState<[String: SinkSet]>([:])
+    private let undeclared = Mutex<[String: SinkSet]>([:])
 
     init(_ routes: MonitorRoutes) { self.routes = routes }
 
@@ -208,7 +208,20 @@ public final class EventBus: @unchecked Sendable {  // state: atomics, the snaps
         var event = event
         var seq: UInt64 = 0
         let section = routing.enter()
-        let queued = routing.withValue(in: section) { snapshot -> Bool in
+        let queued = publish(&event, route: route, kindIndex: kindIndex, wait: wait, seq: &seq, in: section)
+        routing.leave(section)
+        if !queued { return publishWaiting(&event, route: route, kindIndex: kindIndex) }
+        return seq
+    }
+
+    /// `publish` inside a read section of `Epochs.host` the caller entered
+    /// (a plugin's emit, through the host table). False when a blocking
+    /// target had no room: nothing was queued, and the caller must leave
+    /// the section and call `publishWaiting`.
+    @inline(__always)
+    func publish(_ event: inout Event, route: Route, kindIndex: Int, wait: Bool = true, seq: inout UInt64,
+                 in section: Epochs.Section) -> Bool {
+        routing.withValue(in: section) { snapshot -> Bool in
             let targets = snapshot.targets(route, kindIndex: kindIndex, kind: event.kind, severity: event.severity)
             if targets.isEmpty {
                 seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
@@ -230,9 +243,6 @@ public final class EventBus: @unchecked Sendable {  // state: atomics, the snaps
             return Self.push(&event, to: targets, of: snapshot, mustWait: mustWait, force: !wait,
                              reserved: &none, seq: &seq, sequence: sequence) == nil
         }
-        routing.leave(section)
-        if !queued { return publishWaiting(&event, route: route, kindIndex: kindIndex) }
-        return seq
     }
 
     /// Queues `event` for `targets` of `snapshot`, their queues locked in
@@ -243,40 +253,67 @@ public final class EventBus: @unchecked Sendable {  // state: atomics, the snaps
     private static func push(_ event: inout Event, to targets: SinkSet, of snapshot: RoutingSnapshot, mustWait: SinkSet,
                              force: Bool, reserved: inout [SinkQueue], seq: inout UInt64,
                              sequence: borrowing Atomic<UInt64>) -> [SinkQueue]? {
-        targets.forEach { i in snapshot.queues[i]?.lockForPush() }
-        // Sequence order is queue order in every one of them.
-        var full: [SinkQueue] = []
-        mustWait.forEach { i in
-            guard let queue = snapshot.queues[i], !queue.hasRoomLocked,
-                  !reserved.contains(where: { $0 === queue }) else { return }
-            full.append(queue)
-        }
-        if !full.isEmpty {
-            targets.forEach { i in snapshot.queues[i]?.unlockForPush(wake: false) }
-            return full
-        }
-        seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
-        event.seq = seq
-        var wakes = SinkSet()
-        var rest = targets
-        while rest.bits != 0 {
-            let i = rest.bits.trailingZeroBitCount
-            rest.bits &= rest.bits &- 1
-            guard let queue = snapshot.queues[i] else { continue }
-            let reservation = reserved.firstIndex { $0 === queue }
-            if let reservation { reserved.remove(at: reservation) }
-            let holdsReservation = reservation != nil
-            var wake: Bool
-            if rest.bits == 0 {
-                wake = queue.appendLocked(taking: &event, force: force, reserved: holdsReservation)
-            } else {
-                var copy = event
-                wake = queue.appendLocked(taking: &copy, force: force, reserved: holdsReservation)
+        withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<SinkQueue.State>.self, capacity: SinkSet.capacity) { held in
+            lockingAll(targets, of: snapshot, held: held) { () -> ([SinkQueue]?, SinkSet) in
+                // Sequence order is queue order in every one of them.
+                var full: [SinkQueue] = []
+                mustWait.forEach { i in
+                    guard let queue = snapshot.queues[i], !queue.hasRoom(held[i].pointee),
+                          !reserved.contains(where: { $0 === queue }) else { return }
+                    full.append(queue)
+                }
+                if !full.isEmpty { return (full, SinkSet()) }
+                seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
+                event.seq = seq
+                var wakes = SinkSet()
+                var rest = targets
+                while rest.bits != 0 {
+                    let i = rest.bits.trailingZeroBitCount
+                    rest.bits &= rest.bits &- 1
+                    guard let queue = snapshot.queues[i] else { continue }
+                    let reservation = reserved.firstIndex { $0 === queue }
+                    if let reservation { reserved.remove(at: reservation) }
+                    let holdsReservation = reservation != nil
+                    var wake: Bool
+                    if rest.bits == 0 {
+                        wake = queue.append(&held[i].pointee, taking: &event, force: force, reserved: holdsReservation)
+                    } else {
+                        var copy = event
+                        wake = queue.append(&held[i].pointee, taking: &copy, force: force, reserved: holdsReservation)
+                    }
+                    if wake { wakes.insert(i) }
+                }
+                return (nil, wakes)
             }
-            if wake { wakes.insert(i) }
         }
-        targets.forEach { i in snapshot.queues[i]?.unlockForPush(wake: wakes.contains(i)) }
-        return nil
+    }
+
+    /// Runs `body` with the queues of `rest` locked, one inside the other in
+    /// slot order (a queue keeps its slot for its life, so every producer
+    /// takes them in one order), their states in `held` by slot; each
+    /// consumer `body` says to wake is woken once its queue is unlocked.
+    private static func lockingAll<R>(_ rest: SinkSet, of snapshot: RoutingSnapshot,
+                                      held: UnsafeMutableBufferPointer<UnsafeMutablePointer<SinkQueue.State>>,
+                                      _ body: () -> (R, SinkSet)) -> R {
+        var remaining = rest
+        while remaining.bits != 0 {
+            let i = remaining.bits.trailingZeroBitCount
+            remaining.bits &= remaining.bits &- 1
+            guard let queue = snapshot.queues[i] else { continue }
+            return queue.withLocked { state in
+                withUnsafeMutablePointer(to: &state) { pointer in
+                    held[i] = pointer
+                    var wakes = SinkSet()
+                    let result = lockingAll(remaining, of: snapshot, held: held) { () -> (R, SinkSet) in
+                        let (result, asked) = body()
+                        wakes = asked
+                        return (result, asked)
+                    }
+                    return (result, wake: wakes.contains(i))
+                }
+            }
+        }
+        return body().0
     }
 
     /// `publish` when a blocking target had no room: room is reserved in each
@@ -284,7 +321,8 @@ public final class EventBus: @unchecked Sendable {  // state: atomics, the snaps
     /// reload does not wait for this producer), then the event is queued
     /// through the snapshot in force by then. Reservations in sinks no longer
     /// targeted are given back; a wait given up at shutdown is counted lost.
-    private func publishWaiting(_ event: inout Event, route: Route, kindIndex: Int) -> UInt64 {
+    @discardableResult
+    func publishWaiting(_ event: inout Event, route: Route, kindIndex: Int) -> UInt64 {
         var seq: UInt64 = 0
         var reserved: [SinkQueue] = []
         var gaveUp: [SinkQueue] = []

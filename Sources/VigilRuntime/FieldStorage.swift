@@ -1,3 +1,4 @@
+import Synchronization
 import VigilABI
 import VigilCore
 
@@ -15,7 +16,10 @@ import VigilCore
 /// emptied.
 ///
 /// One pool for the process, bounded (`limit` arrays of at most
-/// `maxCapacity` fields); what does not fit is freed as before.
+/// `maxCapacity` fields), and holding no more than the producers borrowed:
+/// an event queued for several sinks comes back once per sink, and keeping
+/// every copy would fill the pool from the host's own events, reload after
+/// reload, with storage nobody takes. What does not fit is freed as before.
 package final class FieldStorage: Sendable {  // the pool is behind its lock
     package static let shared = FieldStorage()
     static let limit = 4096
@@ -25,13 +29,17 @@ package final class FieldStorage: Sendable {  // the pool is behind its lock
         /// Batches of empty storage, as the sinks handed them back.
         var batches: [[[Field]]] = []
         var count = 0
+        /// Storage handed out by `take` and not seen back yet (at most
+        /// `limit`: an event dropped or refused never comes back).
+        var lent = 0
     }
-    private let pool = LockedState(Pool())
+    private let pool = Mutex(Pool())
 
     /// Empty storage, with room for some fields when any came back.
     @inline(__always)
     package func take() -> [Field] {
         pool.withLock { p in
+            p.lent = min(p.lent + 1, Self.limit)
             guard let last = p.batches.indices.last else { return [] }
             let storage = p.batches[last].removeLast()
             if p.batches[last].isEmpty { p.batches.removeLast() }
@@ -56,10 +64,22 @@ package final class FieldStorage: Sendable {  // the pool is behind its lock
         }
         guard !harvested.isEmpty else { return }
         pool.withLock { p in
-            guard p.count < Self.limit else { return }
-            if p.count + harvested.count > Self.limit { harvested.removeLast(p.count + harvested.count - Self.limit) }
+            let room = min(Self.limit - p.count, p.lent)
+            guard room > 0 else { return }
+            if harvested.count > room { harvested.removeLast(harvested.count - room) }
             p.count += harvested.count
+            p.lent -= harvested.count
             p.batches.append(harvested)
         }
+    }
+
+    /// `fields` in storage from the pool, for an event the host makes
+    /// itself (its own events, availability, thresholds): so that it, too,
+    /// borrows what its sinks give back.
+    package func take(holding fields: [Field]) -> [Field] {
+        guard !fields.isEmpty, fields.count <= Self.maxCapacity else { return fields }
+        var storage = take()
+        storage.append(contentsOf: fields)
+        return storage
     }
 }

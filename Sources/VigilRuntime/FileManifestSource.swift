@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import VigilCore
 
@@ -77,5 +78,28 @@ public struct FileManifestSource: ManifestSource {
         case S_IFLNK: "a symbolic link"
         default: "not a file"
         }
+    }
+}
+
+extension FileManifestSource {
+    /// What a manifest's `${VAR}` are read from: this process's environment,
+    /// with `STATE_DIRECTORY` given where systemd did not set it (a run by
+    /// hand): `/var/lib/vigil` as root, else the user's own state directory,
+    /// `$XDG_STATE_HOME/vigil` or `~/.local/state/vigil`. So the installed
+    /// manifest (`${STATE_DIRECTORY:-/var/lib/vigil}/events.jsonl`) run by
+    /// a user writes under that user's home, not where only the service may.
+    public static func environment(_ base: [String: String] = ProcessInfo.processInfo.environment,
+                                   isRoot: Bool = geteuid() == 0) -> [String: String] {
+        var environment = base
+        if environment["STATE_DIRECTORY", default: ""].isEmpty {
+            if isRoot {
+                environment["STATE_DIRECTORY"] = "/var/lib/vigil"
+            } else if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+                environment["STATE_DIRECTORY"] = state + "/vigil"
+            } else if let home = environment["HOME"], home.hasPrefix("/") {
+                environment["STATE_DIRECTORY"] = home + "/.local/state/vigil"
+            }
+        }
+        return environment
     }
 }

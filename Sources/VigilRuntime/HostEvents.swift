@@ -40,10 +40,10 @@ package final class HostEvents: SinkCrashReporting, @unchecked Sendable {  // `b
             FieldSpec(name: "added", type: .string), FieldSpec(name: "removed", type: .string),
             FieldSpec(name: "changed", type: .string), FieldSpec(name: "unchanged", type: .int, unit: "count"),
         ]),
-        EventSpec(kind: "monitor_stopped", doc: "An operator stopped a monitor (vigil ctl stop); it stays stopped until started.", fields: [
+        EventSpec(kind: "monitor_stopped", doc: "An operator stopped a monitor (vigil ctl stop, or the stop of a restart); after a stop it stays stopped until started.", fields: [
             FieldSpec(name: "monitor", type: .string),
         ]),
-        EventSpec(kind: "monitor_started", doc: "An operator started a monitor (vigil ctl start).", fields: [
+        EventSpec(kind: "monitor_started", doc: "An operator started a monitor (vigil ctl start, or the start of a restart).", fields: [
             FieldSpec(name: "monitor", type: .string),
         ]),
         EventSpec(kind: "stopping", doc: "The host is stopping its monitors, then draining its sinks.", fields: [
@@ -68,7 +68,7 @@ package final class HostEvents: SinkCrashReporting, @unchecked Sendable {  // `b
     package func publish(_ kind: String, _ severity: Severity, _ fields: [Field]) {
         guard let bus, let route else { return }
         let event = Event(time: clock(), monitor: Manifest.hostMonitorName, plugin: Manifest.hostMonitorName,
-                          kind: kind, severity: severity, fields: fields)
+                          kind: kind, severity: severity, fields: FieldStorage.shared.take(holding: fields))
         bus.publish(event, route: route, kindIndex: Self.spec.firstIndex { $0.kind == kind } ?? -1, wait: false)
     }
 

@@ -10,7 +10,7 @@ import VigilSinks
 package final class LossHistory: Sendable {
     package init() {}
 
-    private let samples = LockedState<[(at: Int64, lost: [UInt64: LossCounts])]>([])
+    private let samples = Mutex<[(at: Int64, lost: [UInt64: LossCounts])]>([])
 
     package func sample(_ sinks: [SinkRunner], now: Int64 = monotonicNanoseconds()) {
         var lost: [UInt64: LossCounts] = [:]

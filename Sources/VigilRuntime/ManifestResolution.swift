@@ -243,7 +243,7 @@ extension ResolvedManifest {
 /// started, so nothing they call does anything. The same table as every
 /// other host, with callbacks that ignore what arrives.
 package enum ValidationHost {
-    nonisolated(unsafe) static let context = HostContext.make(for: InertHost()).pointer
+    static let context = HostContext.make(for: InertHost())
     static var table: UnsafePointer<vigil_host_api> { HostTable.shared }
 }
 

@@ -16,7 +16,7 @@ import VigilSinks
 /// either way, and supervises a runner: a crash, a hang or a crossed limit is
 /// reported and restarted as the manifest says, then quarantined.
 package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // its state is behind `lock` or on its queue; its counters are atomics
-    package enum State: String { case idle, running, retrying, restarting, quarantined, failed, stopped }
+    package typealias State = MonitorLifecycle.State
 
     package let name: String
     /// The plugin as it described itself (in this process or in its runner).
@@ -48,36 +48,26 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     private var pollsOfInstance = 0
     /// Attempts of `retryLater` since the last success.
     private var startRetries = 0
-    private var stopping = false
 
     private let accepting = Atomic<Bool>(false)
     /// The host has begun to stop (`hostIsStopping`), maybe before this
     /// monitor's own stop runs: a runner that ends now is not restarted
     /// (under systemd the SIGTERM reaches every runner with the host's).
     private let hostStopping = Atomic<Bool>(false)
-    private let lock = Lock()
-    private var _state: State = .idle
+    private let lock = Mutex(())
+    /// Its state and what may still run (see `MonitorLifecycle`).
+    private var life = MonitorLifecycle()
     private var inFlight: (call: String, since: Int64, warned: Bool)?
-    /// Availability as the plugin declared it (set_availability), as the host
-    /// inferred it from an UNAVAILABLE status (cleared by the next success),
-    /// and as last routed. Guarded by `lock`; events are published under it,
-    /// so they leave in the order the changes happened.
-    private var declared: (Bool, String)?
-    private var inferred: (Bool, String)?
+    /// Availability, declared and inferred, and what was last reported.
+    /// Guarded by `lock`; events are published under it, so they leave in
+    /// the order the changes happened.
+    private var availability = MonitorAvailability(now: monotonicNanoseconds())
     /// The last failure, crash or poll error, in words; when (realtime ns). Guarded by `lock`.
     private var lastError: (text: String, at: Int64)?
     /// The last poll: when it began (realtime ns) and how long it took. Guarded by `lock`.
     private var lastPoll: (at: Int64, took: Int64)?
-    private var published: (Bool, String)?
-    /// Queue-confined mirror of `inferred != nil`, so a poll need not lock.
+    /// Queue-confined mirror of `availability.inferredUnavailable`, so a poll need not lock.
     private var inferredUnavailable = false
-    /// Availability changes are reported at most `availabilityBurst` at once,
-    /// then one a second: a flapping source changes its state, not the log.
-    static let availabilityBurst = 10.0
-    private var availabilityTokens = MonitorInstance.availabilityBurst
-    private var availabilityRefilled = monotonicNanoseconds()
-    private var availabilitySuppressed = 0
-    private var availabilityDeferred = false
 
     /// Set when the plugin said it has nothing more to emit (ABI 1.1 `finished`).
     let finished = Atomic<Bool>(false)
@@ -104,6 +94,10 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     private var quarantineCheck: DispatchSourceTimer?
     /// Runner crashes, hangs and limit kills so far.
     package let crashes = Atomic<UInt64>(0)
+    /// Its create or start failed (not UNAVAILABLE, not TEMPORARY), the
+    /// last time one was tried: what a `--for` run's exit status counts,
+    /// with the state. Set on `queue`.
+    let failedToStart = Atomic<Bool>(false)
     package let restarts = Atomic<UInt64>(0)
     package let polls = Atomic<UInt64>(0)
     package let pollErrors = Atomic<UInt64>(0)
@@ -124,11 +118,6 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// fingerprint: a reload keeps the instance while both are the same.
     let plugin: HostedPlugin?
     let fingerprint: String
-    /// Bumped (on `queue`) when an operator stops or starts the monitor, so
-    /// that a retry or restart scheduled before does not undo it.
-    private var generation = 0
-    /// Stopped by an operator (`vigil ctl stop`): no restart, no done.
-    private var stoppedByOperator = false
     /// False for `vigil run --once`: the poll after start is the only one.
     private let schedulesPolls: Bool
 
@@ -166,8 +155,11 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         (transport as? RunnerTransport)?.whenDiedOutsideACall { [weak self] death, runner in self?.runnerDied(death, of: runner) }
     }
 
-    package var state: State { lock.withLock { _state } }
-    private func set(_ state: State) { lock.withLock { _state = state } }
+    package var state: State { lifecycle.state }
+    private var lifecycle: MonitorLifecycle { lock.withLock { _ in life } }
+    /// A move of the lifecycle (each is one of its methods).
+    @discardableResult
+    private func move<R>(_ change: (inout MonitorLifecycle) -> R) -> R { lock.withLock { _ in change(&life) } }
 
     // MARK: - lifecycle (on `queue`)
 
@@ -177,7 +169,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// goes on from it and does not create again.
     func prepare(_ done: @escaping @Sendable ((status: vigil_status, message: String)?) -> Void) {
         queue.async { [self] in
-            guard !stopping, !transport.hasInstance else { return done(nil) }
+            guard lifecycle.mayStart, !transport.hasInstance else { return done(nil) }
             switch create() {
             case .returned(let status, let message):
                 if status != VIGIL_OK { prepared = .answered(status, message) }
@@ -201,7 +193,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// once (the snapshot) and every interval after. Returns at once.
     func launch() {
         queue.async { [self] in
-            guard !stopping else { return }
+            guard lifecycle.mayStart else { return }
             if !transport.hasInstance {
                 let answer: (vigil_status, String)
                 switch prepared {
@@ -234,7 +226,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
 
     /// UNAVAILABLE or TEMPORARY from create or start: reported, retried later.
     private func notYet(call: String, status: vigil_status, message: String) {
-        set(.retrying)
+        move { $0.notYet() }
         if status == VIGIL_E_UNAVAILABLE {
             infer(available: false, reason: message.isEmpty ? "unavailable" : message)
         } else {
@@ -247,9 +239,9 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     private func retryLater(_ body: @escaping @Sendable () -> Void) {
         let delay = Backoff(min: min(max(interval, 1_000_000_000), 60_000_000_000), max: 60_000_000_000, jitter: 0).wait(attempt: startRetries)
         startRetries += 1
-        let scheduledIn = generation
+        let scheduledIn = lifecycle.generation
         queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [self] in
-            guard generation == scheduledIn else { return }  // stopped or started again since
+            guard lifecycle.mayRun(scheduledIn: scheduledIn) else { return }  // stopped or started again since
             body()
         }
     }
@@ -271,7 +263,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     }
 
     private func startInstance() {
-        guard transport.hasInstance, !stopping else { return }
+        guard transport.hasInstance, lifecycle.mayStart else { return }
         accepting.store(true, ordering: .releasing)
         let outcome = call("start") { transport.start(timeout: timeout) }
         guard case .returned(let status, let message) = outcome else {
@@ -280,7 +272,8 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         }
         switch status {
         case VIGIL_OK:
-            set(.running)
+            move { $0.started() }
+            failedToStart.store(false, ordering: .relaxed)
             startRetries = 0
             if inferredUnavailable { infer(available: true, reason: "") }
             if transport.polls {
@@ -314,7 +307,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     }
 
     private func pollOnce() {
-        guard transport.hasInstance, transport.polls, !stopping else { return }
+        guard transport.hasInstance, transport.polls, lifecycle.mayStart else { return }
         let started = monotonicNanoseconds()
         polls.add(1, ordering: .relaxed)
         pollsOfInstance += 1
@@ -325,7 +318,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         pollNanoseconds.add(UInt64(took), ordering: .relaxed)
         // Told once its outcome is counted (an error, a crash): whoever sees
         // the poll done (`--once`) sees how it went.
-        defer { lock.withLock { lastPoll = (startedAt, took) } }
+        defer { lock.withLock { _ in lastPoll = (startedAt, took) } }
         guard case .returned(let status, let message) = outcome else {
             if case .crashed(let death) = outcome { crashed(call: "poll #\(number)", death: death) }
             return
@@ -360,13 +353,14 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// Reports a failed call, destroys the instance and leaves it failed.
     private func fail(call: String, status: vigil_status, message: String) {
         let why = message.isEmpty ? "no reason given" : message
+        if call == "create" || call == "start" { failedToStart.store(true, ordering: .relaxed) }
         let at = status == VIGIL_E_INVALID_CONFIG ? " at \(config.locate(pluginMessage: why).location)" : ""
         let supervised = transport.runnerPID != nil || transport is RunnerTransport
         logger.error("\(call) failed (\(Self.statusName(status)))\(at): \(why)\(supervised ? "" : "; the monitor is stopped, the others go on")")
         noteError("\(call) failed (\(Self.statusName(status)))\(at): \(why)")
         destroyInstance()
         // Failed before it is told: whoever acts on the event sees the state it names.
-        if !supervised { set(.failed) }
+        if !supervised { move { $0.failed() } }
         hostEvents.instanceFailed(monitor: name, plugin: description.name, call: call,
                                   status: Self.statusName(status), message: why)
         if supervised {
@@ -378,7 +372,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
 
     /// The monitor will not run again (failed, or its policy says never).
     private func stopForGood() {
-        set(.failed)
+        move { $0.failed() }
         if isObserved { conditions?.monitorGone(name) }
         onDone()
     }
@@ -388,6 +382,10 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// The runner ended in `call` (a crash, an exit, a hang killed, a
     /// limit): reported with the plugin's last words, then supervised.
     private func crashed(call: String, death: RunnerDeath) {
+        let stopping = hostStopping.load(ordering: .acquiring)
+        // A runner killed by the signal that stops the host (systemd signals
+        // the whole unit) did not fail to start.
+        if (call == "create" || call == "start") && !stopping { failedToStart.store(true, ordering: .relaxed) }
         accepting.store(false, ordering: .releasing)
         (transport as? RunnerTransport)?.discard()
         timer?.cancel()
@@ -397,8 +395,8 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         logger.error("the plugin's runner ended in \(call): \(death)\(logGate.lastWords)")
         noteError("the plugin's runner ended in \(call): \(death)")
         hostEvents.instanceCrashed(monitor: name, plugin: description.path, call: call, death: death, lastLog: lastWords)
-        guard !stopping, !stoppedByOperator else { return }
-        if hostStopping.load(ordering: .acquiring) {
+        guard lifecycle.supervisesCrashes else { return }
+        if stopping {
             logger.notice("not restarted: vigil is stopping")
             return
         }
@@ -413,7 +411,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// is told (not restarted), not lost with the shutdown.
     private func runnerDied(_ death: RunnerDeath, of runner: RunnerProcess) {
         queue.async { [self] in
-            guard !stoppedByOperator, state == .running || state == .retrying,
+            guard lifecycle.handlesDeathBetweenCalls,
                   (transport as? RunnerTransport)?.currentProcess === runner else { return }
             crashed(call: "running (between calls)", death: death)
         }
@@ -426,13 +424,12 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         case .stop:
             stopForGood()
         case .restart(let after):
-            set(.restarting)
+            move { $0.restartScheduled() }
             restarts.add(1, ordering: .relaxed)
             logger.notice("restarting in \(RunnerProcess.seconds(after)) (restart \(budget.restarts(now: monotonicNanoseconds())) of at most \(budget.config.maxRestarts) in \(RunnerProcess.seconds(budget.config.restartWindow)))")
-            let scheduledIn = generation
+            let scheduledIn = lifecycle.generation
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: after))) { [self] in
-                guard !stopping, !hostStopping.load(ordering: .acquiring), generation == scheduledIn,
-                      state == .restarting else { return }
+                guard !hostStopping.load(ordering: .acquiring), lifecycle.restartGoesAhead(scheduledIn: scheduledIn) else { return }
                 launch()
             }
         case .quarantine:
@@ -443,7 +440,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// Too many restarts: the monitor waits for its plugin file to change
     /// (checked every few seconds) or for `operatorStart`.
     private func quarantine() {
-        set(.quarantined)
+        move { $0.quarantined() }
         let restarts = budget.config.maxRestarts
         logger.error("quarantined: \(restarts) restarts within \(RunnerProcess.seconds(budget.config.restartWindow)); it stays stopped until \(description.path) changes or a restart is asked for")
         hostEvents.instanceQuarantined(monitor: name, plugin: description.path, restarts: restarts,
@@ -468,7 +465,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         quarantineCheck = nil
         quarantinedFile = nil
         budget.reset()
-        set(.idle)
+        move { $0.leftQuarantine() }
         launch()
     }
 
@@ -481,7 +478,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     func checkLimits() {
         guard let runner = transport as? RunnerTransport, let process = runner.currentProcess,
               process.cgroup == nil else { return }
-        let why = lock.withLock { limitWatch.check(pid: process.pid, dataLimit: process.dataLimit, now: monotonicNanoseconds()) }
+        let why = lock.withLock { _ in limitWatch.check(pid: process.pid, dataLimit: process.dataLimit, now: monotonicNanoseconds()) }
         if let why {
             logger.error("\(why): ending its runner")
             runner.terminate(because: why)
@@ -494,10 +491,9 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// `completion` runs on the instance's queue once it is stopped.
     package func operatorStop(completion: @escaping @Sendable () -> Void = {}) {
         queue.async { [self] in
-            generation += 1
-            stoppedByOperator = true
+            move { $0.operatorStop() }
             cancelTimersStopAndDestroy()
-            if !stopping { set(.stopped) }
+            move { $0.stopped() }
             if isObserved { conditions?.monitorGone(name) }
             logger.notice("stopped by an operator")
             completion()
@@ -509,18 +505,13 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// (or on its way) already, or the host is stopping.
     package func operatorStart() -> Bool {
         queue.sync { [self] in
-            let now = state
-            guard !stopping, now == .stopped || now == .failed || now == .quarantined || now == .idle && stoppedByOperator
-            else { return false }
-            generation += 1
-            stoppedByOperator = false
+            guard move({ $0.operatorStart() }) else { return false }
             finished.store(false, ordering: .releasing)
             quarantineCheck?.cancel()
             quarantineCheck = nil
             quarantinedFile = nil
             budget.reset()
             startRetries = 0
-            set(.idle)
             logger.notice("started by an operator")
             launch()
             return true
@@ -587,9 +578,9 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// Stops and destroys the instance; `completion` runs on the instance's queue.
     func shutdown(completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
-            stopping = true
+            move { $0.beginShutdown() }
             cancelTimersStopAndDestroy()
-            if state != .failed && state != .quarantined { set(.stopped) }
+            move { $0.stopped() }
             completion()
         }
     }
@@ -597,9 +588,9 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// Runs one call into the plugin, recording it for the watchdog.
     private func call(_ what: String, _ body: () -> CallOutcome) -> CallOutcome {
         let began = monotonicNanoseconds()
-        lock.withLock { inFlight = (what, began, false) }
+        lock.withLock { _ in inFlight = (what, began, false) }
         defer {
-            lock.withLock { inFlight = nil }
+            lock.withLock { _ in inFlight = nil }
             callTimes.record(what, nanoseconds: monotonicNanoseconds() - began)
         }
         return body()
@@ -607,7 +598,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
 
     /// The call in progress if it has run past `deadline` (and was not reported yet).
     func overdueCall(deadline: Int64) -> (String, Int64)? {
-        lock.withLock {
+        lock.withLock { _ in
             guard let current = inFlight, !current.warned else { return nil }
             let elapsed = monotonicNanoseconds() - current.since
             guard elapsed > deadline else { return nil }
@@ -621,8 +612,18 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     // MARK: - host functions (any thread)
 
     /// Copies a plugin's event, stamps it and routes it; a malformed one is
-    /// refused and counted by reason.
+    /// refused and counted by reason. (An isolated plugin's events, from its
+    /// runner's channel.)
     package func emit(_ event: UnsafePointer<vigil_event>?) -> vigil_status {
+        var section = Epochs.host.enter()
+        defer { Epochs.host.leave(section) }
+        return emit(event, in: &section)
+    }
+
+    /// `emit` inside the read section the host table entered, which keeps
+    /// this instance alive (a reload may retire it meanwhile) and which the
+    /// event is routed in.
+    package func emit(_ event: UnsafePointer<vigil_event>?, in section: inout Epochs.Section) -> vigil_status {
         guard accepting.load(ordering: .acquiring) else {
             refuse(EventDefect(reason: .stopped, message: "emit outside start…stop"))
             return VIGIL_E_STOPPED
@@ -636,13 +637,31 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
             return error.status
         }
         if observes(kindIndex: kindIndex), let conditions {
-            bus.publish(decoded, route: route, kindIndex: kindIndex)
+            var copy = decoded
+            publish(&copy, kindIndex: kindIndex, in: &section)
             conditions.observe(decoded)
         } else {
-            bus.publish(consume decoded, route: route, kindIndex: kindIndex)
+            var moved = consume decoded
+            publish(&moved, kindIndex: kindIndex, in: &section)
         }
         emitted.wrappingAdd(1, ordering: .relaxed)
         return VIGIL_OK
+    }
+
+    /// Routes a plugin's event inside `section`. When a blocking sink has
+    /// no room, the producer waits outside it, so a reload does not wait
+    /// for the sink: the instance keeps itself alive meanwhile (the section
+    /// did until then) and lets go only after the grace period that follows
+    /// the section it enters again, so never inside this call.
+    @inline(__always)
+    private func publish(_ event: inout Event, kindIndex: Int, in section: inout Epochs.Section) {
+        var seq: UInt64 = 0
+        if bus.publish(&event, route: route, kindIndex: kindIndex, seq: &seq, in: section) { return }
+        let kept = Unmanaged.passRetained(self)
+        Epochs.host.leave(section)
+        bus.publishWaiting(&event, route: route, kindIndex: kindIndex)
+        section = Epochs.host.enter()
+        Epochs.host.afterGrace { kept.release() }
     }
 
     /// Counts a refused emit; the first of each reason is logged with why.
@@ -667,7 +686,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         if transport is RunnerTransport && budget.config.restart == .always {
             // `restart: always` runs it again, as after a failure.
             queue.async { [self] in
-                guard !stopping else { return }
+                guard lifecycle.mayStart else { return }
                 finished.store(false, ordering: .releasing)
                 timer?.cancel()
                 timer = nil
@@ -712,7 +731,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
 
     private func noteError(_ text: String) {
         let now = clock()
-        lock.withLock { lastError = (String(text.prefix(1024)), now) }
+        lock.withLock { _ in lastError = (String(text.prefix(1024)), now) }
     }
 
     /// What `GET /v1/status` shows of the monitor.
@@ -725,9 +744,9 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     }
 
     package var status: Status {
-        lock.withLock {
-            let effective = inferred ?? declared ?? (true, "")
-            return Status(state: _state, available: effective.0, unavailableReason: effective.1, lastError: lastError,
+        lock.withLock { _ in
+            let effective = availability.effective
+            return Status(state: life.state, available: effective.available, unavailableReason: effective.reason, lastError: lastError,
                           lastPoll: lastPoll)
         }
     }
@@ -737,9 +756,9 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
 
     /// The plugin declares its source present or absent (`set_availability`).
     package func setAvailability(_ available: Bool, reason: String) {
-        let event = lock.withLock {
-            declared = (available, available ? "" : reason)
-            return publishAvailabilityLocked()
+        let event = lock.withLock { _ in
+            availability.declare(available: available, reason: reason)
+            return reportAvailabilityLocked(availability.report(now: monotonicNanoseconds()))
         }
         if let event { observe(event) }  // outside the lock: a rule's action may be spawned
     }
@@ -748,56 +767,42 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     /// On the instance's queue.
     private func infer(available: Bool, reason: String) {
         inferredUnavailable = !available
-        let event = lock.withLock {
-            inferred = available ? nil : (false, reason)
-            return publishAvailabilityLocked()
+        let event = lock.withLock { _ in
+            availability.infer(available: available, reason: reason)
+            return reportAvailabilityLocked(availability.report(now: monotonicNanoseconds()))
         }
         if let event { observe(event) }
     }
 
-    /// Routes an `availability` event when the effective availability changed.
-    /// A source is taken as available until said otherwise, so nothing is
-    /// routed for a monitor that was always available. Returns the event routed.
-    private func publishAvailabilityLocked() -> Event? {
-        let effective = inferred ?? declared ?? (true, "")
-        let previous = published ?? (true, "")
-        guard effective.0 != previous.0 || effective.1 != previous.1 else { return nil }
-        // A token per report, refilled one a second up to the burst.
-        let now = monotonicNanoseconds()
-        availabilityTokens = min(Self.availabilityBurst,
-                                 availabilityTokens + Double(now - availabilityRefilled) / 1e9)
-        availabilityRefilled = now
-        guard availabilityTokens >= 1 else {
-            availabilitySuppressed += 1
-            if !availabilityDeferred {
-                // Report the state as it is then, once a token is there again.
-                availabilityDeferred = true
-                let wait = Int((1 - availabilityTokens) * 1e9) + 1
-                queue.asyncAfter(deadline: .now() + .nanoseconds(wait)) { [self] in
-                    let event = lock.withLock {
-                        availabilityDeferred = false
-                        return publishAvailabilityLocked()
-                    }
-                    if let event { observe(event) }
+    /// Logs and routes an `availability` event when `report` says so, or
+    /// schedules the report it defers. Returns the event routed.
+    private func reportAvailabilityLocked(_ report: MonitorAvailability.Report) -> Event? {
+        switch report {
+        case .nothing:
+            return nil
+        case .later(let wait):
+            // The state as it is then, once a token is there again.
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: wait))) { [self] in
+                let event = lock.withLock { _ in
+                    reportAvailabilityLocked(availability.deferredReport(now: monotonicNanoseconds()))
                 }
+                if let event { observe(event) }
             }
             return nil
+        case .now(let available, let reason, let skipped):
+            let between = skipped > 0 ? " (\(skipped) changes in between not reported: the source flaps)" : ""
+            if available {
+                logger.notice("source available\(between)")
+            } else {
+                logger.notice("source unavailable: \(reason)\(between)")
+            }
+            let event = Event(time: clock(), monitor: name, plugin: description.name, kind: "availability",
+                              severity: available ? .info : .notice,
+                              fields: FieldStorage.shared.take(holding: [Field("available", .bool(available)),
+                                                                         Field("reason", .string(reason))]))
+            // Never waits: this runs under the instance lock, maybe on a plugin's thread.
+            bus.publish(event, route: route, kindIndex: availabilityKind, wait: false)
+            return event
         }
-        availabilityTokens -= 1
-        published = effective
-        let skipped = availabilitySuppressed > 0
-            ? " (\(availabilitySuppressed) changes in between not reported: the source flaps)" : ""
-        availabilitySuppressed = 0
-        if effective.0 {
-            logger.notice("source available\(skipped)")
-        } else {
-            logger.notice("source unavailable: \(effective.1)\(skipped)")
-        }
-        let event = Event(time: clock(), monitor: name, plugin: description.name, kind: "availability",
-                          severity: effective.0 ? .info : .notice,
-                          fields: [Field("available", .bool(effective.0)), Field("reason", .string(effective.1))])
-        // Never waits: this runs under the instance lock, maybe on a plugin's thread.
-        bus.publish(event, route: route, kindIndex: availabilityKind, wait: false)
-        return event
     }
 }

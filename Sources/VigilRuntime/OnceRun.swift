@@ -92,8 +92,17 @@ package final class OnceSink: EventSink, @unchecked Sendable {  // a sink: calle
 /// deadline of each call into it; by default the larger of 5 s and its
 /// interval) from its launch is cut off and failed.
 package final class OnceRun: Sendable {
+    /// What a monitor came to.
+    enum Verdict: Sendable, Equatable {
+        case done
+        /// Its source is not on this machine (no battery, no wifi): said, not
+        /// a failure, as the catalogue says of each plugin's unavailability.
+        case unavailable(String)
+        case failed(String)
+    }
+
     let options: OnceOptions
-    private let outcomes = Mutex<[String: String?]>([:])
+    private let outcomes = Mutex<[String: Verdict]>([:])
 
     init(options: OnceOptions) { self.options = options }
 
@@ -102,10 +111,18 @@ package final class OnceRun: Sendable {
         let outcomes = outcomes.withLock { $0 }
         return instances.compactMap { instance in
             switch outcomes[instance.name] {
-            case .some(.some(let reason)): (instance.name, reason)
-            case .some(.none): nil
+            case .failed(let reason): (instance.name, reason)
+            case .done, .unavailable: nil
             case .none: (instance.name, "the run ended before it was done")
             }
+        }
+    }
+
+    /// Monitors whose source this machine does not have, with why, in the manifest's order.
+    func unavailable(of instances: [MonitorInstance]) -> [(monitor: String, reason: String)] {
+        let outcomes = outcomes.withLock { $0 }
+        return instances.compactMap { instance in
+            if case .unavailable(let reason) = outcomes[instance.name] { (instance.name, reason) } else { nil }
         }
     }
 
@@ -120,28 +137,29 @@ package final class OnceRun: Sendable {
             pending = pending.filter { instance in
                 let status = instance.status
                 let reason = status.lastError?.text
-                let verdict: String??
+                let verdict: Verdict?
                 switch status.state {
                 case .failed, .quarantined, .restarting:
-                    verdict = .some(reason ?? "it \(status.state == .failed ? "failed" : "crashed")")
+                    verdict = .failed(reason ?? "it \(status.state == .failed ? "failed" : "crashed")")
                 case .retrying:
-                    verdict = .some(status.available ? (reason ?? "it could not start") : "unavailable: \(status.unavailableReason)")
+                    verdict = status.available ? .failed(reason ?? "it could not start") : .unavailable(status.unavailableReason)
                 case .running where instance.crashes.load(ordering: .relaxed) > 0:
                     // Its runner ended and a new one is up already (the watch
                     // looked before, and after, the restart).
-                    verdict = .some(reason ?? "its runner ended")
+                    verdict = .failed(reason ?? "its runner ended")
+                case .running where !status.available:
+                    // Running, and said its source is not here (a poll answered UNAVAILABLE).
+                    verdict = .unavailable(status.unavailableReason)
                 case .running where instance.transport.polls:
                     if status.lastPoll != nil {
-                        verdict = instance.pollErrors.load(ordering: .relaxed) > 0
-                            ? .some(status.available ? (reason ?? "its poll failed") : "unavailable: \(status.unavailableReason)")
-                            : .some(nil)
+                        verdict = instance.pollErrors.load(ordering: .relaxed) > 0 ? .failed(reason ?? "its poll failed") : .done
                     } else {
                         verdict = nil
                     }
                 case .running:
                     let since = runningSince[instance.name] ?? now
                     runningSince[instance.name] = since
-                    verdict = instance.emitted.load(ordering: .relaxed) > 0 || now - since >= options.pushWait ? .some(nil) : nil
+                    verdict = instance.emitted.load(ordering: .relaxed) > 0 || now - since >= options.pushWait ? .done : nil
                 case .idle, .stopped:
                     verdict = nil
                 }
@@ -151,7 +169,7 @@ package final class OnceRun: Sendable {
                 }
                 if now - launched >= instance.timeout {
                     let call = status.state == .idle ? "create or start" : "its poll"
-                    outcomes.withLock { $0[instance.name] = .some("\(call) did not return within its timeout of \(Units.formatDuration(instance.timeout)); cut off") }
+                    outcomes.withLock { $0[instance.name] = .failed("\(call) did not return within its timeout of \(Units.formatDuration(instance.timeout)); cut off") }
                     return false
                 }
                 return true
@@ -176,5 +194,23 @@ extension VigilRuntime {
     /// failed or was cut off, each with its reason; empty for another run.
     public var onceFailures: [(monitor: String, reason: String)] {
         once?.failures(of: instances) ?? []
+    }
+
+    /// After a run: the monitors whose last create or start failed (not
+    /// UNAVAILABLE, not TEMPORARY; failed for good, or a runner's restarts
+    /// still failing at the end), each with its last error. A `--for` run
+    /// exits 1 for them.
+    public var startFailures: [(monitor: String, reason: String)] {
+        instances.compactMap { instance in
+            let status = instance.status
+            guard instance.failedToStart.load(ordering: .relaxed) else { return nil }
+            return (instance.name, status.lastError?.text ?? "it failed to start")
+        }
+    }
+
+    /// After a `--once` run: the monitors whose source this machine does
+    /// not have, each with why (not failures); empty for another run.
+    public var onceUnavailable: [(monitor: String, reason: String)] {
+        once?.unavailable(of: instances) ?? []
     }
 }

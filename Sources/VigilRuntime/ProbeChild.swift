@@ -86,7 +86,7 @@ public enum PluginProbe {
         // With its includes: a monitor may be defined in a fragment. The
         // host's own work, said as such: its time is never the plugin's.
         out.send("begin", "manifest", "-")
-        let (manifest, problems) = ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment)
+        let (manifest, problems) = ManifestLoader(file: path, environment: FileManifestSource.environment())
             .load(from: FileManifestSource())
         out.send("end", "manifest", "-")
         guard let manifest else {
@@ -116,7 +116,7 @@ public enum PluginProbe {
             out.send("begin", "create", name)
             let started = monotonicNanoseconds()
             let (status, text) = withCreateArgs(name: name, options: options, interval: interval,
-                                                host: ValidationHost.context, api: ValidationHost.table) { args in
+                                                host: ValidationHost.context.pointer, api: ValidationHost.table) { args in
                 withPluginError { err in descriptor.create(&args, &handle, err) }
             }
             let ns = monotonicNanoseconds() - started

@@ -35,6 +35,8 @@ public struct RunSummary: Codable, Sendable {
         /// healthy connection, when the sink closed it at exit: handed on by
         /// the kernel after vigil ended, not lost, and not confirmed.
         public var unconfirmed: UInt64 = 0
+        /// Events a listening sink had no client for: not written, not lost.
+        public var noClient: UInt64 = 0
         /// What happened to its transport, by `TransportEvent` name (the
         /// non-zero ones): reconnections, a peer that closed, a file or
         /// directory made again, clients cut off.
@@ -56,10 +58,14 @@ public struct RunSummary: Codable, Sendable {
         /// and the events in them answered RETRY, written again.
         public var retries: UInt64?
         public var retriedEvents: UInt64?
+        /// Removed by a reload: its counts are the run's, but it no longer runs.
+        public var retired: Bool = false
     }
 
     public struct Monitor: Codable, Sendable {
         public var name: String
+        /// Removed by a reload: its counts are the run's, but it no longer runs.
+        public var retired: Bool = false
         public var emitted: UInt64
         /// Emits refused, in all and by reason (`malformed`, `duplicate_field`…;
         /// docs/plugins.md has the list).
@@ -128,12 +134,18 @@ extension VigilRuntime {
         let cpu = seconds(usage)
         var children = rusage()
         getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &children)
-        // Sinks and monitors a reload retired count too: what they lost is the run's.
-        let sinks = sinkFigures
+        // Sinks and monitors a reload retired count too: what they lost is
+        // the run's. One entry per name; those no longer in the manifest say so.
+        let (sinkNames, monitorNames) = (Set(self.sinks.map(\.config.name)), Set(instances.map(\.name)))
+        let sinks = sinkFigures.map { s in
+            var s = s
+            s.retired = !sinkNames.contains(s.name)
+            return s
+        }
         let monitors = monitorFigures.map { f in
-            RunSummary.Monitor(name: f.name, emitted: f.emitted, refused: f.refused, refusedBy: f.refusedBy,
-                               lateCalls: f.lateCalls, logCuts: f.logCuts, logSuppressed: f.logSuppressed,
-                               polls: f.polls, pollErrors: f.pollErrors, pollNs: f.pollNanoseconds)
+            RunSummary.Monitor(name: f.name, retired: !monitorNames.contains(f.name), emitted: f.emitted, refused: f.refused,
+                               refusedBy: f.refusedBy, lateCalls: f.lateCalls, logCuts: f.logCuts,
+                               logSuppressed: f.logSuppressed, polls: f.polls, pollErrors: f.pollErrors, pollNs: f.pollNanoseconds)
         }
         let actions = ruleSpecs.filter { $0.exec != nil }.map { rule in
             let c = self.actions.counters(for: rule.name)
@@ -172,10 +184,11 @@ extension VigilRuntime {
             var notes: [String] = []
             if s.truncated > 0 { notes.append("\(s.truncated) truncated to fit") }
             if s.unconfirmed > 0 { notes.append("\(s.unconfirmed) still in the kernel's send queue at exit, unconfirmed") }
-            let head = "sink \(s.name) (\(s.type)): \(s.written) written" + (notes.isEmpty ? "" : " (\(notes.joined(separator: "; ")))")
+            if s.noClient > 0 { notes.append("\(s.noClient) not sent: no client was connected") }
+            let head = "sink \(s.name) (\(s.type)\(s.retired ? ", removed by a reload" : "")): \(s.written) written" + (notes.isEmpty ? "" : " (\(notes.joined(separator: "; ")))")
             var tail = "queue high-water \(s.highWater)/\(s.queueSize)"
             if let crashes = s.crashes, crashes > 0 {
-                tail += "; its output's runner ended \(crashes) time\(crashes == 1 ? "" : "s") and was restarted \(s.restarts ?? 0)"
+                tail += "; its output's runner ended \(counted(crashes, "time")) and was restarted \(s.restarts ?? 0)"
             }
             if let b = s.buffer {
                 tail += "; disk buffer: \(b.buffered) kept for the next start"
@@ -213,7 +226,7 @@ extension SinkRunner {
         return RunSummary.Sink(name: s.name, type: s.type, accepted: s.accepted, written: s.written, lost: s.lost,
                                dropped: s.dropped, failed: s.failed, highWater: s.highWater,
                                queueSize: config.queueCapacity, truncated: s.truncated,
-                               unconfirmed: s.unconfirmed, transport: s.transport,
+                               unconfirmed: s.unconfirmed, noClient: s.noClient, transport: s.transport,
                                buffer: sink.bufferReport,
                                firstWriteNs: firstWrite, lastWriteNs: lastWrite,
                                isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
@@ -236,6 +249,7 @@ extension RunSummary.Sink {
         queueSize = later.queueSize
         truncated &+= later.truncated
         unconfirmed &+= later.unconfirmed
+        noClient &+= later.noClient
         for (what, n) in later.transport { transport[what, default: 0] &+= n }
         buffer = later.buffer ?? buffer
         if firstWriteNs == 0 || (later.firstWriteNs != 0 && later.firstWriteNs < firstWriteNs) { firstWriteNs = later.firstWriteNs }

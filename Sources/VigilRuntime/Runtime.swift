@@ -101,9 +101,9 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         var failedReloads: UInt64 = 0
     }
 
-    private let current: LockedState<Current>
+    private let current: Mutex<Current>
 
-    var manifest: Manifest { current.withLock { $0.manifest } }
+    package var manifest: Manifest { current.withLock { $0.manifest } }
     var host: String { current.withLock { $0.host } }
     package var instances: [MonitorInstance] { current.withLock { $0.instances } }
     package var sinks: [SinkRunner] { current.withLock { $0.sinks } }
@@ -180,8 +180,8 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
             Self.instance(monitor, manifest: manifest, bus: bus, hostEvents: hostEvents, conditions: conditions, logger: logger,
                           schedulesPolls: options.once == nil)
         }
-        current = LockedState(Current(manifest: manifest, host: host, instances: instances, sinks: sinks, slots: slots,
-                                      rules: resolution.rules))
+        current = Mutex(Current(manifest: manifest, host: host, instances: instances, sinks: sinks, slots: slots,
+                                rules: resolution.rules))
         directory.attach(self)
     }
 
@@ -234,7 +234,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         signal(SIGXFSZ, SIG_IGN)
         let drain = DrainDeadline(timeout: options.drainTimeout)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: EarlySignalService(logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: EarlySignalService(runtime: self, logger: logger), successTerminationBehavior: .gracefullyShutdownGroup),
             .init(service: SinksService(runtime: self, drain: drain, logger: logger)),
             .init(service: SupervisorService(runtime: self, stopTimeout: options.stopTimeout, drain: drain)),
         ]
@@ -252,8 +252,13 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
             services.append(.init(service: TimerService(duration: runFor),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
         }
+        // The library's own steps ("Starting service sl-service=…", every
+        // service's description) are its internals, not the host's: they
+        // filled a debug log. Its warnings and errors still reach the log.
+        var lifecycleLogger = logger
+        lifecycleLogger.logLevel = max(logger.logLevel, .warning)
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
-                                                      logger: logger))
+                                                      logger: lifecycleLogger))
         self.group = group
         for instance in instances { watchDone(instance) }
         started = monotonicNanoseconds()
@@ -276,7 +281,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         get { refusals.withLock { $0 } }
         set { refusals.withLock { $0 = newValue } }
     }
-    private let refusals = LockedState<[Diagnostic]>([])
+    private let refusals = Mutex<[Diagnostic]>([])
 
     /// Creates every monitor's instance before any starts, in parallel on
     /// their queues, and judges the answers as `validate` does
@@ -285,7 +290,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
     /// each monitor's `launch` (waits, retries, failures of its own).
     func prepareAll() async -> [Diagnostic] {
         let list = instances
-        let found = LockedState<[(Int, Diagnostic)]>([])
+        let found = CreateRefusals()
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let group = DispatchGroup()
             for (i, instance) in list.enumerated() {
@@ -293,16 +298,22 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
                 instance.prepare { answer in
                     if let answer, answer.status == VIGIL_E_INVALID_CONFIG,
                        let d = ResolvedManifest<HostedPlugin>.judge(create: answer.status, message: answer.message, of: instance.config) {
-                        found.withLock { $0.append((i, d)) }
+                        found.add(d, at: i)
                     }
                     group.leave()
                 }
             }
             group.notify(queue: .global()) { done.resume() }
         }
-        let diagnostics = found.withLock { $0 }.sorted { $0.0 < $1.0 }.map(\.1)
+        let diagnostics = found.inOrder
         refusedAtStart = diagnostics
         return diagnostics
+    }
+
+    /// The host has begun to stop: no monitor ended from now on is restarted
+    /// (the instances a reload in progress adds are told after it).
+    func hostIsStopping() {
+        for instance in instances { instance.hostIsStopping() }
     }
 
     /// Stops the run as SIGTERM would.
@@ -404,7 +415,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         SystemdNotifier.shared.reloading()
         defer {
             let now = current.withLock { $0 }
-            SystemdNotifier.shared.ready(status: "\(now.instances.count) monitors, \(now.sinks.count) sinks")
+            SystemdNotifier.shared.ready(status: "\(counted(now.instances.count, "monitor")), \(counted(now.sinks.count, "sink"))")
         }
         let input = reloader { config, manifest in
             guard config.enabled, let instance = kept[config.name],
@@ -414,8 +425,8 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         guard case .ready(let manifest, let resolution, let warnings) = input else {
             if case .invalid(let diagnostics) = input {
                 let errors = diagnostics.filter { $0.level == .error }
-                logger.error("reload refused, the running configuration stays: \(errors.count) error\(errors.count == 1 ? "" : "s") in the manifest")
-                for d in errors { logger.error("\(d.description)") }
+                logger.error("reload refused, the running configuration stays: \(counted(errors.count, "error")) in the manifest")
+                for d in errors { logger.error("\(d.line)") }
                 return .refused(errors.map(\.description))
             }
             return .refused(["no manifest"])
@@ -428,12 +439,13 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
             for monitor in resolution.monitors where !plan.keptMonitors.contains(monitor.config.name) {
                 if case .runner(let process, _) = monitor.plugin { process.finish() }
             }
-            let texts = errors.map(\.description) + resolution.refused.compactMap { refused in
+            let cannotRun = resolution.refused.compactMap { refused in
                 errors.contains { $0.message.contains("'\(refused.config.name)'") } ? nil
                     : "\(refused.config.location): monitor '\(refused.config.name)' cannot run: \(refused.reason)"
             }
-            logger.error("reload refused, the running configuration stays: \(texts.count) error\(texts.count == 1 ? "" : "s")")
-            for text in texts { logger.error("\(text)") }
+            let texts = errors.map(\.description) + cannotRun
+            logger.error("reload refused, the running configuration stays: \(counted(texts.count, "error"))")
+            for text in errors.map(\.line) + cannotRun { logger.error("\(text)") }
             return .refused(texts)
         }
         apply(plan, manifest: manifest, resolution: resolution)
@@ -566,6 +578,16 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
             instance.launch()
         }
     }
+}
+
+/// The refusals `prepareAll` hears of from the monitors' queues, in any order.
+private final class CreateRefusals: Sendable {
+    private let found = Mutex<[(index: Int, diagnostic: Diagnostic)]>([])
+
+    func add(_ diagnostic: Diagnostic, at index: Int) { found.withLock { $0.append((index, diagnostic)) } }
+
+    /// In the order of the monitors.
+    var inOrder: [Diagnostic] { found.withLock { $0 }.sorted { $0.index < $1.index }.map(\.diagnostic) }
 }
 
 /// What a reload did, or why it did nothing: the body of `POST /v1/reload`.

@@ -46,15 +46,21 @@ package struct SupervisorService: Service {
         // Every instance is created before any starts: a monitor whose
         // options its plugin refuses refuses the run, as `validate` calls
         // the manifest invalid (one judgement, `ResolvedManifest.judge`).
-        let invalid = await runtime.prepareAll()
+        // A shutdown asked for while plugins are still being created (their
+        // runners may die of the same SIGTERM) restarts nothing.
+        let invalid = await withGracefulShutdownHandler {
+            await runtime.prepareAll()
+        } onGracefulShutdown: {
+            runtime.hostIsStopping()
+        }
         if invalid.isEmpty {
             for instance in runtime.instances { instance.launch() }
             runtime.hostEvents.publish("started", .notice, [
                 Field("version", .string(vigilVersion)), Field("monitors", .int(Int64(runtime.instances.count))),
                 Field("sinks", .int(Int64(runtime.sinks.count))), Field("pid", .int(Int64(getpid()))),
             ])
-            runtime.logger.notice("started \(runtime.instances.count) monitors and \(runtime.sinks.count) sinks")
-            SystemdNotifier.shared.ready(status: "\(runtime.instances.count) monitors, \(runtime.sinks.count) sinks")  // SystemdNotify.swift
+            runtime.logger.notice("started \(counted(runtime.instances.count, "monitor")) and \(counted(runtime.sinks.count, "sink"))")
+            SystemdNotifier.shared.ready(status: "\(counted(runtime.instances.count, "monitor")), \(counted(runtime.sinks.count, "sink"))")  // SystemdNotify.swift
         } else {
             runtime.logger.error("\(invalid.count) monitor\(invalid.count == 1 ? "'s options were" : "s' options were") refused by their plugins; nothing starts")
             runtime.stopSoon()
@@ -64,10 +70,10 @@ package struct SupervisorService: Service {
         SystemdNotifier.shared.stopping()
         // Nothing ended from now on is restarted (the instances a reload in
         // progress adds are told after it).
-        for instance in runtime.instances { instance.hostIsStopping() }
+        runtime.hostIsStopping()
         // A reload in progress finishes first; none starts after.
         await runtime.endReloads()
-        for instance in runtime.instances { instance.hostIsStopping() }
+        runtime.hostIsStopping()
         runtime.hostEvents.publish("stopping", .notice, [Field("reason", .string("shutdown requested"))])
         // A plugin blocked on a full `block` sink must not hold up its own stop
         // for ever: such waits give up at the drain deadline.

@@ -1,3 +1,4 @@
+import CVigilSys
 import Foundation
 import Synchronization
 import VigilABI
@@ -11,28 +12,35 @@ import VigilSinks
 /// O(1), so events move from producer to sink without being copied or
 /// retained again. `drop_oldest` skips a prefix (`head`) rather than removing
 /// it, compacting once that prefix reaches the capacity. All of it is one
-/// `State` behind one lock (no class properties on this path, so no run-time
-/// exclusivity checks).
-package final class SinkQueue: Sendable {  // all state behind its lock
+/// `State` in one `Mutex` (no class properties on this path, so no run-time
+/// exclusivity checks). Who waits (the consumer for events, producers of a
+/// blocking sink for room) is counted in the state and sleeps on a
+/// `Wakeup` outside the lock.
+package final class SinkQueue: Sendable {
     let capacity: Int
     package let overflow: OverflowPolicy
-    private let state: LockedState<State>
-    /// Both on the monotonic clock: a wall clock step must not stall a sink.
-    private let notEmpty = ConditionVariable()
-    private let notFull = ConditionVariable()
+    private let state: Mutex<State>
+    /// The consumer sleeps on this one, producers waiting for room on the
+    /// other; both wait until monotonic deadlines (a wall clock step must
+    /// not stall a sink).
+    private let notEmpty = Wakeup()
+    private let notFull = Wakeup()
     /// The depth that ends the consumer's linger (`BatchLinger`) early.
     static let batchThreshold = 512
 
-    private struct State {
+    package struct State {
         var pending: [Event] = []
         /// Events at the front of `pending` dropped by `drop_oldest`.
         var head = 0
         var count: Int { pending.count - head }
+        /// The consumer sleeps on `notEmpty` (the count `Wakeup` takes: 0 or 1).
         var consumerWaiting = false
         /// The consumer woke to a few events and waits a moment for more, so
         /// it drains in batches instead of taking turns with the producer per event.
         var consumerLingering = false
+        /// Producers in `reserve`, and how many of them sleep on `notFull` now.
         var producersWaiting = 0
+        var producersAsleep = 0
         /// The consumer's estimate of the arrival rate: whether to linger.
         var linger = BatchLinger()
         /// Slots promised to producers of a blocking sink (see `reserve`).
@@ -70,6 +78,24 @@ package final class SinkQueue: Sendable {  // all state behind its lock
             if wake { consumerWaiting = false }
             return wake
         }
+
+        /// Producers asleep for room, all of them woken (the count taken).
+        mutating func takeAsleep() -> Int {
+            defer { producersAsleep = 0 }
+            return producersAsleep
+        }
+    }
+
+    /// Runs `body` with the state locked (see `vigil_tsan_acquire`: the
+    /// queue is the host's most contended lock).
+    @inline(__always)
+    private func locked<R>(_ body: (inout State) -> R) -> R {
+        state.withLock { s in
+            let address = Unmanaged.passUnretained(self).toOpaque()
+            vigil_tsan_acquire(address)
+            defer { vigil_tsan_release(address) }
+            return body(&s)
+        }
     }
 
     /// `lines`: the encoder of a sink that takes its events' JSON Lines
@@ -80,7 +106,7 @@ package final class SinkQueue: Sendable {  // all state behind its lock
         var initial = State()
         initial.lane = lines.map { LineLane(encoder: $0) }
         initial.pending.reserveCapacity(min(capacity, 4096))
-        state = LockedState(initial)
+        state = Mutex(initial)
     }
 
     /// Queues the one sink's event (`EventBus.publish`): stamps it with the
@@ -90,114 +116,123 @@ package final class SinkQueue: Sendable {  // all state behind its lock
     /// nothing and returns false: the producer waits for room outside.
     @inline(__always)
     package func push(_ event: inout Event, seq: inout UInt64, sequence: borrowing Atomic<UInt64>, force: Bool,
-              mayWait: Bool) -> Bool {
-        lockForPush()
-        if mayWait && !hasRoomLocked {
-            unlockForPush(wake: false)
-            return false
+                      mayWait: Bool) -> Bool {
+        let (queued, wake) = locked { s -> (Bool, Bool) in
+            if mayWait && !hasRoom(s) { return (false, false) }
+            seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
+            event.seq = seq
+            return (true, append(&s, taking: &event, force: force, reserved: false))
         }
-        seq = sequence.wrappingAdd(1, ordering: .relaxed).newValue
-        event.seq = seq
-        unlockForPush(wake: appendLocked(taking: &event, force: force, reserved: false))
-        return true
+        if wake { notEmpty.wake() }
+        return queued
     }
 
     /// Adds an event as it is (its `seq` unchanged), applying the overflow
     /// policy when full (`force`: a blocking queue takes it over its bound).
     func push(_ event: Event, force: Bool = false) {
         var event = event
-        lockForPush()
-        unlockForPush(wake: appendLocked(taking: &event, force: force, reserved: false))
+        if locked({ append(&$0, taking: &event, force: force, reserved: false) }) { notEmpty.wake() }
     }
 
     /// Adds an event for which `reserve` promised room.
     func pushReserved(_ event: Event) {
         var event = event
-        lockForPush()
-        unlockForPush(wake: appendLocked(taking: &event, force: false, reserved: true))
+        if locked({ append(&$0, taking: &event, force: false, reserved: true) }) { notEmpty.wake() }
     }
 
-    /// Locks the queue for `appendLocked`; `unlockForPush` ends it.
+    /// Runs `body` with the queue locked (`EventBus` queueing one event for
+    /// several sinks, their queues locked together in slot order), then
+    /// wakes the consumer when `body` says an append asked for it.
     @inline(__always)
-    package func lockForPush() { state.lock() }
-
-    /// Unlocks, then wakes the consumer when `appendLocked` said to.
-    @inline(__always)
-    package func unlockForPush(wake: Bool) {
-        state.unlock()
-        if wake { notEmpty.signal() }
+    package func withLocked<R>(_ body: (inout State) -> (R, wake: Bool)) -> R {
+        let (result, wake) = locked { body(&$0) }
+        if wake { notEmpty.wake() }
+        return result
     }
 
     /// Whether a blocking producer may queue now without waiting (a closed
-    /// queue counts its loss instead). Locked.
-    package var hasRoomLocked: Bool {
-        let s = state.lockedState
-        return s.pointee.closed || s.pointee.count + s.pointee.reserved < capacity
+    /// queue counts its loss instead).
+    @inline(__always)
+    package func hasRoom(_ s: borrowing State) -> Bool {
+        s.closed || s.count + s.reserved < capacity
     }
 
     /// Moves `event` in (leaving an empty one behind), applying the overflow
     /// policy, or using the room `reserve` promised (`reserved`); whether
-    /// the consumer must be woken. Locked.
+    /// the consumer must be woken.
     @inline(__always)
-    package func appendLocked(taking event: inout Event, force: Bool, reserved: Bool) -> Bool {
-        let s = state.lockedState
-        if reserved { s.pointee.reserved -= 1 }
-        if s.pointee.closed {
-            s.pointee.droppedAtShutdown &+= 1
+    package func append(_ s: inout State, taking event: inout Event, force: Bool, reserved: Bool) -> Bool {
+        if reserved { s.reserved -= 1 }
+        if s.closed {
+            s.droppedAtShutdown &+= 1
             return false
         }
-        if !reserved && s.pointee.count + s.pointee.reserved >= capacity && !force {
+        if !reserved && s.count + s.reserved >= capacity && !force {
             switch overflow {
             case .dropNewest, .block:
-                s.pointee.droppedFull &+= 1
+                s.droppedFull &+= 1
                 return false
             case .dropOldest:
-                s.pointee.droppedFull &+= 1
-                if s.pointee.count == 0 { return false }
-                s.pointee.head += 1
-                if s.pointee.head >= capacity {
+                s.droppedFull &+= 1
+                if s.count == 0 { return false }
+                s.head += 1
+                if s.head >= capacity {
                     // Amortised: one O(capacity) compaction per `capacity` drops.
-                    s.pointee.pending.removeFirst(s.pointee.head)
-                    s.pointee.lane?.lines.removeFirst(s.pointee.head)
-                    s.pointee.head = 0
+                    s.pending.removeFirst(s.head)
+                    s.lane?.lines.removeFirst(s.head)
+                    s.head = 0
                 }
             }
         }
         var taken = Event(time: 0, monitor: "", plugin: "", kind: "")
         swap(&taken, &event)
-        return s.pointee.append(consume taken)
+        return s.append(consume taken)
     }
 
     /// Waits until the queue has room for one more event and promises it to
     /// the caller. False when the queue closed or the shutdown deadline passed.
     package func reserve() -> Bool {
-        state.withLockedPointer { s in
-            s.pointee.producersWaiting += 1
-            defer { s.pointee.producersWaiting -= 1 }
-            while s.pointee.count + s.pointee.reserved >= capacity {
-                if s.pointee.closed || monotonicNanoseconds() >= s.pointee.giveUpAt { return false }
-                notFull.wait(state, until: monotonicNanoseconds().addingSaturating(100_000_000))
+        locked { $0.producersWaiting += 1 }
+        defer { locked { $0.producersWaiting -= 1 } }
+        while true {
+            let verdict = locked { s -> Bool? in
+                if s.closed { return false }
+                if s.count + s.reserved < capacity {
+                    s.reserved += 1
+                    return true
+                }
+                if monotonicNanoseconds() >= s.giveUpAt { return false }
+                s.producersAsleep += 1
+                return nil
             }
-            if s.pointee.closed { return false }
-            s.pointee.reserved += 1
-            return true
+            if let verdict { return verdict }
+            if !notFull.wait(until: monotonicNanoseconds().addingSaturating(100_000_000)) {
+                // Timed out: the count back, if no waker took it (see `Wakeup`).
+                locked { s in if s.producersAsleep > 0 { s.producersAsleep -= 1 } }
+            }
         }
     }
 
     /// Gives back a slot `reserve` promised (the sink was reconfigured away).
     package func cancelReservation() {
-        state.withLock { $0.reserved -= 1 }
-        notFull.signal()
+        let asleep = locked { s -> Int in
+            s.reserved -= 1
+            return s.takeAsleep()
+        }
+        notFull.wake(asleep)
     }
 
     /// Counts an event a producer gave up waiting to queue at shutdown.
     package func countLostAtShutdown() {
-        state.withLock { $0.droppedAtShutdown &+= 1 }
+        locked { $0.droppedAtShutdown &+= 1 }
     }
 
     package func giveUpWaiting(at deadline: Int64) {
-        state.withLock { $0.giveUpAt = deadline }
-        notFull.broadcast()
+        let asleep = locked { s -> Int in
+            s.giveUpAt = deadline
+            return s.takeAsleep()
+        }
+        notFull.wake(asleep)
     }
 
     /// Moves every queued event into `batch` (which must be empty; its
@@ -212,55 +247,73 @@ package final class SinkQueue: Sendable {  // all state behind its lock
     /// With a sink that takes its lines made, `lines` (empty) gets theirs.
     func pop(into batch: inout [Event], lines: inout EncodedLines, timeout: Int64) -> Bool {
         precondition(batch.isEmpty)
-        let (more, n, skip, wakeProducers) = state.withLockedPointer { s -> (Bool, Int, Int, Bool) in
-            if s.pointee.count == 0 && !s.pointee.closed {
-                let deadline = monotonicNanoseconds().addingSaturating(timeout)
-                s.pointee.consumerWaiting = true
-                while s.pointee.count == 0 && !s.pointee.closed && !s.pointee.wakeRequested {
-                    if !notEmpty.wait(state, until: deadline) { break }
-                }
-                s.pointee.consumerWaiting = false
+        // The first event: asleep until one is queued, the queue closes or
+        // the sink asks to be woken, or until the deadline.
+        let deadline = monotonicNanoseconds().addingSaturating(timeout)
+        sleep(until: deadline) { s in s.count == 0 && !s.closed && !s.wakeRequested }
+        // A few events: give the producers a moment to make it a batch.
+        let lingers = locked { s -> Bool in
+            s.linger.fast && s.count > 0 && s.count < Self.batchThreshold && !s.closed && s.producersWaiting == 0
+        }
+        if lingers {
+            sleep(until: monotonicNanoseconds().addingSaturating(BatchLinger.nanoseconds), lingering: true) { s in
+                s.count < Self.batchThreshold && !s.closed
             }
-            if s.pointee.linger.fast && s.pointee.count > 0 && s.pointee.count < Self.batchThreshold
-                && !s.pointee.closed && s.pointee.producersWaiting == 0 {
-                // A few events: give the producers a moment to make it a batch.
-                let deadline = monotonicNanoseconds().addingSaturating(BatchLinger.nanoseconds)
-                s.pointee.consumerWaiting = true
-                s.pointee.consumerLingering = true
-                while s.pointee.count < Self.batchThreshold && !s.pointee.closed {
-                    if !notEmpty.wait(state, until: deadline) { break }
-                }
-                s.pointee.consumerLingering = false
-                s.pointee.consumerWaiting = false
-            }
-            let n = s.pointee.count
-            let skip = s.pointee.head
+        }
+        let (more, n, skip, asleep) = locked { s -> (Bool, Int, Int, Int) in
+            let n = s.count
+            let skip = s.head
             if n > 0 || skip > 0 {
-                swap(&batch, &s.pointee.pending)
-                if s.pointee.lane != nil { swap(&lines, &s.pointee.lane!.lines) }
-                s.pointee.head = 0
+                swap(&batch, &s.pending)
+                if s.lane != nil { swap(&lines, &s.lane!.lines) }
+                s.head = 0
             }
-            s.pointee.linger.took(n, now: monotonicNanoseconds())
-            let more = !(s.pointee.closed && s.pointee.count == 0)
-            return (more, n, skip, s.pointee.producersWaiting > 0 && n > 0)
+            s.linger.took(n, now: monotonicNanoseconds())
+            let more = !(s.closed && s.count == 0)
+            return (more, n, skip, n > 0 ? s.takeAsleep() : 0)
         }
         if skip > 0 {
             batch.removeFirst(skip)
             if !lines.ends.isEmpty { lines.removeFirst(skip) }
         }
-        if wakeProducers { notFull.broadcast() }
+        notFull.wake(asleep)
         return more || n > 0
+    }
+
+    /// The consumer sleeps while `waiting` holds, until `deadline`: it
+    /// counts itself as waiting under the lock, and a producer whose append
+    /// wakes it takes that count (`State.append`).
+    private func sleep(until deadline: Int64, lingering: Bool = false, while waiting: (borrowing State) -> Bool) {
+        while true {
+            let asleep = locked { s -> Bool in
+                guard waiting(s), monotonicNanoseconds() < deadline else { return false }
+                s.consumerWaiting = true
+                s.consumerLingering = lingering
+                return true
+            }
+            guard asleep else { return }
+            let woken = notEmpty.wait(until: deadline)
+            locked { s in
+                // Timed out: the count back, if no producer took it (see `Wakeup`).
+                if !woken { s.consumerWaiting = false }
+                s.consumerLingering = false
+            }
+        }
     }
 
     /// Wakes the consumer without an event (a sink has other work to do).
     func wake() {
-        state.withLock { $0.wakeRequested = true }
-        notEmpty.signal()
+        let asleep = locked { s -> Bool in
+            s.wakeRequested = true
+            defer { s.consumerWaiting = false }
+            return s.consumerWaiting
+        }
+        if asleep { notEmpty.wake() }
     }
 
     /// Whether `wake` was called since the last time this was asked.
     func takeWakeRequest() -> Bool {
-        state.withLock { s in
+        locked { s in
             defer { s.wakeRequested = false }
             return s.wakeRequested
         }
@@ -268,32 +321,36 @@ package final class SinkQueue: Sendable {  // all state behind its lock
 
     /// Whether more than `count` events were dropped for a full queue (cheap to ask).
     func hasDrops(since count: UInt64) -> Bool {
-        state.withLock { $0.droppedFull > count }
+        locked { $0.droppedFull > count }
     }
 
     /// Stops accepting events; the consumer drains what is queued.
     func close() {
-        state.withLock { $0.closed = true }
-        notEmpty.broadcast()
-        notFull.broadcast()
+        let (consumer, producers) = locked { s -> (Bool, Int) in
+            s.closed = true
+            defer { s.consumerWaiting = false }
+            return (s.consumerWaiting, s.takeAsleep())
+        }
+        if consumer { notEmpty.wake() }
+        notFull.wake(producers)
     }
 
     /// Discards everything still queued (a sink that gave up at shutdown);
     /// returns how many.
     func discardAll() -> Int {
-        let n = state.withLock { s -> Int in
+        let (n, asleep) = locked { s -> (Int, Int) in
             let n = s.count
             s.pending.removeAll()
             s.lane?.lines.removeAll(keepingCapacity: false)
             s.head = 0
             s.droppedAtShutdown &+= UInt64(n)
-            return n
+            return (n, s.takeAsleep())
         }
-        notFull.broadcast()
+        notFull.wake(asleep)
         return n
     }
 
-    package var depth: Int { state.withLock { $0.count } }
+    package var depth: Int { locked { $0.count } }
 
     package struct Counters {
         var accepted: UInt64
@@ -305,7 +362,7 @@ package final class SinkQueue: Sendable {  // all state behind its lock
     }
 
     var counters: Counters {
-        state.withLock { s in
+        locked { s in
             Counters(accepted: s.accepted, queueFull: s.droppedFull, shutdown: s.droppedAtShutdown, depth: s.count, highWater: s.highWater)
         }
     }

@@ -82,6 +82,7 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
             if !batch.isEmpty {
                 context.lostInCall = 0
                 context.deliveredInCall = 0
+                context.noClientInCall = 0
                 context.take(batch.count)
                 if madeLines { context.lines = lines }
                 defer {
@@ -92,15 +93,15 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
                 }
                 do {
                     try sink.write(batch, context: context)
-                    if context.settle() { delivered(batch.count - context.lostInCall - context.deliveredInCall) }
+                    if context.settle() { delivered(batch.count - context.settledInCall) }
                 } catch where !context.settle() {
                     // The host gave up on this sink while it was stuck, and counted the batch.
                     // (Otherwise `settle` has ended the batch, and the next clause counts it.)
                 } catch {
                     let partial = error as? SinkWriteError
-                    let done = min(max(0, partial?.delivered ?? 0), batch.count - context.lostInCall - context.deliveredInCall)
+                    let done = min(max(0, partial?.delivered ?? 0), batch.count - context.settledInCall)
                     if done > 0 { delivered(done) }
-                    let rest = batch.count - context.lostInCall - context.deliveredInCall - done
+                    let rest = batch.count - context.settledInCall - done
                     // Past the drain deadline, what could not go out is lost to the shutdown.
                     let reason: LossReason = context.shouldAbandon ? .shutdown : partial?.reason ?? .writeFailed
                     context.countLost(rest, reason)
@@ -213,6 +214,8 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
         package var truncated: UInt64
         /// Written, in the kernel's send queue at exit (see `SinkContext.unconfirmed`).
         package var unconfirmed: UInt64
+        /// Not sent for want of a client (see `SinkContext.noClient`).
+        package var noClient: UInt64
         /// `TransportEvent`s by name, the non-zero ones.
         package var transport: [String: UInt64]
         /// An output plugin's: where it runs, its runners that ended and the
@@ -242,6 +245,7 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
                      written: context.written.load(ordering: .relaxed), lost: lost, depth: q.depth, highWater: q.highWater,
                      truncated: context.truncated.load(ordering: .relaxed),
                      unconfirmed: context.unconfirmed.load(ordering: .relaxed),
+                     noClient: context.noClient.load(ordering: .relaxed),
                      transport: context.transportEvents.snapshot, isolation: output?.isolation,
                      crashes: output?.runnerCrashes.load(ordering: .relaxed),
                      restarts: output?.runnerRestarts.load(ordering: .relaxed),

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import VigilABI
 import VigilIsolation
 
@@ -58,7 +59,9 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     let maxBytes: Int64
     let segmentBytes: Int64
     let fsync: Fsync
-    private let lock = NSLock()
+    /// Held for every change and read of the `var`s below, which the helpers
+    /// change in place (so they stay the class's, not a `Mutex`'s value).
+    private let lock = Mutex(())
     /// Segment numbers on disk, oldest first, and their sizes.
     private var segments: [(number: UInt64, size: Int64)] = []
     private var writeFD: Int32 = -1
@@ -81,7 +84,7 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     /// hosts, never use one directory at once.
     private var lockFD: Int32 = -1
 
-    var totalBytes: Int64 { lock.withLock { segments.reduce(0) { $0 + $1.size } - ack.offset } }
+    var totalBytes: Int64 { lock.withLock { _ in segments.reduce(0) { $0 + $1.size } - ack.offset } }
 
     init(directory: String, maxBytes: Int64, fsync: Fsync) throws {
         self.directory = directory
@@ -252,7 +255,7 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     /// segment size. Throws when the disk refuses (full, read-only): the
     /// records from the first refused one on are not in the buffer.
     func append(_ payloads: [[UInt8]]) throws -> Int {
-        try lock.withLock {
+        try lock.withLock { _ in
             var written = 0
             var chunk: [UInt8] = []
             func flush() throws {
@@ -315,14 +318,14 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
         dirty = false
     }
 
-    func syncIfDirty() { lock.withLock { try? sync() } }
+    func syncIfDirty() { lock.withLock { _ in try? sync() } }
 
     // MARK: reading and acknowledging
 
     /// Up to `max` records from the cursor, with the position after each.
     /// A corrupt record ends its segment: the rest is skipped and counted.
     func read(max count: Int) -> [(payload: [UInt8], end: Position)] {
-        lock.withLock {
+        lock.withLock { _ in
             var out: [(payload: [UInt8], end: Position)] = []
             while out.count < count, let index = segments.firstIndex(where: { $0.number >= cursor.segment }) {
                 let segment = segments[index]
@@ -404,7 +407,7 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
 
     /// Marks what is being handed to the peer (persisted before the send).
     func markSent(upTo position: Position) {
-        lock.withLock {
+        lock.withLock { _ in
             sent = max(sent, position)
             writeState()
         }
@@ -412,7 +415,7 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
 
     /// Everything before `position` was delivered: removed from the buffer.
     func acknowledge(upTo position: Position, records: Int) {
-        lock.withLock {
+        lock.withLock { _ in
             ack = max(ack, position)
             sent = max(sent, ack)
             pendingRecords = max(0, pendingRecords - records)
@@ -433,7 +436,7 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     /// drop_oldest`); returns the records it held. The cursor and `ack`
     /// move past it.
     func dropOldest() -> Int {
-        lock.withLock {
+        lock.withLock { _ in
             guard segments.count > 1, let first = segments.first else { return 0 }
             var dropped = 0
             let fd = open(path(first.number), O_RDONLY | O_CLOEXEC)
@@ -463,7 +466,7 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     }
 
     func close() {
-        lock.withLock {
+        lock.withLock { _ in
             if writeFD >= 0 {
                 if fsync != .never { _ = Glibc.fsync(writeFD) }
                 Glibc.close(writeFD)

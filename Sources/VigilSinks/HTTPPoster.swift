@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import VigilABI
+import Synchronization
 import VigilCore
 import VigilIsolation
 
@@ -58,19 +58,15 @@ package final class HTTPPoster: @unchecked Sendable {  // called from one sink t
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
         // Waited for in short steps, so a shutdown past its drain deadline
         // does not wait out a request's whole timeout.
-        let done = DispatchSemaphore(value: 0)
-        let outcome = LockedState<Result<Response, any Error>?>(nil)
-        promise.futureResult.whenComplete { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        while done.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+        let answer = Answer()
+        promise.futureResult.whenComplete { answer.arrive($0) }
+        while answer.arrived.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
             if giveUp() {
                 promise.fail(Failure(description: "given up at shutdown"))
             }
         }
         do {
-            guard let result = outcome.withLock({ $0 }) else { throw Failure(description: "no answer") }
+            guard let result = answer.result else { throw Failure(description: "no answer") }
             let response = try result.get()
             deadline.cancel()
             if response.headers["Connection"].contains(where: { $0.lowercased() == "close" }) { drop() }
@@ -115,6 +111,19 @@ package final class HTTPPoster: @unchecked Sendable {  // called from one sink t
     func close() {
         drop()
     }
+}
+
+/// One request's outcome, handed from the event loop to the sink thread that waits for it.
+private final class Answer: Sendable {
+    private let outcome = Mutex<Result<HTTPPoster.Response, any Error>?>(nil)
+    let arrived = DispatchSemaphore(value: 0)
+
+    func arrive(_ result: Result<HTTPPoster.Response, any Error>) {
+        outcome.withLock { $0 = result }
+        arrived.signal()
+    }
+
+    var result: Result<HTTPPoster.Response, any Error>? { outcome.withLock { $0 } }
 }
 
 /// Gathers one answer at a time for `HTTPPoster`.

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import VigilABI
+import Synchronization
 
 /// The HTTP servers' common ground (the control API, the `prometheus`
 /// sink): each accepted connection is counted against `maxConnections` (one
@@ -20,17 +20,11 @@ package enum HTTPServing {
         requestDeadline: TimeAmount = HTTPServing.requestDeadline,
         handler: @escaping @Sendable () -> Handler
     ) -> ServerBootstrap {
-        let open = LockedState<Int>(0)
+        let open = OpenConnections(most: maxConnections)
         return ServerBootstrap(group: group)
             .childChannelInitializer { channel in
-                guard open.withLock({ count -> Bool in
-                    guard count < maxConnections else { return false }
-                    count += 1
-                    return true
-                }) else {
-                    return channel.close()
-                }
-                channel.closeFuture.whenComplete { _ in open.withLock { $0 -= 1 } }
+                guard open.take() else { return channel.close() }
+                channel.closeFuture.whenComplete { _ in open.give() }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
@@ -39,6 +33,27 @@ package enum HTTPServing {
                 }
             }
     }
+}
+
+/// The connections a server holds, against its most. Counted on the event
+/// loops of the connections, which are several.
+private final class OpenConnections: Sendable {
+    private let count = Mutex(0)
+    private let most: Int
+
+    init(most: Int) { self.most = most }
+
+    /// Counts one more connection; false (not counted) when `most` are open.
+    func take() -> Bool {
+        count.withLock { count in
+            guard count < most else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    /// One closed.
+    func give() { count.withLock { $0 -= 1 } }
 }
 
 /// Closes a connection that has not completed a request within `deadline`

@@ -1,4 +1,4 @@
-import VigilABI
+import Synchronization
 import VigilCore
 
 /// The series a `prometheus` sink serves: one per numeric or boolean field
@@ -9,7 +9,7 @@ import VigilCore
 ///
 /// Written by the sink's thread, read by the HTTP server's: every access is
 /// under one lock, taken once per batch by the writer.
-package final class PrometheusSeries: @unchecked Sendable {  // every access is under its one lock
+package final class PrometheusSeries: Sendable {
     /// One family's series, in the order they appeared.
     package final class Family {
         let shape: PrometheusNaming.Shape
@@ -53,7 +53,7 @@ package final class PrometheusSeries: @unchecked Sendable {  // every access is 
         var refused: UInt64 = 0
     }
 
-    private let state = LockedState(State())
+    private let state = Mutex(State())
     let maxSeries: Int
 
     init(maxSeries: Int) {

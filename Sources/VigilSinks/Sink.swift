@@ -120,6 +120,9 @@ public final class SinkContext: @unchecked Sendable {  // shared counters are at
     /// on delivering them after vigil has ended, so they are not lost, but
     /// no one is left to confirm it (issue 26).
     package let unconfirmed = Atomic<UInt64>(0)
+    /// Events a listening sink had no client for: not written, not lost
+    /// (nobody had asked for them), counted apart (`no_client`).
+    package let noClient = Atomic<UInt64>(0)
     /// What happened to the transport (`TransportEvent`).
     package let transportEvents = TransportEventCounts()
 
@@ -129,6 +132,10 @@ public final class SinkContext: @unchecked Sendable {  // shared counters are at
     package var lostInCall = 0
     /// Events counted delivered during the current `write` (sink's thread only).
     package var deliveredInCall = 0
+    /// Events counted `noClient` during the current `write` (sink's thread only).
+    package var noClientInCall = 0
+    /// The events of the batch in hand the sink has accounted for itself.
+    package var settledInCall: Int { lostInCall + deliveredInCall + noClientInCall }
     /// The lines of the batch in hand, made by the producers, for a sink
     /// that asked for them (`EventSink.producerLines`); nil otherwise.
     /// During `write`, on the sink's thread.
@@ -171,14 +178,21 @@ public final class SinkContext: @unchecked Sendable {  // shared counters are at
         unconfirmed.wrappingAdd(UInt64(n), ordering: .relaxed)
     }
 
-    /// Counts `n` events of the batch in hand as lost, without failing the
-    /// batch. Call from `write` only.
-    public func countLost(_ n: Int, _ reason: LossReason) {
-        guard n > 0, hand.withLock({ h in
+    /// Takes `n` events off the batch in hand, for a sink that accounts for
+    /// them itself; false once the host has given up on the call (it has
+    /// counted the batch already).
+    private func takeFromHand(_ n: Int) -> Bool {
+        hand.withLock { h in
             guard !h.abandoned else { return false }
             h.inFlight -= n
             return true
-        }) else { return }
+        }
+    }
+
+    /// Counts `n` events of the batch in hand as lost, without failing the
+    /// batch. Call from `write` only.
+    public func countLost(_ n: Int, _ reason: LossReason) {
+        guard n > 0, takeFromHand(n) else { return }
         lostInCall += n
         lost.add(UInt64(n), reason)
     }
@@ -189,13 +203,18 @@ public final class SinkContext: @unchecked Sendable {  // shared counters are at
     /// host gives up on the call later (the drain deadline). Call from
     /// `write` only.
     public func countDelivered(_ n: Int) {
-        guard n > 0, hand.withLock({ h in
-            guard !h.abandoned else { return false }
-            h.inFlight -= n
-            return true
-        }) else { return }
+        guard n > 0, takeFromHand(n) else { return }
         deliveredInCall += n
         written.wrappingAdd(UInt64(n), ordering: .relaxed)
+    }
+
+    /// Counts `n` events of the batch in hand as not sent for want of a
+    /// client (a listening sink with none connected): neither written nor
+    /// lost. Call from `write` only.
+    public func countNoClient(_ n: Int) {
+        guard n > 0, takeFromHand(n) else { return }
+        noClientInCall += n
+        noClient.wrappingAdd(UInt64(n), ordering: .relaxed)
     }
 
     /// Counts `n` events of earlier batches, which `write` had returned as

@@ -60,11 +60,28 @@ public enum ControlClient {
             }
         } catch {
             promise.fail(error)
-            if case .unix = endpoint.target { throw ControlError("cannot reach the control socket \(address): \(error)") }
-            throw ControlError("cannot reach the control API at \(address): \(error)")
+            let why = Self.reason(error)
+            if case .unix = endpoint.target { throw ControlError("cannot reach the control socket \(address): \(why)") }
+            throw ControlError("cannot reach the control API at \(address): \(why)")
         }
         defer { channel.close(promise: nil) }
         return try await promise.futureResult.get()
+    }
+}
+
+extension ControlClient {
+    /// Why a connection failed, in the system's words: NIO's description
+    /// names its own calls ("connect(descriptor:addr:size:)"), which tell
+    /// an operator nothing.
+    static func reason(_ error: any Error) -> String {
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)) }
+        if let connect = error as? NIOConnectionError, let first = connect.connectionErrors.first {
+            return reason(first.error)
+        }
+        if error is ChannelError, case ChannelError.connectTimeout(let after) = error as! ChannelError {
+            return "no connection within \(after.nanoseconds / 1_000_000_000) s"
+        }
+        return "\(error)"
     }
 }
 

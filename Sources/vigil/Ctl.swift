@@ -13,7 +13,8 @@ struct Ctl: AsyncParsableCommand {
         abstract: "Ask a running vigil: its health and status; start, stop, poll or restart one monitor; reload the manifest.",
         discussion: """
         Speaks to the control socket of `vigil run` (--control; by default $VIGIL_STATE_DIR/vigil.sock, as root \
-        /run/vigil/vigil.sock, else $XDG_RUNTIME_DIR/vigil/vigil.sock). Tables on a terminal, the API's JSON \
+        /run/vigil/vigil.sock, else $XDG_RUNTIME_DIR/vigil/vigil.sock, or the service's /run/vigil/vigil.sock \
+        where that one is not there). Tables on a terminal, the API's JSON \
         with --json.
 
         Exit status: 0 when the host answered yes (healthy; the action taken); 1 when it answered no (unhealthy; \
@@ -21,6 +22,12 @@ struct Ctl: AsyncParsableCommand {
         (tcp://, from --token-file or $VIGIL_CONTROL_TOKEN).
         """,
         subcommands: [Health.self, Status.self, Start.self, Stop.self, Poll.self, Restart.self, Reload.self])
+
+    /// `--control`, `--token-file` and `--json` are taken before the verb
+    /// as well as after it (`vigil ctl --control unix:PATH status`, as
+    /// systemctl and kubectl users type them): each verb declares the same
+    /// group, and the parser fills it from either place.
+    @OptionGroup var connection: Connection
 
     /// Where the host's control API is: `--control`, else the standard socket;
     /// over TCP, with the bearer token from `--token-file` or VIGIL_CONTROL_TOKEN.
@@ -46,7 +53,7 @@ struct Ctl: AsyncParsableCommand {
                     throw ExitCode(2)
                 }
             }
-            guard let standard = ControlAddress.standard() else {
+            guard let standard = ControlAddress.forClient() else {
                 throw ValidationError("no standard control socket for this user: give --control unix:PATH")
             }
             return ControlEndpoint(address: standard)
@@ -107,7 +114,11 @@ struct Ctl: AsyncParsableCommand {
             }
             let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any] ?? [:]
             let uptime = object["uptime_s"] as? Double ?? 0
-            print("vigil \(object["version"] as? String ?? "?") (pid \(object["pid"] as? Int ?? 0)), up \(String(format: "%.0f", uptime)) s, \(object["events"] as? Int ?? 0) events")
+            // Which host answered: its pid, manifest and start, and where it was asked.
+            let target = (try? connection.endpoint.endpoint()).map { "\($0)" } ?? "?"
+            print("vigil \(object["version"] as? String ?? "?") (pid \(object["pid"] as? Int ?? 0)) at \(target)")
+            print("  manifest \(object["manifest"] as? String ?? "?"), started \(object["started_at"] as? String ?? "?"), "
+                  + "up \(TopScreen.duration(uptime)), \(object["events"] as? Int ?? 0) events")
             print()
             var rows = [["MONITOR", "STATE", "PLUGIN", "WHERE", "EVENTS", "POLLS", "ERRORS", "LAST ERROR"]]
             for m in object["monitors"] as? [[String: Any]] ?? [] {

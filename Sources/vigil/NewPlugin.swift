@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VigilCore
 
 /// `vigil new-plugin NAME --lang swift|c|rust [--kind monitor|output]`:
 /// copies one of the example plugins — the scaffolds, which the test suite
@@ -25,9 +26,13 @@ struct NewPlugin: AsyncParsableCommand {
                  a Makefile (make, make test, make check); vigil_plugin.h.
           rust   a Cargo package (cdylib, no dependencies, Rust 1.63):
                  src/lib.rs with its unit tests; src/abi.rs, the bindings.
-          swift  a SwiftPM package that depends on Vigil by URL and version
-                 (VigilKit, VigilKitTesting), or on a checkout with --vigil-path:
-                 Sources/<Name>Plugin/ and Tests/<Name>PluginTests/.
+          swift  a SwiftPM package: Sources/<Name>Plugin/ and
+                 Tests/<Name>PluginTests/, with VigilKit and VigilKitTesting.
+
+        A Swift plugin depends on Vigil's SDK by path, so that it builds where it was made: on the source tree the \
+        examples came from, or on the SDK installed with them (PREFIX/share/vigil/sdk); on DIR with --vigil-path DIR; \
+        by URL and version only with --vigil-url, which needs a release published there (\(vigilPackageURL) from \
+        \(vigilVersion), unless URL is given). The output says which it wrote.
 
         The examples, the header and the bindings are taken from the installation this vigil belongs to \
         (PREFIX/share/vigil/examples, PREFIX/include/vigil), else from the source tree it was built in, unless \
@@ -55,12 +60,18 @@ struct NewPlugin: AsyncParsableCommand {
     var vigilSource: String?
 
     @Option(name: .customLong("vigil-path"),
-            help: ArgumentHelp("Swift: depend on the Vigil checkout in DIR by path instead of on a Vigil release by URL and version.",
+            help: ArgumentHelp("Swift: depend by path on the Vigil checkout or installed SDK in DIR, instead of on the one the examples came from.",
                                valueName: "DIR"))
     var vigilPath: String?
 
-    /// The dependency line of the Swift scaffolds' Package.swift, and the
-    /// package identity SwiftPM gives it (the URL's last component).
+    @Option(name: .customLong("vigil-url"), defaultAsFlag: NewPlugin.vigilPackageURL, parsing: .next,
+            help: ArgumentHelp("Swift: depend on a Vigil release by URL and version (from \(vigilVersion)), for when one is published at URL.",
+                               valueName: "URL"))
+    var vigilURL: String? = nil
+
+    /// The URL of the Swift scaffolds' own dependency line (kept with
+    /// --vigil-url), and the package identity SwiftPM gives it (the URL's
+    /// last component).
     static let vigilPackageURL = "https://github.com/vigil-monitor/vigil"
     static let vigilPackageIdentity = "vigil"
 
@@ -74,8 +85,14 @@ struct NewPlugin: AsyncParsableCommand {
         if let why = Self.unusable(name, in: lang) {
             throw ValidationError("'\(name)' cannot name a \(lang.rawValue) plugin: \(why); choose another NAME")
         }
-        if vigilPath != nil && lang != .swift {
-            throw ValidationError("--vigil-path is for Swift plugins, which depend on Vigil's SDK; C and Rust plugins need only the header or the bindings")
+        for (option, given) in [("--vigil-path", vigilPath != nil), ("--vigil-url", vigilURL != nil)] where given && lang != .swift {
+            throw ValidationError("\(option) is for Swift plugins, which depend on Vigil's SDK; C and Rust plugins need only the header or the bindings")
+        }
+        if vigilPath != nil && vigilURL != nil {
+            throw ValidationError("--vigil-path and --vigil-url name two places for Vigil's SDK: give one")
+        }
+        if let url = vigilURL, !VigilDependency.isURL(url) {
+            throw ValidationError("--vigil-url \(url) is not a git URL (SCHEME://HOST/PATH or USER@HOST:PATH); to take the default, \(Self.vigilPackageURL), write --vigil-url last or before another option")
         }
     }
 
@@ -150,6 +167,7 @@ struct NewPlugin: AsyncParsableCommand {
         // Everything is read and checked before anything is written.
         var files = try scaffold.files(in: scaffolds, name: name, type: type)
         let next: [(String, String)]
+        var dependency: String?
         switch lang {
         case .c:
             // The header as installed (the example holds a link to it).
@@ -165,19 +183,16 @@ struct NewPlugin: AsyncParsableCommand {
                     ("cp target/release/lib\(name).so \(name).so", "the host finds plugins by file name"),
                     ("\(Self.shellQuoted(vigil)) plugins check ./\(name).so", "the ABI contract, in a real host")]
         case .swift:
-            try Self.checkSwiftNames(type: type, target: target, vigilPath: vigilPath.map { Self.absolute($0, from: cwd) })
+            let vigilSDK = try swiftDependency(scaffolds, cwd: cwd)
+            try Self.checkSwiftNames(type: type, target: target, sdk: vigilSDK)
             try Self.checkSwiftTypes(files, example: try scaffold.files(in: scaffolds, name: scaffold.name, type: Self.typeName(scaffold.name)),
                                      name: name)
-            if let path = vigilPath.map({ Self.absolute($0, from: cwd) }) {
-                try Self.checkVigilCheckout(path)
-                let identity = URL(fileURLWithPath: path).lastPathComponent.lowercased()
-                try Self.edit(&files, "Package.swift", lineContaining: ".package(url: \"\(Self.vigilPackageURL)\"",
-                              to: "        .package(path: \(Self.swiftLiteral(path)), traits: []),")
-                if let i = files.firstIndex(where: { $0.path == "Package.swift" }) {
-                    files[i].text = files[i].text.replacingOccurrences(of: "package: \"\(Self.vigilPackageIdentity)\"",
-                                                                       with: "package: \(Self.swiftLiteral(identity))")
-                }
+            try Self.edit(&files, "Package.swift", lineContaining: ".package(url: \"\(Self.vigilPackageURL)\"", to: vigilSDK.packageLine)
+            if vigilSDK.identity != Self.vigilPackageIdentity, let i = files.firstIndex(where: { $0.path == "Package.swift" }) {
+                files[i].text = files[i].text.replacingOccurrences(of: "package: \"\(Self.vigilPackageIdentity)\"",
+                                                                   with: "package: \(Self.swiftLiteral(vigilSDK.identity))")
             }
+            dependency = vigilSDK.summary
             next = [("swift build", ".build/debug/lib\(name).so (the first build takes a while)"),
                     ("swift test", "the tests"),
                     ("\(Self.shellQuoted(vigil)) plugins check .build/debug/lib\(name).so", "the ABI contract, in a real host")]
@@ -208,6 +223,7 @@ struct NewPlugin: AsyncParsableCommand {
             for path in kept.prefix(10) { out += "  " + path + "\n" }
             if kept.count > 10 { out += "  … and \(kept.count - 10) more\n" }
         }
+        if let dependency { out += dependency + "\n" }
         out += "Next:\n  cd \(Self.shellQuoted(target))\n"
         // Comments line up, unless a command is long (a path to vigil).
         let commandWidth = next.map(\.0.count).filter { $0 <= 40 }.max() ?? 0
@@ -268,14 +284,32 @@ struct NewPlugin: AsyncParsableCommand {
         "swift-nio", "swift-protobuf", "swift-service-lifecycle", "swift-system", "yams",
     ]
 
+    /// Vigil's SDK for a Swift plugin: --vigil-url's release, --vigil-path's
+    /// directory, else the source tree or installed SDK the scaffolds came
+    /// from. An installation without its SDK is refused here, with what to
+    /// pass, rather than at the plugin's first build.
+    private func swiftDependency(_ scaffolds: Scaffolds, cwd: String) throws -> VigilDependency {
+        if let url = vigilURL {
+            return .url(url, from: vigilVersion, reason: "--vigil-url")
+        }
+        if let path = vigilPath.map({ Self.absolute($0, from: cwd) }) {
+            try Self.checkVigilCheckout(path)
+            return .path(path, reason: "--vigil-path")
+        }
+        guard FileManager.default.fileExists(atPath: scaffolds.sdk + "/Package.swift") else {
+            throw Failure("\(scaffolds.sdk) is missing (Vigil's SDK, which make install puts beside the examples), so a Swift plugin would have nothing to build against; nothing was written. Pass --vigil-path DIR (a Vigil checkout or SDK) or --vigil-url [URL] (a published release)")
+        }
+        return .path(scaffolds.sdk, reason: scaffolds.isSourceTree ? "the sources the example came from" : "installed with the example")
+    }
+
     /// Refuses what SwiftPM would: a target name Vigil's package has, and a
-    /// package directory named like the Vigil checkout it depends on by path
-    /// or like a package Vigil depends on.
-    static func checkSwiftNames(type: String, target: String, vigilPath: String?) throws {
+    /// package directory named like the Vigil package it depends on or like
+    /// a package Vigil depends on.
+    static func checkSwiftNames(type: String, target: String, sdk: VigilDependency) throws {
         for taken in ["\(type)Plugin", "\(type)PluginTests"] where vigilTargets.contains(where: { $0.lowercased() == taken.lowercased() }) {
             throw Failure("the Vigil package already has a target named \(taken), and target names must be unique across a Swift package graph: choose another NAME")
         }
-        let identity = vigilPath.map { URL(fileURLWithPath: $0).lastPathComponent.lowercased() } ?? vigilPackageIdentity
+        let identity = sdk.identity
         let own = URL(fileURLWithPath: target).lastPathComponent.lowercased()
         if own == identity {
             throw Failure("\(target) has the same directory name as the Vigil package it depends on (\(identity)), which SwiftPM would take for the same package: choose another --dir")
@@ -311,15 +345,17 @@ struct NewPlugin: AsyncParsableCommand {
         }
     }
 
-    /// Refuses a `--vigil-path` that is not a Vigil checkout, which SwiftPM
-    /// would only report at the first build, as a missing package or product.
+    /// Refuses a `--vigil-path` that is neither a Vigil checkout nor an
+    /// installed SDK, which SwiftPM would only report at the first build, as
+    /// a missing package or product.
     static func checkVigilCheckout(_ path: String) throws {
         let fm = FileManager.default
+        let what = "name the directory you cloned Vigil into, or an installed SDK (PREFIX/share/vigil/sdk)"
         guard fm.fileExists(atPath: path + "/Package.swift") else {
-            throw Failure("--vigil-path \(path) is not a Vigil checkout (it has no Package.swift); name the directory you cloned Vigil into")
+            throw Failure("--vigil-path \(path) is not a Vigil checkout (it has no Package.swift); \(what)")
         }
         guard fm.fileExists(atPath: path + "/Sources/VigilKit") else {
-            throw Failure("--vigil-path \(path) is a Swift package but not Vigil (it has no Sources/VigilKit); name the directory you cloned Vigil into")
+            throw Failure("--vigil-path \(path) is a Swift package but not Vigil (it has no Sources/VigilKit); \(what)")
         }
     }
 

@@ -55,6 +55,8 @@ struct Plugins: AsyncParsableCommand {
                     }
                 }
             }
+            // By name; one name found twice keeps the search order (the first found is the one used).
+            rows = rows.enumerated().sorted { ($0.element[0], $0.offset) < ($1.element[0], $1.offset) }.map(\.element)
             if rows.isEmpty {
                 print("no plugins found in \(probes.catalog.directories.joined(separator: ", "))")
             } else {

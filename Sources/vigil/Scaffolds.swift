@@ -10,6 +10,10 @@ import Foundation
 /// `PREFIX/share/vigil/examples` and `PREFIX/include/vigil/vigil_plugin.h`,
 /// as `make install` lays them out); the source tree this vigil was built in
 /// (`ROOT/.build/…/vigil`). Never a path compiled into the binary.
+///
+/// A Swift plugin depends on Vigil's SDK from the same place, by path: the
+/// source tree itself, or the SDK installed beside the examples
+/// (`PREFIX/share/vigil/sdk`).
 struct Scaffolds {
     /// The directory holding `c/`, `rust/` and `swift/`.
     let examples: String
@@ -17,6 +21,11 @@ struct Scaffolds {
     let header: String
     /// Where they were found, for messages.
     let origin: String
+    /// The package a Swift plugin depends on by path: the source tree, or
+    /// the installed SDK (which an installation may lack; new-plugin says so).
+    let sdk: String
+    /// Whether they are a source tree's, not an installation's.
+    let isSourceTree: Bool
 
     /// The Rust bindings, shared by the Rust examples.
     var rustBindings: String { examples + "/rust/abi.rs" }
@@ -36,7 +45,7 @@ struct Scaffolds {
             throw NotFound(description: "\(root) is not a Vigil source tree (it has no Package.swift) nor an installation prefix (it has no share/vigil/examples); name one with --vigil-source DIR")
         }
         let found = Scaffolds(examples: root + "/Plugins/examples", header: root + "/Sources/CVigilPlugin/include/vigil_plugin.h",
-                              origin: "the Vigil sources in \(root)")
+                              origin: "the Vigil sources in \(root)", sdk: root, isSourceTree: true)
         try found.checkComplete()
         return found
     }
@@ -44,7 +53,7 @@ struct Scaffolds {
     /// The examples and header `make install` put under `prefix`.
     static func installation(_ prefix: String) throws -> Scaffolds {
         let installed = Scaffolds(examples: prefix + "/share/vigil/examples", header: prefix + "/include/vigil/vigil_plugin.h",
-                                  origin: "the installation in \(prefix)")
+                                  origin: "the installation in \(prefix)", sdk: prefix + "/share/vigil/sdk", isSourceTree: false)
         try installed.checkComplete()
         return installed
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import VigilABI
 
 /// `vigil top`: a live view of a running host, from its control API's
@@ -122,7 +123,7 @@ enum TopEvent: Sendable {
 /// alternate screen with the cursor hidden.
 final class TopTerminal: @unchecked Sendable {  // `saved` is set once in init; `restored` is behind its lock
     private var saved = termios()
-    private let restored = LockedState(false)
+    private let restored = Mutex(false)
 
     init() throws {
         guard tcgetattr(0, &saved) == 0 else {

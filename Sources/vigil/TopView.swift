@@ -64,10 +64,12 @@ public struct TopStatus: Decodable, Sendable, Equatable {
     }
 }
 
-/// The last two answers and what lies between them: events and writes per
-/// second, per monitor, per sink and in all. A counter that went down (the
-/// host was restarted: another pid, or its counts began again) has no rate
-/// until the next answer.
+/// The answers of the last few seconds and what lies between them: events
+/// and writes per second, per monitor, per sink and in all, averaged over up
+/// to `window` (between two answers a second apart, a monitor polled every
+/// second showed 0 and 1 by turns). A counter that went down (the host was
+/// restarted: another pid, or its counts began again) has no rate until the
+/// next answer.
 public struct TopModel: Sendable {
     public enum Connection: Sendable, Equatable {
         /// No answer yet.
@@ -77,15 +79,25 @@ public struct TopModel: Sendable {
         case unreachable(String, since: Int64)
     }
 
+    /// How far back the rates look (ns).
+    public static let window: Int64 = 10_000_000_000
+
     public private(set) var connection: Connection = .waiting
     /// The newest answer and when it came (monotonic ns).
     public private(set) var current: (status: TopStatus, at: Int64)?
-    private var previous: (status: TopStatus, at: Int64)?
+    /// Earlier answers of the same host run, oldest first, none older than `window` but the newest of them.
+    private var earlier: [(status: TopStatus, at: Int64)] = []
 
     public init() {}
 
     public mutating func update(_ status: TopStatus, at now: Int64) {
-        previous = current
+        if let current, current.status.pid == status.pid, current.at < now {
+            earlier.append(current)
+        } else {
+            earlier.removeAll()
+        }
+        // Keep the oldest answer that still covers the window, no older one.
+        while earlier.count > 1, now.subtractingSaturating(earlier[1].at) >= Self.window { earlier.removeFirst() }
         current = (status, now)
         connection = .live
     }
@@ -98,7 +110,7 @@ public struct TopModel: Sendable {
         }
     }
 
-    /// Per second between the two answers; nil without two answers of one
+    /// Per second between two answers; nil without two answers of one
     /// host run, or when the count went down.
     static func rate(_ now: UInt64, _ then: UInt64, seconds: Double) -> Double? {
         guard now >= then, seconds > 0 else { return nil }
@@ -106,8 +118,8 @@ public struct TopModel: Sendable {
     }
 
     private var span: (TopStatus, TopStatus, Double)? {
-        guard let current, let previous, current.status.pid == previous.status.pid, current.at > previous.at else { return nil }
-        return (current.status, previous.status, Double(current.at.subtractingSaturating(previous.at)) / 1e9)
+        guard let current, let oldest = earlier.first, current.at > oldest.at else { return nil }
+        return (current.status, oldest.status, Double(current.at.subtractingSaturating(oldest.at)) / 1e9)
     }
 
     public var eventsPerSecond: Double? {
@@ -160,7 +172,7 @@ public enum TopScreen {
             let keep = max(0, rows - 2)
             let cut = lines.count - keep
             lines = Array(lines.prefix(keep))
-            if rows >= 2 { lines.append("… \(cut) more line\(cut == 1 ? "" : "s"); a taller terminal shows them") }
+            if rows >= 2 { lines.append("… \(counted(cut, "more line")); a taller terminal shows them") }
         }
         lines = lines.map { fit($0, columns) }
         // The footer on the last row.
@@ -170,7 +182,7 @@ public enum TopScreen {
 
     static func body(_ s: TopStatus, model: TopModel, withRates: Bool) -> [String] {
         let total = withRates ? model.eventsPerSecond : nil
-        var lines = ["vigil \(shown(s.version)) (pid \(s.pid))   up \(duration(s.uptimeS))   \(s.events) events   \(rate(total)) events/s   \(plural(s.monitors.count, "monitor"))   \(plural(s.sinks.count, "sink"))", ""]
+        var lines = ["vigil \(shown(s.version)) (pid \(s.pid))   up \(duration(s.uptimeS))   \(s.events) events   \(rate(total)) events/s   \(counted(s.monitors.count, "monitor"))   \(counted(s.sinks.count, "sink"))", ""]
         var table = [["MONITOR", "STATE", "EVENTS/S", "EVENTS", "POLLS", "ERRORS", "PLUGIN", "LAST ERROR"]]
         for m in s.monitors {
             var state = shown(m.state)
@@ -208,7 +220,6 @@ public enum TopScreen {
         }
     }
 
-    static func plural(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
 
     /// `text` cut to `columns` terminal cells, with `…` where it was cut.
     static func fit(_ text: String, _ columns: Int) -> String {

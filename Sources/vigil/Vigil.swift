@@ -106,7 +106,7 @@ enum ManifestFile {
     /// size limit is read, so /dev/zero or a huge file costs nothing; fragments
     /// are held to the same and to the limits in all (ManifestIncludes.swift).
     static func load(_ path: String) -> (Manifest?, [Diagnostic]) {
-        ManifestLoader(file: path, environment: ProcessInfo.processInfo.environment).load(from: FileManifestSource())
+        ManifestLoader(file: path, environment: FileManifestSource.environment()).load(from: FileManifestSource())
     }
 
     /// Sorted by file (the main manifest first, then fragments in the order
@@ -151,17 +151,17 @@ struct Run: AsyncParsableCommand {
 
         Exit status (docs/exit-status.md):
           0   every event a sink took was delivered (with --once: and every monitor started and its poll returned OK)
-          1   the run failed: it could not start (a --control socket that cannot be had), or with --once a monitor \
-        failed to start, was unavailable, its plugin was refused, its poll failed or passed its timeout (each \
-        reason on stderr)
+          1   the run failed: it could not start (a --control socket that cannot be had); with --for or --once a \
+        monitor's plugin was refused or its create or start failed (and it did not run since); with --once also \
+        a poll that failed or passed its timeout (each reason on stderr)
           2   invalid manifest (or an include of it): nothing was started
           3   events were lost: the exit lines and --summary count them per sink and reason (queue_full, \
         shutdown, which includes a sink stuck past the drain deadline, write_failed, kernel_buffer, too_large)
           64  usage: an unknown option, a bad duration, --json without --once
         When several apply, the first in this order wins: 64, 2, 1, 3. Emits a plugin made that the host \
         refused (counted per monitor and reason) were never taken, so they are not losses; nor are events no \
-        sink's match asks for (counted as unrouted). A monitor that fails or is refused in a normal run does not \
-        change the status: the others ran, and the log, `vigil ctl health` and --summary say so.
+        sink's match asks for (counted as unrouted). A monitor that fails or is refused in a run without an end \
+        (a service) does not change the status: the others ran, and the log, `vigil ctl health` and --summary say so.
         """)
 
     @Argument(help: "The manifest (YAML).") var manifest: String
@@ -174,7 +174,7 @@ struct Run: AsyncParsableCommand {
     var drainTimeout: String = "5s"
     @Option(help: ArgumentHelp("At exit, write a JSON summary (per sink and monitor counters, CPU time, memory) to FILE.", valueName: "FILE"))
     var summary: String?
-    @Option(help: ArgumentHelp("The control API's socket (vigil ctl): unix:PATH, or none. Default: $VIGIL_STATE_DIR/vigil.sock, as root /run/vigil/vigil.sock, else $XDG_RUNTIME_DIR/vigil/vigil.sock; a default socket another vigil holds is skipped with a note, one named here must be had.", valueName: "ADDRESS"))
+    @Option(help: ArgumentHelp("The control API's socket (vigil ctl): unix:PATH, or none. Default: $VIGIL_STATE_DIR/vigil.sock, under systemd $RUNTIME_DIRECTORY/vigil.sock, as root /run/vigil/vigil.sock, else $XDG_RUNTIME_DIR/vigil/vigil.sock; a default socket another vigil holds is skipped with a warning naming it; one named here must be had.", valueName: "ADDRESS"))
     var control: String?
     @Option(name: .customLong("control-group"), help: ArgumentHelp("The group the control socket is opened to (mode 0660); default: vigil's own.", valueName: "GROUP"))
     var controlGroup: String?
@@ -186,7 +186,7 @@ struct Run: AsyncParsableCommand {
     var controlTCPAllowRemote = false
     @Flag(help: "Reload when the manifest (or a file it includes) changes, as SIGHUP and 'vigil ctl reload' do.")
     var watch = false
-    @Flag(help: ArgumentHelp("Start every monitor, take one poll (a push-only monitor: its events until the first, at most 1s after its start), print the events on stdout, stop. The manifest's sinks are not made (no file written, no socket bound or connected) and no control socket is opened; rules' programs are not run. Exit 1 if a monitor failed to start or its poll failed (the reason on stderr)."))
+    @Flag(help: ArgumentHelp("Start every monitor, take one poll (a push-only monitor: its events until the first, at most 1s after its start), print the events on stdout, stop. The manifest's sinks are not made (no file written, no socket bound or connected) and no control socket is opened; rules' programs are not run. Exit 1 if a monitor failed to start or its poll failed (the reason on stderr); a monitor whose source this machine does not have is named on stderr as unavailable, which is not a failure."))
     var once = false
     @Flag(help: "With --once: print JSON Lines instead of one readable line per event.")
     var json = false
@@ -196,6 +196,9 @@ struct Run: AsyncParsableCommand {
         if json && !once { throw ValidationError("--json goes with --once") }
         if watch && once { throw ValidationError("--once ends by itself; --watch does not go with it") }
         if once && runFor != nil { throw ValidationError("--once ends by itself; --for does not go with it") }
+        // Here, not in run(): an error from validate() comes with `vigil run`'s usage, not the top level's.
+        _ = try runFor.map(parseDuration)
+        _ = try parseDuration(drainTimeout)
     }
 
     func run() async throws {
@@ -281,8 +284,19 @@ struct Run: AsyncParsableCommand {
         }
         if once {
             let failures = resolution.refused.map { ($0.config.name, "its plugin was refused: \($0.reason)") } + runtime.onceFailures
+            for (monitor, reason) in runtime.onceUnavailable {
+                FileHandle.standardError.write(Data("vigil: monitor '\(monitor)' unavailable on this machine (not a failure): \(shownText(reason))\n".utf8))
+            }
             for (monitor, reason) in failures {
                 FileHandle.standardError.write(Data("vigil: monitor '\(monitor)' failed: \(shownText(reason))\n".utf8))
+            }
+            if !failures.isEmpty { throw ExitCode(1) }
+        } else if runFor != nil {
+            // A run with an end is a test of the manifest: a monitor that never ran fails it.
+            let failures = resolution.refused.map { ($0.config.name, "its plugin was refused: \($0.reason)") } + runtime.startFailures
+            // Through the log: under systemd each line keeps its priority.
+            for (monitor, reason) in failures {
+                logger.error("monitor '\(monitor)' failed to start: \(shownText(reason)); exit status 1")
             }
             if !failures.isEmpty { throw ExitCode(1) }
         }
@@ -354,12 +368,12 @@ struct Validate: AsyncParsableCommand {
         let errors = all.filter { $0.level == .error }.count
         let warnings = all.filter { $0.level == .warning }.count
         guard errors == 0, let loaded else {
-            FileHandle.standardError.write(Data("\(manifest): \(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")\n".utf8))
+            FileHandle.standardError.write(Data("\(manifest): \(counted(errors, "error")), \(counted(warnings, "warning"))\n".utf8))
             throw ExitCode(1)
         }
         let thresholds = loaded.monitors.reduce(0) { $0 + $1.thresholds.count }
-        let conditions = (thresholds > 0 ? ", \(thresholds) threshold\(thresholds == 1 ? "" : "s")" : "")
-            + (loaded.rules.isEmpty ? "" : ", \(loaded.rules.count) rule\(loaded.rules.count == 1 ? "" : "s")")
+        let conditions = (thresholds > 0 ? ", \(counted(thresholds, "threshold"))" : "")
+            + (loaded.rules.isEmpty ? "" : ", \(counted(loaded.rules.count, "rule"))")
         // Where each monitor's plugin will run under `vigil run`.
         let catalog = plugins.catalog(manifest: loaded)
         let host = PluginProbes.hostDirectories()
@@ -373,6 +387,6 @@ struct Validate: AsyncParsableCommand {
             print("  sink \(sink): \(placement)")
         }
         let fragments = loaded.files.count - 1
-        print("\(manifest)\(fragments > 0 ? " and \(fragments) included file\(fragments == 1 ? "" : "s")" : ""): valid: \(loaded.monitors.count) monitors (\(loaded.monitors.filter(\.enabled).count) enabled), \(loaded.sinks.count) sinks\(conditions)\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
+        print("\(manifest)\(fragments > 0 ? " and \(counted(fragments, "included file"))" : ""): valid: \(counted(loaded.monitors.count, "monitor")) (\(loaded.monitors.filter(\.enabled).count) enabled), \(counted(loaded.sinks.count, "sink"))\(conditions)\(warnings > 0 ? ", \(counted(warnings, "warning"))" : "")")
     }
 }

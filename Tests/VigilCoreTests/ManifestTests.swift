@@ -344,7 +344,7 @@ struct UnknownKeyTests {
         expectCount(d, 2)
         expectDiagnostic(d, at: 4, 1, "unknown key 'hosts' in the manifest", hint: .equals("did you mean 'host'?"))
         expectDiagnostic(d, at: 5, 1, "unknown key 'colour' in the manifest",
-                         hint: .equals("known keys: host, log_level, plugin_dirs, monitors, sinks, rules, allow_unsafe_plugins, isolation, include"))
+                         hint: .equals("known keys: host, log_level, plugin_dirs, monitors, sinks, rules, allow_unsafe_plugins, isolation, interval, include"))
     }
 
     @Test("unknown monitor key: intervall → did you mean 'interval'?")
@@ -1233,5 +1233,34 @@ struct SharedResourceTests {
         #expect(errors.first?.message == "sinks 'a' and 'b' both use file /tmp/x.jsonl")
         #expect(errors.first?.hint == "'a' is at test.yaml:3:3; give each sink its own")
         #expect(errors.last?.message == "sinks 'c' and 'd' both use listen address unix:/tmp/v.sock")
+    }
+}
+
+/// The top-level `interval:`, collectd's global `Interval`.
+@Suite struct TopLevelIntervalTests {
+    @Test func monitorsWithoutTheirOwnTakeIt() throws {
+        let (m, d) = load("""
+        interval: 30s
+        monitors:
+          cpu: { plugin: cpu }
+          load: { plugin: load, interval: 5s }
+        sinks:
+          out: { type: null }
+        """)
+        #expect(d.isEmpty, "\(ManifestErrors(d))")
+        let manifest = try #require(m)
+        #expect(manifest.interval == 30_000_000_000)
+        #expect(manifest.monitors.first { $0.name == "cpu" }?.interval == 30_000_000_000)
+        #expect(manifest.monitors.first { $0.name == "load" }?.interval == 5_000_000_000)
+        // Without it, the plugin's default decides (nil).
+        let (plain, _) = load("monitors:\n  cpu: { plugin: cpu }\nsinks:\n  out: { type: null }\n")
+        #expect(plain?.interval == nil && plain?.monitors.first?.interval == nil)
+    }
+
+    @Test func aBadOneIsAnErrorWhereItIs() {
+        let (_, d) = load("interval: soon\nmonitors:\n  cpu: { plugin: cpu }\nsinks:\n  out: { type: null }\n")
+        expectDiagnostic(d, at: 1, 11, "'interval'")
+        let (_, tiny) = load("interval: 1ns\nmonitors:\n  cpu: { plugin: cpu }\nsinks:\n  out: { type: null }\n")
+        expectDiagnostic(tiny, at: 1, 11, "'interval'")
     }
 }

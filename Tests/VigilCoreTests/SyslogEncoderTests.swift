@@ -20,7 +20,8 @@ import Testing
                           fields: [Field("usage", .double(0.25)), Field("cores", .int(8)), Field("hot", .bool(true))])
         let (text, cut) = encode(event, facility: .local3)
         // local3 (19) × 8 + warning (4) = 156.
-        #expect(text == #"<156>1 2026-11-18T11:06:40.123456Z box vigil 42 sample [vigil@32473 usage="0.25" cores="8" hot="true"] cpu/sample seq=7 usage=0.25 cores=8 hot=true"#)
+        // MSGID and the first element name the monitor (what a receiver filters on).
+        #expect(text == #"<156>1 2026-11-18T11:06:40.123456Z box vigil 42 cpu [event@32473 monitor="cpu" kind="sample" seq="7"][vigil@32473 usage="0.25" cores="8" hot="true"] cpu/sample seq=7 usage=0.25 cores=8 hot=true"#)
         #expect(!cut)
     }
 
@@ -46,15 +47,17 @@ import Testing
     }
 
     @Test func headerPartsArePrintableAndBounded() {
-        let (text, _) = encode(Event(time: 0, monitor: "m", plugin: "p", kind: "a kind with spaces é"),
+        let (text, _) = encode(Event(time: 0, monitor: "a name with spaces é, and longer than 32", plugin: "p", kind: "k"),
                                app: String(repeating: "a", count: 60), host: "my host")
         let parts = text.split(separator: " ", maxSplits: 6).map(String.init)
         #expect(parts[2] == "my_host")
         #expect(parts[3] == String(repeating: "a", count: 48))
-        #expect(parts[5] == "a_kind_with_spaces___")  // the space and é's two bytes: one `_` each
+        #expect(parts[5] == "a_name_with_spaces___,_and_longe")  // the space and é's two bytes: one `_` each; 32 at most
         #expect(parts[5].utf8.allSatisfy { $0 >= 33 && $0 <= 126 })
-        let (empty, _) = encode(Event(time: 0, monitor: "m", plugin: "p", kind: ""), host: "")
-        #expect(empty.contains(" - vigil 42 - - m/ seq=0"))
+        // The element names the monitor in full.
+        #expect(text.contains(#"[event@32473 monitor="a name with spaces é, and longer than 32" kind="k" seq="0"]"#))
+        let (empty, _) = encode(Event(time: 0, monitor: "", plugin: "p", kind: ""), host: "")
+        #expect(empty.contains(#" - vigil 42 - [event@32473 monitor="" kind="" seq="0"] / seq=0"#), "\(empty)")
     }
 
     @Test func aLongMessageIsCutToTheLimitAndSaysSo() {

@@ -11,7 +11,7 @@ import VigilCore
 /// beyond), checks it, and runs it, in a runner process and in its own. The
 /// same source builds unchanged against the current header; an "output"
 /// from before outputs existed is refused, saying why.
-@Suite(.startsProcesses) struct ABICompatTests {
+@Suite(.startsProcesses, .offThePool) struct ABICompatTests {
     static let minors = [0, 1, 2, 3, 4]
 
     /// Where a fixture's `vigil_plugin.h` comes from.

@@ -12,7 +12,7 @@ import VigilKitTesting
 /// the runtime (which refuses and counts), the test kit (which records) and
 /// `vigil plugins check` (which reports) give the same verdict, because they
 /// decode with the same decoder behind the same host table.
-@Suite(.startsProcesses) struct ABIVerdictTests {
+@Suite(.startsProcesses, .offThePool) struct ABIVerdictTests {
     /// The fixture's cases and the reason each must be refused for.
     static let cases: [(Int, EmitRefusal)] = [
         (1, .malformed), (2, .malformed), (3, .badSeverity), (4, .badTime), (5, .malformed),
@@ -86,7 +86,7 @@ import VigilKitTesting
         await h.stop()
         let availability = h.events.filter { $0.kind == "availability" }
         #expect(availability.count >= 2)
-        #expect(availability.count <= Int(MonitorInstance.availabilityBurst) + 3, "\(availability.count)")
+        #expect(availability.count <= Int(MonitorAvailability.burst) + 3, "\(availability.count)")
     }
 
     /// A 1 MiB log message is cut at the header's limit, and the cut is said.

@@ -4,7 +4,7 @@ import Testing
 /// The authoring kit seen from outside: every plugin this repository ships
 /// passes `vigil plugins check`, and what only a plugin can validate is
 /// reported by `vigil validate` at the manifest's line and column.
-@Suite(.serialized, .startsProcesses) struct AuthoringKitTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct AuthoringKitTests {
     @Test("a shipped plugin passes vigil plugins check", arguments: ["cpu", "memory", "load", "heartbeat", "flood", "ticker"])
     func shippedPluginPassesTheCheck(name: String) throws {
         let result = try TestEnv.run(TestEnv.vigil, ["plugins", "check", "--plugin-dir", try TestEnv.cPlugins(), name],

@@ -3,7 +3,7 @@ import Testing
 
 /// `vigil plugins check`: the real binary, checking real `.so` files built by
 /// cc, each run in a child process that a crash or a hang may take down.
-@Suite(.serialized, .startsProcesses) struct CheckTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct CheckTests {
     func check(_ arguments: [String]) throws -> TestEnv.Output {
         try TestEnv.run(TestEnv.vigil, ["plugins", "check", "--plugin-dir", try TestEnv.cPlugins()] + arguments, timeout: 120)
     }

@@ -14,7 +14,7 @@ import Testing
 /// is said so and its plugin is only required to run without values; every
 /// plugin whose source exists must produce values that check out, and on
 /// any machine with the usual sources that is more than 25.
-@Suite(.serialized, .startsProcesses)
+@Suite(.serialized, .startsProcesses, .offThePool)
 struct CollectdReadPluginTests {
     /// The monitors: collectd plugin name and its config (JSON in the manifest).
     static let plugins: [(name: String, config: String)] = [
@@ -87,10 +87,10 @@ struct CollectdTestSetup {
     init() throws {
         pluginDir = try TestEnv.cPlugins()
         try #require(FileManager.default.fileExists(atPath: pluginDir + "/collectd.so"),
-                     "collectd.so was not built: collectd-dev's headers are missing (apt-get install collectd-dev; .ci/run does)")
+                     "collectd.so was not built: collectd-dev's headers are missing (apt-get install collectd-dev; scripts/test-deps installs it)")
         try #require(FileManager.default.fileExists(atPath: pluginDir + "/collectd-shim/libvigil_collectd_shim.so"))
         try #require(FileManager.default.fileExists(atPath: "/usr/lib/collectd/cpu.so"),
-                     "collectd's plugins are not installed (apt-get install collectd-core; .ci/run does)")
+                     "collectd's plugins are not installed (apt-get install collectd-core; scripts/test-deps installs it)")
     }
 }
 

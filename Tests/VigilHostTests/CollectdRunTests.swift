@@ -8,7 +8,7 @@ import Testing
 /// and python configured from a manifest; the network plugin receiving
 /// from collectd over loopback; isolation, validation, describe; and a
 /// hostile collectd plugin written against the headers alone.
-@Suite(.serialized, .startsProcesses)
+@Suite(.serialized, .startsProcesses, .offThePool)
 struct CollectdRunTests {
     let setup: CollectdTestSetup
     init() throws { setup = try CollectdTestSetup() }
@@ -188,7 +188,7 @@ struct CollectdRunTests {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let collectd = try #require(["/usr/sbin/collectd", "/usr/bin/collectd"].first { FileManager.default.isExecutableFile(atPath: $0) },
-                                    "collectd is not installed (apt-get install collectd-core; .ci/run does)")
+                                    "collectd is not installed (apt-get install collectd-core; scripts/test-deps installs it)")
         try TestEnv.write("""
         import collectd, contextvars, decimal, ssl
 
@@ -316,7 +316,7 @@ struct CollectdRunTests {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let collectd = try #require(["/usr/sbin/collectd", "/usr/bin/collectd"].first { FileManager.default.isExecutableFile(atPath: $0) },
-                                    "collectd is not installed (apt-get install collectd-core; .ci/run does)")
+                                    "collectd is not installed (apt-get install collectd-core; scripts/test-deps installs it)")
         let port = try freeUDPPort()
         let sender = "sender-\(UUID().uuidString.prefix(8).lowercased())"
         try writeCollectdConf(in: dir, hostname: sender, """

@@ -86,3 +86,42 @@ import Testing
         #expect(got.text == "ok\n")
     }
 }
+
+/// Where the host listens and `vigil ctl` asks when neither is told.
+@Suite struct ControlAddressDefaultTests {
+    @Test func theServiceListensInTheDirectorySystemdGivesIt() {
+        // The packaged unit runs as the user vigil with RuntimeDirectory=vigil.
+        #expect(ControlAddress.standard(environment: ["RUNTIME_DIRECTORY": "/run/vigil"])?.path == "/run/vigil/vigil.sock")
+        #expect(ControlAddress.standard(environment: ["RUNTIME_DIRECTORY": "/run/a:/run/b"])?.path == "/run/a/vigil.sock")
+        // VIGIL_STATE_DIR still comes first.
+        #expect(ControlAddress.standard(environment: ["VIGIL_STATE_DIR": "/tmp/s", "RUNTIME_DIRECTORY": "/run/vigil"])?.path
+                == "/tmp/s/vigil.sock")
+    }
+
+    @Test func ctlFallsBackToTheServicesSocketWhereItsOwnIsNotThere() {
+        let env = ["XDG_RUNTIME_DIR": "/run/user/1000"]
+        func asked(_ env: [String: String], _ exists: @escaping (String) -> Bool) -> String? {
+            ControlAddress.forClient(environment: env, isRoot: false, exists: exists)?.path
+        }
+        #expect(asked(env, { _ in false }) == "/run/user/1000/vigil/vigil.sock")
+        #expect(asked(env, { $0 == "/run/vigil/vigil.sock" }) == "/run/vigil/vigil.sock")
+        #expect(asked(env, { _ in true }) == "/run/user/1000/vigil/vigil.sock")
+        #expect(asked([:], { $0 == "/run/vigil/vigil.sock" }) == "/run/vigil/vigil.sock")
+        #expect(asked([:], { _ in false }) == nil)
+        // As root the standard socket is the service's.
+        #expect(ControlAddress.forClient(environment: env, isRoot: true, exists: { _ in false })?.path == "/run/vigil/vigil.sock")
+    }
+}
+
+/// STATE_DIRECTORY for a manifest run by hand (systemd sets it for the unit).
+@Suite struct ManifestEnvironmentTests {
+    @Test func aRunByHandWritesUnderItsUsersStateDirectory() {
+        #expect(FileManifestSource.environment([:], isRoot: true)["STATE_DIRECTORY"] == "/var/lib/vigil")
+        #expect(FileManifestSource.environment(["HOME": "/home/ann"], isRoot: false)["STATE_DIRECTORY"] == "/home/ann/.local/state/vigil")
+        #expect(FileManifestSource.environment(["HOME": "/home/ann", "XDG_STATE_HOME": "/srv/st"], isRoot: false)["STATE_DIRECTORY"]
+                == "/srv/st/vigil")
+        // systemd's own is kept; nothing is made up without a home.
+        #expect(FileManifestSource.environment(["STATE_DIRECTORY": "/var/lib/vigil"], isRoot: false)["STATE_DIRECTORY"] == "/var/lib/vigil")
+        #expect(FileManifestSource.environment(["HOME": "relative"], isRoot: false)["STATE_DIRECTORY"] == nil)
+    }
+}

@@ -8,7 +8,7 @@ import Testing
 
 /// The control API through the real binaries: `vigil run --control` serving,
 /// `vigil ctl` asking, and a raw client for what ctl does not send.
-@Suite(.serialized, .startsProcesses) struct ControlRunTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct ControlRunTests {
     struct Host {
         let dir: String
         let socket: String
@@ -106,6 +106,10 @@ import Testing
         let table = try host.ctl("status")
         #expect(table.stdout.contains("MONITOR  STATE"), "\(table.stdout)")
         #expect(table.stdout.contains("beat     running"))
+        // Which host answered: its pid, where it was asked, its manifest and start.
+        let head = table.stdout.split(separator: "\n").prefix(2).map(String.init)
+        #expect(head.count == 2 && head[0].hasSuffix("(pid \(host.process.pid)) at unix:\(host.socket)"), "\(table.stdout)")
+        #expect(head.count == 2 && head[1].hasPrefix("  manifest \(host.dir)/vigil.yaml, started 20"), "\(table.stdout)")
         let output = host.stop()
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stderr.contains("started by an operator"))
@@ -123,7 +127,16 @@ import Testing
         let second = try TestEnv.run(TestEnv.vigil, ["run", host.dir + "/vigil.yaml", "--control", "unix:" + host.socket,
                                                      "--for", "1s"], timeout: 30)
         #expect(second.status != 0)
-        #expect(second.stderr.contains("is held by another vigil (pid \(host.process.pid))"), "\(second.stderr)")
+        // Named with its command line, so that the operator knows which one.
+        #expect(second.stderr.contains("is held by another vigil (pid \(host.process.pid): \(TestEnv.vigil) run \(host.dir)/vigil.yaml"),
+                "\(second.stderr)")
+        // One that finds its default socket taken runs without a control API,
+        // and warns, naming the other: `vigil ctl` would reach that one.
+        let third = try TestEnv.run(TestEnv.vigil, ["run", host.dir + "/vigil.yaml", "--for", "500ms"],
+                                    environment: ["VIGIL_STATE_DIR": host.dir], timeout: 30)
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(third.stderr.contains("warning [vigil] no control API: \(host.socket) is held by another vigil (pid \(host.process.pid): "),
+                "\(third.stderr)")
         #expect(try host.ctl("health").stdout == "ok\n")
         _ = host.stop()
     }
@@ -261,6 +274,19 @@ import Testing
     @Test func ctlWithoutAHostSaysSoWithExit2() throws {
         let output = try TestEnv.run(TestEnv.vigil, ["ctl", "status", "--control", "unix:/nonexistent/vigil.sock"])
         #expect(output.status == 2)
-        #expect(output.stderr.contains("cannot reach the control socket unix:/nonexistent/vigil.sock"))
+        // In the system's words, not NIO's ("connect(descriptor:addr:size:)").
+        #expect(output.stderr == "vigil ctl: cannot reach the control socket unix:/nonexistent/vigil.sock: No such file or directory\n",
+                "\(output.stderr)")
+    }
+
+    /// Options before the verb, as systemctl and kubectl users type them.
+    @Test func ctlTakesItsOptionsBeforeTheVerbToo() throws {
+        let host = try Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
+        defer { _ = host.stop() }
+        let before = try TestEnv.run(TestEnv.vigil, ["ctl", "--control", "unix:" + host.socket, "--json", "health"])
+        #expect(before.status == 0, "\(before.stderr)")
+        #expect(before.stdout.contains("\"status\""), "\(before.stdout)")
+        let after = try TestEnv.run(TestEnv.vigil, ["ctl", "status", "--control", "unix:" + host.socket])
+        #expect(after.status == 0 && after.stdout.contains("beat"), "\(after.stdout)\(after.stderr)")
     }
 }

@@ -9,7 +9,7 @@ import Testing
 /// --control-tcp` with its token file, `vigil ctl --control tcp://…`, and a
 /// raw client for what ctl never sends (no token, a wrong one, hostile
 /// headers).
-@Suite(.serialized, .startsProcesses) struct ControlTCPRunTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct ControlTCPRunTests {
     /// A port nobody listens on now (the kernel's pick, let go of at once).
     static func freePort() throws -> Int {
         let fd = try Sockets.listen(.tcp(host: "127.0.0.1", port: 0), backlog: 1)

@@ -5,7 +5,7 @@ import Testing
 /// `vigil run` catches SIGHUP, SIGINT and SIGTERM from before `main` (an ELF
 /// constructor), so a signal that comes while it is still loading plugins is
 /// acted on once it is up, never fatal.
-@Suite(.startsProcesses) struct EarlySignalTests {
+@Suite(.startsProcesses, .offThePool) struct EarlySignalTests {
     /// Waits until the process catches `signal` (its SigCgt mask in
     /// /proc/PID/status), which is the first thing the constructor does.
     func waitUntilCaught(_ pid: pid_t, _ signal: Int32) -> Bool {
@@ -67,7 +67,7 @@ import Testing
 
 /// A descriptor's default interval is held to the manifest's floor, in a
 /// real run: 1 ns would poll without pause (48 k polls/s were seen).
-@Suite(.startsProcesses) struct DefaultIntervalTests {
+@Suite(.startsProcesses, .offThePool) struct DefaultIntervalTests {
     @Test func aOneNanosecondDefaultIsPolledEveryMillisecondAtMost() throws {
         let dir = try TestEnv.tempDir()
         try TestEnv.write("""

@@ -19,7 +19,7 @@ import VigilCore
 /// and end as soon as the condition holds; the one bound on a duration (stop
 /// with a 1 h period) is 10 s, where a stop that is not prompt would take an
 /// hour.
-@Suite(.startsProcesses) struct ExampleCPluginTests {
+@Suite(.startsProcesses, .offThePool) struct ExampleCPluginTests {
     static func path() throws -> String { try TestEnv.cPlugin("ticker") }
 
     static func ticks(_ events: [Event]) -> [Event] { events.filter { $0.kind == "tick" } }

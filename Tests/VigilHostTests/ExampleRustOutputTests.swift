@@ -16,7 +16,7 @@ import VigilKitTesting
 /// from its real `.so`: by the loader, by `vigil plugins check`, and as a
 /// sink of `type: plugin` in a `vigil run` that sends to a line protocol
 /// listener on loopback played by the test.
-@Suite(.startsProcesses) struct ExampleRustOutputTests {
+@Suite(.startsProcesses, .offThePool) struct ExampleRustOutputTests {
     static func path() throws -> String { try RustExamplePlugin.directory() + "/influx.so" }
 
     // MARK: - self-description

@@ -35,7 +35,7 @@ enum RustExamplePlugin {
     static func path() throws -> String { try directory() + "/boottime.so" }
 }
 
-@Suite(.startsProcesses) struct ExampleRustPluginTests {
+@Suite(.startsProcesses, .offThePool) struct ExampleRustPluginTests {
     static let server = TestEnv.fixture("proc-uptime/server")
 
     /// Polls `condition` every 2 ms for up to `timeout` seconds.

@@ -34,7 +34,7 @@ enum SwiftOutputExample {
     }
 }
 
-@Suite(.startsProcesses) struct ExampleSwiftOutputTests {
+@Suite(.startsProcesses, .offThePool) struct ExampleSwiftOutputTests {
     @Test func passesPluginsCheckAsShipped() throws {
         let check = try TestEnv.run(TestEnv.vigil, ["plugins", "check", try SwiftOutputExample.path()], timeout: 60)
         #expect(check.status == 0, "\(check.stdout)\(check.stderr)")

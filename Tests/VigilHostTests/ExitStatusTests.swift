@@ -3,7 +3,7 @@ import Testing
 
 /// Each status of docs/exit-status.md through the real `vigil run`: the
 /// status, and the exit lines and `--summary` agreeing with it.
-@Suite(.startsProcesses) struct ExitStatusTests {
+@Suite(.startsProcesses, .offThePool) struct ExitStatusTests {
     static func manifest(_ body: String, in dir: String) throws -> String {
         let path = dir + "/vigil.yaml"
         try TestEnv.write("plugin_dirs: [\(try TestEnv.cPlugins())]\n" + body, to: path)
@@ -197,11 +197,42 @@ import Testing
         #expect(result.stderr.contains("sink stdout (log): 0 written, 1 lost: 0 queue_full, 0 shutdown, 1 write_failed"), "\(result.stderr)")
     }
 
+    /// A run with an end tests the manifest: a monitor that never ran fails it.
+    /// A service (no end) runs the others and keeps its status.
+    @Test func oneWhenAMonitorFailedToStartInARunWithAnEnd() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = try Self.manifest("""
+        monitors:
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+          refuses: { plugin: start_fails, isolation: none }
+          gone: { plugin: no_such_plugin }
+        sinks:
+          out: { type: null }
+        """, in: dir)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "1s", "--control", "none"], timeout: 60)
+        #expect(result.status == 1, "\(result.stderr)")
+        let said = result.stderr.split(separator: "\n").filter { $0.contains(" failed to start: ") }.map(String.init)
+        #expect(said.count == 2 && said.contains { $0.contains("error [vigil] monitor 'gone' failed to start: its plugin was refused: ") }
+                && said.contains { $0.hasSuffix("error [vigil] monitor 'refuses' failed to start: start failed (fatal): start refused: device busy; exit status 1") },
+                "\(result.stderr)")
+
+        let service = try TestEnv.start(TestEnv.vigil, ["run", manifest, "--control", "none"])
+        Thread.sleep(forTimeInterval: 2)
+        service.signal(SIGTERM)
+        let ended = service.wait(timeout: 30)
+        #expect(ended.status == 0, "\(ended.stderr)")
+        #expect(ended.stderr.contains("start refused: device busy"), "\(ended.stderr)")
+        #expect(!ended.stderr.contains("failed to start:"), "\(ended.stderr)")
+    }
+
     @Test func sixtyFourForUsage() throws {
         let dir = try TestEnv.tempDir()
         let manifest = try Self.manifest("monitors:\n  beat: { plugin: heartbeat }\nsinks:\n  out: { type: null }\n", in: dir)
         let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "soon", "--control", "none"], timeout: 30)
         #expect(result.status == 64, "\(result.stderr)")
         #expect(result.stderr.contains("'soon' is not a duration"), "\(result.stderr)")
+        // With `vigil run`'s usage, not the top level's.
+        #expect(result.stderr.contains("Usage: vigil run [<options>] <manifest>"), "\(result.stderr)")
+        #expect(!result.stderr.contains("Usage: vigil <subcommand>"), "\(result.stderr)")
     }
 }

@@ -13,7 +13,7 @@ import VigilCore
 /// compiled with cc for the run, one or more per type; then every problem
 /// with the options, each reported by create as INVALID_CONFIG with the
 /// option's path.
-@Suite(.startsProcesses) struct FFIPluginTests {
+@Suite(.startsProcesses, .offThePool) struct FFIPluginTests {
     // MARK: - the fixture library
 
     private static let fixtureOnce = Mutex<String?>(nil)

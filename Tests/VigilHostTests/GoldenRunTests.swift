@@ -16,7 +16,7 @@ import Testing
 ///     VIGIL_UPDATE_GOLDEN=1 swift test --filter GoldenRunTests
 ///
 /// and review the diff of laptop.jsonl like code.
-@Suite(.startsProcesses) struct GoldenRunTests {
+@Suite(.startsProcesses, .offThePool) struct GoldenRunTests {
     static let machine = TestEnv.fixture("machines/laptop")
     static let golden = TestEnv.fixture("golden/laptop.jsonl")
 

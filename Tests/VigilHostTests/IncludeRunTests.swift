@@ -5,7 +5,7 @@ import Testing
 /// `include:` through the real `vigil validate`: fragments on a real file
 /// system, a conflict reported at both places, and fragments that would hang
 /// or exhaust a reader that trusted them.
-@Suite(.startsProcesses) struct IncludeRunTests {
+@Suite(.startsProcesses, .offThePool) struct IncludeRunTests {
     @Test func validateReportsANameDefinedInTheMainFileAndInAFragmentAtBothPlaces() throws {
         let dir = try TestEnv.tempDir()
         try FileManager.default.createDirectory(atPath: dir + "/conf.d", withIntermediateDirectories: true)

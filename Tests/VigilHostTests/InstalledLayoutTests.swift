@@ -9,7 +9,7 @@ import VigilABI
 /// `make install`'s layout: PREFIX/bin/vigil finds PREFIX/lib/vigil/plugins
 /// by itself and treats the plugins there as its own (in process, not
 /// probed), whatever PREFIX is.
-@Suite(.startsProcesses) struct InstalledLayoutTests {
+@Suite(.startsProcesses, .offThePool) struct InstalledLayoutTests {
     @Test func theInstalledDirectoryIsLibVigilPluginsBesideBin() {
         #expect(PluginCatalog.installedDirectory(executableDirectory: "/usr/local/bin") == "/usr/local/lib/vigil/plugins")
         #expect(PluginCatalog.installedDirectory(executableDirectory: "/opt/vigil/bin/") == "/opt/vigil/lib/vigil/plugins")

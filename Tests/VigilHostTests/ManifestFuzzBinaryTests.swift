@@ -5,7 +5,7 @@ import Testing
 /// fast, at FILE:LINE:COLUMN, and "valid" is never said wrongly. A sample of
 /// mutated manifests goes through the real binary (the full fuzz runs
 /// in-process: Tests/VigilCoreTests/ManifestFuzzTests.swift).
-@Suite("vigil validate: hostile manifests", .startsProcesses)
+@Suite("vigil validate: hostile manifests", .startsProcesses, .offThePool)
 struct ManifestFuzzBinaryTests {
     struct Located {
         var line: Int

@@ -9,7 +9,7 @@ import Testing
 /// names that collide with what the copy's code or its build already has,
 /// paths with spaces and quotes, scaffolds reached through links. Only C
 /// builds here; Swift names are checked by what is generated, not built.
-@Suite(.startsProcesses) struct NewPluginHostileTests {
+@Suite(.startsProcesses, .offThePool) struct NewPluginHostileTests {
     typealias T = NewPluginTests
 
     /// The C scaffolds name functions and data `NAME_create`, `NAME_start`,

@@ -6,12 +6,12 @@ import Testing
 @testable import VigilControl
 
 /// The `otlp` sink through the real binary to a receiver that decodes with
-/// the official protos (PyPI's opentelemetry-proto, in the venv .ci/run
+/// the official protos (PyPI's opentelemetry-proto, in the venv scripts/test-deps
 /// makes): one log record per routed event with its attributes, time and
 /// severity, protobuf and JSON, gzip; metrics with names, units and values;
 /// retries on 503 honouring Retry-After; partial success counted; a final
 /// refusal not retried; a receiver that comes up late.
-@Suite(.serialized, .startsProcesses) struct OTLPRunTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct OTLPRunTests {
     /// The Python with opentelemetry-proto: $VIGIL_TEST_PYTHON, else the
     /// repository's .build/test-venv.
     static func python() throws -> String {
@@ -20,7 +20,7 @@ import Testing
             let check = try TestEnv.run(path, ["-c", "import opentelemetry.proto.collector.logs.v1.logs_service_pb2"], timeout: 30)
             if check.status == 0 { return path }
         }
-        throw TestFailure("no Python with opentelemetry-proto: python3 -m venv .build/test-venv && .build/test-venv/bin/pip install opentelemetry-proto==1.45.2 (.ci/run does)")
+        throw TestFailure("no Python with opentelemetry-proto: python3 -m venv .build/test-venv && .build/test-venv/bin/pip install opentelemetry-proto==1.45.2 (scripts/test-deps does)")
     }
 
     struct Receiver {
@@ -278,7 +278,7 @@ import Testing
 /// back, the host is started again, and every event the first host accepted
 /// arrives, possible duplicates counted; a corrupted segment is skipped and
 /// reported, with exit status 3.
-@Suite(.serialized, .startsProcesses) struct DiskBufferRunTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct DiskBufferRunTests {
     static func manifest(_ dir: String, port: Int, flood: Bool, maxSize: String = "64MiB") throws -> String {
         let path = dir + (flood ? "/first.yaml" : "/second.yaml")
         try TestEnv.write("""

@@ -5,7 +5,7 @@ import Testing
 /// push-only one's start snapshot), the events on stdout, the manifest's
 /// sinks never made, and an exit status that says whether every monitor
 /// came through.
-@Suite(.startsProcesses) struct OnceRunTests {
+@Suite(.startsProcesses, .offThePool) struct OnceRunTests {
     /// Every path under `dir`, relative, sorted.
     static func tree(_ dir: String) -> [String] {
         (FileManager.default.enumerator(atPath: dir)?.allObjects as? [String] ?? []).sorted()
@@ -75,6 +75,26 @@ import Testing
         #expect(said == ["vigil: monitor 'refuses' failed: start failed (fatal): start refused: device busy",
                          "vigil: monitor 'broken' failed: poll failed: sensor read failed (EIO)"], "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/events.jsonl"))
+    }
+
+    /// A source this machine does not have (no /proc/loadavg here) is said, and is not a failure.
+    @Test func anUnavailableMonitorIsSaidButIsNoFailure() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat }
+          gone: { plugin: load, options: { procfs: \(dir)/no-proc } }
+        sinks:
+          out: { type: null }
+        """, to: manifest)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", "--once", manifest], timeout: 60)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("beat/beat info count=1"), "\(result.stdout)")
+        let said = result.stderr.split(separator: "\n").filter { $0.hasPrefix("vigil: monitor ") }
+        #expect(said.count == 1 && said[0].hasPrefix("vigil: monitor 'gone' unavailable on this machine (not a failure): "),
+                "\(result.stderr)")
     }
 
     @Test func aPollThatNeverReturnsIsCutOffAtItsTimeout() throws {

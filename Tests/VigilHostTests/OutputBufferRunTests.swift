@@ -8,7 +8,7 @@ import Testing
 /// answering RETRY all along) and is killed with SIGKILL; carbon comes up,
 /// the host is started again, and every event the first host accepted
 /// arrives.
-@Suite(.serialized, .startsProcesses) struct OutputBufferRunTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct OutputBufferRunTests {
     static func manifest(_ dir: String, port: Int, flood: Bool) throws -> String {
         let path = dir + (flood ? "/first.yaml" : "/second.yaml")
         try TestEnv.write("""
@@ -105,7 +105,7 @@ import Testing
 
 /// What a plugin sink's configuration means, the same to `run` and to
 /// `validate`, behind a disk buffer or not.
-@Suite(.startsProcesses) struct PluginSinkConfigRunTests {
+@Suite(.startsProcesses, .offThePool) struct PluginSinkConfigRunTests {
     /// Behind a disk buffer the output runs on the buffer's delivery
     /// thread, and its flush still comes every `flush_interval`.
     @Test func anOutputBehindADiskBufferIsFlushedEveryFlushInterval() throws {

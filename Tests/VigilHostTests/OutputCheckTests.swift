@@ -6,7 +6,7 @@ import Testing
 /// NaN, infinities, extreme integers, odd monitor names), a batch of one
 /// and one of 500, and is destroyed with its last batch pending; a crash is
 /// reported with the call it happened in.
-@Suite(.startsProcesses) struct OutputCheckTests {
+@Suite(.startsProcesses, .offThePool) struct OutputCheckTests {
     @Test func anOutputThatCrashesOnAnEventWithoutFieldsFailsWithTheCall() throws {
         let check = try TestEnv.run(TestEnv.vigil, ["plugins", "check", try TestEnv.cPlugin("output_fragile")], timeout: 60)
         #expect(check.status == 1, "\(check.stdout)\(check.stderr)")

@@ -11,7 +11,7 @@ import Testing
 /// from an output, a hang or a crash in every call, wrong descriptors and
 /// absurd sink keys. Nothing traps or hangs the host; every event is
 /// delivered or counted lost by reason, and a run that lost any exits 3.
-@Suite(.serialized, .startsProcesses) struct OutputHostileTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct OutputHostileTests {
     struct Run {
         var output: TestEnv.Output
         var seconds: Double

@@ -14,7 +14,7 @@ import VigilCore
 /// an output's descriptor, the batch encoder and answer decoder meet a real
 /// `.so` built by cc, the tools say what an output is, and a monitor naming
 /// one is refused.
-@Suite(.startsProcesses) struct OutputPluginTests {
+@Suite(.startsProcesses, .offThePool) struct OutputPluginTests {
     @Test func anOutputDescribesItselfAsOne() throws {
         let plugin = try PluginCatalog(directories: []).load(path: try TestEnv.cPlugin("output_min")).get()
         let d = plugin.description
@@ -45,7 +45,7 @@ import VigilCore
         let descriptor = plugin.descriptor
         let options = [BoundOption(name: "threshold", value: .int(3))]
         var handle: UnsafeMutableRawPointer?
-        let (status, message) = withCreateArgs(name: "out", options: options, interval: 0, host: ValidationHost.context,
+        let (status, message) = withCreateArgs(name: "out", options: options, interval: 0, host: ValidationHost.context.pointer,
                                                api: ValidationHost.table) { args in
             withPluginError { err in descriptor.create(&args, &handle, err) }
         }

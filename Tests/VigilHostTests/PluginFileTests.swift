@@ -10,7 +10,7 @@ import VigilCore
 /// Plugin files vetted before dlopen (owner, permissions, ELF headers), the
 /// entry symbol's type after it, and the hostile fixtures that used to kill
 /// or hang `run`, `validate` and `plugins list`.
-@Suite(.serialized, .startsProcesses) struct PluginFileTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct PluginFileTests {
     /// A fresh directory for plugin copies, 0755 (under /tmp, which is sticky
     /// and root's: accepted above the immediate directory).
     func pluginDir(_ tag: String = #function) throws -> String {
@@ -253,7 +253,7 @@ import VigilCore
           out: { type: log, stream: stdout, format: json }
         """, to: dir + "/vigil.yaml")
         let result = try TestEnv.run(TestEnv.vigil, ["run", "--for", "2s", dir + "/vigil.yaml"], timeout: 60)
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.status == 1, "three monitors did not run, which fails a run with an end: \(result.stderr)")
         #expect(result.stdout.contains("\"monitor\":\"good\",\"plugin\":\"good_minimal\",\"kind\":\"sample\""), "\(result.stdout)")
         #expect(result.stderr.contains("monitor 'ctor': plugin \(dir)/crash_in_constructor.so refused: load (dlopen, its constructors and vigil_plugin_entry) crashed with SIGSEGV"), "\(result.stderr)")
         #expect(result.stderr.contains("monitor 'data' will not run; the others go on"))

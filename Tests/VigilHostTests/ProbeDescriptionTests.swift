@@ -13,7 +13,7 @@ import VigilCore
 /// a line from a process that ran untrusted code. Whatever the line, the
 /// parent refuses the plugin with a reason or takes a description that
 /// passed the checks an in-process load makes; it never crashes.
-@Suite(.startsProcesses) struct ProbeDescriptionTests {
+@Suite(.startsProcesses, .offThePool) struct ProbeDescriptionTests {
     let path = "/plugins/probed.so"
 
     /// The load that one `description` line reports.
@@ -140,7 +140,7 @@ import VigilCore
 
 /// Every built-in plugin's description, sent as JSON, reads back as the
 /// description this process gets when it loads the plugin itself.
-@Suite(.startsProcesses) struct BuiltInDescriptionJSONTests {
+@Suite(.startsProcesses, .offThePool) struct BuiltInDescriptionJSONTests {
     @Test func everyBuiltInPluginRoundTrips() throws {
         let catalog = PluginCatalog(directories: [TestEnv.productsDir])
         let files = catalog.discover().filter { PluginCatalog.exportsEntry(path: $0) }

@@ -9,7 +9,7 @@ import Testing
 /// by the description its probe child sent, and never load one in the vigil
 /// process: a plugin that crashes is a refusal, and the good ones are
 /// described in full all the same.
-@Suite(.startsProcesses) struct ProbeOnlyVerbsTests {
+@Suite(.startsProcesses, .offThePool) struct ProbeOnlyVerbsTests {
     /// A 0755 directory with good plugins beside ones that crash or hang.
     func pluginDir(_ tag: String = #function) throws -> String {
         let dir = try TestEnv.tempDir(tag)

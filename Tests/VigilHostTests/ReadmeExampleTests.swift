@@ -5,7 +5,7 @@ import Testing
 /// itself (the first yaml block under "## A manifest"), run by the real
 /// binary for a second as any user, in a directory of its own, with the
 /// C plugins the README's build command puts beside vigil.
-@Suite(.startsProcesses) struct ReadmeExampleTests {
+@Suite(.startsProcesses, .offThePool) struct ReadmeExampleTests {
     static func readme() throws -> String {
         try String(contentsOfFile: TestEnv.repoRoot + "/README.md", encoding: .utf8)
     }
@@ -20,11 +20,33 @@ import Testing
         return String(rest[open.upperBound..<close.lowerBound]) + "\n"
     }
 
+    /// scripts/test-fresh-run runs the README's run command on a fresh copy;
+    /// here only that the build command builds the C plugins beside vigil.
     @Test func theBuildCommandBuildsTheCPluginsTheExampleNames() throws {
         let text = try Self.readme()
-        #expect(text.contains("\n    swift build && scripts/build-c-plugins .build/debug\n"))
+        #expect(text.contains("\n    scripts/build\n    .build/debug/vigil run manifests/default.yaml\n"))
+        let script = try String(contentsOfFile: TestEnv.repoRoot + "/scripts/build", encoding: .utf8)
+        #expect(script.hasSuffix("\nscripts/build-c-plugins .build/debug\n"))
         let manifest = try Self.yamlBlock(after: "## A manifest", in: text)
         #expect(manifest.contains("plugin: heartbeat"))
+    }
+
+    /// The README's test command is what CI runs, and it sees to its own
+    /// needs first (scripts/test-deps), so a fresh clone's first run stops
+    /// with the apt-get line it lacks rather than failing inside the suite.
+    @Test func theTestCommandIsWhatCIRunsAndSeesToItsNeedsFirst() throws {
+        let text = try Self.readme()
+        #expect(text.contains("\n    scripts/test\n"), "README's test command")
+        let ci = try String(contentsOfFile: TestEnv.repoRoot + "/.ci/run", encoding: .utf8)
+        #expect(ci.contains("\nscripts/test 2>&1"), ".ci/run calls the README's test command")
+        let script = try String(contentsOfFile: TestEnv.repoRoot + "/scripts/test", encoding: .utf8)
+        let deps = try #require(script.range(of: "\nscripts/test-deps\n"))
+        let swiftTest = try #require(script.range(of: "\nexec swift test"))
+        #expect(deps.lowerBound < swiftTest.lowerBound)
+        // With nothing to install, the check says nothing and passes (this
+        // machine ran it to get here).
+        let check = try TestEnv.run(TestEnv.repoRoot + "/scripts/test-deps", ["--no-install"], timeout: 60)
+        #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
     }
 
     @Test func theManifestExampleRunsAsWrittenForASecond() throws {

@@ -6,7 +6,7 @@ import VigilCore
 /// plugin polls a copy of the laptop machine's sysfs, the test drains the
 /// battery by writing the fixture file, and the threshold and rule events
 /// arrive in a file sink while the rule's program writes its marker file.
-@Suite(.serialized, .startsProcesses) struct RulesIntegrationTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct RulesIntegrationTests {
     /// Copies the laptop machine's sys tree (symlinks kept) to `dir/sys`.
     func laptopSys(in dir: String) throws -> String {
         let copy = try TestEnv.run("/bin/cp", ["-a", TestEnv.fixture("machines/laptop/sys"), dir + "/sys"], timeout: 30)

@@ -11,7 +11,7 @@ import VigilCore
 /// The isolation transport on its own: a real runner process (the `vigil`
 /// binary) loading a real plugin file, driven by a `MonitorInstance` as
 /// `vigil run` drives it, its events captured after the bus.
-@Suite(.serialized, .startsProcesses) struct RunnerTransportTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct RunnerTransportTests {
     final class IsolatedHarness: CapturingHarness, @unchecked Sendable {
         let capture = CaptureSink()
         let runner: SinkRunner

@@ -7,7 +7,7 @@ import Testing
 /// and the C plugins scripts/build-c-plugins builds (heartbeat, flood, the
 /// ticker example). A plugin whose source this machine lacks may skip the
 /// instance checks (unavailable); none may fail.
-@Suite(.startsProcesses) struct ShippedPluginsCheckTests {
+@Suite(.startsProcesses, .offThePool) struct ShippedPluginsCheckTests {
     /// The plugin files, found from the sources, so that a new plugin is checked without a list to edit.
     static func shipped() throws -> [String] {
         let dirs = try FileManager.default.contentsOfDirectory(atPath: TestEnv.repoRoot + "/Plugins")

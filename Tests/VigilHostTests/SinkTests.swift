@@ -336,6 +336,15 @@ final class Progress: Sendable {
         #expect(LogSink.text(e) == #"cpu/sample usage=0.5 note="two words" ok=true n=3"#)
     }
 
+    /// Six significant digits in a readable line, not the 17 that read back exactly.
+    @Test(arguments: [(0.6015195397151164, "0.60152"), (0.0019982937332635037, "0.00199829"), (0.0, "0"), (-0.0, "0"),
+                      (1.72, "1.72"), (25325268992.0, "25325268992"), (123456.789, "123457"), (-42.125, "-42.125"),
+                      (0.00001234567, "1.23457e-05"), (1e20, "1e+20"), (Double.nan, "nan"), (-Double.infinity, "-inf"),
+                      (0.99999999, "1"), (999999.5, "1000000")])
+    func logSinkDoublesAreShort(_ value: Double, _ text: String) {
+        #expect(LogSink.readable(value) == text)
+    }
+
     @Test func everyInt64TimeEncodesAsAValidTimestampWithoutTrapping() throws {
         var encoder = JSONLineEncoder(host: "h")
         for (ns, text) in [(Int64.min, "1677-09-21T00:12:43.145224192Z"), (Int64.min + 1, "1677-09-21T00:12:43.145224193Z"),
@@ -362,20 +371,14 @@ final class Progress: Sendable {
         #expect(Int64(3).multipliedSaturating(by: -2) == -6)
         // Timed waits take any deadline: past ones time out at once, the
         // farthest waits until woken.
-        let lock = Lock(), condition = ConditionVariable()
-        lock.withLock {
-            #expect(!condition.wait(lock, until: .min))
-            #expect(!condition.wait(lock, until: 0))
-        }
-        let woken = Atomic<Bool>(false)
+        let wakeup = Wakeup()
+        #expect(!wakeup.wait(until: .min))
+        #expect(!wakeup.wait(until: 0))
         Thread.detachNewThread {
             usleep(20_000)
-            lock.withLock { woken.store(true, ordering: .relaxed) }
-            condition.broadcast()
+            wakeup.wake()
         }
-        lock.withLock {
-            while !woken.load(ordering: .relaxed) { condition.wait(lock, until: .max) }
-        }
+        #expect(wakeup.wait(until: .max))
     }
 
     @Test func aHugeReconnectBackoffDoesNotTrap() async throws {

@@ -85,19 +85,38 @@ enum TestEnv {
     static func http(port: Int, _ request: [UInt8]) throws -> String {
         let fd = try Sockets.connect(.tcp(host: "127.0.0.1", port: UInt16(port)))
         defer { close(fd) }
+        // A server may close a connection it refuses before reading it all.
+        return try exchange(fd, request, stopReadingAfter: 5, what: "127.0.0.1:\(port)", sendMayFail: true)
+    }
+
+    /// Sends `request` on `fd`, then reads until the peer closes. With
+    /// `sendMayFail` a refused send ends the sending, and reading stops after
+    /// `seconds` in all with what came; without it a refused send, or
+    /// `seconds` with nothing to read, throws.
+    static func exchange(_ fd: Int32, _ request: [UInt8], stopReadingAfter seconds: TimeInterval, what: String,
+                         sendMayFail: Bool) throws -> String {
         var sent = 0
         while sent < request.count {
             let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { break }  // a server may close a connection it refuses before reading it all
+            if n <= 0 {
+                if sendMayFail { break }
+                throw TestFailure("send to \(what): errno \(errno)")
+            }
             sent += n
         }
         var reply: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        let deadline = Date().addingTimeInterval(5)
-        while Date() < deadline {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 100) >= 0 else { break }
-            if pfd.revents == 0 { continue }
+            let left = Int32(max(0, min(deadline.timeIntervalSinceNow, 3600)) * 1000)
+            let ready = poll(&pfd, 1, sendMayFail ? min(100, left) : left)
+            if ready < 0 { break }
+            if ready == 0 {
+                if Date() < deadline { continue }
+                if sendMayFail { break }
+                throw TestFailure("no reply from \(what) within \(Int(seconds)) s")
+            }
             let n = read(fd, &buffer, buffer.count)
             if n <= 0 { break }
             reply += buffer[0..<n]
@@ -105,13 +124,42 @@ enum TestEnv {
         return String(decoding: reply, as: UTF8.self)
     }
 
-    /// `GET path` on 127.0.0.1:`port`: the status and the body.
-    static func httpGet(port: Int, _ path: String, headers: String = "") throws -> (status: Int, head: String, body: String) {
-        let reply = try http(port: port, Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers)Connection: close\r\n\r\n".utf8))
+    /// An HTTP reply's status, head and body.
+    static func parts(ofReply reply: String) -> (status: Int, head: String, body: String) {
         guard let split = reply.range(of: "\r\n\r\n") else { return (0, reply, "") }
         let head = String(reply[..<split.lowerBound])
-        let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        return (status, head, String(reply[split.upperBound...]))
+        return (head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0, head, String(reply[split.upperBound...]))
+    }
+
+    /// `method path` on the control socket at `socket`, blocking, off the
+    /// cooperative pool: the status and the body. A loop of thousands of
+    /// requests (the reload test) that awaited each one would wait for a
+    /// cooperative thread every time, and the pool's two threads are busy
+    /// with blocking tests for most of the suite (it took 600 s in CI for
+    /// 80 s of work).
+    static func unixHTTP(socket path: String, _ method: String, _ target: String) throws -> (status: Int, body: String) {
+        let fd = try Sockets.connect(.unix(path: path))
+        defer { close(fd) }
+        let request = Array("\(method) \(target) HTTP/1.1\r\nHost: vigil\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+        let text = try exchange(fd, request, stopReadingAfter: 30, what: path, sendMayFail: false)
+        guard text.contains("\r\n\r\n") else { return (0, text) }
+        let reply = parts(ofReply: text)
+        return (reply.status, reply.body)
+    }
+
+    /// `body` on a thread of its own, awaited: blocking work that must not
+    /// hold (or wait for) a thread of the cooperative pool.
+    static func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try body() }) }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+    }
+
+    /// `GET path` on 127.0.0.1:`port`: the status and the body.
+    static func httpGet(port: Int, _ path: String, headers: String = "") throws -> (status: Int, head: String, body: String) {
+        parts(ofReply: try http(port: port, Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers)Connection: close\r\n\r\n".utf8)))
     }
 
     static func write(_ text: String, to path: String) throws {
@@ -223,5 +271,111 @@ extension Trait where Self == ConditionTrait {
     /// The suite's tests start the vigil binary or a peer: the full tier only.
     static var startsProcesses: Self {
         .enabled(if: !TestTier.fast, "starts the vigil binary or a peer: run by make test, not by make check")
+    }
+}
+
+/// Tests that block (they wait for processes, peers, sockets and files)
+/// run on threads of their own, a few at a time, instead of on Swift's
+/// cooperative pool. That pool has one thread per core, two here: a test
+/// that blocks holds one, and every awaiting test waits for it. The suite
+/// then ran at one core's worth of CPU for most of its 7 minutes, and a
+/// test awaiting 10,000 requests took 600 s in CI for 80 s of work.
+struct OffThePool: SuiteTrait, TestTrait, TestScoping {
+    /// At most this many such test cases at once: they start processes,
+    /// and more at once would be the machine's load, not the test's (with
+    /// six, CI's suite took 320 s and a test timed on two seconds failed).
+    static let width = 4
+
+    var isRecursive: Bool { true }
+
+    func provideScope(for test: Test, testCase: Test.Case?,
+                      performing function: @Sendable () async throws -> Void) async throws {
+        guard testCase != nil || !test.isSuite && !test.isParameterized else { return try await function() }
+        await Self.gate.enter()
+        defer { Self.gate.leave() }
+        try await withTaskExecutorPreference(TestThreads.shared) { try await function() }
+    }
+
+    private static let gate = TestGate(width: width)
+}
+
+extension Trait where Self == OffThePool {
+    /// The suite's tests block: see `OffThePool`.
+    static var offThePool: Self { OffThePool() }
+}
+
+/// A counting gate that waits without a thread: `enter` suspends the task
+/// when `width` are inside, `leave` lets the first waiter in.
+final class TestGate: Sendable {
+    private let state: Mutex<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+
+    init(width: Int) { state = Mutex((width, [])) }
+
+    func enter() async {
+        await withCheckedContinuation { continuation in
+            let admitted = state.withLock { s -> Bool in
+                if s.free > 0 {
+                    s.free -= 1
+                    return true
+                }
+                s.waiting.append(continuation)
+                return false
+            }
+            if admitted { continuation.resume() }
+        }
+    }
+
+    func leave() {
+        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if s.waiting.isEmpty {
+                s.free += 1
+                return nil
+            }
+            return s.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+}
+
+/// A task executor whose threads may block: a job goes to an idle thread,
+/// or to a new one when none is idle (threads stay for the run).
+final class TestThreads: TaskExecutor, Sendable {
+    static let shared = TestThreads()
+
+    private let state = Mutex<(jobs: [UnownedJob], idle: Int)>(([], 0))
+    private let work = DispatchSemaphore(value: 0)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let start = state.withLock { s -> Bool in
+            s.jobs.append(job)
+            guard s.idle > 0 else { return true }
+            s.idle -= 1
+            return false
+        }
+        if start {
+            let thread = Thread { [self] in run() }
+            thread.stackSize = 4 << 20
+            thread.start()
+        } else {
+            work.signal()
+        }
+    }
+
+    private func run() {
+        while true {
+            let job = state.withLock { s -> UnownedJob? in
+                if s.jobs.isEmpty {
+                    s.idle += 1
+                    return nil
+                }
+                return s.jobs.removeFirst()
+            }
+            if let job {
+                job.runSynchronously(on: asUnownedTaskExecutor())
+            } else {
+                work.wait()
+            }
+        }
     }
 }

@@ -70,7 +70,7 @@ final class NotifyReceiver: @unchecked Sendable {
 /// sd_notify without libsystemd, through the real binary: READY=1 once the
 /// monitors run, STOPPING=1 at SIGTERM, WATCHDOG=1 at half WATCHDOG_USEC;
 /// hostile values of the variables; and the journal's priority prefixes.
-@Suite(.serialized, .startsProcesses) struct SystemdNotifyRunTests {
+@Suite(.serialized, .startsProcesses, .offThePool) struct SystemdNotifyRunTests {
     static func manifest(_ dir: String, _ monitors: String = "  beat: { plugin: heartbeat, interval: 100ms }") throws -> String {
         let path = dir + "/vigil.yaml"
         try TestEnv.write("""
@@ -98,7 +98,7 @@ final class NotifyReceiver: @unchecked Sendable {
         """), ["NOTIFY_SOCKET": receiver.address, "WATCHDOG_USEC": "100000"])
         #expect(SinkRunTests.waitUntil(15) { receiver.messages.contains { $0.hasPrefix("READY=1") } })
         let ready = receiver.messages.first { $0.hasPrefix("READY=1") }
-        #expect(ready == "READY=1\nSTATUS=2 monitors, 1 sinks")
+        #expect(ready == "READY=1\nSTATUS=2 monitors, 1 sink")
 
         // Runners are children of the host: NOTIFY_SOCKET and WATCHDOG_* are not in their environment.
         let children = (try? String(contentsOfFile: "/proc/\(process.pid)/task/\(process.pid)/children", encoding: .utf8)) ?? ""
@@ -130,7 +130,7 @@ final class NotifyReceiver: @unchecked Sendable {
         #expect(output.stderr.contains("systemd watchdog: WATCHDOG=1 every 50ms"), "\(output.stderr)")
         #expect(SinkRunTests.waitUntil(2) { receiver.messages.contains("STOPPING=1\nSTATUS=stopping") })
         let messages = receiver.messages.filter { $0 != "WATCHDOG=1" }
-        #expect(messages == ["READY=1\nSTATUS=2 monitors, 1 sinks", "STOPPING=1\nSTATUS=stopping"], "\(messages)")
+        #expect(messages == ["READY=1\nSTATUS=2 monitors, 1 sink", "STOPPING=1\nSTATUS=stopping"], "\(messages)")
     }
 
     /// SIGHUP: RELOADING=1 (with MONOTONIC_USEC) when the reload begins,
@@ -155,9 +155,9 @@ final class NotifyReceiver: @unchecked Sendable {
         #expect(messages.count == 6, "\(messages)")
         guard messages.count == 6 else { return }
         #expect(messages[1].hasPrefix("RELOADING=1\nMONOTONIC_USEC="), "\(messages)")
-        #expect(messages[2] == "READY=1\nSTATUS=2 monitors, 1 sinks")
+        #expect(messages[2] == "READY=1\nSTATUS=2 monitors, 1 sink")
         #expect(messages[3].hasPrefix("RELOADING=1\nMONOTONIC_USEC="))
-        #expect(messages[4] == "READY=1\nSTATUS=2 monitors, 1 sinks")  // refused: the two run on
+        #expect(messages[4] == "READY=1\nSTATUS=2 monitors, 1 sink")  // refused: the two run on
         #expect(messages[5] == "STOPPING=1\nSTATUS=stopping")
     }
 
@@ -168,7 +168,7 @@ final class NotifyReceiver: @unchecked Sendable {
         let output = try Self.start(try Self.manifest(dir), ["NOTIFY_SOCKET": receiver.address], for: "1s").wait(timeout: 30)
         #expect(output.status == 0, "\(output.stderr)")
         #expect(SinkRunTests.waitUntil(2) { receiver.messages.count == 2 })
-        #expect(receiver.messages == ["READY=1\nSTATUS=1 monitors, 1 sinks", "STOPPING=1\nSTATUS=stopping"])
+        #expect(receiver.messages == ["READY=1\nSTATUS=1 monitor, 1 sink", "STOPPING=1\nSTATUS=stopping"])
     }
 
     /// Values no systemd would set: each is reported naming the variable, and
@@ -185,7 +185,7 @@ final class NotifyReceiver: @unchecked Sendable {
         #expect(output.stderr.contains("WATCHDOG_USEC='") && output.stderr.contains("the systemd watchdog is not served"),
                 "\(output.stderr)")
         #expect(SinkRunTests.waitUntil(2) { receiver.messages.count == 2 })
-        #expect(receiver.messages == ["READY=1\nSTATUS=1 monitors, 1 sinks", "STOPPING=1\nSTATUS=stopping"])
+        #expect(receiver.messages == ["READY=1\nSTATUS=1 monitor, 1 sink", "STOPPING=1\nSTATUS=stopping"])
     }
 
     /// The largest value systemd allows pings hourly (no overflow, no trap);
@@ -271,7 +271,7 @@ final class NotifyReceiver: @unchecked Sendable {
             #expect(priorities.contains { line.hasPrefix($0 + " ") }, "\(line)")
         }
         #expect(lines.contains { $0.hasPrefix("<3>error [vigil] ") }, "\(matching)")   // the unknown plugin
-        #expect(lines.contains { $0.hasPrefix("<5>notice [vigil] started 1 monitors") }, "\(matching)")
+        #expect(lines.contains { $0.hasPrefix("<5>notice [vigil] started 1 monitor and 1 sink") }, "\(matching)")
         #expect(lines.contains { $0.hasPrefix("<6>info [vigil] stopped;") }, "\(matching)")
 
         // Another inode (stderr redirected elsewhere), or a malformed value: plain lines with their time.
@@ -312,7 +312,7 @@ final class NotifyReceiver: @unchecked Sendable {
 
 /// The parts, without a process: parsing of the variables, the datagrams,
 /// the journal check and line format.
-@Suite(.startsProcesses) struct SystemdNotifyUnitTests {
+@Suite(.startsProcesses, .offThePool) struct SystemdNotifyUnitTests {
     @Test func parsesWhatSystemdSets() {
         let env = SystemdEnvironment(notifySocket: "/run/systemd/notify", watchdogUsec: "30000000", watchdogPid: nil, pid: 42)
         #expect(env.address == .path("/run/systemd/notify"))

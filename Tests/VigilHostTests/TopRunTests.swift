@@ -18,7 +18,7 @@ private let tmuxPath: String? = {
 /// fixed size against a real `vigil run`. Each session's shell saves the
 /// terminal's settings (`stty -g`) before top and prints whether they are
 /// the same after it, with top's exit status.
-@Suite(.serialized, .startsProcesses, .enabled(if: tmuxPath != nil, "tmux is not on PATH (.ci/run installs it: apt-get install tmux)"))
+@Suite(.serialized, .startsProcesses, .offThePool, .enabled(if: tmuxPath != nil, "tmux is not on PATH (scripts/test-deps installs it: apt-get install tmux)"))
 struct TopRunTests {
     static var tmux: String? { tmuxPath }
 

@@ -39,6 +39,22 @@ import Testing
         #expect(lines.last == "q: quit    unix:/s    every 1 s")
     }
 
+    /// A monitor polled every second, asked every second: the events of one
+    /// second fall into one interval or the next, by turns. Averaged over
+    /// the last ten seconds the rate stays near 1 instead of 0, 2, 0, 2.
+    @Test func ratesAreSteadyForAMonitorThatBeatsOnceASecond() {
+        var model = TopModel()
+        var shown: [Double] = []
+        for second in 0..<30 {
+            let beats = UInt64(second / 2 * 2)  // 0, 0, 2, 2, 4, 4, …: two at a time
+            model.update(Self.status(events: beats, beat: beats, written: beats), at: Int64(second) * 1_000_000_000)
+            if second >= 10, let rate = model.eventsPerSecond(monitor: "beat") { shown.append(rate) }
+        }
+        #expect(shown.count == 20)
+        #expect(shown.allSatisfy { abs($0 - 1) <= 0.1 }, "\(shown)")
+        #expect(model.eventsPerSecond == model.eventsPerSecond(monitor: "beat"))
+    }
+
     @Test func aRestartedHostOrACountThatWentDownHasNoRate() {
         var model = TopModel()
         model.update(Self.status(events: 500, beat: 40, written: 90), at: 1_000_000_000)

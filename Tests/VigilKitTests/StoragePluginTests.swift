@@ -10,14 +10,18 @@ import VigilKitTesting
 @Suite(.serialized) struct StoragePluginTests {
     static let fixtures = repoRoot + "/Tests/Fixtures/proc/storage"
 
-    /// What the server machine reports with the default options, in mountinfo order.
-    static let defaultMounts = [
+    /// What the server machine reports with `tmpfs: true`, in mountinfo order.
+    static let withTmpfs = [
         "/run", "/", "/dev/shm", "/run/lock", "/boot/efi", "/tmp", "/run/user/1000", "/media/alice/My Passport",
         "/export/data", "/mnt/usb", "/var/lib/docker/overlay2/3f5d0a9c1e7b/merged", "/srv/back\\slash\ttab",
     ]
+    /// Its tmpfs mounts, which the default options leave out.
+    static let tmpfsMounts: Set<String> = ["/run", "/dev/shm", "/run/lock", "/tmp", "/run/user/1000", "/srv/back\\slash\ttab"]
+    /// What the server machine reports with the default options.
+    static let defaultMounts = withTmpfs.filter { !tmpfsMounts.contains($0) }
 
     /// Every mount point of the server machine (the directories a rootfs needs).
-    static let allMountPoints = defaultMounts + [
+    static let allMountPoints = withTmpfs + [
         "/sys", "/proc", "/dev", "/dev/pts", "/sys/kernel/security", "/sys/fs/cgroup", "/sys/fs/pstore",
         "/sys/firmware/efi/efivars", "/sys/fs/bpf", "/proc/sys/fs/binfmt_misc", "/dev/mqueue", "/dev/hugepages",
         "/sys/kernel/debug", "/sys/kernel/tracing", "/sys/fs/fuse/connections", "/sys/kernel/config",
@@ -43,7 +47,7 @@ import VigilKitTesting
         let d = try host().description
         #expect(d.name == "storage" && d.polled)
         #expect(d.options.map { "\($0.name)=\($0.defaultText ?? "-")" } ==
-                ["procfs=/proc", "rootfs=/", "paths=[\"*\"]", "fs_types=[]", "exclude=[]", "low_space=10.0"])
+                ["procfs=/proc", "rootfs=/", "paths=[\"*\"]", "fs_types=[]", "exclude=[]", "tmpfs=false", "low_space=10.0"])
         #expect(d.events.map(\.kind) == ["usage", "low_space", "mount_removed"])
         #expect(d.events[0].fields.map(\.name) == ["mount", "device", "fs_type", "total", "free", "available",
                                                    "used_ratio", "inodes_total", "inodes_free"])
@@ -51,10 +55,10 @@ import VigilKitTesting
 
     @Test func snapshotOfRealFilesystemsThenOnlyChanges() throws {
         let root = try rootfs()
-        let instance = try host().instance(options: options(rootfs: root), interval: .seconds(30))
+        let instance = try host().instance(options: options(rootfs: root, "tmpfs: true"), interval: .seconds(30))
         try instance.start()
         let usage = instance.events(kind: "usage")
-        #expect(mounts(usage) == Self.defaultMounts)  // no proc, sysfs, cgroup2, devtmpfs, squashfs, nsfs…
+        #expect(mounts(usage) == Self.withTmpfs)  // no proc, sysfs, cgroup2, devtmpfs, squashfs, nsfs…
         for event in usage {
             let (total, free, available) = (event.int("total") ?? -1, event.int("free") ?? -1, event.int("available") ?? -1)
             #expect(total > 0 && free >= 0 && free <= total && available <= free, "\(event)")
@@ -90,7 +94,11 @@ import VigilKitTesting
             #expect(instance.violations.isEmpty)
             return mounts(instance.events(kind: "usage"))
         }
-        #expect(try reported("paths: ['/run*', '/boot/*'], exclude: ['/run/user/*']") == ["/run", "/run/lock", "/boot/efi"])
+        // tmpfs only when asked for: a server has many, memory rather than a disk.
+        #expect(try reported("") == Self.defaultMounts)
+        #expect(try reported("paths: ['/run*', '/boot/*']") == ["/boot/efi"])
+        #expect(try reported("paths: ['/run*', '/boot/*'], exclude: ['/run/user/*'], tmpfs: true") == ["/run", "/run/lock", "/boot/efi"])
+        #expect(try reported("fs_types: [tmpfs], paths: ['/run*']") == ["/run", "/run/lock", "/run/user/1000"])
         #expect(try reported("fs_types: [ext4]") == ["/", "/export/data", "/mnt/usb"])
         #expect(try reported("fs_types: [ext4], exclude: ['/mnt/*', '/export/*']") == ["/"])
         #expect(try reported("fs_types: ['ex*', vfat]") == ["/", "/boot/efi", "/media/alice/My Passport", "/export/data", "/mnt/usb"])
@@ -125,7 +133,7 @@ import VigilKitTesting
     @Test func lowSpaceAtAHundredPercentAndNeverAtZero() throws {
         let root = try rootfs()
         let host = try host()
-        let low = try host.instance(options: options(rootfs: root, "low_space: 100, paths: ['/', '/tmp', '/boot/efi']"),
+        let low = try host.instance(options: options(rootfs: root, "low_space: 100, paths: ['/', '/tmp', '/boot/efi'], tmpfs: true"),
                                     interval: .seconds(30))
         try low.start()
         try low.advance(by: .seconds(60))
@@ -252,7 +260,7 @@ import VigilKitTesting
 
     @Test func malformedLinesAreSkipped() throws {
         let root = try rootfs(["/", "/tmp", "/data", "/home", "/boot/efi"])
-        let instance = try host().instance(options: options(procfs: Self.fixtures + "/garbled", rootfs: root))
+        let instance = try host().instance(options: options(procfs: Self.fixtures + "/garbled", rootfs: root, "tmpfs: true"))
         try instance.start()
         #expect(mounts(instance.events(kind: "usage")) == ["/", "/tmp"])
         #expect(instance.logs.contains { $0.message.contains("skipped malformed line(s) 2, 3, 5, 7, 8") })

@@ -42,6 +42,19 @@ int vigil_poll_ns(void *fds, unsigned long count, int64_t timeout_ns);
  *  data (heap and private writable mappings); -1 with errno on failure. */
 int vigil_limit_data(pid_t pid, uint64_t bytes);
 
+/* ThreadSanitizer does not see a Synchronization.Mutex taken on its slow
+ * path: the futex wait and the compare-and-swap after it are in
+ * libswiftSynchronization, which is not instrumented, so to it a section
+ * entered that way is guarded by nothing, and a contended queue reports
+ * races that are not there. These tell it, with the lock held, that the
+ * section begins and ends. The runtime's functions are weak: in a build
+ * without ThreadSanitizer they are null and these do nothing (the Swift
+ * side is not built with a feature test the importer would see). */
+extern void __tsan_acquire(void *address) __attribute__((weak));
+extern void __tsan_release(void *address) __attribute__((weak));
+static inline void vigil_tsan_acquire(void *address) { if (__tsan_acquire) __tsan_acquire(address); }
+static inline void vigil_tsan_release(void *address) { if (__tsan_release) __tsan_release(address); }
+
 /* Atomics on shared memory. Acquire loads and release stores order the
  * ring's data against its positions; the full fence orders a "sleeping"
  * flag against a position (the two sides' check-then-sleep). */

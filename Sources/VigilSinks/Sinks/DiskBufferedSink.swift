@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import VigilABI
 import VigilCore
 import VigilIsolation
@@ -49,7 +50,7 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
     private var outer: SinkContext?
     private let signal = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
-    private let state = LockedState(State())
+    private let state = Mutex(State())
     private var lastSync: Int64 = 0
     private var loggedFull = false
     static let deliveryBatch = 512

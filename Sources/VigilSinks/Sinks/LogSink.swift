@@ -52,7 +52,7 @@ package final class LogSink: EventSink, @unchecked Sendable {  // an EventSink, 
         for field in event.fields {
             s += " \(field.name)="
             switch field.value {
-            case .double(let d): s += "\(d)"  // nan and inf read as such in a log line
+            case .double(let d): s += readable(d)
             case .int(let i): s += "\(i)"
             case .bool(let b): s += b ? "true" : "false"
             case .string(let str):
@@ -66,6 +66,24 @@ package final class LogSink: EventSink, @unchecked Sendable {  // an EventSink, 
             }
         }
         return s
+    }
+
+    /// A double as a person reads it in a log line: six significant digits,
+    /// without trailing zeros (0.601520, not 0.6015195397151164); an exponent
+    /// only below 0.0001 or from 10^15 on; nan and inf as such. The JSON
+    /// format and the other sinks keep every digit.
+    package static func readable(_ d: Double) -> String {
+        guard d.isFinite else { return "\(d)" }
+        if d == 0 { return "0" }
+        let magnitude = abs(d)
+        if magnitude < 1e-4 || magnitude >= 1e15 { return String(format: "%.6g", d) }
+        let whole = Int(log10(magnitude).rounded(.down)) + 1  // digits before the point; ≤ 0 below 1
+        var text = String(format: "%.\(max(0, 6 - whole))f", d)
+        if text.contains(".") {
+            while text.hasSuffix("0") { text.removeLast() }
+            if text.hasSuffix(".") { text.removeLast() }
+        }
+        return text
     }
 
     package func shutdown(context: SinkContext) {}

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import VigilABI
 import VigilCore
 import VigilIsolation
@@ -7,7 +8,7 @@ import VigilIsolation
 /// Listens on `unix:` or `tcp://` and streams every routed event to each
 /// connected client. A client that falls more than `client_buffer` bytes
 /// behind is disconnected; the sink never waits for one.
-package final class SocketListenSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread; the accept thread hands clients over under `lock`
+package final class SocketListenSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread; the accept thread hands clients over through `handover`
     private struct Client {
         var fd: Int32
         var pending: [UInt8] = []
@@ -28,10 +29,8 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
     private var loggedBindFailure = false
 
     /// Clients accepted by the accept thread, not yet taken by the sink's
-    /// thread; and the function that wakes the sink's thread. Guarded by `lock`.
-    private let lock = Lock()
-    private var accepted: [Int32] = []
-    private var wake: @Sendable () -> Void = {}
+    /// thread; and the function that wakes the sink's thread.
+    private let handover = Mutex<(accepted: [Int32], wake: @Sendable () -> Void)>(([], {}))
     /// The accept thread was started (not the Thread itself: its closure holds the sink).
     private var accepting = false
     private let acceptDone = DispatchSemaphore(value: 0)
@@ -50,7 +49,7 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
     }
 
     package func attach(wake: @escaping @Sendable () -> Void) {
-        lock.withLock { self.wake = wake }
+        handover.withLock { $0.wake = wake }
     }
 
     /// Binds now, so a bad address is reported when the host starts.
@@ -79,7 +78,8 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
 
     package func write(_ batch: [Event], context: SinkContext) throws {
         acceptClients(context: context)
-        guard !clients.isEmpty else { return }
+        // Nobody to write to: not written, and not lost either (no one asked).
+        guard !clients.isEmpty else { return context.countNoClient(batch.count) }
         buffer.removeAll(keepingCapacity: true)
         for event in batch { encoder.encode(event, into: &buffer) }
         for i in clients.indices {
@@ -121,7 +121,10 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
                     break  // the listener was shut down
                 }
                 Sockets.setNonBlocking(client, true)
-                let wake = lock.withLock { accepted.append(client); return self.wake }
+                let wake = handover.withLock { handover in
+                    handover.accepted.append(client)
+                    return handover.wake
+                }
                 wake()
             }
             acceptDone.signal()
@@ -133,7 +136,10 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
     }
 
     private func acceptClients(context: SinkContext) {
-        let new = lock.withLock { () -> [Int32] in defer { accepted.removeAll() }; return accepted }
+        let new = handover.withLock { handover in
+            defer { handover.accepted.removeAll() }
+            return handover.accepted
+        }
         for fd in new {
             clients.append(Client(fd: fd))
             context.logger.debug("client connected to \(address)")
@@ -173,7 +179,7 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
             Glibc.shutdown(listener, Int32(SHUT_RDWR))
             if accepting { _ = acceptDone.wait(timeout: .now() + 1) }
             close(listener)
-            for fd in lock.withLock({ accepted }) { close(fd) }
+            for fd in handover.withLock({ $0.accepted }) { close(fd) }
         }
         listener = -1
         var st = stat()

@@ -5,6 +5,7 @@
  *   none          behaves: one `sample` per poll
  *   segv_poll     SIGSEGV in poll number `at` (default 3), after emitting
  *   abort_create  abort() in create
+ *   slow_create   create takes `at` tenths of a second
  *   exit_start    exit(3) in start
  *   loop_poll     an endless loop in poll number `at`
  *   loop_stop     an endless loop in stop
@@ -136,6 +137,10 @@ static vigil_status faulty_create(const vigil_create_args *args, void **out, vig
     if (is(in, "abort_create")) {
         say(in, "abort in create");
         abort();
+    }
+    if (is(in, "slow_create")) {
+        struct timespec pause = { (time_t)(in->at / 10), (long)(in->at % 10) * 100000000L };
+        nanosleep(&pause, NULL);
     }
     return VIGIL_OK;
 }

@@ -12,10 +12,13 @@ let package = Package(
         .library(name: "boottime", type: .dynamic, targets: ["BoottimePlugin"]),
     ],
     dependencies: [
-        // Vigil's SDK, by version: VigilKit (the plugin side of the ABI) and
-        // VigilKitTesting (a test host). `vigil new-plugin --vigil-path DIR`
-        // names a checkout by path instead. `traits: []` leaves out the
-        // trait Host: none of the host's own dependencies is fetched or built.
+        // Vigil's SDK: VigilKit (the plugin side of the ABI) and
+        // VigilKitTesting (a test host), by path (a Vigil checkout, or the
+        // SDK installed in PREFIX/share/vigil/sdk) or by URL and version (a
+        // published release); `vigil new-plugin` writes the one it came
+        // from, or the URL with --vigil-url. `traits: []` leaves out the
+        // trait Host: none of the host's own dependencies is fetched or
+        // built (the installed SDK has no traits, and so no `traits:`).
         .package(url: "https://github.com/vigil-monitor/vigil", from: "0.3.0", traits: []),
     ],
     targets: [
