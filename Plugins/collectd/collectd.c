@@ -17,10 +17,12 @@
  * A collectd plugin keeps its state in statics, runs init once per process
  * and, for some, starts threads stopped with SIGTERM, forks or calls
  * exit(): in the host's process only the plugins known to do none of that
- * run, one instance each; the others, and any second instance, need
- * `isolation: process` (each runner is a process of its own; the runner
- * sets VIGIL_ISOLATION=process, and this plugin installs the SIGTERM
- * handler collectd's daemon would have).
+ * run, one instance each; the others, and any second instance, need a
+ * process of their own. In the host's process their create answers
+ * VIGIL_E_UNSUPPORTED, and the host runs them in a runner instead unless
+ * the manifest says `isolation: none` (the runner sets
+ * VIGIL_ISOLATION=process, and this plugin installs the SIGTERM handler
+ * collectd's daemon would have).
  */
 #define _GNU_SOURCE 1 /* dladdr */
 
@@ -523,10 +525,10 @@ static vigil_status add_types(const vigil_create_args *args, vigil_error *err) {
         /* In the host's process types are shared with the other monitors:
          * a file may add types there, not change them. */
         if (shim.types_add(path, isolated(), why, sizeof why) != 0)
-            return vigil_error_set(err, VIGIL_E_INVALID_CONFIG, "options.types_db[%d]: %s%s", index, why,
+            return vigil_error_set(err, strstr(why, "redefines type") != NULL ? VIGIL_E_UNSUPPORTED : VIGIL_E_INVALID_CONFIG,
+                                   "options.types_db[%d]: %s%s", index, why,
                                    strstr(why, "redefines type") != NULL
-                                       ? ", which other monitors of this process use: run this monitor with "
-                                         "`isolation: process`"
+                                       ? ", which other monitors of this process use"
                                        : "");
     }
     return VIGIL_OK;
@@ -576,17 +578,18 @@ static vigil_status compat_create(const vigil_create_args *args, void **instance
                                         : "; none is installed there (apt-get install collectd-core)");
     }
     if (!isolated() && !safe_in_process(name))
-        return vigil_error_set(err, VIGIL_E_INVALID_CONFIG,
+        return vigil_error_set(err, VIGIL_E_UNSUPPORTED,
                                "options.plugin: collectd's '%s' plugin may start threads, handle signals, fork or "
-                               "exit the process: run it with `isolation: process`",
+                               "exit the process: it needs a process of its own (`isolation: process`)",
                                name);
     /* The list vouches for Debian's files, not for any file of that name. */
     char real[PATH_MAX], expected[PATH_MAX];
     snprintf(expected, sizeof expected, DEFAULT_PLUGIN_DIR "/%s.so", name);
     if (!isolated() && (realpath(path, real) == NULL || strcmp(real, expected) != 0))
-        return vigil_error_set(err, VIGIL_E_INVALID_CONFIG,
+        return vigil_error_set(err, VIGIL_E_UNSUPPORTED,
                                "options.plugin: %s is not collectd's own %s: only the plugins installed in "
-                               DEFAULT_PLUGIN_DIR " run in the host's process; run this one with `isolation: process`",
+                               DEFAULT_PLUGIN_DIR " run in the host's process; this one needs a process of its own "
+                               "(`isolation: process`)",
                                path, expected);
 
     vigil_status status = load_shim(err);
@@ -625,10 +628,10 @@ static vigil_status compat_create(const vigil_create_args *args, void **instance
         free(c);
         char library[256];
         if (already)
-            return vigil_error_set(err, VIGIL_E_INVALID_CONFIG,
+            return vigil_error_set(err, VIGIL_E_UNSUPPORTED,
                                    "options.plugin: collectd's '%s' plugin is already loaded in this process and a "
-                                   "private copy for this instance could not be made (%s): run this monitor with "
-                                   "`isolation: process`",
+                                   "private copy for this instance could not be made (%s): it needs a process of its "
+                                   "own (`isolation: process`)",
                                    name, why);
         if (missing_library(why, path, library, sizeof library))
             return vigil_error_set(err, VIGIL_E_UNAVAILABLE,

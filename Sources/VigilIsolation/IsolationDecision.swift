@@ -16,6 +16,21 @@ public struct IsolationDecision: Sendable, Equatable {
     /// How a runner's `limits:` are enforced, when it has memory or cpu limits.
     public var limitsEnforcement: String?
 
+    /// Whether the host may move the monitor into a runner when its plugin
+    /// says it cannot run in the host's process (create's
+    /// VIGIL_E_UNSUPPORTED): when neither the monitor nor the manifest says
+    /// `isolation:`.
+    public static func movable(_ monitor: MonitorConfig, in manifest: Manifest) -> Bool {
+        monitor.isolation == nil && manifest.isolation == nil
+    }
+
+    /// A plugin's reason for needing a process of its own, without the
+    /// `options.NAME: ` it may start with (the place is said apart).
+    public static func reasonForProcess(_ message: String) -> String {
+        guard message.hasPrefix("options."), let colon = message.firstRange(of: ": ") else { return message }
+        return String(message[colon.upperBound...])
+    }
+
     public static func decide(for monitor: MonitorConfig, in manifest: Manifest, path: String?,
                               hostDirectories: [String]) -> IsolationDecision {
         decide(own: monitor.isolation, of: "monitor", manifestDefault: manifest.isolation, path: path,

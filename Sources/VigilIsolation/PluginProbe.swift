@@ -175,6 +175,10 @@ public struct ProbeReport: Sendable {
     public var load: Load = .unknown
     /// By monitor name.
     public var creates: [String: Create] = [:]
+    /// Monitors whose plugin said its instance cannot run in the host's
+    /// process, with its words: created again as in a runner, where `run`
+    /// will put them.
+    public var movedToRunner: [String: String] = [:]
     /// With timing: nanoseconds to load, and to create (and destroy) one instance with default options.
     public var timing: (load: Int64, create: Int64?)?
 
@@ -250,6 +254,7 @@ package struct ProbeSession {
         case "description": report.load = described(line, json: field(1))
         case "refused": report.load = .refused(reason: field(2), notAPlugin: field(1) == "noentry")
         case "skip": report.creates[field(1)] = .skipped(field(2))
+        case "moved": report.movedToRunner[field(1)] = field(2)
         case "timing":
             report.timing = (Int64(field(1)) ?? 0, field(2) == "-" ? nil : Int64(field(2)))
         case "done":

@@ -30,3 +30,18 @@ package struct EarlySignalService: Service {
         try? await gracefulShutdown()
     }
 }
+
+/// The last service of `vigil run`'s group, so the first a shutdown
+/// reaches: the group ends its services in reverse order, and the
+/// supervisor's turn comes only once the services after it (the control
+/// API, the watch) have ended. It tells every monitor at once that the host
+/// is stopping, before the runners the same SIGTERM killed (systemd signals
+/// the whole unit) are seen dead and restarted.
+package struct StopNoticeService: Service {
+    let runtime: VigilRuntime
+
+    package func run() async throws {
+        try? await gracefulShutdown()
+        runtime.hostIsStopping()
+    }
+}

@@ -25,6 +25,34 @@ public enum HostedPlugin: DescribedPlugin {
     }
 }
 
+extension HostedPlugin {
+    /// A runner process that loads and describes the plugin at `path` for
+    /// `monitor`, with its limits (and how they are enforced, in words), or
+    /// why it could not start. Disabled monitors' runners end once described.
+    static func startRunner(for monitor: MonitorConfig, path: String,
+                            allowUnsafe: Bool) -> (Result<HostedPlugin, PluginRefusal>, limitsEnforcement: String?) {
+        var launch = RunnerLaunch(path: path, allowUnsafe: allowUnsafe, monitor: monitor.name, limits: monitor.limits,
+                                  user: monitor.user, loadTimeout: monitor.timeout ?? 5_000_000_000)
+        var enforcement: String?
+        if monitor.limits.memory != nil || monitor.limits.cpuPercent != nil {
+            switch RunnerCgroups.shared {
+            case .success(let cgroups):
+                launch.cgroups = cgroups
+                enforcement = "limits by cgroup v2, in \(cgroups.base)"
+            case .failure(let why):
+                enforcement = "limits by setrlimit and the host's watchdog: \(why)"
+            }
+        }
+        do {
+            let process = try RunnerProcess.start(launch)
+            if !monitor.enabled { process.finish() }
+            return (.success(.runner(process, launch)), enforcement)
+        } catch {
+            return (.failure(PluginRefusal(path: path, reason: "\(error)")), enforcement)
+        }
+    }
+}
+
 extension ResolvedManifest where Plugin == HostedPlugin {
     /// Resolves for `vigil run`: each monitor's plugin is loaded in process
     /// or started in its runner, as `IsolationDecision` says; a runner that
@@ -53,24 +81,9 @@ extension ResolvedManifest where Plugin == HostedPlugin {
             case .failure(let refusal): return .failure(PluginRefusal(path: path, reason: refusal.reason))
             case .success(let file): for line in file.warnings { catalog.vetting.warn(line) }
             }
-            var launch = RunnerLaunch(path: path, allowUnsafe: allowUnsafe, monitor: monitor.name, limits: monitor.limits,
-                                      user: monitor.user, loadTimeout: monitor.timeout ?? 5_000_000_000)
-            if monitor.limits.memory != nil || monitor.limits.cpuPercent != nil {
-                switch RunnerCgroups.shared {
-                case .success(let cgroups):
-                    launch.cgroups = cgroups
-                    made[monitor.name]?.limitsEnforcement = "limits by cgroup v2, in \(cgroups.base)"
-                case .failure(let why):
-                    made[monitor.name]?.limitsEnforcement = "limits by setrlimit and the host's watchdog: \(why)"
-                }
-            }
-            do {
-                let process = try RunnerProcess.start(launch)
-                if !monitor.enabled { process.finish() }
-                return .success(.runner(process, launch))
-            } catch {
-                return .failure(PluginRefusal(path: path, reason: "\(error)"))
-            }
+            let (runner, limits) = HostedPlugin.startRunner(for: monitor, path: path, allowUnsafe: allowUnsafe)
+            made[monitor.name]?.limitsEnforcement = limits
+            return runner
         }
         decisions = made
         return result

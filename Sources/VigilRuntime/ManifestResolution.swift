@@ -199,6 +199,10 @@ extension ResolvedManifest where Plugin == ProbedPlugin {
                                               "monitor '\(name)': not created (the probe of \(path) did not get to it)"))
                 continue
             }
+            if let why = monitor.plugin.report.movedToRunner[name] {
+                diagnostics.append(Diagnostic(.note, at: monitor.config.locate(pluginMessage: why).location,
+                                              "monitor '\(name)' will run in a runner process: its plugin cannot run in the host's (\(IsolationDecision.reasonForProcess(why)))"))
+            }
             if let diagnostic = Self.judge(create: status, message: text, of: monitor.config) { diagnostics.append(diagnostic) }
         }
         return diagnostics
@@ -208,9 +212,11 @@ extension ResolvedManifest where Plugin == ProbedPlugin {
 extension ResolvedManifest {
     /// What a monitor's create answering `status` says of the manifest: the
     /// one judgement of `validate` (of the probe's creates) and of `run` (of
-    /// its first creates, `VigilRuntime.prepareAll`). An INVALID_CONFIG is
-    /// an error at the option the message names, and `run` refuses to start
-    /// on it as `validate` calls the manifest invalid; UNAVAILABLE and
+    /// its first creates, `VigilRuntime.prepareAll`). An INVALID_CONFIG, or
+    /// an UNSUPPORTED (this instance cannot run in the host's process) from
+    /// a monitor the manifest keeps there, is an error at the option the
+    /// message names, and `run` refuses to start on it as `validate` calls
+    /// the manifest invalid; UNAVAILABLE and
     /// TEMPORARY are warnings (run waits and retries); another failure is
     /// an error of the plugin's.
     public static func judge(create status: vigil_status, message text: String, of config: MonitorConfig) -> Diagnostic? {
@@ -224,6 +230,9 @@ extension ResolvedManifest {
             return Diagnostic(.warning, at: config.location, "monitor '\(name)': create failed for now (run retries it): \(message)")
         case VIGIL_E_INVALID_CONFIG:
             return Diagnostic(at: location, "monitor '\(name)': \(message)")
+        case VIGIL_E_UNSUPPORTED:  // from an instance kept in process by `isolation: none`; a movable one was moved
+            return Diagnostic(at: location, "monitor '\(name)': \(message)",
+                              hint: "its plugin cannot run in the host's process, where `isolation: none` keeps it")
         default:
             return Diagnostic(at: location, "monitor '\(name)': create failed (\(statusName(status))): \(message)")
         }

@@ -381,11 +381,13 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
 
     /// The runner ended in `call` (a crash, an exit, a hang killed, a
     /// limit): reported with the plugin's last words, then supervised.
+    /// A runner killed from outside (SIGTERM, SIGINT or SIGKILL the host did
+    /// not send) may have been killed with the host: systemd signals the
+    /// whole unit at once, and the host may read its own SIGTERM a moment
+    /// after it saw the runner die. Such a death is judged after that
+    /// moment: once the host is stopping it is neither restarted nor a
+    /// monitor that failed to start.
     private func crashed(call: String, death: RunnerDeath) {
-        let stopping = hostStopping.load(ordering: .acquiring)
-        // A runner killed by the signal that stops the host (systemd signals
-        // the whole unit) did not fail to start.
-        if (call == "create" || call == "start") && !stopping { failedToStart.store(true, ordering: .relaxed) }
         accepting.store(false, ordering: .releasing)
         (transport as? RunnerTransport)?.discard()
         timer?.cancel()
@@ -395,13 +397,26 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         logger.error("the plugin's runner ended in \(call): \(death)\(logGate.lastWords)")
         noteError("the plugin's runner ended in \(call): \(death)")
         hostEvents.instanceCrashed(monitor: name, plugin: description.path, call: call, death: death, lastLog: lastWords)
-        guard lifecycle.supervisesCrashes else { return }
-        if stopping {
-            logger.notice("not restarted: vigil is stopping")
-            return
+        let settle: @Sendable () -> Void = { [self] in
+            let stopping = hostStopping.load(ordering: .acquiring)
+            if (call == "create" || call == "start") && !stopping { failedToStart.store(true, ordering: .relaxed) }
+            guard lifecycle.supervisesCrashes else { return }
+            if stopping {
+                logger.notice("not restarted: vigil is stopping")
+                return
+            }
+            supervise(finished: false)
         }
-        supervise(finished: false)
+        let fromOutside = death.killedBecause == nil && [SIGTERM, SIGINT, SIGKILL].contains(death.signal ?? 0)
+        if fromOutside && !hostStopping.load(ordering: .acquiring) {
+            queue.asyncAfter(deadline: .now() + .milliseconds(Self.signalSettling)) { settle() }
+        } else {
+            settle()
+        }
     }
+
+    /// How long a death by a stopping signal waits for the host's own.
+    static let signalSettling = 250
 
     /// The runner died while no call was in flight (a plugin thread
     /// crashed between polls): handled on the queue like a crash in a call,

@@ -128,13 +128,16 @@ package final class OnceRun: Sendable {
 
     /// Waits until every instance is done (checking every 10 ms), then
     /// returns, which shuts the group down. SIGINT/SIGTERM end it sooner.
-    func watch(_ instances: [MonitorInstance]) async {
+    /// The instances are asked for by name at each look: one whose plugin
+    /// asked for a process of its own is replaced as the run starts.
+    func watch(_ instances: @escaping () -> [MonitorInstance]) async {
         let launched = monotonicNanoseconds()
         var runningSince: [String: Int64] = [:]
-        var pending = instances
-        while !pending.isEmpty, !Task.isCancelled {
+        var pendingNames = Set(instances().map(\.name))
+        while !pendingNames.isEmpty, !Task.isCancelled {
             let now = monotonicNanoseconds()
-            pending = pending.filter { instance in
+            let pending = instances().filter { pendingNames.contains($0.name) }
+            pendingNames = Set(pending.filter { instance in
                 let status = instance.status
                 let reason = status.lastError?.text
                 let verdict: Verdict?
@@ -173,8 +176,8 @@ package final class OnceRun: Sendable {
                     return false
                 }
                 return true
-            }
-            if !pending.isEmpty { try? await Task.sleep(for: .milliseconds(10)) }
+            }.map(\.name))
+            if !pendingNames.isEmpty { try? await Task.sleep(for: .milliseconds(10)) }
         }
     }
 }
@@ -185,7 +188,7 @@ package struct OnceService: Service {
     let runtime: VigilRuntime
 
     package func run() async throws {
-        await cancelWhenGracefulShutdown { await once.watch(runtime.instances) }
+        await cancelWhenGracefulShutdown { await once.watch { runtime.instances } }
     }
 }
 

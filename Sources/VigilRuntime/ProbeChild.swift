@@ -108,19 +108,28 @@ public enum PluginProbe {
             }
             let descriptor = plugin.descriptor
             let interval = plugin.description.effectiveInterval(config.interval)
-            // The instance is told where `run` would put it, as a runner tells its own.
+            // The instance is told where `run` would put it, as a runner tells
+            // its own; one that cannot run in the host's process, where
+            // nothing chose, is created again as `run` would: in a runner.
             let decision = IsolationDecision.decide(for: config, in: manifest, path: pluginPath,
                                                     hostDirectories: hostDirectories)
-            IsolationEnvironment.set(decision.isolation)
-            var handle: UnsafeMutableRawPointer?
+            var placements = [decision.isolation]
+            if decision.isolation == .none && IsolationDecision.movable(config, in: manifest) { placements.append(.process) }
             out.send("begin", "create", name)
             let started = monotonicNanoseconds()
-            let (status, text) = withCreateArgs(name: name, options: options, interval: interval,
+            var status = VIGIL_OK, text = ""
+            for placement in placements {
+                IsolationEnvironment.set(placement)
+                var handle: UnsafeMutableRawPointer?
+                (status, text) = withCreateArgs(name: name, options: options, interval: interval,
                                                 host: ValidationHost.context.pointer, api: ValidationHost.table) { args in
-                withPluginError { err in descriptor.create(&args, &handle, err) }
+                    withPluginError { err in descriptor.create(&args, &handle, err) }
+                }
+                if status == VIGIL_OK, let handle { descriptor.destroy(handle) }
+                if status != VIGIL_E_UNSUPPORTED || placement == .process { break }
+                out.send("moved", name, text)
             }
             let ns = monotonicNanoseconds() - started
-            if status == VIGIL_OK, let handle { descriptor.destroy(handle) }
             out.send("end", "create", name, "\(ns)", "\(Int32(bitPattern: status.rawValue))", text)
         }
     }

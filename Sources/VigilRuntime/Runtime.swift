@@ -45,6 +45,10 @@ public struct RunOptions: Sendable {
     /// `vigil run --once`: one poll of each monitor, its events on stdout, no
     /// sink of the manifest made, no control socket (OnceRun.swift).
     public var once: OnceOptions?
+    /// `--allow-unsafe-plugins`: a runner the runtime starts later (a
+    /// monitor whose plugin asked for a process of its own) loads as the
+    /// run's others did.
+    public var allowUnsafePlugins = false
 
     public init(runFor: Int64? = nil) {
         self.runFor = runFor
@@ -252,6 +256,8 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
             services.append(.init(service: TimerService(duration: runFor),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
         }
+        // Last, so that a shutdown reaches it first (EarlySignals.swift).
+        services.append(.init(service: StopNoticeService(runtime: self)))
         // The library's own steps ("Starting service sl-service=…", every
         // service's description) are its internals, not the host's: they
         // filled a debug log. Its warnings and errors still reach the log.
@@ -295,12 +301,20 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
             let group = DispatchGroup()
             for (i, instance) in list.enumerated() {
                 group.enter()
-                instance.prepare { answer in
-                    if let answer, answer.status == VIGIL_E_INVALID_CONFIG,
+                let judge: @Sendable (MonitorInstance, (status: vigil_status, message: String)?) -> Void = { instance, answer in
+                    if let answer, answer.status == VIGIL_E_INVALID_CONFIG || answer.status == VIGIL_E_UNSUPPORTED,
                        let d = ResolvedManifest<HostedPlugin>.judge(create: answer.status, message: answer.message, of: instance.config) {
                         found.add(d, at: i)
                     }
                     group.leave()
+                }
+                instance.prepare { [self] answer in
+                    // Its plugin cannot run here and nothing chose where it runs: a runner's create answers.
+                    if asksForRunner(instance, answer), let moved = moveToRunner(instance, because: answer?.message ?? "") {
+                        moved.prepare { judge(moved, $0) }
+                    } else {
+                        judge(instance, answer)
+                    }
                 }
             }
             group.notify(queue: .global()) { done.resume() }
@@ -313,7 +327,19 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
     /// The host has begun to stop: no monitor ended from now on is restarted
     /// (the instances a reload in progress adds are told after it).
     func hostIsStopping() {
+        stopping.store(true, ordering: .releasing)
         for instance in instances { instance.hostIsStopping() }
+    }
+    var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    /// Puts `new` in `old`'s place among the running monitors; false when
+    /// `old` is no longer one of them (a reload removed it).
+    func replace(_ old: MonitorInstance, with new: MonitorInstance) -> Bool {
+        current.withLock { c in
+            guard let i = c.instances.firstIndex(where: { $0 === old }) else { return false }
+            c.instances[i] = new
+            return true
+        }
     }
 
     /// Stops the run as SIGTERM would.
@@ -323,7 +349,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
 
     /// When every monitor has finished (a bounded workload) or failed, the
     /// host stops by itself.
-    private func watchDone(_ instance: MonitorInstance) {
+    func watchDone(_ instance: MonitorInstance) {
         instance.onDone = { [self] in
             let now = instances
             guard now.allSatisfy(\.isDone), now.contains(where: { $0.finished.load(ordering: .acquiring) }),
@@ -334,6 +360,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
     }
 
     private let allFinished = Atomic<Bool>(false)
+    private let stopping = Atomic<Bool>(false)
     private var group: ServiceGroup?
     /// Every sink's losses, sampled once a second by the supervisor: what
     /// health says was lost in the last minute.
@@ -575,7 +602,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         // 6. Monitors that came start.
         for instance in started {
             watchDone(instance)
-            instance.launch()
+            launchPlaced(instance)
         }
     }
 }

@@ -275,6 +275,7 @@ struct Run: AsyncParsableCommand {
             options.watch = watch
         }
         options.outputCatalog = catalog
+        options.allowUnsafePlugins = plugins.allowUnsafePlugins
         let runtime = VigilRuntime(manifest: manifest, resolution: resolution, options: options, logger: logger)
         let summary = try await runtime.run()
         // What `validate` would call invalid (its one judgement): nothing ran.

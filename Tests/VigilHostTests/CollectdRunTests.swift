@@ -94,6 +94,63 @@ struct CollectdRunTests {
         #expect(totals.first?.fields["value"] as? Int == 1000, "derive sources are integers")
     }
 
+    /// Issue 28: a collectd plugin that can only run in a process of its
+    /// own (exec forks; a copy of load.so that is not collectd's own file
+    /// is not vouched for) is put in a runner by default, with one line
+    /// saying so, while two instances of load run in process, and
+    /// `validate` calls the manifest valid; `isolation: none` still refuses it
+    /// (pluginsThatNeedAProcessOfTheirOwnAreRefusedInProcessOthersRunTwice).
+    @Test func pluginsThatNeedAProcessOfTheirOwnGetOneByDefault() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        chmod(dir, 0o755)
+        let script = dir + "/putval.sh"
+        try TestEnv.write("#!/bin/sh\nwhile true; do echo \"PUTVAL $COLLECTD_HOSTNAME/exec-script/gauge-answer N:42\"; sleep 0.5; done\n",
+                          to: script)
+        chmod(script, 0o755)
+        let user = getuid() == 0 ? "nobody" : String(cString: getpwuid(getuid()).pointee.pw_name)
+        let manifest = """
+        monitors:
+          cd_exec: { plugin: collectd, interval: 1s, options: { plugin: exec, config: { Exec: { $args: [\(user), \(script)] } } } }
+          load_a: { plugin: collectd, interval: 1s, options: { plugin: load } }
+          load_b: { plugin: collectd, interval: 1s, options: { plugin: load } }
+          renamed: { plugin: collectd, interval: 1s, options: { plugin: \(dir)/load.so } }
+        """ + "\n" + Self.sink(dir)
+        try FileManager.default.copyItem(atPath: "/usr/lib/collectd/load.so", toPath: dir + "/load.so")
+        try TestEnv.write(manifest, to: dir + "/m.yaml")
+        // As installed: the collectd plugin in the host's own directory
+        // (bin/../lib/vigil/plugins), where nothing says where it runs.
+        let plugins = dir + "/lib/vigil/plugins"
+        try FileManager.default.createDirectory(atPath: dir + "/bin", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: plugins, withIntermediateDirectories: true)
+        try FileManager.default.linkItem(atPath: TestEnv.vigil, toPath: dir + "/bin/vigil")
+        try FileManager.default.copyItem(atPath: setup.pluginDir + "/collectd.so", toPath: plugins + "/collectd.so")
+        try FileManager.default.copyItem(atPath: setup.pluginDir + "/collectd-shim", toPath: plugins + "/collectd-shim")
+        let vigil = dir + "/bin/vigil"
+        let validate = try TestEnv.run(vigil, ["validate", dir + "/m.yaml"], timeout: 60)
+        #expect(validate.status == 0, "\(validate.stdout)\(validate.stderr)")
+        #expect((validate.stdout + validate.stderr).contains("note: monitor 'cd_exec' will run in a runner process: its plugin cannot run in the host's"),
+                "\(validate.stdout)\(validate.stderr)")
+        let output = try TestEnv.run(vigil, ["run", dir + "/m.yaml", "--for", "3s", "--control", "none"], timeout: 60)
+        let values = CollectdValues(file: dir + "/events.jsonl")
+        #expect(output.status == 0, "\(output.stderr)")
+        let moved = output.stderr.split(separator: "\n").filter { $0.contains("moves to a runner process: its plugin cannot run in the host's (") }
+        #expect(moved.count == 2, "\(output.stderr)")
+        #expect(moved.contains { $0.contains("monitor 'cd_exec'") && $0.contains("'exec' plugin may start threads") }, "\(moved)")
+        #expect(moved.contains { $0.contains("monitor 'renamed'") && $0.contains("is not collectd's own") }, "\(moved)")
+        #expect(output.stderr.contains("monitor 'load_a' runs in process"), "\(output.stderr)")
+        #expect(output.stderr.contains("monitor 'load_b' runs in process"), "\(output.stderr)")
+        #expect(!output.stderr.contains(" error "), "\(output.stderr)")
+        #expect(values.of(monitor: "cd_exec").contains { $0.type == "gauge" && $0.number("value") == 42 }, "\(output.stderr)")
+        for monitor in ["load_a", "load_b", "renamed"] {
+            #expect(!values.of(monitor: monitor).isEmpty, "\(monitor): \(output.stderr)")
+        }
+        // --once too: the moved monitor is the one watched.
+        let once = try TestEnv.run(vigil, ["run", dir + "/m.yaml", "--once"], timeout: 60)
+        #expect(once.status == 0, "\(once.stderr)")
+        #expect(once.stdout.split(separator: "\n").contains { $0.hasPrefix("renamed/value ") }, "\(once.stdout)\(once.stderr)")
+    }
+
     @Test func pythonRunsAModuleConfiguredFromTheManifest() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -390,7 +447,7 @@ struct CollectdRunTests {
                                                       "--control", "none"], timeout: 60)
         #expect(refused.status == 2, "\(refused.stderr)")
         #expect(refused.stderr.contains("refused.yaml:2:"), "at its place: \(refused.stderr)")
-        #expect(refused.stderr.contains("collectd's 'statsd' plugin may start threads, handle signals, fork or exit the process: run it with `isolation: process`"),
+        #expect(refused.stderr.contains("collectd's 'statsd' plugin may start threads, handle signals, fork or exit the process: it needs a process of its own"),
                 "\(refused.stderr)")
         #expect(refused.stderr.contains("monitor 'renamed': options.plugin: \(dir)/load.so is not collectd's own"), "\(refused.stderr)")
         #expect(refused.stderr.contains("percent.db: redefines type percent, which other monitors of this process use"),

@@ -150,7 +150,13 @@ typedef enum vigil_status {
     VIGIL_E_NOMEM = 5,
     /** Host: the call or a value in it is not supported by this host
      *  (e.g. an unknown value type). Plugin: the ABI offered is not one the
-     *  plugin speaks (entry only). */
+     *  plugin speaks (entry); or, from create, this instance cannot run in
+     *  the host's process (it starts threads, catches signals or forks; the
+     *  environment says VIGIL_ISOLATION=none there and =process in a runner
+     *  process of its own). A host left to choose where the monitor runs
+     *  (the manifest says no `isolation:`) runs it in a runner and says so; where the manifest says
+     *  `isolation: none` the monitor is refused with the message. A host
+     *  older than this rule refuses the monitor with the message. */
     VIGIL_E_UNSUPPORTED = 6,
     /** Host: the instance is stopped; the event was not accepted. */
     VIGIL_E_STOPPED = 7,
