@@ -161,8 +161,10 @@ deb:
 	CONFIG=$(CONFIG) scripts/build-deb .build/dist
 
 # The source tarball of HEAD, named by the version, and the packages.
+# Modes 755 and 644 (git's default leaves folders group-writable, 775, and
+# root's tar keeps that: vigil then refuses the plugins built below them).
 dist: deb
-	git archive --format=tar.gz --prefix=vigil-$(VERSION)/ -o .build/dist/vigil-$(VERSION).tar.gz HEAD
+	git -c tar.umask=0022 archive --format=tar.gz --prefix=vigil-$(VERSION)/ -o .build/dist/vigil-$(VERSION).tar.gz HEAD
 	@echo .build/dist/vigil-$(VERSION).tar.gz
 
 # The suites that start the vigil binary or a peer carry .startsProcesses

@@ -126,7 +126,7 @@ import VigilKitTesting
 
 /// A listener on 127.0.0.1 that keeps the lines of up to `connections`
 /// connections, one after the other.
-final class Listener: @unchecked Sendable {
+final class Listener: @unchecked Sendable {  // `text` is behind `lock`; the rest is set in init
     let port: Int
     private let fd: Int32
     private let lock = NSLock()
