@@ -24,21 +24,48 @@ public enum VigilKit {
     }
 }
 
+/// How `create` makes an instance of an exported type.
+enum Factory {
+    case monitor((RawOptions, MonitorContext.Parts) throws(MonitorError) -> InstanceBox)
+    case output((RawOptions, OutputContext) throws(PluginError) -> OutputBox)
+}
+
 /// The types of one kind (monitors, outputs) exported from this image, each
 /// with its descriptor and factory: built once and kept for the life of the
 /// process (the host never unloads plugins). A plugin image exports one; a
 /// test process may hold several, and `VigilKitTesting` says which one a
 /// `create` is for.
-final class ExportedTypes<Factory>: Sendable {
-    struct Entry: @unchecked Sendable {  // the descriptor is permanent; `make` reads only what it captured
-        var type: ObjectIdentifier
-        var descriptor: UnsafePointer<vigil_plugin_descriptor>
-        var make: Factory
+///
+/// Not generic, and a list of its own nodes rather than an array: a generic
+/// class (with its `Mutex` and array of entries) is metadata the runtime
+/// instantiates by mangled name in every plugin image, a fifth of what a
+/// load's entry point cost.
+final class ExportedTypes: Sendable {
+    final class Entry: @unchecked Sendable {  // immutable; the descriptor is permanent, `make` reads only what it captured
+        let type: ObjectIdentifier
+        let descriptor: UnsafePointer<vigil_plugin_descriptor>
+        let make: Factory
+        /// The entry exported before this one.
+        let earlier: Entry?
+
+        init(type: ObjectIdentifier, descriptor: UnsafePointer<vigil_plugin_descriptor>, make: Factory, earlier: Entry?) {
+            self.type = type
+            self.descriptor = descriptor
+            self.make = make
+            self.earlier = earlier
+        }
+
+        /// This entry or an earlier one, for `type`.
+        func find(_ type: ObjectIdentifier) -> Entry? {
+            var entry: Entry? = self
+            while let e = entry, e.type != type { entry = e.earlier }
+            return entry
+        }
     }
 
     private struct State {
-        /// An array, not a dictionary keyed by type: see `RawOptions.entries`.
-        var entries: [Entry] = []
+        /// The last exported.
+        var latest: Entry?
         /// The entry `create` is for while a test host creates an instance.
         var creating: Entry?
     }
@@ -47,26 +74,32 @@ final class ExportedTypes<Factory>: Sendable {
     private let creatingLock = Mutex(())
 
     /// The entry of `type`; `build` makes its descriptor and factory the first time.
-    func entry(for type: Any.Type,
-               _ build: () -> (descriptor: UnsafePointer<vigil_plugin_descriptor>, make: Factory)) -> Entry {
+    func entry(for type: Any.Type, _ build: () -> (descriptor: UnsafePointer<vigil_plugin_descriptor>, make: Factory)) -> Entry {
         let id = ObjectIdentifier(type)
         return state.withLock { state in
-            for entry in state.entries where entry.type == id { return entry }
+            if let entry = state.latest?.find(id) { return entry }
             let (descriptor, make) = build()
-            let entry = Entry(type: id, descriptor: descriptor, make: make)
-            state.entries.append(entry)
+            let entry = Entry(type: id, descriptor: descriptor, make: make, earlier: state.latest)
+            state.latest = entry
             return entry
         }
     }
 
-    /// The factory `create` uses: the test host's choice, else the image's only type.
-    var factory: Entry? { state.withLock { $0.creating ?? $0.entries.first } }
+    /// The factory `create` uses: the test host's choice, else the image's first (only) type.
+    var factory: Factory? {
+        state.withLock { state in
+            if let creating = state.creating { return creating.make }
+            var first = state.latest
+            while let earlier = first?.earlier { first = earlier }
+            return first?.make
+        }
+    }
 
     /// Runs `body`, a call of the descriptor's `create`, so that it creates
     /// `type` (exported before; else `body` runs as it is).
     func creating<R>(_ type: Any.Type, _ body: () -> R) -> R {
         let id = ObjectIdentifier(type)
-        guard let entry = state.withLock({ state in state.entries.first { $0.type == id } }) else { return body() }
+        guard let entry = state.withLock({ $0.latest?.find(id) }) else { return body() }
         return creatingLock.withLock { _ in
             state.withLock { $0.creating = entry }
             defer { state.withLock { $0.creating = nil } }
@@ -77,32 +110,34 @@ final class ExportedTypes<Factory>: Sendable {
 
 /// The monitor types exported from this image.
 enum Registry {
-    typealias Factory = (RawOptions, MonitorContext.Parts) throws(MonitorError) -> InstanceBox
-
-    static let monitors = ExportedTypes<Factory>()
+    static let monitors = ExportedTypes()
 
     /// `poll` binds an instance's poll method; nil for push monitors.
-    static func entry<M: Monitor>(for type: M.Type, poll: ((M) -> () throws(MonitorError) -> Void)?) -> ExportedTypes<Factory>.Entry {
+    static func entry<M: Monitor>(for type: M.Type, poll: ((M) -> () throws(MonitorError) -> Void)?) -> ExportedTypes.Entry {
         monitors.entry(for: type) {
             let spec = M.spec
             let kinds = spec.events
-            let make: Factory = { raw, parts throws(MonitorError) in
+            let make = Factory.monitor { raw, parts throws(MonitorError) in
                 let context = MonitorContext(instanceName: parts.name, interval: parts.interval, host: parts.host,
                                              api: parts.api, kinds: kinds)
                 let options = try M.Options(decoding: raw)
                 let monitor = try M(options: options, context: context)
-                return InstanceBox(context: context, start: monitor.start, poll: poll.map { $0(monitor) }, stop: monitor.stop)
+                var bound: (() throws(MonitorError) -> Void)?
+                if let poll { bound = poll(monitor) }
+                return InstanceBox(context: context, start: monitor.start, poll: bound, stop: monitor.stop)
             }
             return (build(spec, options: M.Options.declarations + spec.options, polled: poll != nil), make)
         }
     }
 
-    /// Permanent C copies of the spec's strings and arrays.
+    /// The descriptor, its strings and arrays in permanent C memory, written
+    /// in place: no Swift arrays of C structs on the way.
     static func build(_ spec: PluginSpec, options: [OptionDecl], polled: Bool) -> UnsafePointer<vigil_plugin_descriptor> {
         let str = Permanent.str
-        let options = Permanent.options(options)
-        let events = spec.events.map { e in
-            let fields = e.fields.map { f in
+        let events = Permanent.array(vigil_event_spec.self, spec.events.count) { i in
+            let e = spec.events[i]
+            let fields = Permanent.array(vigil_field_spec.self, e.fields.count) { j in
+                let f = e.fields[j]
                 let flags = (f.identity || e.key.contains(f.name) ? UInt32(VIGIL_FIELD_IDENTITY) : 0)
                     | (f.counter ? UInt32(VIGIL_FIELD_COUNTER) : 0)
                 return vigil_field_spec(size: UInt32(MemoryLayout<vigil_field_spec>.size), type: f.type.rawValue,
@@ -111,7 +146,7 @@ enum Registry {
             return vigil_event_spec(size: UInt32(MemoryLayout<vigil_event_spec>.size),
                                     flags: (e.dynamicFields ? UInt32(VIGIL_EVENT_DYNAMIC_FIELDS) : 0)
                                         | (e.policy == .changes ? UInt32(VIGIL_EVENT_ON_CHANGE) : 0), kind: str(e.kind),
-                                    doc: str(e.doc), fields: Permanent.array(fields), field_count: fields.count)
+                                    doc: str(e.doc), fields: fields, field_count: e.fields.count)
         }
         var d = vigil_plugin_descriptor()
         d.size = UInt32(MemoryLayout<vigil_plugin_descriptor>.size)
@@ -119,17 +154,17 @@ enum Registry {
         d.name = str(spec.name)
         d.version = str(spec.version)
         d.description = str(spec.summary)
-        d.options = Permanent.array(options)
+        d.options = Permanent.options(options)
         d.option_count = options.count
-        d.events = Permanent.array(events)
-        d.event_count = events.count
+        d.events = events
+        d.event_count = spec.events.count
         d.default_interval_ns = polled ? spec.defaultInterval : 0
         d.create = { args, out, err in Callbacks.create(args, out, err) }
         d.start = { instance, err in Callbacks.start(instance, err) }
         d.poll = polled ? { instance, err in Callbacks.poll(instance, err) } : nil
         d.stop = { instance, err in Callbacks.stop(instance, err) }
         d.destroy = { instance in Callbacks.destroy(instance) }
-        return Permanent.array([d])!
+        return Permanent.array(vigil_plugin_descriptor.self, 1) { _ in d }!
     }
 }
 
@@ -137,28 +172,30 @@ enum Registry {
 /// keeps pointers into a descriptor until the process exits.
 enum Permanent {
     static func str(_ s: String) -> vigil_str {
-        let bytes = Array(s.utf8)
-        let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-        bytes.withUnsafeBufferPointer { b in
-            if let base = b.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: b.count) }
+        var s = s
+        return s.withUTF8 { bytes in
+            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            if let base = bytes.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: bytes.count) }
+            p[bytes.count] = 0
+            return vigil_str(ptr: p, len: bytes.count)
         }
-        p[bytes.count] = 0
-        return vigil_str(ptr: p, len: bytes.count)
     }
 
-    static func array<T>(_ items: [T]) -> UnsafePointer<T>? {
-        guard !items.isEmpty else { return nil }
-        let p = UnsafeMutablePointer<T>.allocate(capacity: items.count)
-        p.initialize(from: items, count: items.count)
+    /// `count` elements, the i-th `element(i)`; nil when there are none.
+    static func array<T>(_: T.Type, _ count: Int, _ element: (Int) -> T) -> UnsafePointer<T>? {
+        guard count > 0 else { return nil }
+        let p = UnsafeMutablePointer<T>.allocate(capacity: count)
+        for i in 0..<count { (p + i).initialize(to: element(i)) }
         return UnsafePointer(p)
     }
 
-    static func options(_ options: [OptionDecl]) -> [vigil_option_spec] {
-        options.map { o in
-            vigil_option_spec(size: UInt32(MemoryLayout<vigil_option_spec>.size), type: o.type.rawValue, name: str(o.name),
-                              default_text: str(o.defaultValue ?? ""), doc: str(o.doc),
-                              flags: o.required ? UInt32(VIGIL_OPTION_REQUIRED) : 0, reserved: 0,
-                              example_text: str(o.exampleValue ?? ""))
+    static func options(_ options: [OptionDecl]) -> UnsafePointer<vigil_option_spec>? {
+        array(vigil_option_spec.self, options.count) { i in
+            let o = options[i]
+            return vigil_option_spec(size: UInt32(MemoryLayout<vigil_option_spec>.size), type: o.type.rawValue, name: str(o.name),
+                                     default_text: str(o.defaultValue ?? ""), doc: str(o.doc),
+                                     flags: o.required ? UInt32(VIGIL_OPTION_REQUIRED) : 0, reserved: 0,
+                                     example_text: str(o.exampleValue ?? ""))
         }
     }
 }
@@ -241,11 +278,12 @@ enum Callbacks {
 
     static func create(_ args: UnsafePointer<vigil_create_args>?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                        _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
-        guard let args, let out, let entry = Registry.monitors.factory, case let (a, options)? = createArgs(args),
-              let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
-        let parts = MonitorContext.Parts(name: string(a.instance_name), interval: a.interval_ns, host: host, api: api)
+        guard let args, let out, case .monitor(let make)? = Registry.monitors.factory, let created = createArgs(args),
+              let host = created.args.host, let api = created.args.api else { return VIGIL_E_INVALID_ARGUMENT }
+        let parts = MonitorContext.Parts(name: string(created.args.instance_name), interval: created.args.interval_ns,
+                                         host: host, api: api)
         do {
-            let box = try entry.make(options, parts)
+            let box = try make(created.options, parts)
             out.pointee = Unmanaged.passRetained(box).toOpaque()
             return VIGIL_OK
         } catch {
@@ -254,33 +292,40 @@ enum Callbacks {
     }
 
     /// create's arguments, copied under the size rule (min(their size, ours)
-    /// into a zeroed struct), and the options as the host typed them. Nil
-    /// when the arguments are smaller than ABI 1.0's.
-    static func createArgs(_ args: UnsafePointer<vigil_create_args>) -> (vigil_create_args, RawOptions)? {
+    /// into a zeroed struct), and the options as the host typed them.
+    struct CreateArgs {
+        var args: vigil_create_args
+        var options: RawOptions
+    }
+
+    /// Nil when the arguments are smaller than ABI 1.0's.
+    static func createArgs(_ args: UnsafePointer<vigil_create_args>) -> CreateArgs? {
         var a = vigil_create_args()
         let theirs = Int(UnsafeRawPointer(args).load(as: UInt32.self))
         guard theirs >= MemoryLayout<vigil_create_args>.offset(of: \vigil_create_args.interval_ns)! + 8 else { return nil }
         withUnsafeMutableBytes(of: &a) { dst in
             dst.copyMemory(from: UnsafeRawBufferPointer(start: args, count: min(theirs, MemoryLayout<vigil_create_args>.size)))
         }
-        var values: [(name: String, value: RawOptions.Raw)] = []
+        var names: [String] = []
+        var values: [RawOptions.Raw] = []
+        names.reserveCapacity(a.option_count)
         values.reserveCapacity(a.option_count)
         for i in 0..<a.option_count {
             guard let option = a.options?[i] else { break }
-            let name = string(option.name)
+            names.append(string(option.name))
             let v = option.value
             switch v.type {
-            case UInt32(VIGIL_TYPE_BOOL.rawValue): values.append((name, .bool(v.as.boolean != 0)))
-            case UInt32(VIGIL_TYPE_INT.rawValue): values.append((name, .int(v.as.i64)))
-            case UInt32(VIGIL_TYPE_DOUBLE.rawValue): values.append((name, .double(v.as.f64)))
-            case UInt32(VIGIL_TYPE_STRING.rawValue): values.append((name, .string(string(v.as.str))))
-            case UInt32(VIGIL_TYPE_DURATION.rawValue): values.append((name, .duration(v.as.i64)))
-            case UInt32(VIGIL_TYPE_SIZE.rawValue): values.append((name, .size(v.as.i64)))
-            case UInt32(VIGIL_TYPE_JSON.rawValue): values.append((name, .json(string(v.as.str))))
-            default: values.append((name, RawOptions.Raw.none))
+            case UInt32(VIGIL_TYPE_BOOL.rawValue): values.append(.bool(v.as.boolean != 0))
+            case UInt32(VIGIL_TYPE_INT.rawValue): values.append(.int(v.as.i64))
+            case UInt32(VIGIL_TYPE_DOUBLE.rawValue): values.append(.double(v.as.f64))
+            case UInt32(VIGIL_TYPE_STRING.rawValue): values.append(.string(string(v.as.str)))
+            case UInt32(VIGIL_TYPE_DURATION.rawValue): values.append(.duration(v.as.i64))
+            case UInt32(VIGIL_TYPE_SIZE.rawValue): values.append(.size(v.as.i64))
+            case UInt32(VIGIL_TYPE_JSON.rawValue): values.append(.json(string(v.as.str)))
+            default: values.append(.none)
             }
         }
-        return (a, RawOptions(values))
+        return CreateArgs(args: a, options: RawOptions(names: names, values: values))
     }
 
     static func start(_ instance: UnsafeMutableRawPointer?, _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {

@@ -6,18 +6,32 @@ public struct RawOptions: Sendable {
         case none, bool(Bool), int(Int64), double(Double), string(String), duration(Int64), size(Int64), json(String)
     }
 
-    /// In the order the host gave them. An array, not a dictionary: a plugin's
-    /// first `[String: Raw]` makes the Swift runtime instantiate generic
-    /// metadata whose `Hashable` requirement is checked by scanning every
-    /// loaded image's conformance table — tenths of a millisecond per plugin
-    /// load, for a handful of options that a linear search finds faster.
-    public private(set) var entries: [(name: String, value: Raw)]
+    /// Names and values in the order the host gave them. Arrays, not a
+    /// dictionary: a plugin's first `[String: Raw]` makes the Swift runtime
+    /// instantiate generic metadata whose `Hashable` requirement is checked by
+    /// scanning every loaded image's conformance table — tenths of a
+    /// millisecond per plugin load, for a handful of options that a linear
+    /// search finds faster. Two arrays rather than one of pairs: an array of
+    /// tuples is two more types the runtime builds from their mangled names
+    /// in every plugin's create.
+    let names: [String]
+    let values: [Raw]
 
-    public init(_ entries: [(name: String, value: Raw)]) { self.entries = entries }
+    public var entries: [(name: String, value: Raw)] { names.indices.map { (names[$0], values[$0]) } }
+
+    public init(_ entries: [(name: String, value: Raw)]) {
+        names = entries.map(\.name)
+        values = entries.map(\.value)
+    }
+
+    init(names: [String], values: [Raw]) {
+        self.names = names
+        self.values = values
+    }
 
     /// The value named `name`, or `.none`.
     public subscript(name: String) -> Raw {
-        for entry in entries where entry.name == name { return entry.value }
+        for i in names.indices where names[i] == name { return values[i] }
         return .none
     }
 
@@ -71,10 +85,16 @@ public protocol DeclaredOptions: MonitorOptions {
     static var schema: OptionSchema<Self> { get }
 }
 
+// The schema's code is inlinable, so that it is compiled into the plugin for
+// its own options type: run generically from VigilKit, every declaration and
+// decode instantiated `OptionEntry<Options>`, arrays of it and key path types
+// by mangled name, in every plugin image. Specialized, a key path literal
+// captured alone in a closure folds to a plain stored property access, and
+// is never built at all.
 extension DeclaredOptions {
-    public static var declarations: [OptionDecl] { schema.declarations }
+    @inlinable public static var declarations: [OptionDecl] { schema.declarations }
 
-    public init(decoding raw: RawOptions) throws(MonitorError) {
+    @inlinable public init(decoding raw: RawOptions) throws(MonitorError) {
         self = try Self.schema.decode(raw)
     }
 }
@@ -89,15 +109,18 @@ public struct NoOptions: DeclaredOptions {
 public struct OptionSchema<Root: DeclaredOptions>: Sendable {
     public let entries: [OptionEntry<Root>]
 
-    public init(_ entries: OptionEntry<Root>...) { self.entries = entries }
+    @inlinable public init(_ entries: OptionEntry<Root>...) { self.entries = entries }
 
-    public var declarations: [OptionDecl] {
+    @inlinable public var declarations: [OptionDecl] {
         let defaults = Root()
-        return entries.map { $0.declaration(defaults) }
+        var declarations: [OptionDecl] = []
+        declarations.reserveCapacity(entries.count)
+        for entry in entries { declarations.append(entry.declaration(defaults)) }
+        return declarations
     }
 
     /// The defaults, overwritten by every value the host gave.
-    public func decode(_ raw: RawOptions) throws(MonitorError) -> Root {
+    @inlinable public func decode(_ raw: RawOptions) throws(MonitorError) -> Root {
         var root = Root()
         for entry in entries {
             try entry.apply(&root, raw[entry.name])
@@ -109,49 +132,67 @@ public struct OptionSchema<Root: DeclaredOptions>: Sendable {
 /// One option: its name and doc, and how to read and write its property.
 public struct OptionEntry<Root>: Sendable {
     public let name: String
-    let declaration: @Sendable (Root) -> OptionDecl
-    let apply: @Sendable (inout Root, RawOptions.Raw) throws(MonitorError) -> Void
+    @usableFromInline let declaration: @Sendable (Root) -> OptionDecl
+    @usableFromInline let apply: @Sendable (inout Root, RawOptions.Raw) throws(MonitorError) -> Void
+
+    @usableFromInline init(name: String, declaration: @escaping @Sendable (Root) -> OptionDecl,
+                           apply: @escaping @Sendable (inout Root, RawOptions.Raw) throws(MonitorError) -> Void) {
+        self.name = name
+        self.declaration = declaration
+        self.apply = apply
+    }
 
     /// An option stored in `property`; its default is the property's initial value.
-    public static func option<V: OptionValue>(_ name: String, _ property: WritableKeyPath<Root, V> & Sendable,
-                                              example: String? = nil, doc: String) -> OptionEntry {
-        OptionEntry(name: name, declaration: { defaults in
-            OptionDecl(name, V.optionType, default: defaults[keyPath: property].optionText, example: example, doc: doc)
+    @inlinable public static func option<V: OptionValue>(_ name: String, _ property: @autoclosure @escaping @Sendable () -> WritableKeyPath<Root, V>,
+                                                         example: String? = nil, doc: String) -> OptionEntry {
+        let (get, set) = accessors(property)
+        return OptionEntry(name: name, declaration: { defaults in
+            OptionDecl(name, V.optionType, default: get(defaults).optionText, example: example, doc: doc)
         }, apply: { root, raw throws(MonitorError) in
             guard raw != .none else { return }
-            guard let value = V(option: raw) else {
-                throw .invalidOption(name, "expected \(V.optionType.noun), got \(raw.noun)")
-            }
-            root[keyPath: property] = value
+            set(&root, try value(name, raw))
         })
     }
 
     /// An option the manifest must give (no default).
-    public static func required<V: OptionValue>(_ name: String, _ property: WritableKeyPath<Root, V> & Sendable,
-                                                example: String? = nil, doc: String) -> OptionEntry {
-        OptionEntry(name: name, declaration: { _ in
+    @inlinable public static func required<V: OptionValue>(_ name: String, _ property: @autoclosure @escaping @Sendable () -> WritableKeyPath<Root, V>,
+                                                           example: String? = nil, doc: String) -> OptionEntry {
+        let (_, set) = accessors(property)
+        return OptionEntry(name: name, declaration: { _ in
             OptionDecl(name, V.optionType, required: true, example: example, doc: doc)
         }, apply: { root, raw throws(MonitorError) in
             guard raw != .none else { throw .invalidOption(name, "required, and not given") }
-            guard let value = V(option: raw) else {
-                throw .invalidOption(name, "expected \(V.optionType.noun), got \(raw.noun)")
-            }
-            root[keyPath: property] = value
+            set(&root, try value(name, raw))
         })
     }
 
     /// An option without a default: nil when the manifest does not give it.
-    public static func optional<V: OptionValue>(_ name: String, _ property: WritableKeyPath<Root, V?> & Sendable,
-                                                example: String? = nil, doc: String) -> OptionEntry {
-        OptionEntry(name: name, declaration: { _ in
+    @inlinable public static func optional<V: OptionValue>(_ name: String, _ property: @autoclosure @escaping @Sendable () -> WritableKeyPath<Root, V?>,
+                                                           example: String? = nil, doc: String) -> OptionEntry {
+        let (_, set) = accessors(property)
+        return OptionEntry(name: name, declaration: { _ in
             OptionDecl(name, V.optionType, example: example, doc: doc)
         }, apply: { root, raw throws(MonitorError) in
             guard raw != .none else { return }
-            guard let value = V(option: raw) else {
-                throw .invalidOption(name, "expected \(V.optionType.noun), got \(raw.noun)")
-            }
-            root[keyPath: property] = value
+            set(&root, .some(try value(name, raw) as V))
         })
+    }
+
+    /// Reading and writing `property`, each a closure that captures nothing
+    /// else. The key path comes as an autoclosure, so that a literal
+    /// (`\.procfs`) is code the optimizer sees where it is applied, and
+    /// folds into a stored property access: no key path object is built.
+    @inlinable static func accessors<V>(_ property: @escaping @Sendable () -> WritableKeyPath<Root, V>)
+        -> (get: @Sendable (Root) -> V, set: @Sendable (inout Root, V) -> Void) {
+        ({ root in root[keyPath: property()] }, { root, value in root[keyPath: property()] = value })
+    }
+
+    /// The host's value as a `V`, or the option's error.
+    @inlinable static func value<V: OptionValue>(_ name: String, _ raw: RawOptions.Raw) throws(MonitorError) -> V {
+        guard let value = V(option: raw) else {
+            throw .invalidOption(name, "expected \(V.optionType.noun), got \(raw.noun)")
+        }
+        return value
     }
 }
 
@@ -269,7 +310,7 @@ extension Array: OptionValue where Element == String {
 }
 
 extension OptionType {
-    var noun: String {
+    @usableFromInline var noun: String {
         switch self {
         case .bool: "a boolean"
         case .int: "an integer"
@@ -284,7 +325,7 @@ extension OptionType {
 
 extension RawOptions.Raw {
     /// The type the host gave the value as; nil for none.
-    var optionType: OptionType? {
+    @usableFromInline var optionType: OptionType? {
         switch self {
         case .none: nil
         case .bool: .bool
@@ -297,7 +338,7 @@ extension RawOptions.Raw {
         }
     }
 
-    var noun: String { optionType?.noun ?? "nothing" }
+    @usableFromInline var noun: String { optionType?.noun ?? "nothing" }
 }
 
 extension MonitorError {

@@ -22,13 +22,11 @@ extension VigilKitTestSupport {
 
 /// The output types exported from this image, kept as the monitors' are.
 enum OutputRegistry {
-    typealias Factory = (RawOptions, OutputContext) throws(PluginError) -> OutputBox
+    static let outputs = ExportedTypes()
 
-    static let outputs = ExportedTypes<Factory>()
-
-    static func entry<O: Output>(for type: O.Type) -> ExportedTypes<Factory>.Entry {
+    static func entry<O: Output>(for type: O.Type) -> ExportedTypes.Entry {
         outputs.entry(for: type) {
-            let make: Factory = { raw, context throws(PluginError) in
+            let make = Factory.output { raw, context throws(PluginError) in
                 let output = try O(options: try O.Options(decoding: raw), context: context)
                 return OutputBox(write: output.write, flush: output.flush, start: output.start, stop: output.stop,
                                  close: output.close)
@@ -38,14 +36,13 @@ enum OutputRegistry {
     }
 
     static func build(_ spec: OutputSpec, options: [OptionDecl]) -> UnsafePointer<vigil_plugin_descriptor> {
-        let options = Permanent.options(options)
         var d = vigil_plugin_descriptor()
         d.size = UInt32(MemoryLayout<vigil_plugin_descriptor>.size)
         d.kind = UInt32(VIGIL_PLUGIN_OUTPUT.rawValue)
         d.name = Permanent.str(spec.name)
         d.version = Permanent.str(spec.version)
         d.description = Permanent.str(spec.summary)
-        d.options = Permanent.array(options)
+        d.options = Permanent.options(options)
         d.option_count = options.count
         d.create = { args, out, err in OutputCallbacks.create(args, out, err) }
         d.start = { instance, err in OutputCallbacks.start(instance, err) }
@@ -53,7 +50,7 @@ enum OutputRegistry {
         d.destroy = { instance in OutputCallbacks.destroy(instance) }
         d.write = { instance, batch, result, err in OutputCallbacks.write(instance, batch, result, err) }
         d.flush = { instance, deadline, err in OutputCallbacks.flush(instance, deadline, err) }
-        return Permanent.array([d])!
+        return Permanent.array(vigil_plugin_descriptor.self, 1) { _ in d }!
     }
 }
 
@@ -87,11 +84,11 @@ enum OutputCallbacks {
 
     static func create(_ args: UnsafePointer<vigil_create_args>?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                        _ err: UnsafeMutablePointer<vigil_error>?) -> vigil_status {
-        guard let args, let out, let entry = OutputRegistry.outputs.factory, case let (a, options)? = Callbacks.createArgs(args),
-              let host = a.host, let api = a.api else { return VIGIL_E_INVALID_ARGUMENT }
-        let context = OutputContext(sinkName: Callbacks.string(a.instance_name), host: host, api: api)
+        guard let args, let out, case .output(let make)? = OutputRegistry.outputs.factory, let created = Callbacks.createArgs(args),
+              let host = created.args.host, let api = created.args.api else { return VIGIL_E_INVALID_ARGUMENT }
+        let context = OutputContext(sinkName: Callbacks.string(created.args.instance_name), host: host, api: api)
         do {
-            let box = try entry.make(options, context)
+            let box = try make(created.options, context)
             out.pointee = Unmanaged.passRetained(box).toOpaque()
             return VIGIL_OK
         } catch {
