@@ -7,6 +7,12 @@
 public enum PrometheusNaming {
     public enum MetricKind: String, Sendable {
         case gauge, counter
+        /// A figure of unknown kind (node_exporter's raw /proc/net/netstat and
+        /// /proc/vmstat ones): `untyped` in the text format, `unknown` in OpenMetrics.
+        case untyped
+
+        /// The type as OpenMetrics names it.
+        public var openMetricsName: String { self == .untyped ? "unknown" : rawValue }
     }
 
     /// One field as a metric family.
@@ -20,6 +26,30 @@ public enum PrometheusNaming {
         /// (percent → ratio: 0.01; ms → seconds: 0.001).
         public var scale: Double
         public var help: String
+
+        public init(name: String, family: String, kind: MetricKind, scale: Double, help: String) {
+            self.name = name
+            self.family = family
+            self.kind = kind
+            self.scale = scale
+            self.help = help
+        }
+    }
+
+    /// The family a `names:` entry makes of a field (`spec` nil: a field
+    /// the plugin does not declare). Its type is the entry's, else a counter
+    /// for a counter field named `…_total`, else untyped for a counter named
+    /// otherwise (a counter's samples end in `_total`), else a gauge; its
+    /// scale the entry's, else its declared unit's.
+    public static func shape(mapped entry: PrometheusNameMap.Entry, spec: FieldSpec?, valueIsBool: Bool) -> Shape {
+        let declaredCounter = spec?.counter == true && !valueIsBool
+        let kind = entry.type ?? (declaredCounter ? (entry.name.hasSuffix("_total") ? .counter : .untyped) : .gauge)
+        let scale = entry.scale ?? (valueIsBool ? 1 : baseUnit(spec?.unit ?? "").scale)
+        let family = kind == .counter ? String(entry.name.dropLast(6)) : entry.name
+        var help = entry.help ?? spec.map { $0.doc.isEmpty ? "" : $0.doc } ?? ""
+        let source = "\(entry.plugin) \(entry.kind)" + (entry.field.map { ".\($0)" } ?? "")
+        help = help.isEmpty ? source : entry.help == nil ? help + " (" + source + ")" : help
+        return Shape(name: entry.name, family: family, kind: kind, scale: scale, help: help)
     }
 
     /// The unit as Prometheus names it, and the factor into it; nil suffix:

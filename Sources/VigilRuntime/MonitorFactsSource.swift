@@ -10,4 +10,7 @@ extension VigilRuntime: MonitorFactsSource {
         }
         return out
     }
+
+    /// The host's own figures, for a `prometheus` sink with `self_metrics: true`.
+    package func selfMetrics() -> [UInt8] { SelfMetrics(runtime: self).exposition(sinkSeries: false) }
 }

@@ -23,7 +23,7 @@ package final class PrometheusSeries: Sendable {
             let help = PrometheusSeries.escapedHelp(shape.help, quote: false)
             textHeader = Array("# HELP \(shape.name) \(help)\n# TYPE \(shape.name) \(shape.kind.rawValue)\n".utf8)
             let omHelp = PrometheusSeries.escapedHelp(shape.help, quote: true)
-            openMetricsHeader = Array("# TYPE \(shape.family) \(shape.kind.rawValue)\n# HELP \(shape.family) \(omHelp)\n".utf8)
+            openMetricsHeader = Array("# TYPE \(shape.family) \(shape.kind.openMetricsName)\n# HELP \(shape.family) \(omHelp)\n".utf8)
         }
     }
 

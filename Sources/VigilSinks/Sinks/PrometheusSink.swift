@@ -28,6 +28,9 @@ package struct MonitorFacts: Sendable {
 package protocol MonitorFactsSource: AnyObject, Sendable {
     /// The facts of the current instance of each monitor, by name.
     func monitorFacts() -> [String: MonitorFacts]
+    /// The host's own figures in Prometheus' text format (the control API's
+    /// `/metrics` without the sinks' series).
+    func selfMetrics() -> [UInt8]
 }
 
 /// The running monitors, as sinks see them: set once the runtime exists,
@@ -43,6 +46,11 @@ package final class MonitorDirectory: Sendable {
     /// The facts of the current instance of each monitor named.
     package func facts() -> [String: MonitorFacts] {
         source.withLock { $0.value }?.monitorFacts() ?? [:]
+    }
+
+    /// The host's own figures (none before the runtime is attached).
+    package func selfMetrics() -> [UInt8] {
+        source.withLock { $0.value }?.selfMetrics() ?? []
     }
 }
 
@@ -69,6 +77,8 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     let series: PrometheusSeries
     /// The running monitors, asked once per batch and tick.
     private let facts: @Sendable () -> [String: MonitorFacts]
+    /// The host's own figures, asked at each scrape (`self_metrics: true`).
+    private let selfMetrics: (@Sendable () -> [UInt8])?
     private var server: MetricsHTTPServer?
     private var lastBindAttempt: Int64 = 0
     private var loggedBindFailure = false
@@ -76,31 +86,45 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     private var plans: [String: [String: KindPlan]] = [:]
     private var loggedRefusal = false
 
+    /// Where one field's value goes: a family, under the sink's usual
+    /// labels (`labels` nil) or the ones a `names:` entry lists.
+    package struct Output {
+        let shape: PrometheusNaming.Shape
+        let labels: [PrometheusNameMap.Label]?
+    }
+
     package struct KindPlan {
         let instance: ObjectIdentifier?
-        var fields: [String: PrometheusNaming.Shape?]
+        /// Per field: where its value goes (none: not served).
+        var fields: [String: [Output]]
         let identities: [(field: String, label: String)]
+        /// The info gauges `names:` makes of the kind.
+        let infos: [Output]
         let onChange: Bool
         let ttl: Int64
         let specs: [String: FieldSpec]
+        let mapped: [PrometheusNameMap.Entry]
     }
 
-    init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts]) {
+    init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts],
+         selfMetrics: (@Sendable () -> [UInt8])? = nil) {
         self.config = config
         self.host = host
         self.facts = facts
+        self.selfMetrics = selfMetrics
         self.series = PrometheusSeries(maxSeries: config.maxSeries)
     }
 
-    /// Binds now, so that an address that cannot be had is reported when
-    /// the host starts; retried every 5 s after.
+    /// The series as the control API's `/metrics` appends them.
     package func appendExposition(to bytes: inout [UInt8]) { bytes += series.exposition(openMetrics: false) }
 
+    /// Binds now, so that an address that cannot be had is reported when
+    /// the host starts; retried every 5 s after.
     package func bind(logger: Logger) {
         guard server == nil else { return }
         lastBindAttempt = monotonicNanoseconds()
         do {
-            server = try MetricsHTTPServer(host: config.listenHost, port: config.listenPort, series: series)
+            server = try MetricsHTTPServer(host: config.listenHost, port: config.listenPort, series: series, extra: selfMetrics)
             if loggedBindFailure { logger.notice("serving /metrics on \(server!.shown)") } else {
                 logger.info("serving /metrics on \(server!.shown)")
             }
@@ -137,41 +161,86 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
             // control API's /metrics, not values to keep.
             for event in batch where event.monitor != Manifest.hostMonitorName {
                 let plan = self.plan(for: event, facts: facts[event.monitor])
-                var labels = ""
-                PrometheusSeries.appendLabel("monitor", event.monitor, to: &labels)
-                PrometheusSeries.appendLabel("host", host, to: &labels)
-                for (field, label) in plan.identities {
-                    switch event[field: field] {
-                    case .string(let s): PrometheusSeries.appendLabel(label, Self.labelValue(s), to: &labels)
-                    case .int(let i): PrometheusSeries.appendLabel(label, String(i), to: &labels)
-                    default: PrometheusSeries.appendLabel(label, "", to: &labels)
+                // The usual labels, made once per event when a field asks.
+                var usual: String?
+                func labels(_ listed: [PrometheusNameMap.Label]?) -> String {
+                    guard let listed else {
+                        if let usual { return usual }
+                        let made = self.usualLabels(event, plan)
+                        usual = made
+                        return made
                     }
+                    return Self.labels(listed, of: event)
+                }
+                for info in plan.infos {
+                    _ = updater.set(info.shape, labels: labels(info.labels), value: [UInt8(ascii: "1")], now: now, ttl: plan.ttl,
+                                    monitor: event.monitor, onChange: plan.onChange, limit: limit)
                 }
                 for field in event.fields {
-                    let shape: PrometheusNaming.Shape?
+                    let outputs: [Output]
                     if let known = plan.fields[field.name] {
-                        shape = known
+                        outputs = known
                     } else {
-                        shape = Self.shape(event: event, field: field, spec: plan.specs[field.name])
-                        plans[event.monitor]?[event.kind]?.fields[field.name] = .some(shape)
+                        outputs = self.outputs(event: event, field: field, plan: plan)
+                        plans[event.monitor]?[event.kind]?.fields[field.name] = outputs
                     }
-                    guard let shape else { continue }
-                    value.removeAll(keepingCapacity: true)
-                    switch field.value {
-                    case .int(let i) where shape.scale == 1: value += String(i).utf8
-                    case .int(let i): Self.appendNumber(Double(i) * shape.scale, to: &value)
-                    case .double(let d): Self.appendNumber(shape.scale == 1 ? d : d * shape.scale, to: &value)
-                    case .bool(let b): value.append(b ? UInt8(ascii: "1") : UInt8(ascii: "0"))
-                    case .string: continue
+                    for output in outputs {
+                        let shape = output.shape
+                        value.removeAll(keepingCapacity: true)
+                        switch field.value {
+                        case .int(let i) where shape.scale == 1: value += String(i).utf8
+                        case .int(let i): Self.appendNumber(Double(i) * shape.scale, to: &value)
+                        case .double(let d): Self.appendNumber(shape.scale == 1 ? d : d * shape.scale, to: &value)
+                        case .bool(let b): value.append(b ? UInt8(ascii: "1") : UInt8(ascii: "0"))
+                        case .string: continue
+                        }
+                        _ = updater.set(shape, labels: labels(output.labels), value: value[...], now: now, ttl: plan.ttl,
+                                        monitor: event.monitor, onChange: plan.onChange, limit: limit)
                     }
-                    _ = updater.set(shape, labels: labels, value: value[...], now: now, ttl: plan.ttl,
-                                    monitor: event.monitor, onChange: plan.onChange, limit: limit)
                 }
             }
         }
         if !loggedRefusal, series.refused > 0 {
             loggedRefusal = true
             context.logger.warning("\(limit) series held (max_series): new series are not made; counted in the exposition as vigil_prometheus_series_refused_total")
+        }
+    }
+
+    /// `monitor`, `host`, then the kind's identities.
+    private func usualLabels(_ event: Event, _ plan: KindPlan) -> String {
+        var labels = ""
+        PrometheusSeries.appendLabel("monitor", event.monitor, to: &labels)
+        PrometheusSeries.appendLabel("host", host, to: &labels)
+        for (field, label) in plan.identities {
+            PrometheusSeries.appendLabel(label, Self.labelText(event[field: field]), to: &labels)
+        }
+        return labels
+    }
+
+    /// The labels a `names:` entry lists, from the event's fields and constants.
+    static func labels(_ listed: [PrometheusNameMap.Label], of event: Event) -> String {
+        var labels = ""
+        for label in listed {
+            switch label.source {
+            case .constant(let text): PrometheusSeries.appendLabel(label.name, text, to: &labels)
+            case .field(let name): PrometheusSeries.appendLabel(label.name, labelText(event[field: name]), to: &labels)
+            }
+        }
+        return labels
+    }
+
+    /// A field's value as a label's: a string (cut at `maxLabelBytes`), a
+    /// number as the exposition writes one, a bool as 0 or 1; empty when absent.
+    static func labelText(_ value: FieldValue?) -> String {
+        switch value {
+        case .string(let s): return labelValue(s)
+        case .int(let i): return String(i)
+        case .double(let d):
+            var bytes: [UInt8] = []
+            appendNumber(d, to: &bytes)
+            return String(decoding: bytes, as: UTF8.self)
+        case .bool(let b): return b ? "1" : "0"
+        case nil: return ""
         }
     }
 
@@ -200,20 +269,36 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         let identities = (spec?.fields ?? []).filter(\.identity).map { ($0.name, PrometheusNaming.labelName($0.name)) }
         let interval = facts?.interval ?? 0
         let ttl = config.expireAfter ?? (interval > 0 ? interval.multipliedSaturating(by: 5) : 300_000_000_000)
-        let plan = KindPlan(instance: facts?.instance, fields: [:], identities: identities,
-                            onChange: spec?.onChange == true, ttl: ttl, specs: specs)
+        let mapped = config.names?.entries(plugin: event.plugin, kind: event.kind) ?? []
+        let infos = mapped.filter { $0.field == nil }.map { entry in
+            Output(shape: PrometheusNaming.Shape(name: entry.name, family: entry.name, kind: .gauge, scale: 1,
+                                                 help: entry.help ?? (spec.map { $0.doc.isEmpty ? "" : $0.doc + " " } ?? "") + "(\(entry.plugin) \(entry.kind))"),
+                   labels: entry.labels)
+        }
+        let plan = KindPlan(instance: facts?.instance, fields: [:], identities: identities, infos: infos,
+                            onChange: spec?.onChange == true, ttl: ttl, specs: specs, mapped: mapped)
         plans[event.monitor, default: [:]][event.kind] = plan
         return plan
     }
 
-    static func shape(event: Event, field: Field, spec: FieldSpec?) -> PrometheusNaming.Shape? {
+    /// Where a field goes: the families `names:` makes of it, else its
+    /// native family (unless `unmapped: drop`); strings go nowhere.
+    private func outputs(event: Event, field: Field, plan: KindPlan) -> [Output] {
         var isBool = false
         switch field.value {
-        case .string: return nil
+        case .string: return []
         case .bool: isBool = true
         default: break
         }
-        return PrometheusNaming.shape(plugin: event.plugin, kind: event.kind, field: field.name, spec: spec, valueIsBool: isBool)
+        let spec = plan.specs[field.name]
+        let entries = plan.mapped.filter { $0.field == field.name }
+        if !entries.isEmpty {
+            return entries.map { Output(shape: PrometheusNaming.shape(mapped: $0, spec: spec, valueIsBool: isBool), labels: $0.labels) }
+        }
+        if config.names != nil && config.dropUnmapped { return [] }
+        guard let shape = PrometheusNaming.shape(plugin: event.plugin, kind: event.kind, field: field.name, spec: spec, valueIsBool: isBool)
+        else { return [] }
+        return [Output(shape: shape, labels: nil)]
     }
 
     /// A float as both formats read it: `NaN`, `+Inf`, `-Inf`, else the
@@ -244,12 +329,12 @@ package final class MetricsHTTPServer: @unchecked Sendable {  // immutable after
     let port: Int
     let shown: String
 
-    init(host: String, port: UInt16, series: PrometheusSeries) throws {
+    init(host: String, port: UInt16, series: PrometheusSeries, extra: (@Sendable () -> [UInt8])? = nil) throws {
         group = MultiThreadedEventLoopGroup.singleton  // the process's one event-loop group, never shut down
         do {
             let address = try NIOCore.SocketAddress.makeAddressResolvingHost(host, port: Int(port))
             channel = try HTTPServing.bootstrap(group, maxConnections: 64, idleTimeout: .seconds(30)) {
-                MetricsHTTPHandler(series: series)
+                MetricsHTTPHandler(series: series, extra: extra)
             }
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 64)
@@ -275,9 +360,14 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
     static let openMetricsType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
     private let series: PrometheusSeries
+    /// The host's own figures, served before the series (text format only).
+    private let extra: (@Sendable () -> [UInt8])?
     private var head: HTTPRequestHead?
 
-    init(series: PrometheusSeries) { self.series = series }
+    init(series: PrometheusSeries, extra: (@Sendable () -> [UInt8])?) {
+        self.series = series
+        self.extra = extra
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
@@ -298,6 +388,12 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             }
             switch path {
             case "/metrics":
+                // The host's figures are written in the text format only, so
+                // a sink that serves them answers in it whatever is asked.
+                if let extra {
+                    respond(context, head, status: .ok, type: Self.textType, body: extra() + series.exposition(openMetrics: false))
+                    return
+                }
                 let openMetrics = head.headers["Accept"].contains { $0.contains("application/openmetrics-text") }
                 respond(context, head, status: .ok, type: openMetrics ? Self.openMetricsType : Self.textType,
                         body: series.exposition(openMetrics: openMetrics))
@@ -339,7 +435,7 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
 
 /// `type: prometheus`: the events' numbers as series at
 /// `http://listen/metrics`.
-package struct PrometheusSinkConfig: Sendable {
+package struct PrometheusSinkConfig: Sendable, Equatable {
     package static let defaultPort: UInt16 = 9798
     package var listenHost = "127.0.0.1"
     package var listenPort: UInt16 = PrometheusSinkConfig.defaultPort
@@ -350,12 +446,21 @@ package struct PrometheusSinkConfig: Sendable {
     package var maxSeries = 100_000
     /// Where `listen` is written.
     package var listenLocation: SourceLocation?
+    /// `names:`: the families fields become instead of their native names.
+    package var names: PrometheusNameMap?
+    /// The file `names:` was read from, as written.
+    package var namesFile: String?
+    /// `unmapped: drop`: with `names:`, a field the file does not name is not served.
+    package var dropUnmapped = false
+    /// `self_metrics: true`: the host's own figures (the control API's
+    /// `/metrics`) are served beside the events' values.
+    package var selfMetrics = false
     package init() {}
 }
 
 extension PrometheusSinkConfig: SinkType {
     package static let type = "prometheus"
-    package static let keys = ["listen", "expire_after", "max_series"]
+    package static let keys = ["listen", "expire_after", "max_series", "names", "unmapped", "self_metrics"]
 
     package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> PrometheusSinkConfig? {
         let keys = sink.keys
@@ -381,12 +486,53 @@ extension PrometheusSinkConfig: SinkType {
         if let node = keys["max_series"], let n = d.int(node, what: "'max_series'", in: 1...10_000_000, unit: " series") {
             config.maxSeries = Int(n)
         }
+        if let node = keys["names"], let path = d.string(node, what: "'names'") {
+            config.namesFile = path
+            config.names = readNames(path, at: node.location, loader: sink.loader, &d)
+        }
+        if let node = keys["unmapped"], let choice = d.choice(node, what: "'unmapped'", from: ["keep", "drop"]) {
+            if keys["names"] == nil {
+                d.warning(node.location, "'unmapped' has no effect without 'names'", hint: "names: FILE (see docs/sinks.md)")
+            }
+            config.dropUnmapped = choice == "drop"
+        }
+        if let node = keys["self_metrics"], let on = d.bool(node, what: "'self_metrics'") { config.selfMetrics = on }
         return config
+    }
+
+    /// The names file at `path` (relative to the manifest's directory),
+    /// read through the manifest's source and parsed with its positions;
+    /// nil, reported at `at`, when it cannot be read.
+    static func readNames(_ path: String, at: SourceLocation, loader: ManifestLoader, _ d: inout Diags) -> PrometheusNameMap? {
+        guard let source = loader.source else { return nil }  // a check of the manifest alone
+        let directory = loader.file.lastIndex(of: "/").map { String(loader.file[..<$0]) } ?? ""
+        let resolved = path.hasPrefix("/") || directory.isEmpty ? path : directory + "/" + path
+        let file: ManifestSourceFile
+        do {
+            file = try source.read(resolved, limit: ManifestLimits.maxFileBytes, fragment: true)
+        } catch {
+            d.error(at, "cannot read the names file \(resolved): \(error.reason)",
+                    hint: "the shipped one is dist/prometheus/node-exporter.yaml in the source tree, PREFIX/share/vigil/prometheus/node-exporter.yaml installed")
+            return nil
+        }
+        guard file.bytes.count <= ManifestLimits.maxFileBytes else {
+            d.error(at, "the names file \(resolved) is larger than the limit of \(Units.formatSize(Int64(ManifestLimits.maxFileBytes)))")
+            return nil
+        }
+        let (root, problems) = file.bytes.withUnsafeBufferPointer {
+            ConfigParser(file: resolved, environment: loader.environment).parse(utf8: $0)
+        }
+        d.items += problems
+        guard let root else { return nil }
+        return PrometheusNameMap.read(root, &d)
     }
 
     package var exclusiveResources: [String] { ["listen address \(SocketAddress.tcp(host: listenHost, port: listenPort))"] }
 
     package func makeSink(_ build: SinkBuild) -> any EventSink {
-        PrometheusSink(config: self, host: build.host, facts: { [directory = build.directory] in directory?.facts() ?? [:] })
+        let directory = build.directory
+        var figures: (@Sendable () -> [UInt8])?
+        if selfMetrics { figures = { directory?.selfMetrics() ?? [] } }
+        return PrometheusSink(config: self, host: build.host, facts: { directory?.facts() ?? [:] }, selfMetrics: figures)
     }
 }

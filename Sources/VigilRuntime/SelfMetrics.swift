@@ -1,7 +1,6 @@
 import Foundation
 import VigilABI
 import VigilCore
-import VigilRuntime
 import VigilSinks
 
 /// The host's own counters in Prometheus' text format (`GET /metrics`):
@@ -12,7 +11,12 @@ import VigilSinks
 package struct SelfMetrics {
     let runtime: VigilRuntime
 
-    func exposition() -> [UInt8] {
+    package init(runtime: VigilRuntime) { self.runtime = runtime }
+
+    /// The figures, and after them the series of every `prometheus` sink
+    /// when `sinkSeries` (the control API's `/metrics`; a sink that serves
+    /// the figures beside its own series asks without).
+    package func exposition(sinkSeries: Bool = true) -> [UInt8] {
         var out = PrometheusText()
         let figures = runtime.monitorFigures
         let current = runtime.instances
@@ -124,7 +128,9 @@ package struct SelfMetrics {
         // The series of `prometheus` sinks, as they serve them: one scrape of
         // the control API has the host's figures and the events' values.
         var bytes = out.bytes
-        for runner in live { runner.sink.appendExposition(to: &bytes) }
+        if sinkSeries {
+            for runner in live { runner.sink.appendExposition(to: &bytes) }
+        }
         return bytes
     }
 }
