@@ -117,6 +117,8 @@ install: all
 	scripts/bundle-swift-runtime "$(SWIFT_RUNTIME_DIR)" "$(DESTDIR)$(LIBDIR)" $(BIN)/vigil $(SWIFT_PLUGIN_FILES)
 	$(INSTALL) -m 0644 Sources/CVigilPlugin/include/vigil_plugin.h "$(DESTDIR)$(INCLUDEDIR)/vigil_plugin.h"
 	scripts/install-examples "$(DESTDIR)$(DATADIR)/examples" "$(INSTALL)"
+	$(INSTALL) -d -m 0755 "$(DESTDIR)$(DATADIR)/prometheus"
+	$(INSTALL) -m 0644 dist/prometheus/*.yaml "$(DESTDIR)$(DATADIR)/prometheus/"
 	scripts/install-sdk "$(DESTDIR)$(DATADIR)/sdk" "$(CHECKOUTS)" "$(INSTALL)"
 	sed -e 's|^\(\.TH VIGIL 1 [^ ]* \)"vigil [^"]*"|\1"vigil $(VERSION)"|' dist/vigil.1 > "$(DESTDIR)$(MANDIR)/man1/vigil.1" && \
 		chmod 0644 "$(DESTDIR)$(MANDIR)/man1/vigil.1"
@@ -151,7 +153,7 @@ uninstall:
 		rm -f "$$list"; \
 	done
 	rm -f "$(DESTDIR)$(PLUGINDIR)/collectd-shim/libvigil_collectd_shim.so"
-	rm -rf "$(DESTDIR)$(DATADIR)/examples" "$(DESTDIR)$(DATADIR)/sdk"
+	rm -rf "$(DESTDIR)$(DATADIR)/examples" "$(DESTDIR)$(DATADIR)/sdk" "$(DESTDIR)$(DATADIR)/prometheus"
 	-rmdir "$(DESTDIR)$(PLUGINDIR)/collectd-shim" "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" \
 		"$(DESTDIR)$(DATADIR)" 2>/dev/null
 	@[ ! -e "$(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml" ] || echo "left $(DESTDIR)$(SYSCONFDIR)/vigil/vigil.yaml in place"

@@ -55,6 +55,9 @@ public struct PrometheusNameMap: Sendable, Equatable {
     }
 
     public var entries: [Entry]
+    /// `absent:`: families of the exporter a file stands in for that no
+    /// Vigil plugin makes, each with the reason (`vigil validate` lists them).
+    public var absent: [(name: String, why: String)] = []
     /// Entries by plugin, then kind (the sink's plan looks them up once per kind).
     private var index: [String: [String: [Int]]]
 
@@ -65,7 +68,9 @@ public struct PrometheusNameMap: Sendable, Equatable {
         self.index = index
     }
 
-    public static func == (a: Self, b: Self) -> Bool { a.entries == b.entries }
+    public static func == (a: Self, b: Self) -> Bool {
+        a.entries == b.entries && a.absent.map(\.name) == b.absent.map(\.name) && a.absent.map(\.why) == b.absent.map(\.why)
+    }
 
     /// The entries for a plugin's kind, in the file's order.
     public func entries(plugin: String, kind: String) -> [Entry] {
@@ -78,7 +83,7 @@ public struct PrometheusNameMap: Sendable, Equatable {
         return entries.compactMap { seen.insert($0.name).inserted ? $0.name : nil }
     }
 
-    static let keys = ["families"]
+    static let keys = ["families", "absent"]
     static let entryKeys = ["name", "from", "labels", "type", "scale", "help"]
 
     /// Reads a names file's root node; every problem is reported, and the
@@ -111,7 +116,22 @@ public struct PrometheusNameMap: Sendable, Equatable {
             if let type = entry.type, types[entry.name] == nil { types[entry.name] = (type, entry.location) }
             entries.append(entry)
         }
-        return PrometheusNameMap(entries: entries)
+        var map = PrometheusNameMap(entries: entries)
+        if let node = keys["absent"] {
+            // `absent: {node_textfile_scrape_error: "why"}`
+            guard case .mapping(let pairs, _) = node else {
+                d.error(node.location, "'absent' must be a mapping of family names to the reason Vigil has none, not \(node.kindName)")
+                return map
+            }
+            for pair in pairs {
+                guard isMetricName(pair.key.text) else {
+                    d.error(pair.key.location, "'\(pair.key.text)' is not a Prometheus metric name")
+                    continue
+                }
+                if let why = d.string(pair.value, what: "the reason for '\(pair.key.text)'") { map.absent.append((pair.key.text, why)) }
+            }
+        }
+        return map
     }
 
     private static func readEntry(_ node: ConfigNode, _ d: inout Diags) -> Entry? {

@@ -6,6 +6,7 @@ import NIOPosix
 import Synchronization
 import VigilABI
 import VigilCore
+import VigilIsolation
 
 /// What a sink that keeps series needs to know of the monitor an event
 /// came from: its plugin's self-description (units, identities, counters,
@@ -448,8 +449,9 @@ package struct PrometheusSinkConfig: Sendable, Equatable {
     package var listenLocation: SourceLocation?
     /// `names:`: the families fields become instead of their native names.
     package var names: PrometheusNameMap?
-    /// The file `names:` was read from, as written.
+    /// The file `names:` was read from, as written, and where it is written.
     package var namesFile: String?
+    package var namesLocation: SourceLocation?
     /// `unmapped: drop`: with `names:`, a field the file does not name is not served.
     package var dropUnmapped = false
     /// `self_metrics: true`: the host's own figures (the control API's
@@ -488,6 +490,7 @@ extension PrometheusSinkConfig: SinkType {
         }
         if let node = keys["names"], let path = d.string(node, what: "'names'") {
             config.namesFile = path
+            config.namesLocation = node.location
             config.names = readNames(path, at: node.location, loader: sink.loader, &d)
         }
         if let node = keys["unmapped"], let choice = d.choice(node, what: "'unmapped'", from: ["keep", "drop"]) {
@@ -525,6 +528,48 @@ extension PrometheusSinkConfig: SinkType {
         d.items += problems
         guard let root else { return nil }
         return PrometheusNameMap.read(root, &d)
+    }
+
+    /// With `names:`, a note of the families the file names that this
+    /// manifest will not make: their plugin is run by no monitor routed to
+    /// the sink, or declares no such kind or field; and the file's `absent:`.
+    package func validate(_ sink: SinkConfig, in manifest: Manifest, probes: PluginProbes) -> [Diagnostic] {
+        guard let names, let at = namesLocation else { return [] }
+        var described: [String: PluginDescription] = [:]
+        let patterns = sink.match.map(RoutePattern.init)
+        func routed(_ monitor: String) -> Bool {
+            patterns.contains { !$0.exclude && $0.monitor.matches(monitor) }
+                && !patterns.contains { $0.exclude && $0.kind.isWildcard && $0.monitor.matches(monitor) }
+        }
+        for monitor in manifest.monitors where monitor.enabled && routed(monitor.name) {
+            if case .success(let found) = probes.describe(reference: manifest.pluginReference(of: monitor)) {
+                described[found.description.name] = found.description
+            }
+        }
+        func made(_ entry: PrometheusNameMap.Entry) -> Bool {
+            guard let plugin = described[entry.plugin], let kind = plugin.events.first(where: { $0.kind == entry.kind }) else { return false }
+            guard let field = entry.field else { return true }
+            return kind.dynamicFields || kind.fields.contains { $0.name == field }
+        }
+        var unmade: [String] = []
+        var seen = Set<String>()
+        for family in names.families where !seen.contains(family) {
+            seen.insert(family)
+            let entries = names.entries.filter { $0.name == family }
+            if !entries.contains(where: made) {
+                let sources = Set(entries.map(\.plugin)).sorted().joined(separator: ", ")
+                unmade.append("\(family) (from \(sources))")
+            }
+        }
+        var out: [Diagnostic] = []
+        if !unmade.isEmpty {
+            out.append(Diagnostic(.note, at: at, "sink '\(sink.name)': \(unmade.count) of the \(seen.count) families of \(namesFile ?? "the names file") will not be served: no monitor routed here runs their plugin, or it declares no such field: \(unmade.joined(separator: ", "))",
+                                  hint: "add a monitor of that plugin (manifests/node-exporter.yaml runs them all)"))
+        }
+        if !names.absent.isEmpty {
+            out.append(Diagnostic(.note, at: at, "sink '\(sink.name)': \(names.absent.count) \(names.absent.count == 1 ? "family" : "families") of the exporter \(namesFile ?? "the names file") stands in for \(names.absent.count == 1 ? "has" : "have") no Vigil source: " + names.absent.map { "\($0.name) (\($0.why))" }.joined(separator: "; ")))
+        }
+        return out
     }
 
     package var exclusiveResources: [String] { ["listen address \(SocketAddress.tcp(host: listenHost, port: listenPort))"] }

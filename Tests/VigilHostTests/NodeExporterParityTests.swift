@@ -1,0 +1,225 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// `manifests/node-exporter.yaml`, the stand-in for node_exporter, beside
+/// Debian's prometheus-node-exporter itself on the same machine at the same
+/// moment: every family node_exporter serves here (but its own
+/// `node_exporter_*`, `node_scrape_*`, `go_*`, `process_*`, `promhttp_*`)
+/// is served by the stand-in with the same label sets, the same type, and
+/// values that agree.
+///
+/// How values are compared: node_exporter is scraped, then 1.2 s later the
+/// stand-in and node_exporter again, together (within 100 ms). The
+/// stand-in polls every second, so its value was read between the two
+/// node_exporter scrapes: it must lie between them, give or take 1 %
+/// (gauges and counters alike: a counter can only have moved as much as the
+/// host's activity in that time moved it). Info gauges must be identical.
+/// Families whose value moves by more than that in a moment are listed in
+/// `slack` with the reason.
+@Suite(.serialized, .startsProcesses, .offThePool) struct NodeExporterParityTests {
+    static let nodeExporter = "/usr/bin/prometheus-node-exporter"
+    static let ownFamilies = ["node_exporter_", "node_scrape_", "go_", "process_", "promhttp_"]
+
+    /// Families node_exporter serves that the stand-in does not, and why;
+    /// nothing else may be missing.
+    static let absent: [String: String] = [
+        "node_textfile_scrape_error":
+            "node_exporter's textfile collector re-serves *.prom files other programs write; Vigil's equivalent is a plugin or a check, not a directory of exposition files",
+    ]
+
+    /// Families whose value may move by more than 1 % between two
+    /// scrapes a second apart, and the absolute slack allowed beyond the
+    /// two node_exporter values.
+    static let slack: [String: (Double, String)] = [
+        "node_procs_running": (16, "runnable tasks at one instant; the test suite runs beside it"),
+        "node_procs_blocked": (16, "tasks in uninterruptible sleep at one instant"),
+        "node_time_seconds": (2, "the wall clock at the moment of the poll, which is up to 1 s before the scrape"),
+        "node_entropy_available_bits": (256, "the kernel's estimate moves with every read of /dev/random"),
+        "node_timex_offset_seconds": (0.01, "adjtimex' offset at the moment of the call"),
+        "node_timex_estimated_error_seconds": (0.01, "adjtimex' estimate at the moment of the call"),
+        "node_timex_maxerror_seconds": (0.01, "grows by 500 ppm a second between NTP updates"),
+        "node_sockstat_TCP_inuse": (32, "sockets of the tests running beside it"),
+        "node_sockstat_TCP_alloc": (32, "sockets of the tests running beside it"),
+        "node_sockstat_TCP_tw": (64, "connections in TIME_WAIT come and go with the tests beside it"),
+        "node_sockstat_TCP_orphan": (16, "sockets of the tests running beside it"),
+        "node_sockstat_TCP6_inuse": (32, "sockets of the tests running beside it"),
+        "node_sockstat_UDP_inuse": (16, "sockets of the tests running beside it"),
+        "node_sockstat_UDP6_inuse": (16, "sockets of the tests running beside it"),
+        "node_sockstat_sockets_used": (64, "sockets of the tests running beside it"),
+        "node_sockstat_TCP_mem": (256, "pages of socket buffers at one instant"),
+        "node_sockstat_TCP_mem_bytes": (1_048_576, "bytes of socket buffers at one instant"),
+        "node_sockstat_UDP_mem": (256, "pages of socket buffers at one instant"),
+        "node_sockstat_UDP_mem_bytes": (1_048_576, "bytes of socket buffers at one instant"),
+        "node_netstat_Tcp_CurrEstab": (32, "connections of the tests running beside it"),
+        "node_filefd_allocated": (512, "open files of the tests running beside it"),
+        "node_nf_conntrack_entries": (64, "connections of the tests running beside it"),
+        "node_udp_queues": (1_048_576, "bytes queued at one instant"),
+        "node_arp_entries": (2, "neighbours come and go"),
+    ]
+
+    /// node_memory_* moves with every test's allocations: 64 MiB of slack.
+    static func slack(for family: String) -> Double {
+        if let (value, _) = slack[family] { return value }
+        if family.hasPrefix("node_memory_") && family.hasSuffix("_bytes") { return 64 * 1_048_576 }
+        if family.hasPrefix("node_memory_") { return 64 }  // HugePages_* counts
+        if family.hasPrefix("node_pressure_") { return 0.5 }  // seconds of stall, moving with the suite
+        return 0
+    }
+
+    /// One exposition: per family its type and its series (labels → value).
+    struct Exposition {
+        var types: [String: String] = [:]
+        var series: [String: [String: Double]] = [:]
+
+        init(_ text: String) {
+            for line in text.split(separator: "\n") {
+                if line.hasPrefix("# TYPE ") {
+                    let parts = line.split(separator: " ")
+                    if parts.count == 4 { types[String(parts[2])] = String(parts[3]) }
+                    continue
+                }
+                if line.hasPrefix("#") { continue }
+                guard let (name, labels, value) = Self.sample(line) else { continue }
+                series[name, default: [:]][labels] = value
+            }
+        }
+
+        /// `name{a="x",b="y"} value` → name, the labels sorted and joined, the value.
+        static func sample(_ line: Substring) -> (String, String, Double)? {
+            let chars = Array(line.utf8)
+            var i = 0
+            while i < chars.count, chars[i] != UInt8(ascii: "{"), chars[i] != UInt8(ascii: " ") { i += 1 }
+            let name = String(decoding: chars[..<i], as: UTF8.self)
+            var labels: [String] = []
+            if i < chars.count, chars[i] == UInt8(ascii: "{") {
+                i += 1
+                while i < chars.count, chars[i] != UInt8(ascii: "}") {
+                    var key: [UInt8] = []
+                    while i < chars.count, chars[i] != UInt8(ascii: "=") { key.append(chars[i]); i += 1 }
+                    i += 2  // ="
+                    var value: [UInt8] = []
+                    while i < chars.count, chars[i] != UInt8(ascii: "\"") {
+                        if chars[i] == UInt8(ascii: "\\"), i + 1 < chars.count {
+                            value.append(chars[i]); i += 1
+                        }
+                        value.append(chars[i]); i += 1
+                    }
+                    i += 1  // closing quote
+                    if i < chars.count, chars[i] == UInt8(ascii: ",") { i += 1 }
+                    labels.append(String(decoding: key, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self))
+                }
+                i += 1
+            }
+            let rest = String(decoding: chars[min(i, chars.count)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            let valueText = rest.split(separator: " ").first.map(String.init) ?? ""
+            let value: Double? = switch valueText {
+            case "+Inf": .infinity
+            case "-Inf": -.infinity
+            case "NaN": .nan
+            default: Double(valueText)
+            }
+            guard let value else { return nil }
+            return (name, labels.sorted().joined(separator: ","), value)
+        }
+
+        /// The family a sample name belongs to.
+        func family(of sample: String) -> String { sample }
+    }
+
+    /// The whole exposition at 127.0.0.1:`port` (HTTP/1.0: no chunks, no gzip).
+    static func scrape(_ port: Int) throws -> String {
+        let reply = try TestEnv.http(port: port, Array("GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        let parts = TestEnv.parts(ofReply: reply)
+        guard parts.status == 200 else { throw TestFailure("127.0.0.1:\(port)/metrics answered \(parts.status): \(parts.head)") }
+        return parts.body
+    }
+
+    @Test func theStandInServesEveryFamilyNodeExporterDoesWithTheSameLabelsAndValues() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.nodeExporter),
+                     "prometheus-node-exporter is not installed (scripts/test-deps installs it)")
+        let dir = try TestEnv.tempDir("node-parity")
+        let nePort = try ControlTCPRunTests.freePort()
+        let vigilPort = try ControlTCPRunTests.freePort()
+        let exporter = try TestEnv.start(Self.nodeExporter, ["--web.listen-address=127.0.0.1:\(nePort)"])
+        defer {
+            exporter.signal(SIGTERM)
+            _ = exporter.wait(timeout: 10)
+        }
+        let standIn = try TestEnv.start(TestEnv.vigil, ["run", TestEnv.repoRoot + "/manifests/node-exporter.yaml",
+                                                        "--control", "unix:\(dir)/vigil.sock", "--for", "120s"],
+                                        environment: ["VIGIL_NODE_EXPORTER_LISTEN": "tcp://127.0.0.1:\(vigilPort)"])
+        var stopped = false
+        func stop() -> TestEnv.Output {
+            stopped = true
+            standIn.signal(SIGTERM)
+            return standIn.wait(timeout: 30)
+        }
+        defer { if !stopped { _ = stop() } }
+
+        // Both up, and the stand-in's every monitor polled twice (counters
+        // of a kind polled once are there, but a second poll proves them current).
+        guard SinkRunTests.waitUntil(30, {
+            (try? Self.scrape(nePort)).map { $0.contains("node_load1") } == true
+                && (try? Self.scrape(vigilPort)).map { $0.contains("node_load1") && $0.contains("node_network_receive_bytes_total") } == true
+        }) else {
+            throw TestFailure("not both serving: vigil says \(stop().stderr)")
+        }
+        Thread.sleep(forTimeInterval: 2.5)
+
+        let before = Exposition(try Self.scrape(nePort))
+        Thread.sleep(forTimeInterval: 1.2)
+        // The stand-in and node_exporter together: both scrapes start within a few ms.
+        let pair = Mutex<(String?, String?, Double, Double)>((nil, nil, 0, 0))
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            let start = Date().timeIntervalSince1970
+            let body = try? Self.scrape(i == 0 ? vigilPort : nePort)
+            pair.withLock { if i == 0 { $0.0 = body; $0.2 = start } else { $0.1 = body; $0.3 = start } }
+        }
+        let (vigilText, neText, vigilStart, neStart) = pair.withLock { $0 }
+        #expect(abs(vigilStart - neStart) < 0.1, "the two scrapes started \(abs(vigilStart - neStart)) s apart")
+        let vigil = Exposition(try #require(vigilText))
+        let after = Exposition(try #require(neText))
+
+        var missingFamilies: [String] = []
+        var missingSeries: [String] = []
+        var wrongTypes: [String] = []
+        var disagreeing: [String] = []
+        var compared = 0
+        for (family, type) in after.types.sorted(by: { $0.key < $1.key }) {
+            guard !Self.ownFamilies.contains(where: { family.hasPrefix($0) }), Self.absent[family] == nil else { continue }
+            guard let got = vigil.types[family] else {
+                missingFamilies.append(family)
+                continue
+            }
+            if got != type { wrongTypes.append("\(family): \(got), node_exporter \(type)") }
+            let theirs = after.series[family] ?? [:]
+            let ours = vigil.series[family] ?? [:]
+            for (labels, value) in theirs.sorted(by: { $0.key < $1.key }) {
+                guard let mine = ours[labels] else {
+                    missingSeries.append("\(family){\(labels)} (the stand-in has: \(ours.keys.sorted().prefix(3).joined(separator: " | ")))")
+                    continue
+                }
+                compared += 1
+                let earlier = before.series[family]?[labels] ?? value
+                let low = min(earlier, value), high = max(earlier, value)
+                let tolerance = 0.01 * max(abs(low), abs(high)) + Self.slack(for: family)
+                if family.hasSuffix("_info") {
+                    if mine != value { disagreeing.append("\(family){\(labels)}: \(mine), node_exporter \(value)") }
+                } else if !(mine >= low - tolerance && mine <= high + tolerance) && !(mine.isNaN && value.isNaN) {
+                    disagreeing.append("\(family){\(labels)}: \(mine), node_exporter \(earlier) then \(value)")
+                }
+            }
+        }
+        #expect(missingFamilies.isEmpty, "families node_exporter serves and the stand-in does not:\n\(missingFamilies.joined(separator: "\n"))")
+        #expect(missingSeries.isEmpty, "series without their twin:\n\(missingSeries.joined(separator: "\n"))")
+        #expect(wrongTypes.isEmpty, "types that differ:\n\(wrongTypes.joined(separator: "\n"))")
+        #expect(disagreeing.isEmpty, "values that disagree (of \(compared)):\n\(disagreeing.joined(separator: "\n"))")
+        #expect(compared > 200, "only \(compared) series compared")
+
+        // The host's own figures ride along (self_metrics), so one scrape job is enough.
+        #expect(vigil.types["vigil_events_sequenced_total"] == "counter")
+        let out = stop()
+        #expect(out.status == 0, "\(out.stderr)")
+    }
+}
