@@ -130,6 +130,18 @@ public enum PrometheusNaming {
                      scale: unit.scale, help: help)
     }
 
+    /// The info gauge of a kind's strings that are no identity:
+    /// `vigil_PLUGIN[_KIND]_info`, value 1, the strings as labels (as
+    /// node_exporter's `node_uname_info`).
+    public static func infoShape(plugin: String, kind: String, doc: String) -> Shape? {
+        let plugin = sanitize(plugin), kind = sanitize(kind)
+        var parts = ["vigil", plugin]
+        if kind != "sample" && kind != plugin { parts.append(kind) }
+        let name = parts.joined(separator: "_") + "_info"
+        let help = (doc.isEmpty ? "" : doc + " ") + "(\(plugin) \(kind): its strings, as labels)"
+        return Shape(name: name, family: name, kind: .gauge, scale: 1, help: help)
+    }
+
     /// A label name for an identity field: `[a-zA-Z_][a-zA-Z0-9_]*`, never
     /// `__…` (Prometheus' own), never one of the sink's (`monitor`, `host`).
     public static func labelName(_ field: String) -> String {

@@ -17,6 +17,9 @@ package final class PrometheusSeries: Sendable {
         let openMetricsHeader: [UInt8]
         var series: [String: Int] = [:]
         var lines: [Series] = []
+        /// Of an info family: per entity (its identity labels), the labels
+        /// of its one series, so that a changed string replaces it.
+        var infoOf: [String: String] = [:]
 
         init(shape: PrometheusNaming.Shape) {
             self.shape = shape
@@ -125,6 +128,23 @@ package final class PrometheusSeries: Sendable {
             return true
         }
 
+        /// Sets the one info series of an entity (`entity`: its identity
+        /// labels) to 1 under `labels`; a series it had under other labels
+        /// (a string that changed) goes.
+        mutating func setInfo(_ shape: PrometheusNaming.Shape, entity: String, labels: String, now: Int64, ttl: Int64,
+                              monitor: String, onChange: Bool, limit: Int) {
+            if let family = state.families[shape.name], let old = family.infoOf[entity], old != labels,
+               let index = family.series[old] {
+                family.lines.remove(at: index)
+                family.series.removeAll(keepingCapacity: true)
+                for (i, series) in family.lines.enumerated() { family.series[series.key] = i }
+                state.count -= 1
+            }
+            if set(shape, labels: labels, value: [UInt8(ascii: "1")], now: now, ttl: ttl, monitor: monitor, onChange: onChange, limit: limit) {
+                state.families[shape.name]?.infoOf[entity] = labels
+            }
+        }
+
         private mutating func refuse() {
             state.refused &+= 1
             state.text = nil
@@ -163,6 +183,7 @@ package final class PrometheusSeries: Sendable {
                 gone += before - family.lines.count
                 family.series.removeAll(keepingCapacity: true)
                 for (i, series) in family.lines.enumerated() { family.series[series.key] = i }
+                if !family.infoOf.isEmpty { family.infoOf = family.infoOf.filter { family.series[$0.value] != nil } }
             }
             if gone > 0 {
                 s.count -= gone

@@ -59,14 +59,25 @@ import VigilCore
         #expect(body.contains(#"vigil_thermal_zone_temperature_celsius{monitor="therm",host="box",zone="nvme"} 85"#))
         #expect(body.contains(#"vigil_thermal_zone_hot{monitor="therm",host="box",zone="nvme"} 1"#))
         #expect(body.contains("# TYPE vigil_thermal_zone_trips_total counter\n"))
-        #expect(!body.contains("nominal") && !body.contains("state"))
+        // Strings that are no identity: one info gauge per entity, never a value.
+        #expect(body.contains("# TYPE vigil_thermal_zone_info gauge\n"))
+        #expect(body.contains(#"vigil_thermal_zone_info{monitor="therm",host="box",zone="nvme",state="nominal"} 1"#))
+        #expect(!body.contains("vigil_thermal_zone_state"))
         // One HELP and TYPE per family, its series together.
         #expect(body.components(separatedBy: "# TYPE vigil_thermal_zone_temperature_celsius").count == 2)
         // A new value replaces the line: still one series.
         try sink.write([event("nvme", 90.25)], context: context)
         let again = try TestEnv.httpGet(port: port, "/metrics").body
         #expect(again.contains(#"zone="nvme"} 90.25"#) && !again.contains(#"zone="nvme"} 85"#))
-        #expect(sink.series.count == 6)  // temperature, hot and trips of two zones
+        #expect(sink.series.count == 8)  // temperature, hot, trips and info of two zones
+        // A string that changes replaces its entity's info series: still one.
+        var hot = event("nvme", 99)
+        hot.fields[2] = Field("state", .string("critical"))
+        try sink.write([hot], context: context)
+        let changed = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(changed.contains(#"vigil_thermal_zone_info{monitor="therm",host="box",zone="nvme",state="critical"} 1"#))
+        #expect(!changed.contains(#"zone="nvme",state="nominal""#), "\(changed)")
+        #expect(sink.series.count == 8)
     }
 
     @Test func openMetricsWhenAskedAndRefusalsByName() throws {
@@ -102,14 +113,14 @@ import VigilCore
         defer { sink.shutdown(context: context) }
         try sink.write([event("a", 1), Event(time: 0, monitor: "therm", plugin: "thermal", kind: "sample", fields: [Field("load", .double(1))])],
                        context: context)
-        #expect(sink.series.count == 4)
+        #expect(sink.series.count == 5)  // the zone's three numbers and its info; the sample's load
         let later = monotonicNanoseconds() + 2_000_000_000
         // The sample kind is not on change: it goes; the zone's series live while therm runs.
         #expect(sink.series.expire(now: later) { $0 == "therm" } == 1)
-        #expect(sink.series.count == 3)
+        #expect(sink.series.count == 4)
         // Once therm stopped, they go expire_after later.
         #expect(sink.series.expire(now: later + 500_000_000) { _ in false } == 0)
-        #expect(sink.series.expire(now: later + 1_500_000_000) { _ in false } == 3)
+        #expect(sink.series.expire(now: later + 1_500_000_000) { _ in false } == 4)
         #expect(sink.series.exposition(openMetrics: false).isEmpty)
     }
 
@@ -122,7 +133,7 @@ import VigilCore
         try sink.write((0..<1000).map { event("zone\($0)", 1) }, context: context)
         #expect(sink.series.count == 10)
         let body = try TestEnv.httpGet(port: port, "/metrics").body
-        #expect(body.contains("vigil_prometheus_series_refused_total 2990"), "\(body)")
+        #expect(body.contains("vigil_prometheus_series_refused_total 3990"), "\(body)")
     }
 
     @Test func longIdentitiesAreCutSoMaxSeriesBoundsTheMemory() throws {

@@ -101,6 +101,9 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         let identities: [(field: String, label: String)]
         /// The info gauges `names:` makes of the kind.
         let infos: [Output]
+        /// The native info gauge of a kind with strings that are no
+        /// identity (`vigil_system_device_info{kernel_release=…}`), and those strings.
+        let nativeInfo: (shape: PrometheusNaming.Shape, fields: [(field: String, label: String)])?
         let onChange: Bool
         let ttl: Int64
         let specs: [String: FieldSpec]
@@ -172,6 +175,15 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
                         return made
                     }
                     return Self.labels(listed, of: event)
+                }
+                if let native = plan.nativeInfo {
+                    let entity = labels(nil)
+                    var all = entity
+                    for (field, label) in native.fields {
+                        PrometheusSeries.appendLabel(label, Self.labelText(event[field: field]), to: &all)
+                    }
+                    updater.setInfo(native.shape, entity: entity, labels: all, now: now, ttl: plan.ttl, monitor: event.monitor,
+                                    onChange: plan.onChange, limit: limit)
                 }
                 for info in plan.infos {
                     _ = updater.set(info.shape, labels: labels(info.labels), value: [UInt8(ascii: "1")], now: now, ttl: plan.ttl,
@@ -276,7 +288,16 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
                                                  help: entry.help ?? (spec.map { $0.doc.isEmpty ? "" : $0.doc + " " } ?? "") + "(\(entry.plugin) \(entry.kind))"),
                    labels: entry.labels)
         }
-        let plan = KindPlan(instance: facts?.instance, fields: [:], identities: identities, infos: infos,
+        // A kind's strings that are no identity: one info gauge, unless a
+        // names file says what to make of the kind or serves only what it names.
+        var nativeInfo: (shape: PrometheusNaming.Shape, fields: [(field: String, label: String)])?
+        let strings = (spec?.fields ?? []).filter { $0.type == .string && !$0.identity }
+        if !strings.isEmpty, mapped.isEmpty, !(config.names != nil && config.dropUnmapped),
+           let shape = PrometheusNaming.infoShape(plugin: event.plugin, kind: event.kind, doc: spec?.doc ?? "") {
+            let taken = Set(["monitor", "host"] + identities.map(\.1))
+            nativeInfo = (shape, strings.map { ($0.name, PrometheusNaming.labelName($0.name)) }.filter { !taken.contains($0.1) })
+        }
+        let plan = KindPlan(instance: facts?.instance, fields: [:], identities: identities, infos: infos, nativeInfo: nativeInfo,
                             onChange: spec?.onChange == true, ttl: ttl, specs: specs, mapped: mapped)
         plans[event.monitor, default: [:]][event.kind] = plan
         return plan
