@@ -32,13 +32,29 @@ struct TimexReading: Equatable {
     static let timeError: Int64 = 5
     static let staNano: Int64 = 0x2000
 
-    /// The members by the names `struct timex` gives them (and `return`).
-    nonisolated(unsafe) private static let members: [String: WritableKeyPath<TimexReading, Int64>] = [  // immutable
-        "return": \.state, "offset": \.offset, "freq": \.freq, "maxerror": \.maxerror, "esterror": \.esterror,
-        "status": \.status, "constant": \.constant, "tick": \.tick, "ppsfreq": \.ppsfreq, "jitter": \.jitter,
-        "shift": \.shift, "stabil": \.stabil, "jitcnt": \.jitcnt, "calcnt": \.calcnt, "errcnt": \.errcnt,
-        "stbcnt": \.stbcnt, "tai": \.tai,
-    ]
+    /// The member named `name` as `struct timex` names it (and `return`: the state).
+    private static func member(_ name: Substring) -> WritableKeyPath<TimexReading, Int64>? {
+        switch name {
+        case "return": \.state
+        case "offset": \.offset
+        case "freq": \.freq
+        case "maxerror": \.maxerror
+        case "esterror": \.esterror
+        case "status": \.status
+        case "constant": \.constant
+        case "tick": \.tick
+        case "ppsfreq": \.ppsfreq
+        case "jitter": \.jitter
+        case "shift": \.shift
+        case "stabil": \.stabil
+        case "jitcnt": \.jitcnt
+        case "calcnt": \.calcnt
+        case "errcnt": \.errcnt
+        case "stbcnt": \.stbcnt
+        case "tai": \.tai
+        default: nil
+        }
+    }
 
     /// A reading recorded as `name value` lines with `struct timex`'s member
     /// names and `return` (lines starting `#` and unknown names are skipped;
@@ -48,7 +64,7 @@ struct TimexReading: Equatable {
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard words.count >= 2 else { continue }
-            guard let member = members[String(words[0])] else { continue }
+            guard let member = member(words[0]) else { continue }
             guard let value = Int64(words[1]) else { return nil }
             reading[keyPath: member] = value
         }
