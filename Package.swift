@@ -38,6 +38,10 @@ let plugins = [
     plugin("clock", target: "ClockPlugin"),
     plugin("radio", target: "RadioPlugin"),
     plugin("system", target: "SystemPlugin"),
+    plugin("netstat", target: "NetstatPlugin"),
+    plugin("sockstat", target: "SockstatPlugin"),
+    plugin("kernel", target: "KernelPlugin"),
+    plugin("time", target: "TimePlugin", dependencies: ["CVigilTimex"], exclude: ["CVigilTimex"]),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]
@@ -170,6 +174,8 @@ let package = Package(
         // Readers of /proc (and later /sys) through a configurable root.
         .target(name: "LinuxProbes"),
         // libffi, for the ffi plugin (under the trait FFI).
+        // adjtimex(2), which Swift's Glibc module does not declare, for the time plugin.
+        .target(name: "CVigilTimex", path: "Plugins/time/CVigilTimex"),
         .systemLibrary(name: "CFFI", path: "Sources/CFFI", pkgConfig: "libffi", providers: [.apt(["libffi-dev"])]),
         .executableTarget(name: "vigil", dependencies: [
             "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "CVigilSys",

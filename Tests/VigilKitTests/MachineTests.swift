@@ -34,6 +34,10 @@ import VigilKitTesting
         Plugin(name: "display") { "sysfs: \($0)/sys" },
         Plugin(name: "radio") { "sysfs: \($0)/sys, devfs: \($0)/dev" },
         Plugin(name: "system") { "procfs: \($0)/proc, sysfs: \($0)/sys, rootfs: \($0)" },
+        Plugin(name: "netstat") { "procfs: \($0)/proc" },
+        Plugin(name: "sockstat") { "procfs: \($0)/proc" },
+        Plugin(name: "kernel") { "procfs: \($0)/proc" },
+        Plugin(name: "time") { "sysfs: \($0)/sys" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -90,10 +94,12 @@ import VigilKitTesting
     /// the rest must be unavailable.
     static let expected: [(machine: String, running: Set<String>, retrying: Set<String>)] = [
         ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process",
-                    "devices", "sensors", "display", "radio", "system"], []),
-        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system"], []),
-        ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system"], []),
-        ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system"], ["cpu", "memory", "load"]),
+                    "devices", "sensors", "display", "radio", "system", "time"], []),
+        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time"], []),
+        ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system", "time"], []),
+        ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system", "time"], ["cpu", "memory", "load"]),
+        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time"], []),
+        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))
