@@ -34,6 +34,7 @@ import VigilKitTesting
         Plugin(name: "display") { "sysfs: \($0)/sys" },
         Plugin(name: "radio") { "sysfs: \($0)/sys, devfs: \($0)/dev" },
         Plugin(name: "system") { "procfs: \($0)/proc, sysfs: \($0)/sys, rootfs: \($0)" },
+        Plugin(name: "cgroups") { "cgroupfs: \($0)/sys/fs/cgroup" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -94,6 +95,9 @@ import VigilKitTesting
         ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system"], []),
         ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system"], ["cpu", "memory", "load"]),
+        // Only the plugins with files there: each helper of issue 29 adds its own.
+        ("capture", ["clock", "cgroups"], []),
+        ("old-kernel", ["clock", "cgroups"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))
