@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Testing
 import VigilKitTesting
@@ -43,6 +44,42 @@ import VigilKitTesting
         try golden("old-kernel-scopes").check(
             options: "{ cgroupfs: \(Self.oldKernel), depth: 3, include: ['*.slice/*.scope', '*.slice/*/*.scope', '*.slice/*/*.service'], exclude: ['user.slice/*/*'] }",
             polls: 1)
+    }
+
+    /// Services started and stopped as fast as a thread can while the plugin
+    /// polls: a group half made or half removed when it is read is reported
+    /// with what it had, or skipped; nothing fails or traps.
+    @Test func groupsChurningWhilePolledNeverFail() throws {
+        let tree = try TempTree(copying: machines + "/old-kernel")
+        let slice = tree.path + "/sys/fs/cgroup/system.slice"
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            for i in 0..<400 {
+                let dir = slice + "/churn\(i % 3).service"
+                _ = mkdir(dir, 0o755)
+                for (file, text) in [("cpu.stat", "usage_usec 1\n"), ("memory.current", "4096\n"), ("io.stat", "8:0 rbytes=1\n"),
+                                     ("cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=1\n")] {
+                    try? TempTree.write(dir + "/" + file, bytes: Array(text.utf8))
+                }
+                for file in TempTree.entries(dir) { _ = unlink(dir + "/" + file) }
+                _ = rmdir(dir)
+            }
+            done.signal()
+        }
+        let host = try PluginTestHost(path: productsDir + "/libcgroups.so")
+        let instance = try host.instance(options: "{ cgroupfs: \(tree.path)/sys/fs/cgroup }", interval: .seconds(1))
+        try instance.start()
+        for _ in 0..<100 { try instance.advance(by: .seconds(1)) }
+        done.wait()
+        try instance.advance(by: .seconds(1))
+        try instance.stop()
+        #expect(instance.violations.isEmpty, "\(instance.violations)")
+        let groups = Set(instance.events(kind: "sample").compactMap { $0.string("group") })
+        #expect(groups.isSuperset(of: ["/", "system.slice/nginx.service"]))
+        #expect(groups.allSatisfy { !$0.contains("churn") || $0.hasPrefix("system.slice/churn") })
+        // After the churn, the last poll has the fixture's groups only.
+        let last = instance.events(kind: "sample").suffix(9).compactMap { $0.string("group") }
+        #expect(last.count == 9 && !last.contains { $0.contains("churn") }, "\(last)")
     }
 
     @Test func groupsBeyondMaxGroupsAreCountedAndSaidOnce() throws {
