@@ -107,8 +107,7 @@ final class CgroupsMonitor: PolledMonitor {
 
     /// The v2 hierarchy actually read: `configured`, or its `unified/` on a hybrid host.
     private var root: FSRoot
-    /// Groups left out over `max_groups` since start, and whether that was said.
-    private var skipped = 0
+    /// Whether groups left out over `max_groups` were said since start.
     private var toldSkipped = false
     /// Files that failed to parse, said once at debug level.
     private var toldMalformed = false
@@ -132,7 +131,6 @@ final class CgroupsMonitor: PolledMonitor {
     }
 
     func start() throws(MonitorError) {
-        skipped = 0
         toldSkipped = false
         toldMalformed = false
         root = try Self.hierarchy(configured)
@@ -180,12 +178,9 @@ final class CgroupsMonitor: PolledMonitor {
                 for name in listing.groups.reversed() { stack.append((prefix + name, level + 1, nil)) }
             }
         }
-        if over > 0 {
-            skipped &+= over
-            if !toldSkipped {
-                toldSkipped = true
-                context.log(.warning, "\(over) group(s) under \(root) beyond max_groups=\(maxGroups) not reported this poll (and not said again; \(skipped) so far): raise max_groups, or narrow include, exclude or depth")
-            }
+        if over > 0 && !toldSkipped {
+            toldSkipped = true
+            context.log(.warning, "\(over) group(s) under \(root) beyond max_groups=\(maxGroups) not reported (said once, though it may go on): raise max_groups, or narrow include, exclude or depth")
         }
         if !malformed.isEmpty && !toldMalformed {
             toldMalformed = true
