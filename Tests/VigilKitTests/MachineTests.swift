@@ -38,6 +38,7 @@ import VigilKitTesting
         Plugin(name: "sockstat") { "procfs: \($0)/proc" },
         Plugin(name: "kernel") { "procfs: \($0)/proc" },
         Plugin(name: "time") { "sysfs: \($0)/sys" },
+        Plugin(name: "cgroups") { "cgroupfs: \($0)/sys/fs/cgroup" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -98,8 +99,8 @@ import VigilKitTesting
         ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system", "time"], []),
         ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system", "time"], ["cpu", "memory", "load"]),
-        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time"], []),
-        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time"], []),
+        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups"], []),
+        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))
