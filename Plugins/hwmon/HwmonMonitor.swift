@@ -87,7 +87,20 @@ final class HwmonMonitor: PolledMonitor {
             Attribute(property: "enable", field: "enable", conversion: .int, unit: "", doc: "the control mode: 0 full speed, 1 manual, 2 and up automatic (`pwmN_enable`)"),
             Attribute(property: "mode", field: "mode", conversion: .int, unit: "", doc: "0 DC, 1 PWM (`pwmN_mode`)"),
             Attribute(property: "freq", field: "frequency", conversion: .int, unit: "Hz", doc: "the base PWM frequency (`pwmN_freq`)"),
-        ]),
+            Attribute(property: "auto_channels_temp", field: "auto_channels_temp", conversion: .int, unit: "",
+                      doc: "the temperature channels automatic mode follows, a bit mask (`pwmN_auto_channels_temp`)"),
+            Attribute(property: "floor", field: "floor", conversion: .int, unit: "", doc: "the lowest duty cycle in automatic mode (`pwmN_floor`)"),
+            Attribute(property: "start", field: "start", conversion: .int, unit: "", doc: "the duty cycle that starts a stopped fan (`pwmN_start`)"),
+            Attribute(property: "stop_time", field: "stop_time", conversion: .scaled(1000), unit: "seconds",
+                      doc: "how long the output stays at floor before the fan is stopped (`pwmN_stop_time`)"),
+            Attribute(property: "target_temp", field: "target_temp", conversion: .scaled(1000), unit: "celsius",
+                      doc: "the temperature automatic mode aims at (`pwmN_target_temp`)"),
+        ] + (1...7).flatMap { n in [
+            Attribute(property: "auto_point\(n)_pwm", field: "auto_point\(n)_pwm", conversion: .int, unit: "",
+                      doc: "the duty cycle of the fan curve's point \(n) (`pwmN_auto_point\(n)_pwm`)"),
+            Attribute(property: "auto_point\(n)_temp", field: "auto_point\(n)_temp", conversion: .scaled(1000), unit: "celsius",
+                      doc: "the temperature of the fan curve's point \(n) (`pwmN_auto_point\(n)_temp`)"),
+        ] }),
         SensorKind(kind: "current", types: ["curr"], doc: "A current sensor (`currN_*`).", attributes:
             [Attribute(property: "input", field: "current", conversion: .scaled(1000), unit: "amperes", doc: "the current (`currN_input`)")]
             + levels(["min", "max", "lcrit", "crit", "average", "lowest", "highest", "rated_min", "rated_max"], 1000, "amperes", "limit, average or record")
