@@ -36,6 +36,8 @@ final class HwmonMonitor: PolledMonitor {
         var conversion: Conversion
         var unit: String
         var doc: String
+        /// A kernel total (energy), not a level.
+        var counter = false
     }
 
     /// One sensor kind: the hwmon types it takes, its attributes.
@@ -114,7 +116,8 @@ final class HwmonMonitor: PolledMonitor {
             + flags(["alarm", "cap_alarm", "max_alarm", "crit_alarm", "enable"])),
         SensorKind(kind: "energy", types: ["energy"], doc: "An energy meter (`energyN_input`).", attributes: [
             Attribute(property: "input", field: "energy", conversion: .scaled(1_000_000), unit: "joules",
-                      doc: "the energy used since the driver started counting (`energyN_input`); a counter, reported raw (a wrap or reset shows as a smaller value)"),
+                      doc: "the energy used since the driver started counting (`energyN_input`); a counter, reported raw (a wrap or reset shows as a smaller value)",
+                      counter: true),
         ]),
         SensorKind(kind: "humidity", types: ["humidity"], doc: "A humidity sensor (`humidityN_*`).", attributes:
             [Attribute(property: "input", field: "humidity", conversion: .scaled(1000), unit: "percent", doc: "the relative humidity (`humidityN_input`)")]
@@ -124,8 +127,6 @@ final class HwmonMonitor: PolledMonitor {
                    attributes: flags(["alarm", "beep"])),
     ]
 
-    static let energyFields: Set<String> = ["energy"]
-
     static func sensorDecl(_ k: SensorKind) -> EventDecl {
         EventDecl(k.kind, doc: k.doc + " Every poll; only the attributes the driver has.", fields: [
             FieldDecl("chip", .string, doc: "the chip as node_exporter names it, from its device (platform_coretemp_0, pci0000:00_0000:00:03_0), else its name, else hwmonN"),
@@ -133,7 +134,7 @@ final class HwmonMonitor: PolledMonitor {
             FieldDecl("label", .string, doc: "the sensor's label file (Core 0, Composite), where the driver has one"),
         ] + k.attributes.map { a in
             let type: FieldType = switch a.conversion { case .scaled: .double; case .bool: .bool; case .int: .int }
-            return FieldDecl(a.field, type, unit: a.unit, doc: a.doc, counter: energyFields.contains(a.field))
+            return FieldDecl(a.field, type, unit: a.unit, doc: a.doc, counter: a.counter)
         }, policy: .samples, key: ["chip", "sensor"])
     }
 
