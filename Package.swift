@@ -43,6 +43,7 @@ let plugins = [
     plugin("kernel", target: "KernelPlugin"),
     plugin("time", target: "TimePlugin", dependencies: ["CVigilTimex"], exclude: ["CVigilTimex"]),
     plugin("cgroups", target: "CgroupsPlugin"),
+    plugin("hwmon", target: "HwmonPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]

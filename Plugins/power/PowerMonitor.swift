@@ -61,20 +61,80 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
                 FieldDecl("profile", .string, doc: "as the kernel writes it: low-power, cool, quiet, balanced, balanced-performance, performance, custom…"),
                 FieldDecl("low_power", .bool, doc: "true for low-power and quiet only; every other profile (cool included) is false"),
             ]),
+            EventDecl("attributes", doc: """
+                Only with the attributes option: every power supply (peripherals' batteries, and sources without \
+                `online`, included), every poll, with each attribute of the kernel's power_supply ABI its driver has, \
+                in base units. An attribute that cannot be read this poll (EIO, ENODATA, EINVAL from a driver in the \
+                wrong state) or is not a number is left out; nothing is derived or clamped.
+                """, fields: [FieldDecl("name", .string, doc: "the supply's directory name in class/power_supply (BAT0, AC)")]
+                + attributeFields.map { a in
+                    let type: FieldType = switch a.conversion { case .text: .string; case .int: .int; case .scaled: .double }
+                    return FieldDecl(a.file, type, unit: a.unit, doc: a.doc)
+                }, policy: .samples, key: ["name"]),
         ])
+
+    enum Conversion { case text, int, scaled(Double) }
+
+    /// The power_supply attributes the `attributes` kind reports: the file, its conversion, its unit.
+    static let attributeFields: [(file: String, conversion: Conversion, unit: String, doc: String)] = {
+        var fields: [(file: String, conversion: Conversion, unit: String, doc: String)] = []
+        for (file, doc) in [("type", "Battery, UPS, Mains, USB, Wireless"), ("status", "Charging, Discharging, Full, Not charging, Unknown"),
+                            ("capacity_level", "Critical, Low, Normal, High, Full, Unknown"), ("charge_type", "Trickle, Fast, Standard, Adaptive, Custom…"),
+                            ("health", "Good, Overheat, Dead, Over voltage, Cold…"), ("technology", "Li-ion, Li-poly, NiMH…"),
+                            ("manufacturer", "the battery's maker"), ("model_name", "the battery's model"), ("serial_number", "the battery's serial number"),
+                            ("usb_type", "the USB types, the active one in brackets ([C] PD PD_PPS)"), ("scope", "System or Device (a peripheral's)")] {
+            fields.append((file, .text, "", "`\(file)`: \(doc)"))
+        }
+        for (file, unit, doc) in [("present", "", "1 when the battery is there"), ("online", "", "1 when the source supplies power (2, 3: a USB or charger mode)"),
+                                  ("authentic", "", "1 when the battery is genuine"), ("calibrate", "", "1 while the fuel gauge calibrates"),
+                                  ("capacity", "percent", "the charge level"), ("capacity_alert_min", "percent", "the low-level alert"),
+                                  ("capacity_alert_max", "percent", "the high-level alert"), ("cycle_count", "", "charge cycles so far"),
+                                  ("time_to_empty_now", "seconds", "the driver's estimate"), ("time_to_full_now", "seconds", "the driver's estimate"),
+                                  ("charge_control_limit", "", "the charge current limit level"), ("charge_control_limit_max", "", "the highest limit level")] {
+            fields.append((file, .int, unit, "`\(file)`: \(doc)"))
+        }
+        let micro: [(String, String, String)] = [
+            ("power_now", "watts", "the power drawn or supplied now"),
+            ("energy_now", "Wh", "the energy stored now"), ("energy_full", "Wh", "the energy stored when full"),
+            ("energy_full_design", "Wh", "the energy stored when full, by design"), ("energy_empty", "Wh", "the energy left when empty"),
+            ("energy_empty_design", "Wh", "the energy left when empty, by design"),
+            ("charge_now", "Ah", "the charge stored now"), ("charge_full", "Ah", "the charge when full"),
+            ("charge_full_design", "Ah", "the charge when full, by design"), ("charge_empty", "Ah", "the charge when empty"),
+            ("charge_empty_design", "Ah", "the charge when empty, by design"), ("charge_counter", "Ah", "the charge counter"),
+            ("current_now", "amperes", "the current now (some drivers sign it: negative while discharging)"),
+            ("current_max", "amperes", "the highest current"), ("current_boot", "amperes", "the current at boot"),
+            ("charge_term_current", "amperes", "the current at which charging ends"), ("precharge_current", "amperes", "the pre-charge current"),
+            ("constant_charge_current", "amperes", "the constant-current charging current"),
+            ("constant_charge_current_max", "amperes", "its highest value"), ("input_current_limit", "amperes", "the input current limit"),
+            ("voltage_now", "volts", "the voltage now"), ("voltage_min", "volts", "the lowest voltage"), ("voltage_max", "volts", "the highest voltage"),
+            ("voltage_min_design", "volts", "the lowest voltage, by design"), ("voltage_max_design", "volts", "the highest voltage, by design"),
+            ("voltage_boot", "volts", "the voltage at boot"), ("voltage_ocv", "volts", "the open-circuit voltage"),
+            ("constant_charge_voltage", "volts", "the constant-voltage charging voltage"), ("constant_charge_voltage_max", "volts", "its highest value"),
+        ]
+        for (file, unit, doc) in micro { fields.append((file, .scaled(1_000_000), unit, "`\(file)` (micro-units in sysfs): \(doc)")) }
+        for (file, doc) in [("temp", "the battery's temperature"), ("temp_min", "the lowest allowed"), ("temp_max", "the highest allowed"),
+                            ("temp_alert_min", "the low alert"), ("temp_alert_max", "the high alert"), ("temp_ambient", "the ambient temperature"),
+                            ("temp_ambient_min", "the ambient low limit"), ("temp_ambient_max", "the ambient high limit")] {
+            fields.append((file, .scaled(10), "celsius", "`\(file)` (tenths of a degree in sysfs): \(doc)"))
+        }
+        return fields
+    }()
 
     struct Options: DeclaredOptions {
         var sysfs = "/sys"
         var lowLevel = 10
         var peripherals = false
         var ueventSocket: String?
+        var attributes = false
         static let schema = OptionSchema<Options>(
             .option("sysfs", \.sysfs, doc: "Root of the sys filesystem (a fixture tree in tests; kernel uevents are read only with the real /sys)."),
             .option("low_level", \.lowLevel, doc: "A battery at or below this level (percent, 0 to 100) is low."),
             .option("peripherals", \.peripherals,
                     doc: "Also report batteries of peripherals (scope Device: mice, keyboards, headsets)."),
             .optional("uevent_socket", \.ueventSocket,
-                      doc: "Be woken by uevent-format datagrams sent to a unix datagram socket bound at this path instead of the kernel's (for tests, or to feed events from elsewhere)."))
+                      doc: "Be woken by uevent-format datagrams sent to a unix datagram socket bound at this path instead of the kernel's (for tests, or to feed events from elsewhere)."),
+            .option("attributes", \.attributes,
+                    doc: "Also emit the `attributes` kind: every supply's power_supply attributes, every poll (what node_exporter's powersupplyclass collector reports)."))
     }
 
     static let classDir = "class/power_supply"
@@ -84,6 +144,7 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
     private let root: FSRoot
     private let lowLevel: Double
     private let peripherals: Bool
+    private let attributes: Bool
     /// Supplies reported since start, and whether each is a battery: those
     /// that disappear from the listing are reported gone once.
     private var known: [(name: String, battery: Bool)] = []
@@ -103,6 +164,7 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
         self.root = FSRoot(options.sysfs)
         self.lowLevel = Double(options.lowLevel)
         self.peripherals = options.peripherals
+        self.attributes = options.attributes
         if let path = options.ueventSocket {
             guard !path.isEmpty else { throw .invalidOption("uevent_socket", "must not be empty") }
             guard path.utf8.count < 108 else { throw .invalidOption("uevent_socket", "longer than a unix socket path may be (107 bytes)") }
@@ -117,7 +179,8 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
             known = []
             hadProfile = false
         }
-        guard supplyNames().contains(where: { reportable($0) }) else { throw noSupply }
+        let names = supplyNames()
+        guard names.contains(where: { reportable($0) }) || (attributes && !names.isEmpty) else { throw noSupply }
         if let path = ueventSocket {
             switch UeventSocket.unix(path) {
             case .success(let s): uevents = s
@@ -194,12 +257,35 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
             }
         }
         known.removeAll { !listed.contains($0.name) }
+        var described = 0
+        if attributes {
+            for name in names where emitAttributes(name) { described += 1 }
+        }
         pollProfile()
-        if listed.isEmpty { throw noSupply }
+        if listed.isEmpty && described == 0 { throw noSupply }
     }
 
     private func remember(_ name: String, battery: Bool) {
         if !known.contains(where: { $0.name == name }) { known.append((name, battery)) }
+    }
+
+    // MARK: raw attributes
+
+    /// Emits the `attributes` event of one supply; false when its directory cannot be listed.
+    private func emitAttributes(_ name: String) -> Bool {
+        let dir = AttributeDirectory(root: root, dir: Self.classDir + "/" + name)
+        guard !dir.files.isEmpty else { return false }
+        var fields: [(String, Value)] = [("name", .string(name))]
+        for a in Self.attributeFields where dir.files.contains(a.file) {
+            guard let text = try? dir.text(a.file) else { continue }  // unreadable this poll
+            switch a.conversion {
+            case .text: fields.append((a.file, .string(text)))
+            case .int: if let v = Int64(text) { fields.append((a.file, .int(v))) }
+            case .scaled(let divisor): if let v = Int64(text) { fields.append((a.file, .double(Double(v) / divisor))) }
+            }
+        }
+        context.emit("attributes", fields: fields)
+        return true
     }
 
     // MARK: the platform profile

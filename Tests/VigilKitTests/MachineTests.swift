@@ -25,6 +25,7 @@ import VigilKitTesting
         Plugin(name: "storage") { "procfs: \($0)/proc, rootfs: \($0)" },
         Plugin(name: "power") { "sysfs: \($0)/sys" },
         Plugin(name: "thermal") { "sysfs: \($0)/sys" },
+        Plugin(name: "hwmon") { "sysfs: \($0)/sys" },
         Plugin(name: "network") { "sysfs: \($0)/sys, procfs: \($0)/proc" },
         Plugin(name: "wifi") { "sysfs: \($0)/sys, procfs: \($0)/proc" },
         Plugin(name: "clock") { "rootfs: \($0)" },
@@ -94,13 +95,12 @@ import VigilKitTesting
     /// Which plugins run on each machine, and which fail a poll as temporary;
     /// the rest must be unavailable.
     static let expected: [(machine: String, running: Set<String>, retrying: Set<String>)] = [
-        ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process",
-                    "devices", "sensors", "display", "radio", "system", "time"], []),
-        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time"], []),
+        ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process", "devices", "sensors", "display", "radio", "system", "time", "hwmon"], []),
+        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time", "hwmon"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system", "time"], []),
-        ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system", "time"], ["cpu", "memory", "load"]),
+        ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system", "time", "hwmon"], ["cpu", "memory", "load"]),
         ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups"], []),
-        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups"], []),
+        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "power", "thermal", "hwmon"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))

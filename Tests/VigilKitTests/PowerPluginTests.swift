@@ -22,8 +22,8 @@ import VigilKitTesting
         let d = try host().description
         #expect(d.name == "power" && d.polled && d.defaultInterval == 10_000_000_000)
         #expect(d.options.map { "\($0.name):\($0.type):\($0.defaultText ?? "-")" }
-                == ["sysfs:string:/sys", "low_level:int:10", "peripherals:bool:false", "uevent_socket:string:-"])
-        #expect(d.events.map(\.kind) == ["battery", "supply", "profile"])
+                == ["sysfs:string:/sys", "low_level:int:10", "peripherals:bool:false", "uevent_socket:string:-", "attributes:bool:false"])
+        #expect(d.events.map(\.kind) == ["battery", "supply", "profile", "attributes"])
         let battery = d.events[0].fields
         #expect(battery.map(\.name) == ["name", "present", "level", "state", "low", "time_to_empty", "time_to_full"])
         #expect(battery.map(\.unit) == ["", "", "percent", "", "", "seconds", "seconds"])
