@@ -38,6 +38,11 @@ let plugins = [
     plugin("clock", target: "ClockPlugin"),
     plugin("radio", target: "RadioPlugin"),
     plugin("system", target: "SystemPlugin"),
+    plugin("netdev", target: "NetdevPlugin"),
+    plugin("arp", target: "ARPPlugin"),
+    plugin("softnet", target: "SoftnetPlugin"),
+    plugin("udp_queues", target: "UDPQueuesPlugin"),
+    plugin("conntrack", target: "ConntrackPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]
