@@ -47,10 +47,11 @@ import VigilKitTesting
                         throw TempTree.Failure(description: "symlink usb0")
                     }
                 default:
-                    // The next value after the wrap is reported as it comes.
+                    // The next value after the wrap is reported as it comes; ppp0's values past 2^63 − 1 saturate.
                     try tree.write(dev, header + """
 
                           eth0:     5000 3145740    3    7    1     2          0      1201 918274000  2097160    0    1    0    11       4          0 0
+                          ppp0: 18446744073709551615 9223372036854775807 0 0 0 0 0 0 9223372036854775808 1 0 0 0 0 0 0 0
                         """)
                 }
             })
