@@ -44,6 +44,11 @@ let plugins = [
     plugin("time", target: "TimePlugin", dependencies: ["CVigilTimex"], exclude: ["CVigilTimex"]),
     plugin("cgroups", target: "CgroupsPlugin"),
     plugin("hwmon", target: "HwmonPlugin"),
+    plugin("netdev", target: "NetdevPlugin"),
+    plugin("arp", target: "ARPPlugin"),
+    plugin("softnet", target: "SoftnetPlugin"),
+    plugin("udp_queues", target: "UDPQueuesPlugin"),
+    plugin("conntrack", target: "ConntrackPlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]

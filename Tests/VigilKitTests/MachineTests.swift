@@ -40,6 +40,11 @@ import VigilKitTesting
         Plugin(name: "kernel") { "procfs: \($0)/proc" },
         Plugin(name: "time") { "sysfs: \($0)/sys" },
         Plugin(name: "cgroups") { "cgroupfs: \($0)/sys/fs/cgroup" },
+        Plugin(name: "netdev") { "procfs: \($0)/proc, sysfs: \($0)/sys" },
+        Plugin(name: "arp") { "procfs: \($0)/proc" },
+        Plugin(name: "softnet") { "procfs: \($0)/proc" },
+        Plugin(name: "udp_queues") { "procfs: \($0)/proc" },
+        Plugin(name: "conntrack") { "procfs: \($0)/proc" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -95,12 +100,12 @@ import VigilKitTesting
     /// Which plugins run on each machine, and which fail a poll as temporary;
     /// the rest must be unavailable.
     static let expected: [(machine: String, running: Set<String>, retrying: Set<String>)] = [
-        ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process", "devices", "sensors", "display", "radio", "system", "time", "hwmon"], []),
-        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time", "hwmon"], []),
+        ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process", "devices", "sensors", "display", "radio", "system", "time", "hwmon", "netdev"], []),
+        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time", "hwmon", "netdev"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system", "time"], []),
         ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system", "time", "hwmon"], ["cpu", "memory", "load"]),
-        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups"], []),
-        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "power", "thermal", "hwmon"], []),
+        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack"], []),
+        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "power", "thermal", "hwmon", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))
