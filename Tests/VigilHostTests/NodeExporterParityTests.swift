@@ -135,48 +135,64 @@ import Testing
         return parts.body
     }
 
-    @Test func theStandInServesEveryFamilyNodeExporterDoesWithTheSameLabelsAndValues() throws {
-        try #require(FileManager.default.isExecutableFile(atPath: Self.nodeExporter),
-                     "prometheus-node-exporter is not installed (scripts/test-deps installs it)")
-        let dir = try TestEnv.tempDir("node-parity")
-        let nePort = try ControlTCPRunTests.freePort()
-        let vigilPort = try ControlTCPRunTests.freePort()
-        let exporter = try TestEnv.start(Self.nodeExporter, ["--web.listen-address=127.0.0.1:\(nePort)"])
-        defer {
-            exporter.signal(SIGTERM)
-            _ = exporter.wait(timeout: 10)
-        }
-        let standIn = try TestEnv.start(TestEnv.vigil, ["run", TestEnv.repoRoot + "/manifests/node-exporter.yaml",
-                                                        "--control", "unix:\(dir)/vigil.sock", "--for", "120s"],
+    /// node_exporter and the stand-in, each on a free port of loopback.
+    final class Pair {
+        let dir: String
+        let nePort: Int
+        let vigilPort: Int
+        let exporter: RunningProcess
+        let standIn: RunningProcess
+        private var stopped = false
+
+        init(_ tag: String) throws {
+            try #require(FileManager.default.isExecutableFile(atPath: NodeExporterParityTests.nodeExporter),
+                         "prometheus-node-exporter is not installed (scripts/test-deps installs it)")
+            dir = try TestEnv.tempDir(tag)
+            nePort = try ControlTCPRunTests.freePort()
+            vigilPort = try ControlTCPRunTests.freePort()
+            exporter = try TestEnv.start(NodeExporterParityTests.nodeExporter, ["--web.listen-address=127.0.0.1:\(nePort)"])
+            standIn = try TestEnv.start(TestEnv.vigil, ["run", TestEnv.repoRoot + "/manifests/node-exporter.yaml",
+                                                        "--control", "unix:\(dir)/vigil.sock", "--for", "300s"],
                                         environment: ["VIGIL_NODE_EXPORTER_LISTEN": "tcp://127.0.0.1:\(vigilPort)"])
-        var stopped = false
+            let (ne, vigil) = (nePort, vigilPort)
+            guard SinkRunTests.waitUntil(30, {
+                (try? NodeExporterParityTests.scrape(ne)).map { $0.contains("node_load1") } == true
+                    && (try? NodeExporterParityTests.scrape(vigil)).map { $0.contains("node_load1") && $0.contains("node_network_receive_bytes_total") } == true
+            }) else {
+                throw TestFailure("not both serving: vigil says \(stop().stderr)")
+            }
+        }
+
+        @discardableResult
         func stop() -> TestEnv.Output {
+            if !stopped {
+                exporter.signal(SIGTERM)
+                _ = exporter.wait(timeout: 10)
+            }
             stopped = true
             standIn.signal(SIGTERM)
             return standIn.wait(timeout: 30)
         }
-        defer { if !stopped { _ = stop() } }
 
-        // Both up, and the stand-in's every monitor polled twice (counters
-        // of a kind polled once are there, but a second poll proves them current).
-        guard SinkRunTests.waitUntil(30, {
-            (try? Self.scrape(nePort)).map { $0.contains("node_load1") } == true
-                && (try? Self.scrape(vigilPort)).map { $0.contains("node_load1") && $0.contains("node_network_receive_bytes_total") } == true
-        }) else {
-            throw TestFailure("not both serving: vigil says \(stop().stderr)")
-        }
+        deinit { if !stopped { stop() } }
+    }
+
+    @Test func theStandInServesEveryFamilyNodeExporterDoesWithTheSameLabelsAndValues() throws {
+        let pair = try Pair("node-parity")
+        let (nePort, vigilPort) = (pair.nePort, pair.vigilPort)
+        // Every monitor polled more than once, so that every counter is current.
         Thread.sleep(forTimeInterval: 2.5)
 
         let before = Exposition(try Self.scrape(nePort))
         Thread.sleep(forTimeInterval: 1.2)
         // The stand-in and node_exporter together: both scrapes start within a few ms.
-        let pair = Mutex<(String?, String?, Double, Double)>((nil, nil, 0, 0))
+        let both = Mutex<(String?, String?, Double, Double)>((nil, nil, 0, 0))
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             let start = Date().timeIntervalSince1970
             let body = try? Self.scrape(i == 0 ? vigilPort : nePort)
-            pair.withLock { if i == 0 { $0.0 = body; $0.2 = start } else { $0.1 = body; $0.3 = start } }
+            both.withLock { if i == 0 { $0.0 = body; $0.2 = start } else { $0.1 = body; $0.3 = start } }
         }
-        let (vigilText, neText, vigilStart, neStart) = pair.withLock { $0 }
+        let (vigilText, neText, vigilStart, neStart) = both.withLock { $0 }
         #expect(abs(vigilStart - neStart) < 0.1, "the two scrapes started \(abs(vigilStart - neStart)) s apart")
         let vigil = Exposition(try #require(vigilText))
         let after = Exposition(try #require(neText))
@@ -219,7 +235,102 @@ import Testing
 
         // The host's own figures ride along (self_metrics), so one scrape job is enough.
         #expect(vigil.types["vigil_events_sequenced_total"] == "counter")
-        let out = stop()
+
+        // Prometheus' own linter finds nothing wrong with the exposition.
+        if let promtool = PrometheusRunTests.tool("promtool") {
+            try TestEnv.write(try #require(vigilText), to: pair.dir + "/standin.prom")
+            let lint = try TestEnv.run("/bin/sh", ["-c", "\(promtool) check metrics < \(pair.dir)/standin.prom"], timeout: 60)
+            #expect(lint.status == 0 && lint.stdout.isEmpty && lint.stderr.isEmpty, "promtool: \(lint.stdout)\(lint.stderr)")
+        } else {
+            Issue.record("promtool is not installed (apt-get install prometheus; scripts/test-deps installs it)")
+        }
+        let out = pair.stop()
+        #expect(out.status == 0, "\(out.stderr)")
+    }
+
+    /// Debian's Prometheus scrapes both every second for 30 s: no scrape of
+    /// the stand-in fails, and the rate of the traffic counters is the same
+    /// figure from both targets within 5 %, while a steady stream of
+    /// datagrams goes out of the default route's interface.
+    @Test func prometheusScrapesBothAndTheRatesAgree() throws {
+        let prometheus = try #require(PrometheusRunTests.tool("prometheus"),
+                                      "prometheus is not installed (apt-get install prometheus; scripts/test-deps installs it)")
+        let pair = try Pair("node-prom")
+        let webPort = try ControlTCPRunTests.freePort()
+        try TestEnv.write("""
+        global: { scrape_interval: 1s, evaluation_interval: 1s }
+        scrape_configs:
+          - job_name: node_exporter
+            static_configs: [{ targets: ["127.0.0.1:\(pair.nePort)"] }]
+          - job_name: vigil
+            static_configs: [{ targets: ["127.0.0.1:\(pair.vigilPort)"] }]
+        """, to: pair.dir + "/prometheus.yml")
+        let server = try TestEnv.start(prometheus, ["--config.file=\(pair.dir)/prometheus.yml", "--storage.tsdb.path=\(pair.dir)/tsdb",
+                                                    "--web.listen-address=127.0.0.1:\(webPort)", "--log.level=warn"])
+        defer {
+            server.signal(SIGTERM)
+            _ = server.wait(timeout: 30)
+        }
+        func query(_ q: String) -> [[String: Any]] {
+            let encoded = q.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? q
+            guard let reply = try? TestEnv.httpGet(port: webPort, "/api/v1/query?query=\(encoded)"), reply.status == 200,
+                  let json = try? JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any],
+                  let data = json["data"] as? [String: Any] else { return [] }
+            return data["result"] as? [[String: Any]] ?? []
+        }
+        func values(_ q: String) -> [String: Double] {
+            var out: [String: Double] = [:]
+            for r in query(q) {
+                let job = (r["metric"] as? [String: String])?["job"] ?? ""
+                if let text = (r["value"] as? [Any])?.last as? String, let v = Double(text) { out[job] = v }
+            }
+            return out
+        }
+        #expect(SinkRunTests.waitUntil(60) { values("up").count == 2 && values("up").values.allSatisfy { $0 == 1 } },
+                "Prometheus never scraped both: \(query("up"))")
+
+        // Datagrams out of the default route's interface, 200 a second, for the window.
+        let route = (try? String(contentsOfFile: "/proc/net/route", encoding: .utf8)) ?? ""
+        let defaultRoute = route.split(separator: "\n").map { $0.split(separator: "\t") }.first { $0.count > 2 && $0[1] == "00000000" }
+        let device = defaultRoute.map { String($0[0]) }
+        let gateway = defaultRoute.flatMap { UInt32($0[2], radix: 16) }.map { g in (0..<4).map { String((g >> (8 * $0)) & 0xff) }.joined(separator: ".") }
+        let sending = Atomic<Bool>(true)
+        let sender = Thread {
+            guard let gateway else { return }
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(9).bigEndian  // discard
+            inet_pton(AF_INET, gateway, &address.sin_addr)
+            let payload = [UInt8](repeating: 0x56, count: 1000)
+            while sending.load(ordering: .relaxed) {
+                _ = withUnsafePointer(to: &address) { a in
+                    a.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, payload, payload.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                usleep(5_000)
+            }
+        }
+        sender.start()
+        defer { sending.store(false, ordering: .relaxed) }
+        Thread.sleep(forTimeInterval: 32)
+
+        // Every scrape of the last 30 s succeeded: 30 samples of up, all 1.
+        let scrapes = values("count_over_time(up[30s])")
+        let worst = values("min_over_time(up[30s])")
+        #expect((scrapes["vigil"] ?? 0) >= 28 && worst["vigil"] == 1, "vigil: \(scrapes) scrapes, min up \(worst)")
+        #expect(worst["node_exporter"] == 1, "node_exporter: min up \(worst)")
+        // The rates, from both targets at the same evaluation.
+        for direction in ["receive", "transmit"] {
+            let filter = device.map { "{device=\"\($0)\"}" } ?? ""
+            let rates = values("sum by (job) (rate(node_network_\(direction)_bytes_total\(filter)[10s]))")
+            let (theirs, ours) = (rates["node_exporter"] ?? -1, rates["vigil"] ?? -1)
+            let agree = abs(ours - theirs) <= 0.05 * max(abs(theirs), abs(ours)) || max(abs(theirs), abs(ours)) < 1
+            #expect(theirs >= 0 && ours >= 0 && agree, "\(direction) bytes/s on \(device ?? "all"): vigil \(ours), node_exporter \(theirs)")
+            if direction == "transmit" && gateway != nil { #expect(ours > 100_000, "the datagrams sent are not counted: \(ours) B/s") }
+        }
+        sending.store(false, ordering: .relaxed)
+        let out = pair.stop()
         #expect(out.status == 0, "\(out.stderr)")
     }
 }
