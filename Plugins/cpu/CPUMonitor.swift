@@ -1,12 +1,20 @@
+import Glibc
 import LinuxProbes
 import VigilKit
 
 /// CPU usage from /proc/stat: the share of time spent busy between two polls.
 /// The first poll (the snapshot on start) reports usage since boot.
+///
+/// Behind options, what node_exporter's cpu, stat and cpufreq collectors
+/// show: the kernel's cumulative CPU time per CPU and mode (`seconds`), the
+/// machine-wide counters of /proc/stat (`stat`), and each CPU's clock from
+/// <sysfs>/devices/system/cpu/cpuN/cpufreq (`frequency`). Counters are the raw
+/// kernel values, never differenced: a counter the kernel resets or wraps is
+/// reported as it is, so Prometheus' rate() sees a reset.
 final class CPUMonitor: PolledMonitor {
     static let spec = PluginSpec(
-        name: "cpu", version: "1.0.0",
-        summary: "CPU usage from /proc/stat deltas, for the whole machine and optionally per CPU",
+        name: "cpu", version: "1.1.0",
+        summary: "CPU usage from /proc/stat deltas, for the whole machine and optionally per CPU; optionally cumulative CPU seconds, the kernel's counters and cpufreq clocks",
         defaultInterval: .seconds(1),
         events: [
             EventDecl("sample", doc: "Machine-wide CPU time shares since the previous poll (since boot on the first).",
@@ -14,15 +22,69 @@ final class CPUMonitor: PolledMonitor {
             EventDecl("core", doc: "The same shares for one CPU (with per_cpu: true).",
                       fields: [FieldDecl("cpu", .int, doc: "CPU number as in /proc/stat")] + CPUMonitor.usageFields,
                       policy: .samples, key: ["cpu"]),
+            EventDecl("seconds", doc: """
+                Time each online CPU has spent in each mode since boot (with seconds: true), every poll: the \
+                cpuN line of <procfs>/stat divided by USER_HZ (sysconf(_SC_CLK_TCK), 100 on every common \
+                architecture). Nothing is subtracted: user includes guest and nice includes guest_nice, as in \
+                the kernel's file. Columns an older kernel lacks read as 0.
+                """, fields: [FieldDecl("cpu", .int, doc: "CPU number N of the cpuN line")] + CPUMonitor.secondsFields,
+                policy: .samples, key: ["cpu"]),
+            EventDecl("stat", doc: """
+                The machine-wide lines of <procfs>/stat after the CPU lines (with stat: true), every poll. A line \
+                that is missing or does not parse leaves its field out.
+                """, fields: [
+                    FieldDecl("context_switches", .int, unit: "switches", doc: "ctxt: context switches since boot", counter: true),
+                    FieldDecl("forks", .int, unit: "processes", doc: "processes: processes and threads created since boot", counter: true),
+                    FieldDecl("interrupts", .int, unit: "interrupts", doc: "the first number of intr: interrupts serviced since boot, all sources", counter: true),
+                    FieldDecl("boot_time", .int, unit: "seconds", doc: "btime: when the machine booted, seconds since the epoch"),
+                    FieldDecl("procs_running", .int, unit: "tasks", doc: "procs_running: tasks runnable now"),
+                    FieldDecl("procs_blocked", .int, unit: "tasks", doc: "procs_blocked: tasks waiting for I/O now"),
+                ], policy: .samples),
+            EventDecl("frequency", doc: """
+                Each CPU's clock as cpufreq sees it (with frequency: true), every poll, for every \
+                <sysfs>/devices/system/cpu/cpuN that has a cpufreq directory (none on most VMs: no events). The \
+                kernel's kHz are converted to Hz. A file that is missing or unreadable (cpuinfo_cur_freq is \
+                readable by root only) leaves its field out.
+                """, fields: [
+                    FieldDecl("cpu", .int, doc: "CPU number N of the cpuN directory"),
+                    FieldDecl("frequency", .int, unit: "Hz", doc: "cpuinfo_cur_freq: the clock the hardware reports"),
+                    FieldDecl("frequency_min", .int, unit: "Hz", doc: "cpuinfo_min_freq: the lowest clock the CPU can run at"),
+                    FieldDecl("frequency_max", .int, unit: "Hz", doc: "cpuinfo_max_freq: the highest clock the CPU can run at"),
+                    FieldDecl("scaling_frequency", .int, unit: "Hz", doc: "scaling_cur_freq: the clock the governor asked for (or the driver's estimate)"),
+                    FieldDecl("scaling_frequency_min", .int, unit: "Hz", doc: "scaling_min_freq: the lowest clock the policy allows"),
+                    FieldDecl("scaling_frequency_max", .int, unit: "Hz", doc: "scaling_max_freq: the highest clock the policy allows"),
+                    FieldDecl("governor", .string, doc: "scaling_governor: the policy's governor (schedutil, powersave, performance…)"),
+                ], policy: .samples, key: ["cpu"]),
         ])
 
     struct Options: DeclaredOptions {
         var perCPU = false
+        var seconds = false
+        var stat = false
+        var frequency = false
         var procfs = "/proc"
+        var sysfs = "/sys"
         static let schema = OptionSchema<Options>(
             .option("per_cpu", \.perCPU, doc: "Also emit one `core` event per CPU each poll."),
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
+            .option("seconds", \.seconds, doc: "Also emit one `seconds` event per CPU each poll: cumulative time per mode."),
+            .option("stat", \.stat, doc: "Also emit a `stat` event each poll: context switches, forks, interrupts, boot time, running and blocked tasks."),
+            .option("frequency", \.frequency, doc: "Also emit one `frequency` event per CPU with cpufreq each poll."),
+            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."),
+            .option("sysfs", \.sysfs, doc: "Root of the sys filesystem, for frequency (a fixture tree in tests)."))
     }
+
+    static let secondsFields = [
+        ("user", "time in user mode, guest time included"),
+        ("nice", "time in user mode at low priority, guest_nice time included"),
+        ("system", "time in kernel mode"),
+        ("idle", "time idle"),
+        ("iowait", "time idle while I/O was outstanding (not reliable per CPU, says the kernel; it can go back)"),
+        ("irq", "time servicing interrupts"),
+        ("softirq", "time servicing softirqs"),
+        ("steal", "time the hypervisor ran something else while this virtual CPU wanted to run"),
+        ("guest", "time running a guest's virtual CPU (inside user)"),
+        ("guest_nice", "time running a niced guest's virtual CPU (inside nice)"),
+    ].map { FieldDecl($0.0, .double, unit: "seconds", doc: $0.1, counter: true) }
 
     static let usageFields = [
         FieldDecl("usage", .double, unit: "ratio", doc: "busy share, 0…1"),
@@ -35,13 +97,20 @@ final class CPUMonitor: PolledMonitor {
 
     private let context: MonitorContext
     private let root: FSRoot
-    private let perCPU: Bool
+    private let sys: FSRoot
+    private let options: Options
+    private var perCPU: Bool { options.perCPU }
     private var previous: ProcStat?
+    /// Ticks per second of /proc/stat's columns (USER_HZ).
+    private let ticks: Double
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
         self.root = FSRoot(options.procfs)
-        self.perCPU = options.perCPU
+        self.sys = FSRoot(options.sysfs)
+        self.options = options
+        let hz = sysconf(Int32(_SC_CLK_TCK))
+        self.ticks = hz > 0 ? Double(hz) : 100
     }
 
     func start() throws(MonitorError) {
@@ -52,19 +121,84 @@ final class CPUMonitor: PolledMonitor {
     func poll() throws(MonitorError) {
         let stat: ProcStat
         do {
-            stat = try root.procStat()
+            stat = try root.procStat(counters: options.stat)
         } catch {
             throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
         }
         defer { previous = stat }
         let total = previous.flatMap { CPUUsage.between($0.total, stat.total) } ?? CPUUsage.sinceBoot(stat.total)
         if let total { context.emit("sample", fields: Self.fields(total)) }
-        guard perCPU else { return }
-        for cpu in stat.perCPU {
-            let usage = previous?.times(forCPU: cpu.id).flatMap { CPUUsage.between($0, cpu.times) } ?? CPUUsage.sinceBoot(cpu.times)
-            if let usage { context.emit("core", fields: [("cpu", .int(Int64(cpu.id)))] + Self.fields(usage)) }
+        if perCPU {
+            for cpu in stat.perCPU {
+                let usage = previous?.times(forCPU: cpu.id).flatMap { CPUUsage.between($0, cpu.times) } ?? CPUUsage.sinceBoot(cpu.times)
+                if let usage { context.emit("core", fields: [("cpu", .int(Int64(cpu.id)))] + Self.fields(usage)) }
+            }
+        }
+        if options.seconds {
+            for cpu in stat.perCPU {
+                context.emit("seconds", fields: [("cpu", .int(Int64(cpu.id)))] + Self.seconds(cpu.times, ticks: ticks))
+            }
+        }
+        if let counters = stat.counters {
+            let fields = Self.fields(counters)
+            if !fields.isEmpty { context.emit("stat", fields: fields) }
+        }
+        if options.frequency { emitFrequencies() }
+    }
+
+    /// The ten columns as seconds. Columns a kernel's line lacks (guest came
+    /// with Linux 2.6.24, guest_nice with 2.6.33) are zero: it counted none of
+    /// that time.
+    static func seconds(_ t: CPUTimes, ticks: Double) -> [(String, Value)] {
+        let columns: [UInt64] = [t.user, t.nice, t.system, t.idle, t.iowait, t.irq, t.softirq, t.steal, t.guest, t.guestNice]
+        return zip(secondsFields, columns).map { ($0.name, .double(Double($1) / ticks)) }
+    }
+
+    static func fields(_ c: KernelCounters) -> [(String, Value)] {
+        var fields: [(String, Value)] = []
+        func add(_ name: String, _ value: UInt64?) {
+            if let value { fields.append((name, .int(clamping: value))) }
+        }
+        add("context_switches", c.contextSwitches)
+        add("forks", c.forks)
+        add("interrupts", c.interrupts)
+        add("boot_time", c.bootTime)
+        add("procs_running", c.procsRunning)
+        add("procs_blocked", c.procsBlocked)
+        return fields
+    }
+
+    static let cpuDir = "devices/system/cpu"
+
+    /// One `frequency` event per cpuN directory with a cpufreq directory.
+    private func emitFrequencies() {
+        guard let names = sys.list(Self.cpuDir) else { return }
+        var cpus: [Int] = []
+        for name in names where name.hasPrefix("cpu") {
+            let digits = name.dropFirst(3)
+            if !digits.isEmpty, digits.allSatisfy({ ("0"..."9").contains($0) }), let n = Int(digits) { cpus.append(n) }
+        }
+        for cpu in cpus.sorted() {
+            let dir = "\(Self.cpuDir)/cpu\(cpu)/cpufreq"
+            guard FSRoot.isDirectory(sys.path(dir)) else { continue }
+            var fields: [(String, Value)] = [("cpu", .int(Int64(cpu)))]
+            for (field, file) in Self.frequencyFiles {
+                guard case .text(let text) = sys.attribute(dir + "/" + file), let khz = Int64(text), khz >= 0 else { continue }
+                let (hz, overflow) = khz.multipliedReportingOverflow(by: 1000)
+                fields.append((field, .int(overflow ? Int64.max : hz)))
+            }
+            if case .text(let governor) = sys.attribute(dir + "/scaling_governor"), !governor.isEmpty {
+                fields.append(("governor", .string(governor)))
+            }
+            context.emit("frequency", fields: fields)
         }
     }
+
+    static let frequencyFiles = [
+        ("frequency", "cpuinfo_cur_freq"), ("frequency_min", "cpuinfo_min_freq"), ("frequency_max", "cpuinfo_max_freq"),
+        ("scaling_frequency", "scaling_cur_freq"), ("scaling_frequency_min", "scaling_min_freq"),
+        ("scaling_frequency_max", "scaling_max_freq"),
+    ]
 
     static func fields(_ u: CPUUsage) -> [(String, Value)] {
         [("usage", .double(u.usage)), ("user", .double(u.user)), ("system", .double(u.system)),
