@@ -26,7 +26,9 @@ final class CPUMonitor: PolledMonitor {
                 Time each online CPU has spent in each mode since boot (with seconds: true), every poll: the \
                 cpuN line of <procfs>/stat divided by USER_HZ (sysconf(_SC_CLK_TCK), 100 on every common \
                 architecture). Nothing is subtracted: user includes guest and nice includes guest_nice, as in \
-                the kernel's file. Columns an older kernel lacks read as 0.
+                the kernel's file. Columns an older kernel lacks read as 0. As node_exporter does, a column \
+                that goes back (iowait does, per CPU) keeps its last value, unless idle went back 3 s or more \
+                (the CPU was replaced by hotplug): then every column starts again from the kernel's values.
                 """, fields: [FieldDecl("cpu", .int, doc: "CPU number N of the cpuN line")] + CPUMonitor.secondsFields,
                 policy: .samples, key: ["cpu"]),
             EventDecl("stat", doc: """
@@ -55,6 +57,30 @@ final class CPUMonitor: PolledMonitor {
                     FieldDecl("scaling_frequency_max", .int, unit: "Hz", doc: "scaling_max_freq: the highest clock the policy allows"),
                     FieldDecl("governor", .string, doc: "scaling_governor: the policy's governor (schedutil, powersave, performance…)"),
                 ], policy: .samples, key: ["cpu"]),
+            EventDecl("core_throttle", doc: """
+                How often each physical core was throttled for heat (with throttles: true), every poll: \
+                <sysfs>/devices/system/cpu/cpuN/thermal_throttle/core_throttle_count of the first CPU of each \
+                core, as topology/physical_package_id and topology/core_id name it (x86 with the thermal \
+                interrupt; none on VMs: no events). A CPU without topology is skipped.
+                """, fields: [
+                    FieldDecl("package", .int, doc: "topology/physical_package_id: the socket"),
+                    FieldDecl("core", .int, doc: "topology/core_id: the core within the socket"),
+                    FieldDecl("throttles", .int, unit: "events", doc: "core_throttle_count: times the core went over its temperature limit", counter: true),
+                ], policy: .samples, key: ["package", "core"]),
+            EventDecl("package_throttle", doc: """
+                How often each package (socket) was throttled for heat (with throttles: true), every poll: \
+                thermal_throttle/package_throttle_count of the first CPU of each package.
+                """, fields: [
+                    FieldDecl("package", .int, doc: "topology/physical_package_id: the socket"),
+                    FieldDecl("throttles", .int, unit: "events", doc: "package_throttle_count: times the package went over its temperature limit", counter: true),
+                ], policy: .samples, key: ["package"]),
+            EventDecl("isolated", doc: """
+                One event per CPU kept out of the scheduler's balancing by isolcpus= (with isolated: true), every \
+                poll: the CPUs <sysfs>/devices/system/cpu/isolated lists. No events when it lists none.
+                """, fields: [
+                    FieldDecl("cpu", .int, doc: "CPU number"),
+                    FieldDecl("isolated", .bool, doc: "always true: the CPU is isolated"),
+                ], policy: .samples, key: ["cpu"]),
         ])
 
     struct Options: DeclaredOptions {
@@ -62,6 +88,8 @@ final class CPUMonitor: PolledMonitor {
         var seconds = false
         var stat = false
         var frequency = false
+        var throttles = false
+        var isolated = false
         var procfs = "/proc"
         var sysfs = "/sys"
         static let schema = OptionSchema<Options>(
@@ -69,8 +97,10 @@ final class CPUMonitor: PolledMonitor {
             .option("seconds", \.seconds, doc: "Also emit one `seconds` event per CPU each poll: cumulative time per mode."),
             .option("stat", \.stat, doc: "Also emit a `stat` event each poll: context switches, forks, interrupts, boot time, running and blocked tasks."),
             .option("frequency", \.frequency, doc: "Also emit one `frequency` event per CPU with cpufreq each poll."),
+            .option("throttles", \.throttles, doc: "Also emit `core_throttle` and `package_throttle` events each poll, where sysfs has thermal_throttle."),
+            .option("isolated", \.isolated, doc: "Also emit an `isolated` event per isolated CPU each poll."),
             .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."),
-            .option("sysfs", \.sysfs, doc: "Root of the sys filesystem, for frequency (a fixture tree in tests)."))
+            .option("sysfs", \.sysfs, doc: "Root of the sys filesystem, for frequency, throttles and isolated (a fixture tree in tests)."))
     }
 
     static let secondsFields = [
@@ -101,6 +131,9 @@ final class CPUMonitor: PolledMonitor {
     private let options: Options
     private var perCPU: Bool { options.perCPU }
     private var previous: ProcStat?
+    /// The `seconds` last emitted per CPU, in ticks, ordered by CPU (never
+    /// pruned: a CPU that comes back from offline goes on from there).
+    private var held: [PerCPUTimes] = []
     /// Ticks per second of /proc/stat's columns (USER_HZ).
     private let ticks: Double
 
@@ -115,6 +148,7 @@ final class CPUMonitor: PolledMonitor {
 
     func start() throws(MonitorError) {
         previous = nil
+        held = []
         guard root.exists("stat") else { throw .unavailable("\(root.path("stat")) does not exist") }
     }
 
@@ -135,15 +169,48 @@ final class CPUMonitor: PolledMonitor {
             }
         }
         if options.seconds {
-            for cpu in stat.perCPU {
-                context.emit("seconds", fields: [("cpu", .int(Int64(cpu.id)))] + Self.seconds(cpu.times, ticks: ticks))
+            for (index, cpu) in stat.perCPU.enumerated() {
+                let times = hold(cpu, at: index)
+                context.emit("seconds", fields: [("cpu", .int(Int64(cpu.id)))] + Self.seconds(times, ticks: ticks))
             }
         }
         if let counters = stat.counters {
             let fields = Self.fields(counters)
             if !fields.isEmpty { context.emit("stat", fields: fields) }
         }
-        if options.frequency { emitFrequencies() }
+        if options.frequency || options.throttles {
+            let cpus = sysCPUs()
+            if options.frequency { emitFrequencies(cpus) }
+            if options.throttles { emitThrottles(cpus) }
+        }
+        if options.isolated { emitIsolated() }
+    }
+
+    /// `cpu`'s times, held so that no column goes back (see `held(_:_:resetBelow:)`),
+    /// remembered for the next poll. `index` is where the CPU usually is in `held`.
+    private func hold(_ cpu: PerCPUTimes, at index: Int) -> CPUTimes {
+        let i = index < held.count && held[index].id == cpu.id ? index : held.firstIndex { $0.id == cpu.id }
+        guard let i else {
+            held.append(cpu)
+            held.sort { $0.id < $1.id }
+            return cpu.times
+        }
+        let times = Self.held(held[i].times, cpu.times, resetBelow: UInt64(Self.jumpBack * ticks))
+        held[i].times = times
+        return times
+    }
+
+    /// Seconds idle may go back before a CPU's columns start again: node_exporter's jumpBackSeconds.
+    static let jumpBack = 3.0
+
+    /// Each column of `new`, or of `old` where `new` went back; `new` as it
+    /// is when its idle is `resetBelow` ticks or more below `old`'s.
+    static func held(_ old: CPUTimes, _ new: CPUTimes, resetBelow: UInt64) -> CPUTimes {
+        if old.idle > new.idle, old.idle - new.idle >= resetBelow { return new }
+        return CPUTimes(user: max(old.user, new.user), nice: max(old.nice, new.nice), system: max(old.system, new.system),
+                        idle: max(old.idle, new.idle), iowait: max(old.iowait, new.iowait), irq: max(old.irq, new.irq),
+                        softirq: max(old.softirq, new.softirq), steal: max(old.steal, new.steal),
+                        guest: max(old.guest, new.guest), guestNice: max(old.guestNice, new.guestNice))
     }
 
     /// The ten columns as seconds. Columns a kernel's line lacks (guest came
@@ -170,15 +237,84 @@ final class CPUMonitor: PolledMonitor {
 
     static let cpuDir = "devices/system/cpu"
 
-    /// One `frequency` event per cpuN directory with a cpufreq directory.
-    private func emitFrequencies() {
-        guard let names = sys.list(Self.cpuDir) else { return }
+    /// The N of every cpuN directory under <sysfs>/devices/system/cpu, in order.
+    private func sysCPUs() -> [Int] {
+        guard let names = sys.list(Self.cpuDir) else { return [] }
         var cpus: [Int] = []
         for name in names where name.hasPrefix("cpu") {
             let digits = name.dropFirst(3)
             if !digits.isEmpty, digits.allSatisfy({ ("0"..."9").contains($0) }), let n = Int(digits) { cpus.append(n) }
         }
-        for cpu in cpus.sorted() {
+        return cpus.sorted()
+    }
+
+    /// A sysfs attribute as a non-negative integer; nil when missing, unreadable or not one.
+    private func number(_ relative: String) -> Int64? {
+        guard case .text(let text) = sys.attribute(relative), let value = Int64(text), value >= 0 else { return nil }
+        return value
+    }
+
+    /// node_exporter's thermal throttle counts: the first CPU of each core
+    /// and of each package speaks for it.
+    private func emitThrottles(_ cpus: [Int]) {
+        var cores: [(package: Int64, core: Int64)] = []
+        var packages: [Int64] = []
+        var coreEvents: [(package: Int64, core: Int64, count: Int64)] = []
+        var packageEvents: [(package: Int64, count: Int64)] = []
+        for cpu in cpus {
+            let dir = "\(Self.cpuDir)/cpu\(cpu)"
+            guard let package = number(dir + "/topology/physical_package_id"),
+                  let core = number(dir + "/topology/core_id") else { continue }
+            if !cores.contains(where: { $0 == (package, core) }) {
+                cores.append((package, core))
+                if let count = number(dir + "/thermal_throttle/core_throttle_count") {
+                    coreEvents.append((package, core, count))
+                }
+            }
+            if !packages.contains(package) {
+                packages.append(package)
+                if let count = number(dir + "/thermal_throttle/package_throttle_count") {
+                    packageEvents.append((package, count))
+                }
+            }
+        }
+        for e in packageEvents {
+            context.emit("package_throttle", fields: [("package", .int(e.package)), ("throttles", .int(e.count))])
+        }
+        for e in coreEvents {
+            context.emit("core_throttle", fields: [("package", .int(e.package)), ("core", .int(e.core)), ("throttles", .int(e.count))])
+        }
+    }
+
+    /// The most CPUs a list may name (the kernel's NR_CPUS tops out at 8192).
+    static let maxCPUs = 8192
+
+    /// An `isolated` event for every CPU of <sysfs>/devices/system/cpu/isolated.
+    private func emitIsolated() {
+        guard case .text(let list) = sys.attribute(Self.cpuDir + "/isolated") else { return }
+        for cpu in Self.cpuList(list) { context.emit("isolated", fields: [("cpu", .int(Int64(cpu))), ("isolated", .bool(true))]) }
+    }
+
+    /// The CPUs of a kernel cpulist ("0-3,8,10-11"), in order, each once.
+    /// A part that is not a number or a rising range is skipped; numbers at
+    /// or past `maxCPUs` are left out, so a garbled range cannot run long.
+    static func cpuList(_ text: String) -> [Int] {
+        guard text.contains(where: \.isNumber) else { return [] }
+        var listed = [Bool](repeating: false, count: maxCPUs)
+        for part in text.split(separator: ",") {
+            let bounds = part.split(separator: "-", omittingEmptySubsequences: false)
+            guard bounds.count == 1 || bounds.count == 2,
+                  let low = Int(FSRoot.trimmed(String(bounds[0]))), low >= 0 else { continue }
+            let high = bounds.count == 2 ? Int(FSRoot.trimmed(String(bounds[1]))) : low
+            guard let high, high >= low, low < maxCPUs else { continue }
+            for cpu in low...min(high, maxCPUs - 1) { listed[cpu] = true }
+        }
+        return listed.indices.filter { listed[$0] }
+    }
+
+    /// One `frequency` event per cpuN directory with a cpufreq directory.
+    private func emitFrequencies(_ cpus: [Int]) {
+        for cpu in cpus {
             let dir = "\(Self.cpuDir)/cpu\(cpu)/cpufreq"
             guard FSRoot.isDirectory(sys.path(dir)) else { continue }
             var fields: [(String, Value)] = [("cpu", .int(Int64(cpu)))]
