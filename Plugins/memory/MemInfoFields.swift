@@ -13,9 +13,11 @@ import VigilKit
 /// HugePages_Total → huge_pages_total, DirectMap2M → direct_map_2m.
 ///
 /// Values in kB (KiB) are converted to bytes; the others (HugePages_*) are
-/// counts as written. The keys the kernel is known to write are declared
-/// below; the kind also has dynamic fields, so a key only a newer kernel
-/// writes still becomes a field by the same rule (bytes when it was in kB).
+/// counts as written. Every key the kernel is known to write is declared
+/// below, with its unit. A key only a newer kernel writes is left out (the
+/// monitor logs it once per start): declared fields keep a manifest's rules
+/// checkable (a kind with dynamic fields would turn every misspelt memory
+/// field into a warning), and a new key joins this table with its unit.
 enum MemInfoFields {
     /// The keys of fs/proc/meminfo.c (and arch/*/mm's DirectMap lines), in
     /// the kernel's order, with what each one is. Counts (no kB) are marked.
@@ -123,24 +125,21 @@ enum MemInfoFields {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// The fields of one /proc/meminfo: a key given twice, or two keys with
-    /// the same name, keep the first.
-    static func fields(_ info: MemInfo) -> [(String, Value)] {
+    /// The fields of one /proc/meminfo, in the file's order; a key given
+    /// twice keeps its first value. `unknown` is called with each key that
+    /// is not declared.
+    static func fields(_ info: MemInfo, unknown: (String) -> Void) -> [(String, Value)] {
         var fields: [(String, Value)] = []
         fields.reserveCapacity(info.lines.count)
         var seen = Set<String>()
         for line in info.lines {
-            guard let name = cachedName(line.key), seen.insert(name).inserted else { continue }
-            fields.append((name, .int(clamping: line.value)))
+            guard let name = names[line.key] else { unknown(line.key); continue }
+            if seen.insert(name).inserted { fields.append((name, .int(clamping: line.value))) }
         }
         return fields
     }
 
-    /// Names of the known keys, computed once.
-    private static let knownNames: [String: String] = Dictionary(
+    /// The field name of each known key, computed once.
+    private static let names: [String: String] = Dictionary(
         known.map { ($0.key, fieldName(for: $0.key)!) }, uniquingKeysWith: { a, _ in a })
-
-    private static func cachedName(_ key: String) -> String? {
-        knownNames[key] ?? fieldName(for: key)
-    }
 }

@@ -28,9 +28,9 @@ final class MemoryMonitor: PolledMonitor {
                 Every line of <procfs>/meminfo as a field (with meminfo: true), every poll: the kernel's key in \
                 lowercase snake_case (MemTotal → mem_total, Active(anon) → active_anon, HugePages_Total → \
                 huge_pages_total, DirectMap2M → direct_map_2m), kB values in bytes, the HugePages_* counts as \
-                written. The known keys are declared; a key only a newer kernel writes becomes a field by the \
-                same rule (dynamic fields), and a key an older kernel lacks is absent.
-                """, fields: MemInfoFields.declared, policy: .samples, dynamicFields: true),
+                written. Every key the kernel is known to write is declared; a key an older kernel lacks is \
+                absent, and a key this plugin does not know yet (a newer kernel's) is left out, logged once.
+                """, fields: MemInfoFields.declared, policy: .samples),
             .occurrence("warning", doc: """
                 Memory is short (iOS's memory warning): available memory fell to `available_warning` percent of \
                 the total, or some tasks stalled on memory at least `pressure_warning` percent of the last 10 s. \
@@ -71,6 +71,8 @@ final class MemoryMonitor: PolledMonitor {
     private let options: Options
     /// Why memory is short now; empty when it is not.
     private var warning: [String] = []
+    /// meminfo keys left out of `meminfo` events and logged, since start.
+    private var unknownKeys: [String] = []
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard (0...100).contains(options.availableWarning) else {
@@ -88,6 +90,7 @@ final class MemoryMonitor: PolledMonitor {
         guard root.exists("meminfo") else { throw .unavailable("\(root.path("meminfo")) does not exist") }
         hasPressure = root.exists("pressure/memory")
         warning = []
+        unknownKeys = []
     }
 
     func poll() throws(MonitorError) {
@@ -126,7 +129,14 @@ final class MemoryMonitor: PolledMonitor {
         }
         if let kills = oomKills() { fields.append(("oom_kills", .int(kills))) }
         context.emit("sample", fields: fields)
-        if options.meminfo { context.emit("meminfo", fields: MemInfoFields.fields(info)) }
+        if options.meminfo {
+            let fields = MemInfoFields.fields(info) { key in
+                guard !unknownKeys.contains(key) else { return }
+                unknownKeys.append(key)
+                context.log(.debug, "\(root.path("meminfo")): '\(key.prefix(64))' is not a key this plugin knows; left out")
+            }
+            context.emit("meminfo", fields: fields)
+        }
         let available = info.total.flatMap { total in
             info.available.map { total > 0 ? Double($0) / Double(total) * 100 : 100 }
         }
