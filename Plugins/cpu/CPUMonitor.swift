@@ -7,10 +7,14 @@ import VigilKit
 ///
 /// Behind options, what node_exporter's cpu, stat and cpufreq collectors
 /// show: the kernel's cumulative CPU time per CPU and mode (`seconds`), the
-/// machine-wide counters of /proc/stat (`stat`), and each CPU's clock from
-/// <sysfs>/devices/system/cpu/cpuN/cpufreq (`frequency`). Counters are the raw
-/// kernel values, never differenced: a counter the kernel resets or wraps is
-/// reported as it is, so Prometheus' rate() sees a reset.
+/// machine-wide counters of /proc/stat (`stat`), each CPU's clock from
+/// <sysfs>/devices/system/cpu/cpuN/cpufreq (`frequency`), the thermal
+/// throttle counts (`core_throttle`, `package_throttle`) and the isolated
+/// CPUs (`isolated`). Counters are the raw kernel values, never differenced:
+/// a counter the kernel resets or wraps (`processes` is 32 bits on a 32-bit
+/// kernel) is reported as it is, so Prometheus' rate() sees a reset. The one
+/// exception is node_exporter's own: a `seconds` column that goes back a
+/// little (per-CPU iowait does) keeps its last value (see `held`).
 final class CPUMonitor: PolledMonitor {
     static let spec = PluginSpec(
         name: "cpu", version: "1.1.0",
