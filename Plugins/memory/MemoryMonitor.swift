@@ -5,7 +5,7 @@ import VigilKit
 /// /proc/pressure/memory where the kernel has it.
 final class MemoryMonitor: PolledMonitor {
     static let spec = PluginSpec(
-        name: "memory", version: "1.0.0",
+        name: "memory", version: "1.1.0",
         summary: "Memory and swap use from /proc/meminfo; pressure stall figures from /proc/pressure/memory",
         defaultInterval: .seconds(5),
         events: [
@@ -24,6 +24,13 @@ final class MemoryMonitor: PolledMonitor {
                 FieldDecl("pressure_some_total", .int, unit: "microseconds", minChange: 100_000, doc: "total stall time of some tasks", counter: true),
                 FieldDecl("oom_kills", .int, unit: "processes", doc: "processes killed by the OOM killer since boot (/proc/vmstat oom_kill)", counter: true),
             ]),
+            EventDecl("meminfo", doc: """
+                Every line of <procfs>/meminfo as a field (with meminfo: true), every poll: the kernel's key in \
+                lowercase snake_case (MemTotal → mem_total, Active(anon) → active_anon, HugePages_Total → \
+                huge_pages_total, DirectMap2M → direct_map_2m), kB values in bytes, the HugePages_* counts as \
+                written. Every key the kernel is known to write is declared; a key an older kernel lacks is \
+                absent, and a key this plugin does not know yet (a newer kernel's) is left out, logged once.
+                """, fields: MemInfoFields.declared, policy: .samples),
             .occurrence("warning", doc: """
                 Memory is short (iOS's memory warning): available memory fell to `available_warning` percent of \
                 the total, or some tasks stalled on memory at least `pressure_warning` percent of the last 10 s. \
@@ -41,8 +48,10 @@ final class MemoryMonitor: PolledMonitor {
         var procfs = "/proc"
         var availableWarning = 10.0
         var pressureWarning = 10.0
+        var meminfo = false
         static let schema = OptionSchema<Options>(
             .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."),
+            .option("meminfo", \.meminfo, doc: "Also emit a `meminfo` event every poll: every line of meminfo as a field."),
             .option("available_warning", \.availableWarning,
                     doc: "Percent of memory available at or below which a `warning` begins (0 turns it off)."),
             .option("pressure_warning", \.pressureWarning,
@@ -62,6 +71,8 @@ final class MemoryMonitor: PolledMonitor {
     private let options: Options
     /// Why memory is short now; empty when it is not.
     private var warning: [String] = []
+    /// meminfo keys left out of `meminfo` events and logged, since start.
+    private var unknownKeys: [String] = []
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard (0...100).contains(options.availableWarning) else {
@@ -79,6 +90,7 @@ final class MemoryMonitor: PolledMonitor {
         guard root.exists("meminfo") else { throw .unavailable("\(root.path("meminfo")) does not exist") }
         hasPressure = root.exists("pressure/memory")
         warning = []
+        unknownKeys = []
     }
 
     func poll() throws(MonitorError) {
@@ -117,6 +129,14 @@ final class MemoryMonitor: PolledMonitor {
         }
         if let kills = oomKills() { fields.append(("oom_kills", .int(kills))) }
         context.emit("sample", fields: fields)
+        if options.meminfo {
+            let fields = MemInfoFields.fields(info) { key in
+                guard !unknownKeys.contains(key) else { return }
+                unknownKeys.append(key)
+                context.log(.debug, "\(root.path("meminfo")): '\(key.prefix(64))' is not a key this plugin knows; left out")
+            }
+            context.emit("meminfo", fields: fields)
+        }
         let available = info.total.flatMap { total in
             info.available.map { total > 0 ? Double($0) / Double(total) * 100 : 100 }
         }

@@ -36,7 +36,7 @@ import VigilKit
 /// source unavailable.
 final class SystemMonitor: PolledMonitor {
     static let spec = PluginSpec(
-        name: "system", version: "1.0.0",
+        name: "system", version: "1.1.0",
         summary: "The device: host name, OS release, kernel, DMI vendor and model, chassis, CPU, virtualization; and uptime (procfs, sysfs, rootfs; polled)",
         defaultInterval: .seconds(60),
         events: [
@@ -48,6 +48,10 @@ final class SystemMonitor: PolledMonitor {
                 """, fields: [
                 FieldDecl("hostname", .string, doc: "<procfs>/sys/kernel/hostname (the UTS name, as uname -n)"),
                 FieldDecl("domainname", .string, doc: "<procfs>/sys/kernel/domainname (the NIS domain); absent when it is (none)"),
+                FieldDecl("uts_domainname", .string, doc: """
+                    <procfs>/sys/kernel/domainname as the kernel writes it, (none) included: the domainname of \
+                    uname(2), as node_exporter's node_uname_info shows it
+                    """),
                 FieldDecl("os_id", .string, doc: "os-release ID (debian, ubuntu, alpine, fedora…)"),
                 FieldDecl("os_id_like", .string, doc: "os-release ID_LIKE: the distributions this one derives from, space separated"),
                 FieldDecl("os_name", .string, doc: "os-release NAME (Debian GNU/Linux)"),
@@ -55,6 +59,16 @@ final class SystemMonitor: PolledMonitor {
                 FieldDecl("os_version_id", .string, doc: "os-release VERSION_ID (12, 24.04, 3.20.3); absent on rolling releases"),
                 FieldDecl("os_version_codename", .string, doc: "os-release VERSION_CODENAME (bookworm, noble)"),
                 FieldDecl("os_pretty_name", .string, doc: "os-release PRETTY_NAME (Debian GNU/Linux 12 (bookworm))"),
+                FieldDecl("os_variant", .string, doc: "os-release VARIANT (Workstation, Server Edition)"),
+                FieldDecl("os_variant_id", .string, doc: "os-release VARIANT_ID (workstation, server)"),
+                FieldDecl("os_build_id", .string, doc: "os-release BUILD_ID: the build of an image or a rolling release"),
+                FieldDecl("os_image_id", .string, doc: "os-release IMAGE_ID: the name of the image the system was installed from"),
+                FieldDecl("os_image_version", .string, doc: "os-release IMAGE_VERSION: that image's version"),
+                FieldDecl("os_version_number", .double, doc: """
+                    the leading major.minor of os-release VERSION_ID as a number (12 → 12, 24.04 → 24.04, 3.20.3 → \
+                    3.2), as node_exporter's node_os_version has it; absent when VERSION_ID does not start with a \
+                    digit or the number is 0
+                    """),
                 FieldDecl("kernel_name", .string, doc: "<procfs>/sys/kernel/ostype (Linux)"),
                 FieldDecl("kernel_release", .string, doc: "<procfs>/sys/kernel/osrelease (6.1.0-18-amd64)"),
                 FieldDecl("kernel_version", .string, doc: "<procfs>/sys/kernel/version: the build (#1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01))"),
@@ -99,6 +113,15 @@ final class SystemMonitor: PolledMonitor {
                     the container, where a file says so: container= in <procfs>/1/environ (podman, lxc, \
                     systemd-nspawn… readable by root only), else podman for <rootfs>/run/.containerenv, docker for \
                     <rootfs>/.dockerenv, wsl for a Microsoft kernel release; absent otherwise
+                    """),
+                FieldDecl("selinux_enabled", .bool, doc: """
+                    whether SELinux is enabled: <sysfs>/fs/selinux/enforce exists (selinuxfs is mounted there when the \
+                    kernel enforces a policy or is permissive). Always present: false when that file is missing
+                    """),
+                FieldDecl("selinux_enforcing", .bool, doc: "the SELinux mode now: <sysfs>/fs/selinux/enforce is 1 (enforcing) or 0 (permissive); only when enabled"),
+                FieldDecl("selinux_config_mode", .int, doc: """
+                    the mode the configuration asks for at boot: SELINUX= of <rootfs>/etc/selinux/config, 1 enforcing, \
+                    0 permissive, -1 disabled (or no such file or line); only when enabled
                     """),
                 FieldDecl("product_serial", .string, doc: "DMI product_serial (include_identifiers only; the kernel lets only root read it)"),
                 FieldDecl("product_uuid", .string, doc: "DMI product_uuid, lower case (include_identifiers only; root only)"),
@@ -178,7 +201,9 @@ final class SystemMonitor: PolledMonitor {
             if let value, !value.isEmpty { fields.append((name, .string(value))) }
         }
         add("hostname", text(proc, "sys/kernel/hostname"))
-        add("domainname", text(proc, "sys/kernel/domainname").flatMap { $0 == "(none)" ? nil : $0 })
+        let domainname = text(proc, "sys/kernel/domainname")
+        add("domainname", domainname.flatMap { $0 == "(none)" ? nil : $0 })
+        add("uts_domainname", domainname)
 
         let os = osRelease()
         add("os_id", os?["ID"])
@@ -188,6 +213,12 @@ final class SystemMonitor: PolledMonitor {
         add("os_version_id", os?["VERSION_ID"])
         add("os_version_codename", os?["VERSION_CODENAME"])
         add("os_pretty_name", os?["PRETTY_NAME"])
+        add("os_variant", os?["VARIANT"])
+        add("os_variant_id", os?["VARIANT_ID"])
+        add("os_build_id", os?["BUILD_ID"])
+        add("os_image_id", os?["IMAGE_ID"])
+        add("os_image_version", os?["IMAGE_VERSION"])
+        if let number = os?["VERSION_ID"].flatMap(Self.versionNumber) { fields.append(("os_version_number", .double(number))) }
 
         let release = text(proc, "sys/kernel/osrelease")
         add("kernel_name", text(proc, "sys/kernel/ostype"))
@@ -210,6 +241,8 @@ final class SystemMonitor: PolledMonitor {
         if let count = cpu?.count { fields.append(("cpu_count", .int(Int64(count)))) }
         add("virtualization", virtualization(dmi, cpu))
         add("container", container(kernelRelease: release))
+        // Always there, so not a sign that anything could be read: only beside other fields.
+        if !fields.isEmpty { fields += selinux() }
         if identifiers {
             add("product_serial", dmi["product_serial"])
             add("product_uuid", dmi["product_uuid"].flatMap(Self.realUUID))
@@ -264,6 +297,44 @@ final class SystemMonitor: PolledMonitor {
         "blade", "blade enclosure", "tablet", "convertible", "detachable", "iot gateway", "embedded pc", "mini pc",
         "stick pc",
     ]
+
+    /// The leading `[0-9]+(\.[0-9]*)?` of a VERSION_ID as a number, when it
+    /// is above 0 (node_exporter's node_os_version: `3.20.3` → 3.2).
+    static func versionNumber(_ versionID: String) -> Double? {
+        var prefix = Substring(versionID).prefix { ("0"..."9").contains($0) }
+        guard !prefix.isEmpty else { return nil }
+        let rest = versionID[prefix.endIndex...]
+        if rest.first == "." {
+            let fraction = rest.dropFirst().prefix { ("0"..."9").contains($0) }
+            prefix = versionID[prefix.startIndex..<fraction.endIndex]
+        }
+        guard let number = Double(prefix), number.isFinite, number > 0 else { return nil }
+        return number
+    }
+
+    /// SELinux as node_exporter's selinux collector sees it: enabled when
+    /// selinuxfs is there, and then its mode now and the configured one.
+    private func selinux() -> [(String, Value)] {
+        guard case .text(let enforce) = sys.attribute("fs/selinux/enforce") else {
+            return [("selinux_enabled", .bool(sys.exists("fs/selinux/enforce")))]
+        }
+        var fields: [(String, Value)] = [("selinux_enabled", .bool(true))]
+        if enforce == "1" || enforce == "0" { fields.append(("selinux_enforcing", .bool(enforce == "1"))) }
+        var mode: Int64 = -1
+        if case .text(let config) = rootfs.attribute("etc/selinux/config") {
+            for line in config.split(separator: "\n") {
+                let trimmed = FSRootText.trim(line)
+                guard trimmed.hasPrefix("SELINUX=") else { continue }
+                switch FSRootText.trim(trimmed.dropFirst(8)).trimmingQuotes {
+                case "enforcing": mode = 1
+                case "permissive": mode = 0
+                default: mode = -1
+                }
+            }
+        }
+        fields.append(("selinux_config_mode", .int(mode)))
+        return fields
+    }
 
     private func architecture() -> String? {
         if let arch = text(proc, "sys/kernel/arch") { return arch }
@@ -411,3 +482,11 @@ final class SystemMonitor: PolledMonitor {
 }
 
 @_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(SystemMonitor.self, a, r) }
+
+private extension String {
+    /// The text without one pair of surrounding double or single quotes.
+    var trimmingQuotes: String {
+        guard count >= 2, let first, first == "\"" || first == "'", last == first else { return self }
+        return String(dropFirst().dropLast())
+    }
+}

@@ -1,7 +1,8 @@
 extension FSRoot {
-    /// Reads and parses `stat` under this root (the root is the procfs root).
-    public func procStat() throws(ProbeError) -> ProcStat {
-        try ProcStat.parse(readText("stat"), path: path("stat"))
+    /// Reads and parses `stat` under this root (the root is the procfs root);
+    /// with `counters`, the lines after the CPU block too (see `ProcStat.parse`).
+    public func procStat(counters: Bool = false) throws(ProbeError) -> ProcStat {
+        try ProcStat.parse(readText("stat"), path: path("stat"), counters: counters)
     }
 
     /// Reads and parses `meminfo` under this root.

@@ -4,10 +4,30 @@ public struct MemInfo: Sendable, Equatable {
     /// Values with a `kB` unit (which means KiB) are converted to bytes;
     /// values without a unit (e.g. `HugePages_Total`) are plain counts.
     public var entries: [String: UInt64]
+    /// Every line in file order, with whether its value was in kB
+    /// (`entries` keeps the last of a key given twice; `lines` keeps both).
+    public var lines: [Line]
 
-    /// Creates a value.
-    public init(entries: [String: UInt64]) {
+    /// One `Key: value [kB]` line.
+    public struct Line: Sendable, Equatable {
+        /// The key as the kernel writes it (`Active(anon)`).
+        public var key: String
+        /// The value: bytes when `inKiB`, else the plain number.
+        public var value: UInt64
+        /// Whether the line had the `kB` unit (the value was converted to bytes).
+        public var inKiB: Bool
+
+        public init(key: String, value: UInt64, inKiB: Bool) {
+            self.key = key
+            self.value = value
+            self.inKiB = inKiB
+        }
+    }
+
+    /// Creates a value; `lines` defaults to none.
+    public init(entries: [String: UInt64], lines: [Line] = []) {
         self.entries = entries
+        self.lines = lines
     }
 
     /// The entry `key` (bytes or count, see `entries`).
@@ -59,6 +79,8 @@ public struct MemInfo: Sendable, Equatable {
     static func parse(_ bytes: UnsafeBufferPointer<UInt8>, path: String) -> Result<MemInfo, ProbeError> {
         var entries: [String: UInt64] = [:]
         entries.reserveCapacity(64)
+        var parsed: [Line] = []
+        parsed.reserveCapacity(64)
         var lines = LineIterator(bytes)
         while let (lineNumber, fieldsStart) = lines.next() {
             var fields = fieldsStart
@@ -81,7 +103,9 @@ public struct MemInfo: Sendable, Equatable {
             guard var value = bytes.parseUInt64(valueRange) else {
                 return fail("invalid number '\(bytes.excerpt(valueRange))' for '\(bytes.excerpt(key))'")
             }
+            var inKiB = false
             if let unit = fields.next() {
+                inKiB = true
                 guard bytes.matches(unit, "kB") else {
                     return fail("unknown unit '\(bytes.excerpt(unit))' for '\(bytes.excerpt(key))'")
                 }
@@ -94,8 +118,10 @@ public struct MemInfo: Sendable, Equatable {
                     return fail("unexpected text after the unit of '\(bytes.excerpt(key))'")
                 }
             }
-            entries[bytes.string(key)] = value
+            let name = bytes.string(key)
+            entries[name] = value
+            parsed.append(Line(key: name, value: value, inKiB: inKiB))
         }
-        return .success(MemInfo(entries: entries))
+        return .success(MemInfo(entries: entries, lines: parsed))
     }
 }

@@ -77,12 +77,32 @@ struct ProcParsersTests {
         #expect(stat.perCPU.map(\.id) == [0, 1, 2, 3])
         #expect(stat.total == CPUTimes(
             user: 9_332_116, nice: 71_507, system: 3_221_036, idle: 325_025_568,
-            iowait: 180_787, irq: 39_822, softirq: 100_814, steal: 4_807))
+            iowait: 180_787, irq: 39_822, softirq: 100_814, steal: 4_807, guest: 47_865, guestNice: 1_174))
         #expect(stat.total.total == 337_976_457)  // guest columns not counted
+        #expect(stat.counters == nil)  // not asked for
         #expect(stat.total.totalIdle == 325_206_355)
         #expect(stat.total.busy == 12_770_102)
         #expect(stat.times(forCPU: 2)?.user == UInt64(2_411_093))
         #expect(stat.times(forCPU: 7) == nil)
+    }
+
+    @Test func serverStatKernelCounters() throws {
+        let stat = try server.procStat(counters: true)
+        #expect(stat.counters == KernelCounters(
+            contextSwitches: 234_567_890, forks: 512_345, interrupts: 98_765_432,
+            bootTime: 1_731_000_000, procsRunning: 3, procsBlocked: 0))
+        #expect(stat.perCPU.count == 4)
+    }
+
+    @Test func kernelCountersAreLenient() throws {
+        let stat = try ProcStat.parse("""
+            cpu 1 2 3 4
+            intr x 1 2
+            ctxt 18446744073709551616
+            processes 7 extra columns
+            btime
+            """, counters: true)
+        #expect(stat.counters == KernelCounters(forks: 7))
     }
 
     @Test func aggregateUsageBetweenSnapshots() throws {

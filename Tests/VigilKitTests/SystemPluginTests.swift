@@ -63,10 +63,11 @@ import VigilKitTesting
         let root = Self.machines + "/laptop"
         let instance = try started(root)
         #expect(try device(instance) == [
-            Self.s("hostname", "thinkpad-x1"),
+            Self.s("hostname", "thinkpad-x1"), Self.s("uts_domainname", "(none)"),
             Self.s("os_id", "ubuntu"), Self.s("os_id_like", "debian"), Self.s("os_name", "Ubuntu"),
             Self.s("os_version", "24.04.1 LTS (Noble Numbat)"), Self.s("os_version_id", "24.04"),
             Self.s("os_version_codename", "noble"), Self.s("os_pretty_name", "Ubuntu 24.04.1 LTS"),
+            Self.d("os_version_number", 24.04),
             Self.s("kernel_name", "Linux"), Self.s("kernel_release", "6.8.0-45-generic"),
             Self.s("kernel_version", "#45-Ubuntu SMP PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024"),
             // No proc/sys/kernel/arch on this kernel, and procfs is not /proc: no architecture.
@@ -77,6 +78,8 @@ import VigilKitTesting
             Self.i("chassis_type", 10), Self.s("chassis", "notebook"),
             Self.s("cpu_model", "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz"), Self.s("cpu_vendor", "GenuineIntel"),
             Self.i("cpu_count", 8),
+            // No sys/fs/selinux/enforce.
+            Field("selinux_enabled", .bool(false)),
         ])
         #expect(instance.events(kind: "uptime").map(\.fields)
                 == [Self.uptimeFields(root, uptime: 93784.51, idle: 612345.20, cpus: 8)])
@@ -89,11 +92,11 @@ import VigilKitTesting
         let root = Self.machines + "/server"
         let instance = try started(root)
         #expect(try device(instance) == [
-            Self.s("hostname", "db-07"), Self.s("domainname", "corp.example"),
+            Self.s("hostname", "db-07"), Self.s("domainname", "corp.example"), Self.s("uts_domainname", "corp.example"),
             // Only usr/lib/os-release here: read when etc/ has none.
             Self.s("os_id", "debian"), Self.s("os_name", "Debian GNU/Linux"), Self.s("os_version", "12 (bookworm)"),
             Self.s("os_version_id", "12"), Self.s("os_version_codename", "bookworm"),
-            Self.s("os_pretty_name", "Debian GNU/Linux 12 (bookworm)"),
+            Self.s("os_pretty_name", "Debian GNU/Linux 12 (bookworm)"), Self.d("os_version_number", 12),
             Self.s("kernel_name", "Linux"), Self.s("kernel_release", "6.1.0-25-amd64"),
             Self.s("kernel_version", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.106-3 (2024-08-26)"),
             Self.s("architecture", "x86_64"),
@@ -103,7 +106,7 @@ import VigilKitTesting
             Self.s("bios_vendor", "Dell Inc."), Self.s("bios_version", "1.12.1"), Self.s("bios_date", "11/20/2023"),
             Self.i("chassis_type", 23), Self.s("chassis", "rack mount"),
             Self.s("cpu_model", "AMD EPYC 7543 32-Core Processor"), Self.s("cpu_vendor", "AuthenticAMD"),
-            Self.i("cpu_count", 64),
+            Self.i("cpu_count", 64), Field("selinux_enabled", .bool(false)),
         ])
         #expect(instance.events(kind: "uptime").map(\.fields)
                 == [Self.uptimeFields(root, uptime: 3456789.12, idle: 210987654.32, cpus: 64)])
@@ -115,14 +118,16 @@ import VigilKitTesting
         let root = Self.machines + "/container"
         let instance = try started(root)
         #expect(try device(instance) == [
-            Self.s("hostname", "3f2a9c1b7d4e"),
+            Self.s("hostname", "3f2a9c1b7d4e"), Self.s("uts_domainname", "(none)"),
             Self.s("os_id", "alpine"), Self.s("os_name", "Alpine Linux"), Self.s("os_version_id", "3.20.3"),
             Self.s("os_pretty_name", "Alpine Linux v3.20"),
+            // node_exporter's node_os_version: the leading major.minor only.
+            Self.d("os_version_number", 3.2),
             Self.s("kernel_name", "Linux"), Self.s("kernel_release", "6.1.102-111.182.amzn2023.aarch64"),
             Self.s("kernel_version", "#1 SMP Tue Jul 30 18:18:12 UTC 2024"), Self.s("architecture", "aarch64"),
             // No sys at all: no DMI, no device tree. arm64 cpuinfo names no model: the part does.
             Self.s("cpu_model", "ARM Neoverse-N1"), Self.s("cpu_vendor", "ARM"), Self.i("cpu_count", 4),
-            Self.s("container", "podman"),
+            Self.s("container", "podman"), Field("selinux_enabled", .bool(false)),
         ])
         #expect(instance.events(kind: "uptime").map(\.fields)
                 == [Self.uptimeFields(root, uptime: 1234.56, idle: 4567.89, cpus: 4)])
@@ -138,14 +143,14 @@ import VigilKitTesting
             // NAME, PRETTY_NAME (unterminated quotes), "ID_LIKE = rhel", "9ID" and the
             // prose line are skipped; VERSION_ID is given twice, the last counts.
             Self.s("os_id", "fedora"), Self.s("os_version", "40 (\"Workstation\" Edition) $5"),
-            Self.s("os_version_id", "41"), Self.s("os_version_codename", "the\\ quick fox"),
+            Self.s("os_version_id", "41"), Self.s("os_version_codename", "the\\ quick fox"), Self.d("os_version_number", 41),
             // version is a directory (unreadable); no arch.
             Self.s("kernel_name", "Linux"), Self.s("kernel_release", "6.9.0"),
             // sys_vendor empty, product_name a placeholder, board_name a directory, chassis_type garbled.
             Self.s("bios_vendor", "American Megatrends Inc."), Self.s("bios_version", "F.10"),
             // cpuinfo cut in the second processor's block.
             Self.s("cpu_model", "Intel(R) Celeron(R) N4020 CPU @ 1.10GHz"), Self.s("cpu_vendor", "GenuineIntel"),
-            Self.i("cpu_count", 2),
+            Self.i("cpu_count", 2), Field("selinux_enabled", .bool(false)),
         ])
         #expect(instance.events(kind: "uptime").isEmpty)  // no proc/uptime
         let logs = instance.logs.filter { $0.level == 0 }.map(\.message)
