@@ -38,6 +38,9 @@ let plugins = [
     plugin("clock", target: "ClockPlugin"),
     plugin("radio", target: "RadioPlugin"),
     plugin("system", target: "SystemPlugin"),
+    plugin("diskstats", target: "DiskstatsPlugin"),
+    plugin("vmstat", target: "VMStatPlugin"),
+    plugin("pressure", target: "PressurePlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]

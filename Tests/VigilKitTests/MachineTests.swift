@@ -34,6 +34,9 @@ import VigilKitTesting
         Plugin(name: "display") { "sysfs: \($0)/sys" },
         Plugin(name: "radio") { "sysfs: \($0)/sys, devfs: \($0)/dev" },
         Plugin(name: "system") { "procfs: \($0)/proc, sysfs: \($0)/sys, rootfs: \($0)" },
+        Plugin(name: "diskstats") { "procfs: \($0)/proc, sysfs: \($0)/sys, rootfs: \($0)" },
+        Plugin(name: "vmstat") { "procfs: \($0)/proc" },
+        Plugin(name: "pressure") { "procfs: \($0)/proc" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -90,10 +93,12 @@ import VigilKitTesting
     /// the rest must be unavailable.
     static let expected: [(machine: String, running: Set<String>, retrying: Set<String>)] = [
         ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process",
-                    "devices", "sensors", "display", "radio", "system"], []),
-        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system"], []),
+                    "devices", "sensors", "display", "radio", "system", "vmstat", "pressure"], []),
+        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "vmstat", "pressure"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system"], []),
         ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system"], ["cpu", "memory", "load"]),
+        ("capture", ["clock", "process", "diskstats", "vmstat", "pressure"], []),
+        ("old-kernel", ["clock", "process", "diskstats", "vmstat", "pressure"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))
