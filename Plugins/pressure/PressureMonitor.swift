@@ -28,8 +28,8 @@ final class PressureMonitor: PolledMonitor {
 
     static let fields: [FieldDecl] = resources.flatMap { resource in
         ["some", "full"].flatMap { line in
-            let who = line == "some" ? "some task" : "every non-idle task at once"
-            let what = "\(resource): \(who) stalled"
+            let what = line == "some" ? "at least one task was stalled on \(resource)"
+                : "every non-idle task was stalled on \(resource) at once"
             return [
                 FieldDecl("\(resource)_\(line)_avg10", .double, unit: "percent", doc: "share of time \(what), over 10 s"),
                 FieldDecl("\(resource)_\(line)_avg60", .double, unit: "percent", doc: "the same over 60 s"),
