@@ -49,6 +49,9 @@ let plugins = [
     plugin("softnet", target: "SoftnetPlugin"),
     plugin("udp_queues", target: "UDPQueuesPlugin"),
     plugin("conntrack", target: "ConntrackPlugin"),
+    plugin("diskstats", target: "DiskstatsPlugin"),
+    plugin("vmstat", target: "VMStatPlugin"),
+    plugin("pressure", target: "PressurePlugin"),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]

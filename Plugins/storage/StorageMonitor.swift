@@ -28,15 +28,26 @@ import VigilKit
 ///
 /// A mount whose `statvfs` fails (gone between the two reads, EACCES, EIO, a
 /// stale NFS handle) is skipped for that poll with a debug log line; it is not
-/// reported as removed while it is still in mountinfo. `statvfs` on a hung
+/// reported as removed while it is still in mountinfo. With `mount_facts`
+/// it is reported instead, with `device_error` true and no figures (as
+/// node_exporter's `node_filesystem_device_error`). `statvfs` on a hung
 /// network filesystem can block: the host's watchdog then warns about the poll.
+///
+/// Two options serve exporters that want every figure exact at each poll
+/// (node_exporter's filesystem collector: `vigil`'s stand-in), both off by
+/// default so that existing manifests' events do not change: `every_poll`
+/// emits each mount's `usage` every poll, not only on a change of its
+/// minimum change; `mount_facts` adds `readonly` and `device_error`.
+/// `exclude_fs_types` leaves types out whatever `fs_types` says, so that
+/// node_exporter's `--collector.filesystem.fs-types-exclude` can be written
+/// as `fs_types: ["*"]` and its list.
 final class StorageMonitor: PolledMonitor {
     static let spec = PluginSpec(
         name: "storage", version: "1.0.0",
         summary: "Space and inodes of mounted filesystems, from /proc/self/mountinfo and statvfs",
         defaultInterval: .seconds(30),
         events: [
-            EventDecl("usage", doc: "One mount's space and inodes: a snapshot of every mount on start, then a mount's event when one of its figures changed by at least its minimum change (64 MiB, 0.001, 1000 inodes) or its device or type changed.", fields: [
+            EventDecl("usage", doc: "One mount's space and inodes: a snapshot of every mount on start, then a mount's event when one of its figures changed by at least its minimum change (64 MiB, 0.001, 1000 inodes) or its device or type changed; with every_poll, every poll. With mount_facts, a mount whose statvfs failed has device_error true and no figures.", fields: [
                 FieldDecl("mount", .string, doc: "mount point, as in mountinfo (escapes decoded)"),
                 FieldDecl("device", .string, doc: "mount source: a device, a server path or a name such as tmpfs"),
                 FieldDecl("fs_type", .string, doc: "filesystem type (ext4, vfat, tmpfs, fuse.sshfs…)"),
@@ -46,6 +57,8 @@ final class StorageMonitor: PolledMonitor {
                 FieldDecl("used_ratio", .double, unit: "ratio", minChange: 0.001, doc: "used / (used + available), as df(1); 0 without blocks"),
                 FieldDecl("inodes_total", .int, unit: "inodes", doc: "inodes of the filesystem (0 where it has no fixed number)"),
                 FieldDecl("inodes_free", .int, unit: "inodes", minChange: 1000, doc: "free inodes"),
+                FieldDecl("readonly", .bool, doc: "mounted read-only (mount or superblock option ro); with mount_facts"),
+                FieldDecl("device_error", .bool, doc: "statvfs of the mount point failed this poll (its figures are then absent); with mount_facts"),
             ], key: ["mount"]),
             EventDecl.occurrence("low_space", doc: "A mount's available share went below `low_space` percent (active: true, severity warning), or, once low, rose above `low_space` + 2 (active: false). On start, every mount that is low is reported.", fields: [
                 FieldDecl("mount", .string, doc: "mount point", identity: true),
@@ -69,6 +82,9 @@ final class StorageMonitor: PolledMonitor {
         var exclude: [String] = []
         var tmpfs = false
         var lowSpace = 10.0
+        var excludeFSTypes: [String] = []
+        var everyPoll = false
+        var mountFacts = false
         static let schema = OptionSchema<Options>(
             .option("procfs", \.procfs, doc: "Root of the proc filesystem; mounts are read from <procfs>/self/mountinfo."),
             .option("rootfs", \.rootfs, doc: "Directory the mount points are joined onto for statvfs (the host's / seen from a container, or a test tree)."),
@@ -76,7 +92,10 @@ final class StorageMonitor: PolledMonitor {
             .option("fs_types", \.fsTypes, doc: "Filesystem types (globs) to report; empty: all but pseudo filesystems and read-only images (proc, sysfs, cgroup2, devtmpfs, squashfs…)."),
             .option("exclude", \.exclude, doc: "Globs on mount points not to report, even when `paths` match."),
             .option("tmpfs", \.tmpfs, doc: "Report tmpfs mounts too (/run, /dev/shm, a tmpfs /tmp) when `fs_types` is empty; a non-empty `fs_types` decides by itself."),
-            .option("low_space", \.lowSpace, doc: "Percent of available space below which low_space fires (0 to 100, 0: never; clears above it + 2)."))
+            .option("low_space", \.lowSpace, doc: "Percent of available space below which low_space fires (0 to 100, 0: never; clears above it + 2)."),
+            .option("exclude_fs_types", \.excludeFSTypes, doc: "Filesystem types (globs) never to report, even when `fs_types` matches them."),
+            .option("every_poll", \.everyPoll, doc: "Emit every mount's usage at every poll, with exact figures, not only when a figure moved by its minimum change."),
+            .option("mount_facts", \.mountFacts, doc: "Add readonly and device_error to usage, and report a mount whose statvfs fails (device_error true, no figures) instead of skipping it."))
     }
 
     /// Byte counts within 64 MiB of the last event are not a change.
@@ -101,6 +120,9 @@ final class StorageMonitor: PolledMonitor {
     private let exclude: [String]
     private let tmpfs: Bool
     private let lowSpace: Double
+    private let excludeFSTypes: [String]
+    private let everyPoll: Bool
+    private let mountFacts: Bool
 
     /// Mounts reported since start, with what mount_removed will say about them.
     private var known: [String: (device: String, fsType: String)] = [:]
@@ -112,7 +134,8 @@ final class StorageMonitor: PolledMonitor {
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         guard !options.rootfs.isEmpty else { throw .invalidOption("rootfs", "must not be empty") }
-        for (name, list) in [("paths", options.paths), ("fs_types", options.fsTypes), ("exclude", options.exclude)] {
+        for (name, list) in [("paths", options.paths), ("fs_types", options.fsTypes), ("exclude", options.exclude),
+                             ("exclude_fs_types", options.excludeFSTypes)] {
             if let i = list.firstIndex(where: \.isEmpty) { throw .invalidOption("\(name)[\(i)]", "must not be empty") }
         }
         guard options.lowSpace >= 0 && options.lowSpace <= 100 else {
@@ -126,6 +149,9 @@ final class StorageMonitor: PolledMonitor {
         exclude = options.exclude
         tmpfs = options.tmpfs
         lowSpace = options.lowSpace
+        excludeFSTypes = options.excludeFSTypes
+        everyPoll = options.everyPoll
+        mountFacts = options.mountFacts
     }
 
     func start() throws(MonitorError) {
@@ -150,7 +176,13 @@ final class StorageMonitor: PolledMonitor {
         var present: Set<String> = []
         for mount in mounts {
             present.insert(mount.mountPoint)
-            guard let space = self.space(at: mount.mountPoint) else { continue }
+            guard let space = self.space(at: mount.mountPoint) else {
+                if mountFacts {
+                    known[mount.mountPoint] = (mount.source, mount.fsType)
+                    reportError(mount)
+                }
+                continue
+            }
             known[mount.mountPoint] = (mount.source, mount.fsType)
             report(mount, space)
         }
@@ -177,7 +209,8 @@ final class StorageMonitor: PolledMonitor {
 
     private func included(_ entry: MountEntry) -> Bool {
         guard paths.contains(where: { Self.matches($0, entry.mountPoint) }),
-              !exclude.contains(where: { Self.matches($0, entry.mountPoint) }) else { return false }
+              !exclude.contains(where: { Self.matches($0, entry.mountPoint) }),
+              !excludeFSTypes.contains(where: { Self.matches($0, entry.fsType) }) else { return false }
         if fsTypes.isEmpty { return !Self.pseudoTypes.contains(entry.fsType) && (tmpfs || entry.fsType != "tmpfs") }
         return fsTypes.contains { Self.matches($0, entry.fsType) }
     }
@@ -216,19 +249,38 @@ final class StorageMonitor: PolledMonitor {
                      inodes: UInt64(info.f_files), inodesFree: UInt64(info.f_ffree))
     }
 
+    /// Whether the mount is read-only: `ro` among its per-mount or its
+    /// superblock options (what /proc/mounts shows as one list).
+    static func isReadOnly(_ mount: MountEntry) -> Bool {
+        mount.mountOptions.split(separator: ",").contains("ro") || mount.superOptions.split(separator: ",").contains("ro")
+    }
+
+    private func emitUsage(_ mount: MountEntry, _ fields: [(String, Value)]) {
+        if everyPoll { context.forget("usage", key: [.string(mount.mountPoint)]) }
+        context.emit("usage", fields: fields)
+    }
+
+    /// A mount whose statvfs failed, with mount_facts: its names and facts, no figures.
+    private func reportError(_ mount: MountEntry) {
+        emitUsage(mount, [("mount", .string(mount.mountPoint)), ("device", .string(mount.source)), ("fs_type", .string(mount.fsType)),
+                          ("readonly", .bool(Self.isReadOnly(mount))), ("device_error", .bool(true))])
+    }
+
     private func report(_ mount: MountEntry, _ space: Space) {
         let share = space.freeShare
-        context.emit("usage", [
-            "mount": .string(mount.mountPoint),
-            "device": .string(mount.source),
-            "fs_type": .string(mount.fsType),
-            "total": .int(clamping: space.total),
-            "free": .int(clamping: space.free),
-            "available": .int(clamping: space.available),
-            "used_ratio": .double(share.map { 1 - $0 } ?? 0),
-            "inodes_total": .int(clamping: space.inodes),
-            "inodes_free": .int(clamping: space.inodesFree),
-        ])
+        var fields: [(String, Value)] = [
+            ("mount", .string(mount.mountPoint)),
+            ("device", .string(mount.source)),
+            ("fs_type", .string(mount.fsType)),
+            ("total", .int(clamping: space.total)),
+            ("free", .int(clamping: space.free)),
+            ("available", .int(clamping: space.available)),
+            ("used_ratio", .double(share.map { 1 - $0 } ?? 0)),
+            ("inodes_total", .int(clamping: space.inodes)),
+            ("inodes_free", .int(clamping: space.inodesFree)),
+        ]
+        if mountFacts { fields += [("readonly", .bool(Self.isReadOnly(mount))), ("device_error", .bool(false))] }
+        emitUsage(mount, fields)
         guard let share else { return }
         let percent = share * 100
         let wasLow = low.contains(mount.mountPoint)

@@ -23,3 +23,23 @@ extension FSRoot {
         return try Pressure.parse(readText(relative), path: path(relative))
     }
 }
+
+extension FSRoot {
+    /// Reads and parses `diskstats` under this root (the procfs root).
+    public func diskStats() throws(ProbeError) -> DiskStats {
+        DiskStats.parse(try readText("diskstats"))
+    }
+
+    /// Reads and parses `vmstat` under this root (the procfs root).
+    public func vmStat() throws(ProbeError) -> VMStat {
+        VMStat.parse(try readText("vmstat"))
+    }
+
+    /// The udev properties of block device `major:minor`, from
+    /// `run/udev/data/b<major>:<minor>` under this root (the root file
+    /// system); empty when udev has no file for it.
+    public func udevBlockProperties(major: UInt32, minor: UInt32) -> UdevProperties {
+        guard let text = try? readText("run/udev/data/b\(major):\(minor)") else { return UdevProperties() }
+        return UdevProperties.parse(text)
+    }
+}

@@ -45,6 +45,9 @@ import VigilKitTesting
         Plugin(name: "softnet") { "procfs: \($0)/proc" },
         Plugin(name: "udp_queues") { "procfs: \($0)/proc" },
         Plugin(name: "conntrack") { "procfs: \($0)/proc" },
+        Plugin(name: "diskstats") { "procfs: \($0)/proc, sysfs: \($0)/sys, rootfs: \($0)" },
+        Plugin(name: "vmstat") { "procfs: \($0)/proc" },
+        Plugin(name: "pressure") { "procfs: \($0)/proc" },
     ]
 
     /// Options a plugin needs whatever the machine.
@@ -100,12 +103,12 @@ import VigilKitTesting
     /// Which plugins run on each machine, and which fail a poll as temporary;
     /// the rest must be unavailable.
     static let expected: [(machine: String, running: Set<String>, retrying: Set<String>)] = [
-        ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process", "devices", "sensors", "display", "radio", "system", "time", "hwmon", "netdev"], []),
-        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time", "hwmon", "netdev"], []),
+        ("laptop", ["cpu", "memory", "load", "storage", "power", "thermal", "network", "wifi", "clock", "process", "devices", "sensors", "display", "radio", "system", "time", "hwmon", "netdev", "vmstat", "pressure"], []),
+        ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time", "hwmon", "netdev", "vmstat", "pressure"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system", "time"], []),
         ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system", "time", "hwmon"], ["cpu", "memory", "load"]),
-        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack"], []),
-        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "power", "thermal", "hwmon", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack"], []),
+        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack", "diskstats", "vmstat", "pressure"], []),
+        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "power", "thermal", "hwmon", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack", "diskstats", "vmstat", "pressure"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))

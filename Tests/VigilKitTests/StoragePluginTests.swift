@@ -47,10 +47,11 @@ import VigilKitTesting
         let d = try host().description
         #expect(d.name == "storage" && d.polled)
         #expect(d.options.map { "\($0.name)=\($0.defaultText ?? "-")" } ==
-                ["procfs=/proc", "rootfs=/", "paths=[\"*\"]", "fs_types=[]", "exclude=[]", "tmpfs=false", "low_space=10.0"])
+                ["procfs=/proc", "rootfs=/", "paths=[\"*\"]", "fs_types=[]", "exclude=[]", "tmpfs=false", "low_space=10.0",
+                 "exclude_fs_types=[]", "every_poll=false", "mount_facts=false"])
         #expect(d.events.map(\.kind) == ["usage", "low_space", "mount_removed"])
         #expect(d.events[0].fields.map(\.name) == ["mount", "device", "fs_type", "total", "free", "available",
-                                                   "used_ratio", "inodes_total", "inodes_free"])
+                                                   "used_ratio", "inodes_total", "inodes_free", "readonly", "device_error"])
     }
 
     @Test func snapshotOfRealFilesystemsThenOnlyChanges() throws {
@@ -229,6 +230,71 @@ import VigilKitTesting
         #expect(mounts(instance.events(kind: "low_space")).filter { $0 == "/mnt/usb" }.count == 2)
         try instance.stop()
         #expect(instance.violations.isEmpty)
+    }
+
+    /// node_exporter 1.5's filesystem defaults as Debian ships them
+    /// (`--collector.filesystem.fs-types-exclude`, and `mount-points-exclude`
+    /// `^/(dev|proc|run|sys|mnt|media|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)`),
+    /// as the stand-in manifest writes them.
+    static let nodeExporterOptions = """
+        fs_types: ['*'], exclude_fs_types: [autofs, binfmt_misc, bpf, cgroup, cgroup2, configfs, debugfs, devpts, devtmpfs, \
+        fusectl, hugetlbfs, iso9660, mqueue, nsfs, overlay, proc, procfs, pstore, rpc_pipefs, securityfs, selinuxfs, squashfs, \
+        sysfs, tracefs], exclude: ['/dev', '/dev/*', '/proc', '/proc/*', '/run', '/run/*', '/sys', '/sys/*', '/mnt', '/mnt/*', \
+        '/media', '/media/*', '/var/lib/docker/?*', '/var/lib/containers/storage/?*'], every_poll: true, mount_facts: true
+        """
+
+    @Test func nodeExportersSelectionEveryPollWithFacts() throws {
+        let root = try rootfs()
+        let instance = try host().instance(options: options(rootfs: root, Self.nodeExporterOptions), interval: .seconds(1))
+        try instance.start()
+        let first = instance.events(kind: "usage")
+        #expect(mounts(first) == ["/", "/boot/efi", "/tmp", "/export/data", "/srv/back\\slash\ttab"])
+        #expect(first.allSatisfy { $0.bool("readonly") == false && $0.bool("device_error") == false })
+        try instance.advance(by: .seconds(1))
+        #expect(instance.events(kind: "usage").count == 2 * first.count)  // every poll, changed or not
+        try instance.advance(by: .seconds(1))
+        #expect(instance.events(kind: "usage").count == 3 * first.count)
+        try instance.stop()
+        #expect(instance.violations.isEmpty)
+
+        // exclude_fs_types wins over fs_types, and applies with the default fs_types too.
+        let ext4 = try host().instance(options: options(rootfs: root, "exclude_fs_types: ['ext*']"))
+        try ext4.start()
+        #expect(mounts(ext4.events(kind: "usage")) == ["/boot/efi", "/media/alice/My Passport",
+                                                       "/var/lib/docker/overlay2/3f5d0a9c1e7b/merged"])
+        try ext4.stop()
+    }
+
+    @Test func readonlyAndDeviceErrorWithMountFacts() throws {
+        let root = try rootfs(["/", "/data", "/image"])
+        let procfs = try Tree()
+        try procfs.write("/self/mountinfo", """
+            29 1 259:2 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+            30 29 8:17 / /data ro,relatime shared:2 - ext4 /dev/sdb1 rw
+            31 29 8:33 / /image rw,relatime shared:3 - ext4 /dev/sdc1 ro,errors=continue
+            32 29 0:50 / /gone rw,relatime shared:4 - nfs4 server:/export rw,vers=4.2
+
+            """)
+        let facts = try host().instance(options: options(procfs: procfs.path, rootfs: root, "mount_facts: true"), interval: .seconds(30))
+        try facts.start()
+        let usage = facts.events(kind: "usage")
+        #expect(mounts(usage) == ["/", "/data", "/image", "/gone"])
+        #expect(usage.map { $0.bool("readonly") } == [false, true, true, false])  // the mount's ro, the superblock's ro
+        #expect(usage.map { $0.bool("device_error") } == [false, false, false, true])
+        #expect(usage.last?.int("total") == nil && usage.last?.int("available") == nil)
+        #expect(usage.last?.string("device") == "server:/export" && usage.last?.string("fs_type") == "nfs4")
+        try facts.advance(by: .seconds(30))  // without every_poll, on change only
+        #expect(facts.events(kind: "usage").count == 4)
+        #expect(facts.events(kind: "mount_removed").isEmpty)
+        try facts.stop()
+        #expect(facts.violations.isEmpty)
+
+        // Without the option: as before, no new fields, the failing mount skipped.
+        let plain = try host().instance(options: options(procfs: procfs.path, rootfs: root), interval: .seconds(30))
+        try plain.start()
+        #expect(mounts(plain.events(kind: "usage")) == ["/", "/data", "/image"])
+        #expect(plain.events(kind: "usage").allSatisfy { $0.bool("readonly") == nil && $0.bool("device_error") == nil })
+        try plain.stop()
     }
 
     @Test func unavailableWithoutMountinfo() throws {
