@@ -107,8 +107,8 @@ import VigilKitTesting
         ("server", ["cpu", "memory", "load", "storage", "thermal", "network", "clock", "process", "system", "time", "hwmon", "netdev", "vmstat", "pressure"], []),
         ("container", ["cpu", "memory", "load", "storage", "clock", "process", "system", "time"], []),
         ("broken", ["storage", "power", "thermal", "clock", "process", "display", "radio", "system", "time", "hwmon"], ["cpu", "memory", "load"]),
-        ("capture", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack", "diskstats", "vmstat", "pressure"], []),
-        ("old-kernel", ["clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "power", "thermal", "hwmon", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack", "diskstats", "vmstat", "pressure"], []),
+        ("capture", ["cpu", "memory", "system", "clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack", "diskstats", "vmstat", "pressure"], []),
+        ("old-kernel", ["cpu", "memory", "system", "clock", "process", "netstat", "sockstat", "kernel", "time", "cgroups", "power", "thermal", "hwmon", "network", "netdev", "arp", "softnet", "udp_queues", "conntrack", "diskstats", "vmstat", "pressure"], []),
     ]
 
     @Test(arguments: expected.map(\.machine))
