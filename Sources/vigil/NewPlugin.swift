@@ -272,7 +272,9 @@ struct NewPlugin: AsyncParsableCommand {
     static let vigilTargets: Set<String> = [
         "CPUPlugin", "MemoryPlugin", "LoadPlugin", "FilesPlugin", "PowerPlugin", "ThermalPlugin", "StoragePlugin",
         "DisplayPlugin", "WifiPlugin", "ProcessPlugin", "SensorsPlugin", "DevicesPlugin", "NetworkPlugin", "ClockPlugin",
-        "RadioPlugin", "SystemPlugin", "FFIPlugin",
+        "RadioPlugin", "SystemPlugin", "NetstatPlugin", "SockstatPlugin", "KernelPlugin", "TimePlugin", "CgroupsPlugin",
+        "HwmonPlugin", "NetdevPlugin", "ARPPlugin", "SoftnetPlugin", "UDPQueuesPlugin", "ConntrackPlugin", "DiskstatsPlugin",
+        "VMStatPlugin", "PressurePlugin", "FFIPlugin",
     ]
 
     /// The identities of the packages Vigil depends on, directly or not
