@@ -280,13 +280,7 @@ import Testing
             server.signal(SIGTERM)
             _ = server.wait(timeout: 30)
         }
-        func query(_ q: String) -> [[String: Any]] {
-            let encoded = q.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? q
-            guard let reply = try? TestEnv.httpGet(port: webPort, "/api/v1/query?query=\(encoded)"), reply.status == 200,
-                  let json = try? JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any],
-                  let data = json["data"] as? [String: Any] else { return [] }
-            return data["result"] as? [[String: Any]] ?? []
-        }
+        func query(_ q: String) -> [[String: Any]] { PrometheusRunTests.query(port: webPort, q) }
         func values(_ q: String) -> [String: Double] {
             var out: [String: Double] = [:]
             for r in query(q) {

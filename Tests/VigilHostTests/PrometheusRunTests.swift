@@ -63,6 +63,15 @@ import Testing
         }
     }
 
+    /// The result of an instant query of the Prometheus at 127.0.0.1:`port` (none when it does not answer).
+    static func query(port: Int, _ q: String) -> [[String: Any]] {
+        let encoded = q.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? q
+        guard let reply = try? TestEnv.httpGet(port: port, "/api/v1/query?query=\(encoded)"), reply.status == 200,
+              let json = try? JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any],
+              let data = json["data"] as? [String: Any] else { return [] }
+        return data["result"] as? [[String: Any]] ?? []
+    }
+
     static func tool(_ name: String) -> String? {
         ["/usr/bin/\(name)", "/usr/local/bin/\(name)"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
@@ -124,13 +133,7 @@ import Testing
             server.signal(SIGTERM)
             _ = server.wait(timeout: 30)
         }
-        func query(_ q: String) -> [[String: Any]] {
-            let encoded = q.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? q
-            guard let reply = try? TestEnv.httpGet(port: webPort, "/api/v1/query?query=\(encoded)"), reply.status == 200,
-                  let json = try? JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any],
-                  let data = json["data"] as? [String: Any] else { return [] }
-            return data["result"] as? [[String: Any]] ?? []
-        }
+        func query(_ q: String) -> [[String: Any]] { Self.query(port: webPort, q) }
         func value(_ q: String) -> String? { (query(q).first?["value"] as? [Any])?.last as? String }
         #expect(SinkRunTests.waitUntil(60) { value("up{job=\"vigil\"}") == "1" }, "Prometheus never scraped the sink")
         #expect(SinkRunTests.waitUntil(20) { value("vigil_load_load1") == values.load1 }, "\(query("vigil_load_load1"))")
