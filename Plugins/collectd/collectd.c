@@ -313,7 +313,7 @@ static vigil_value number_value(int ds_type, value_t v) {
 }
 
 static const char *const notification_names[] = {"host", "plugin", "plugin_instance", "type", "type_instance",
-                                                 "message"};
+                                                 "message", "counters"};
 
 static int taken_name(const char *name) {
     for (size_t i = 0; i < sizeof notification_names / sizeof notification_names[0]; i++)
@@ -334,8 +334,8 @@ static size_t identifier_fields(vigil_field *fields, const char *host, const cha
 
 static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl, const gauge_t *rates) {
     compat *c = ctx;
-    size_t max = IDENTIFIER_FIELDS + 2 * ds->ds_num;
-    vigil_field stack_fields[IDENTIFIER_FIELDS + 2 * 16];
+    size_t max = IDENTIFIER_FIELDS + 2 * ds->ds_num + 1;
+    vigil_field stack_fields[IDENTIFIER_FIELDS + 2 * 16 + 1];
     char stack_names[16][DATA_MAX_NAME_LEN + 5];
     vigil_field *fields = max <= sizeof stack_fields / sizeof stack_fields[0] ? stack_fields
                                                                               : calloc(max, sizeof *fields);
@@ -366,6 +366,24 @@ static void sink_values(void *ctx, const data_set_t *ds, const value_list_t *vl,
             fields[n++].value.as.f64 = rates[i];
         }
     }
+    /* The sources that are no gauge, by the names given above: counters
+     * (VIGIL_EVENT_DYNAMIC_FIELDS says how), cut at a whole name if a type
+     * has more of them than the buffer holds. */
+    char counters[512];
+    size_t used = 0;
+    counters[0] = 0;
+    for (size_t i = 0, f = IDENTIFIER_FIELDS; i < ds->ds_num; i++) {
+        const data_source_t *source = &ds->ds[i];
+        const vigil_str name = fields[f].name;
+        f += (source->type != DS_TYPE_GAUGE && rates != NULL && !isnan(rates[i])) ? 2 : 1;
+        if (source->type == DS_TYPE_GAUGE) continue;
+        if (used + name.len + 2 > sizeof counters) break;
+        if (used > 0) counters[used++] = ',';
+        memcpy(counters + used, name.ptr, name.len);
+        used += name.len;
+        counters[used] = 0;
+    }
+    if (used > 0) fields[n++] = str_field("counters", counters);
     vigil_event event = {.size = sizeof event, .severity = VIGIL_SEVERITY_INFO, .kind = VIGIL_STR("value"),
                          .time_ns = cdtime_to_ns(vl->time), .fields = fields, .field_count = n};
     (void)c->api->emit(c->host, &event);

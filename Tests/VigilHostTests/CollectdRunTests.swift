@@ -58,6 +58,8 @@ struct CollectdRunTests {
         #expect(counts.first?.fields["plugin"] as? String == "tail")
         #expect(counts.first?.pluginInstance == "app")
         #expect(counts.last?.number("value") == 3, "\(counts.map { $0.fields })")
+        // collectd's type `counter` is a DERIVE source: named as a counter.
+        #expect(counts.last?.fields["counters"] as? String == "value", "\(counts.map { $0.fields })")
     }
 
     @Test func execReadsAScriptsPutvalLines() throws {

@@ -153,7 +153,8 @@ import Testing
             exporter = try TestEnv.start(NodeExporterParityTests.nodeExporter, ["--web.listen-address=127.0.0.1:\(nePort)"])
             standIn = try TestEnv.start(TestEnv.vigil, ["run", TestEnv.repoRoot + "/manifests/node-exporter.yaml",
                                                         "--control", "unix:\(dir)/vigil.sock", "--for", "300s"],
-                                        environment: ["VIGIL_NODE_EXPORTER_LISTEN": "tcp://127.0.0.1:\(vigilPort)"])
+                                        environment: ["VIGIL_NODE_EXPORTER_LISTEN": "tcp://127.0.0.1:\(vigilPort)",
+                                                      "VIGIL_NODE_EXPORTER_SELF_METRICS": "true"])
             let (ne, vigil) = (nePort, vigilPort)
             guard SinkRunTests.waitUntil(30, {
                 (try? NodeExporterParityTests.scrape(ne)).map { $0.contains("node_load1") } == true
@@ -233,7 +234,7 @@ import Testing
         #expect(disagreeing.isEmpty, "values that disagree (of \(compared)):\n\(disagreeing.joined(separator: "\n"))")
         #expect(compared > 200, "only \(compared) series compared")
 
-        // The host's own figures ride along (self_metrics), so one scrape job is enough.
+        // The host's own figures ride along (self_metrics, asked for here), so one scrape job is enough.
         #expect(vigil.types["vigil_events_sequenced_total"] == "counter")
 
         // Prometheus' own linter finds nothing wrong with the exposition

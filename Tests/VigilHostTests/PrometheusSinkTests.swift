@@ -80,6 +80,33 @@ import VigilCore
         #expect(sink.series.count == 8)
     }
 
+    /// A kind with dynamic fields (collectd's value lists) names its
+    /// counters in `counters`: those are counters, the rest gauges, even
+    /// under one field name.
+    @Test func aDynamicKindsCountersAreCounters() throws {
+        let collectd = PluginDescription(
+            name: "collectd", version: "1", summary: "", abiMajor: 1, abiMinor: 4, options: [],
+            events: [EventSpec(kind: "value", doc: "", fields: [FieldSpec(name: "type", type: .string, identity: true)], dynamicFields: true)],
+            defaultInterval: 1_000_000_000, polled: true, path: "/x/collectd.so")
+        let facts = MonitorFacts(instance: ObjectIdentifier(Self.Marker.shared), description: collectd, interval: 1_000_000_000, running: true)
+        let (sink, context, port) = try sink(facts: ["cd": facts])
+        defer { sink.shutdown(context: context) }
+        func value(_ type: String, _ fields: [Field]) -> Event {
+            Event(time: 0, monitor: "cd", plugin: "collectd", kind: "value", fields: [Field("type", .string(type))] + fields)
+        }
+        try sink.write([value("if_octets", [Field("rx", .int(1000)), Field("tx", .int(2000)), Field("rx_rate", .double(12.5)),
+                                            Field("counters", .string("rx,tx"))]),
+                        value("cpu", [Field("value", .int(12345)), Field("counters", .string("value"))]),
+                        value("temperature", [Field("value", .double(41.5))])], context: context)
+        let body = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(body.contains("# TYPE vigil_collectd_value_rx_total counter\n"), "\(body)")
+        #expect(body.contains(#"vigil_collectd_value_rx_total{monitor="cd",host="box",type="if_octets"} 1000"#))
+        #expect(body.contains("# TYPE vigil_collectd_value_rx_rate gauge\n"))
+        #expect(body.contains(#"vigil_collectd_value_total{monitor="cd",host="box",type="cpu"} 12345"#))
+        #expect(body.contains(#"vigil_collectd_value{monitor="cd",host="box",type="temperature"} 41.5"#))
+        #expect(!body.contains("rx,tx"))
+    }
+
     @Test func openMetricsWhenAskedAndRefusalsByName() throws {
         let (sink, context, port) = try sink(facts: ["therm": Self.facts])
         defer { sink.shutdown(context: context) }

@@ -423,7 +423,10 @@ typedef struct vigil_field_spec {
 enum {
     /** The kind's fields are named by the instance's options (e.g. the ffi
      *  plugin's `fields:`), so `fields` lists only those always present and
-     *  checkers accept others. */
+     *  checkers accept others. Which of an event's undeclared fields are
+     *  counters (as VIGIL_FIELD_COUNTER says of a declared one) it may say in
+     *  a STRING field named "counters": their names, comma-separated (the
+     *  collectd plugin's DERIVE, COUNTER and ABSOLUTE sources). */
     VIGIL_EVENT_DYNAMIC_FIELDS = 1u << 0,
     /** (ABI 1.4, read only from a 1.4 plugin.) Events of the kind come as a
      *  snapshot on start, then only when something changed: silence means

@@ -108,7 +108,14 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         let ttl: Int64
         let specs: [String: FieldSpec]
         let mapped: [PrometheusNameMap.Entry]
+        /// Of a kind with dynamic fields (VIGIL_EVENT_DYNAMIC_FIELDS).
+        let dynamic: Bool
     }
+
+    /// The string field in which an event of a dynamic kind names its counters.
+    static let countersField = "counters"
+    /// Plans a counter apart from a gauge of the same name (a field name holds no NUL).
+    static let counterKeySuffix = "\u{0}counter"
 
     init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts],
          selfMetrics: (@Sendable () -> [UInt8])? = nil) {
@@ -189,13 +196,25 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
                     _ = updater.set(info.shape, labels: labels(info.labels), value: [UInt8(ascii: "1")], now: now, ttl: plan.ttl,
                                     monitor: event.monitor, onChange: plan.onChange, limit: limit)
                 }
+                // A kind with dynamic fields names its undeclared counters
+                // in `counters` (VIGIL_EVENT_DYNAMIC_FIELDS): such a field is
+                // planned apart from a gauge of the same name.
+                var counters: Substring?
+                if plan.dynamic, case .string(let list)? = event[field: Self.countersField] { counters = list[...] }
                 for field in event.fields {
+                    var key = field.name
+                    var counter = false
+                    if let counters, plan.specs[field.name] == nil,
+                       counters.split(separator: ",").contains(where: { $0 == field.name }) {
+                        counter = true
+                        key = field.name + Self.counterKeySuffix
+                    }
                     let outputs: [Output]
-                    if let known = plan.fields[field.name] {
+                    if let known = plan.fields[key] {
                         outputs = known
                     } else {
-                        outputs = self.outputs(event: event, field: field, plan: plan)
-                        plans[event.monitor]?[event.kind]?.fields[field.name] = outputs
+                        outputs = self.outputs(event: event, field: field, plan: plan, counter: counter)
+                        plans[event.monitor]?[event.kind]?.fields[key] = outputs
                     }
                     for output in outputs {
                         let shape = output.shape
@@ -298,21 +317,22 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
             nativeInfo = (shape, strings.map { ($0.name, PrometheusNaming.labelName($0.name)) }.filter { !taken.contains($0.1) })
         }
         let plan = KindPlan(instance: facts?.instance, fields: [:], identities: identities, infos: infos, nativeInfo: nativeInfo,
-                            onChange: spec?.onChange == true, ttl: ttl, specs: specs, mapped: mapped)
+                            onChange: spec?.onChange == true, ttl: ttl, specs: specs, mapped: mapped,
+                            dynamic: spec?.dynamicFields == true)
         plans[event.monitor, default: [:]][event.kind] = plan
         return plan
     }
 
     /// Where a field goes: the families `names:` makes of it, else its
     /// native family (unless `unmapped: drop`); strings go nowhere.
-    private func outputs(event: Event, field: Field, plan: KindPlan) -> [Output] {
+    private func outputs(event: Event, field: Field, plan: KindPlan, counter: Bool = false) -> [Output] {
         var isBool = false
         switch field.value {
         case .string: return []
         case .bool: isBool = true
         default: break
         }
-        let spec = plan.specs[field.name]
+        let spec = plan.specs[field.name] ?? (counter ? FieldSpec(name: field.name, type: .int, counter: true) : nil)
         let entries = plan.mapped.filter { $0.field == field.name }
         if !entries.isEmpty {
             return entries.map { Output(shape: PrometheusNaming.shape(mapped: $0, spec: spec, valueIsBool: isBool), labels: $0.labels) }
