@@ -54,6 +54,32 @@ struct ProcParsersTests {
         #expect(!old.exists("pressure"))
     }
 
+    /// What a root points at instead of a kernel file cannot hang or
+    /// exhaust the poll: a FIFO without a writer, a device that never ends
+    /// and a file past the limit are refused at once, by name.
+    @Test func aFIFOADeviceAndAHugeFileAreRefusedNotRead() throws {
+        var template = Array("/tmp/vigil-probe-XXXXXX".utf8CString)
+        let dir = String(cString: try #require(mkdtemp(&template)))
+        defer {
+            for name in ["fifo", "huge"] { unlink(dir + "/" + name) }
+            rmdir(dir)
+        }
+        #expect(mkfifo(dir + "/fifo", 0o600) == 0)
+        let huge = open(dir + "/huge", O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+        #expect(huge >= 0 && ftruncate(huge, off_t(FSRoot.maxFileBytes + 1)) == 0)
+        close(huge)
+        let root = FSRoot(dir)
+        #expect(throws: ProbeError.malformed(path: dir + "/fifo", line: 0, reason: "not a regular file (a FIFO, a device or a socket), not read")) {
+            try root.readText("fifo")
+        }
+        #expect(throws: ProbeError.malformed(path: "/dev/zero", line: 0, reason: "not a regular file (a FIFO, a device or a socket), not read")) {
+            try FSRoot("/dev").readBytes("zero")
+        }
+        #expect(throws: ProbeError.malformed(path: dir + "/huge", line: 0, reason: "larger than 64 MiB, not read")) {
+            try root.readBytes("huge")
+        }
+    }
+
     @Test func missingFileIsUnreadableWithPath() {
         let expected = ProbeError.unreadable(path: broken.path("nope"), errno: ENOENT)
         #expect(throws: expected) { try broken.readText("nope") }
