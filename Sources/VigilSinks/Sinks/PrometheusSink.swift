@@ -98,6 +98,8 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         let instance: ObjectIdentifier?
         /// Per field: where its value goes (none: not served).
         var fields: [String: [Output]]
+        /// The same for the undeclared fields an event names as counters.
+        var counterFields: [String: [Output]] = [:]
         let identities: [(field: String, label: String)]
         /// The info gauges `names:` makes of the kind.
         let infos: [Output]
@@ -114,8 +116,6 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
 
     /// The string field in which an event of a dynamic kind names its counters.
     static let countersField = "counters"
-    /// Plans a counter apart from a gauge of the same name (a field name holds no NUL).
-    static let counterKeySuffix = "\u{0}counter"
 
     init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts],
          selfMetrics: (@Sendable () -> [UInt8])? = nil) {
@@ -202,19 +202,19 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
                 var counters: Substring?
                 if plan.dynamic, case .string(let list)? = event[field: Self.countersField] { counters = list[...] }
                 for field in event.fields {
-                    var key = field.name
-                    var counter = false
-                    if let counters, plan.specs[field.name] == nil,
-                       counters.split(separator: ",").contains(where: { $0 == field.name }) {
-                        counter = true
-                        key = field.name + Self.counterKeySuffix
-                    }
+                    let counter = counters.map { list in
+                        plan.specs[field.name] == nil && list.split(separator: ",").contains { $0 == field.name }
+                    } ?? false
                     let outputs: [Output]
-                    if let known = plan.fields[key] {
+                    if let known = counter ? plan.counterFields[field.name] : plan.fields[field.name] {
                         outputs = known
                     } else {
                         outputs = self.outputs(event: event, field: field, plan: plan, counter: counter)
-                        plans[event.monitor]?[event.kind]?.fields[key] = outputs
+                        if counter {
+                            plans[event.monitor]?[event.kind]?.counterFields[field.name] = outputs
+                        } else {
+                            plans[event.monitor]?[event.kind]?.fields[field.name] = outputs
+                        }
                     }
                     for output in outputs {
                         let shape = output.shape
