@@ -182,7 +182,8 @@ let package = Package(
         // with options, an injected clock, and collected events.
         .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilABI", "VigilCore", "CVigilPlugin"]),
         // Readers of /proc (and later /sys) through a configurable root.
-        .target(name: "LinuxProbes"),
+        .target(name: "CLinuxProbes"),
+        .target(name: "LinuxProbes", dependencies: ["CLinuxProbes"]),
         // libffi, for the ffi plugin (under the trait FFI).
         // adjtimex(2), which Swift's Glibc module does not declare, for the time plugin.
         .target(name: "CVigilTimex", path: "Plugins/time/CVigilTimex"),

@@ -32,7 +32,7 @@ final class ARPMonitor: PolledMonitor {
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         self.context = context
-        self.root = FSRoot(options.procfs)
+        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
     }
 
     func start() throws(MonitorError) {

@@ -122,7 +122,7 @@ final class CgroupsMonitor: PolledMonitor {
             if let i = list.firstIndex(where: \.isEmpty) { throw .invalidOption("\(name)[\(i)]", "must not be empty") }
         }
         self.context = context
-        configured = FSRoot(options.cgroupfs)
+        configured = FSRoot(options.cgroupfs, keepingFilesOpen: true)
         root = configured
         depth = options.depth
         include = options.include
@@ -143,7 +143,7 @@ final class CgroupsMonitor: PolledMonitor {
     /// unavailable, saying why, on a v1-only host or without cgroupfs.
     static func hierarchy(_ root: FSRoot) throws(MonitorError) -> FSRoot {
         if root.exists("cgroup.controllers") { return root }
-        if root.exists("unified/cgroup.controllers") { return FSRoot(root.path("unified")) }
+        if root.exists("unified/cgroup.controllers") { return FSRoot(root.path("unified"), keepingFilesOpen: true) }
         guard FSRoot.isDirectory(root.root) else { throw .unavailable("\(root) does not exist: no cgroup filesystem mounted there") }
         let v1 = (FSRoot.listDirectory(root.root) ?? []).filter { name in
             ["cpu", "cpuacct", "cpu,cpuacct", "memory", "blkio", "pids", "systemd"].contains(name)

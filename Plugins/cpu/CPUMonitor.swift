@@ -143,8 +143,8 @@ final class CPUMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs)
-        self.sys = FSRoot(options.sysfs)
+        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.sys = FSRoot(options.sysfs, keepingFilesOpen: true)
         self.options = options
         let hz = sysconf(Int32(_SC_CLK_TCK))
         self.ticks = hz > 0 ? Double(hz) : 100

@@ -121,8 +121,8 @@ final class DiskstatsMonitor: PolledMonitor {
             if let i = list.firstIndex(where: \.isEmpty) { throw .invalidOption("\(name)[\(i)]", "must not be empty") }
         }
         self.context = context
-        procfs = FSRoot(options.procfs)
-        sysfs = FSRoot(options.sysfs)
+        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
+        sysfs = FSRoot(options.sysfs, keepingFilesOpen: true)
         rootfs = FSRoot(options.rootfs)
         include = options.include
         exclude = options.exclude

@@ -196,7 +196,7 @@ final class HwmonMonitor: PolledMonitor {
             throw .invalidOption("hwmon", "hwmon, thermal_zones and cooling_devices are all false: nothing to report")
         }
         self.context = context
-        self.root = FSRoot(options.sysfs)
+        self.root = FSRoot(options.sysfs, keepingFilesOpen: true)
         self.options = options
     }
 

@@ -41,7 +41,7 @@ final class KernelMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs)
+        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
     }
 
     func start() throws(MonitorError) {

@@ -28,7 +28,7 @@ final class LoadMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs)
+        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
     }
 
     func start() throws(MonitorError) {

@@ -83,7 +83,7 @@ final class MemoryMonitor: PolledMonitor {
         }
         self.context = context
         self.options = options
-        self.root = FSRoot(options.procfs)
+        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
     }
 
     func start() throws(MonitorError) {
@@ -167,9 +167,17 @@ final class MemoryMonitor: PolledMonitor {
 
     /// The OOM killer's count from /proc/vmstat (kernels since 4.13), if there.
     private func oomKills() -> Int64? {
-        guard let text = try? root.readText("vmstat") else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("oom_kill ") {
-            return Int64(line.dropFirst(9).filter { $0 != " " })
+        guard let bytes = try? root.readBytes("vmstat") else { return nil }
+        // One line of some 180, found on the bytes: no line becomes a String.
+        let key = Array("oom_kill ".utf8)
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\n") { end += 1 }
+            if end - start > key.count, bytes[start..<start + key.count].elementsEqual(key) {
+                return Int64(String(decoding: bytes[(start + key.count)..<end], as: UTF8.self).filter { $0 != " " })
+            }
+            start = end + 1
         }
         return nil
     }

@@ -137,6 +137,9 @@ final class NetdevMonitor: PolledMonitor {
     private let exclude: [String]
     private let statsExclude: [String]
     private var warnedSkipped = false
+    /// The interfaces of the last poll, by name: the inode of each one's
+    /// entry in class/net (whose attributes `sysfs` holds open).
+    private var linkDirectories: [String: UInt64] = [:]
 
     static let netDir = "class/net"
 
@@ -147,8 +150,8 @@ final class NetdevMonitor: PolledMonitor {
             if let i = globs.firstIndex(where: \.isEmpty) { throw .invalidOption("\(name)[\(i)]", "must not be empty") }
         }
         self.context = context
-        self.procfs = FSRoot(options.procfs)
-        self.sysfs = FSRoot(options.sysfs)
+        self.procfs = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.sysfs = FSRoot(options.sysfs, keepingFilesOpen: true)
         self.include = options.interfaces
         self.exclude = options.exclude
         self.statsExclude = options.statsExclude
@@ -164,6 +167,7 @@ final class NetdevMonitor: PolledMonitor {
     func poll() throws(MonitorError) {
         var failure: ProbeError?
         var statsSeen = false
+        let links = linkNames()
         do {
             let dev = try procfs.netDev()
             statsSeen = true
@@ -171,9 +175,9 @@ final class NetdevMonitor: PolledMonitor {
         } catch {
             if !error.isUnavailable { failure = error }
         }
-        let linksSeen = emitLinks()
+        if let links { emitLinks(links) }
         if let failure { throw .temporary(failure.description) }
-        if !statsSeen && !linksSeen {
+        if !statsSeen && links == nil {
             throw .unavailable("neither \(procfs.path("net/dev")) nor \(sysfs.path(Self.netDir)) can be read")
         }
     }
@@ -206,13 +210,46 @@ final class NetdevMonitor: PolledMonitor {
         }
     }
 
-    /// Emits one link event per interface of class/net; false when the directory cannot be listed.
-    private func emitLinks() -> Bool {
-        guard let names = sysfs.list(Self.netDir) else { return false }
-        for name in names where selected(name) {
+    /// The interfaces of class/net that are selected, sorted; nil when the
+    /// directory cannot be listed. What `sysfs` held open of an interface
+    /// that went, or whose name now stands for another device, is let go
+    /// first, so that neither the counters nor the links read an old one.
+    ///
+    /// An interface is a symlink of class/net to its device (a directory
+    /// in a fixture tree); bonding_masters and other plain files beside them
+    /// are not. The symlink's own inode tells one device from another: a
+    /// renamed device keeps its link under a new name, a new device with an
+    /// old name has a new link. Readdir says both, without a stat of each.
+    private func linkNames() -> [String]? {
+        guard let entries = sysfs.entries(Self.netDir) else {
+            sysfs.forgetOpenFiles(under: Self.netDir)
+            linkDirectories = [:]
+            return nil
+        }
+        var directories: [String: UInt64] = [:]
+        var names: [String] = []
+        for entry in entries where selected(entry.name) {
+            switch entry.kind {
+            case .directory: break
+            case .symlink where linkDirectories[entry.name] == entry.inode: break  // seen last poll: still a device
+            case .symlink, .unknown:
+                guard FSRoot.isDirectory(sysfs.path("\(Self.netDir)/\(entry.name)")) else { continue }
+            case .other: continue
+            }
+            directories[entry.name] = entry.inode
+            names.append(entry.name)
+        }
+        for (name, inode) in linkDirectories where directories[name] != inode {
+            sysfs.forgetOpenFiles(under: "\(Self.netDir)/\(name)")
+        }
+        linkDirectories = directories
+        return names
+    }
+
+    /// Emits one link event per interface of `names`.
+    private func emitLinks(_ names: [String]) {
+        for name in names {
             let dir = "\(Self.netDir)/\(name)"
-            // bonding_masters and other plain files sit beside the interfaces.
-            guard FSRoot.isDirectory(sysfs.path(dir)) else { continue }
             var fields: [(String, Value)] = [("interface", .string(name))]
             func text(_ file: String) -> String? {
                 if case .text(let t) = sysfs.attribute(dir + "/" + file) { t } else { nil }
@@ -235,7 +272,6 @@ final class NetdevMonitor: PolledMonitor {
             }
             context.emit("link", fields: fields)
         }
-        return true
     }
 }
 

@@ -1,3 +1,4 @@
+import Glibc
 import LinuxProbes
 import VigilKit
 
@@ -31,8 +32,13 @@ final class NetstatMonitor: PolledMonitor {
 
     struct Options: DeclaredOptions {
         var procfs = "/proc"
+        var include: [String] = ["*"]
         static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
+            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."),
+            .option("include", \.include, doc: """
+                Globs (fnmatch) on the field names to report (default: all). node_exporter's default set is \
+                manifests/node-exporter.yaml's: the *_in_errors, the octets, Icmp messages, Tcp's and Udp's main counters.
+                """))
     }
 
     /// The files read, and how each is laid out.
@@ -40,10 +46,14 @@ final class NetstatMonitor: PolledMonitor {
 
     private let context: MonitorContext
     private let root: FSRoot
+    /// Per counter of `Counter.table`: whether `include` asks for it.
+    private let included: [Bool]
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
+        if let i = options.include.firstIndex(where: \.isEmpty) { throw .invalidOption("include[\(i)]", "must not be empty") }
         self.context = context
-        self.root = FSRoot(options.procfs)
+        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        included = Counter.table.map { counter in options.include.contains { fnmatch($0, counter.field, 0) == 0 } }
     }
 
     func start() throws(MonitorError) {
@@ -72,8 +82,8 @@ final class NetstatMonitor: PolledMonitor {
         guard read > 0 else { throw .unavailable("none of \(Self.sources.map { root.path($0.file) }.joined(separator: ", ")) exists") }
         var fields: [(String, Value)] = []
         fields.reserveCapacity(values.count)
-        for (counter, value) in zip(Counter.table, values) {
-            if let value { fields.append((counter.field, .int(value))) }
+        for (index, counter) in Counter.table.enumerated() where included[index] {
+            if let value = values[index] { fields.append((counter.field, .int(value))) }
         }
         context.emit("sample", fields: fields)
     }

@@ -161,7 +161,7 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
             throw .invalidOption("low_level", "must be a percentage from 0 to 100, got \(options.lowLevel)")
         }
         self.context = context
-        self.root = FSRoot(options.sysfs)
+        self.root = FSRoot(options.sysfs, keepingFilesOpen: true)
         self.lowLevel = Double(options.lowLevel)
         self.peripherals = options.peripherals
         self.attributes = options.attributes

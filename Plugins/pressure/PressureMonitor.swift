@@ -53,7 +53,7 @@ final class PressureMonitor: PolledMonitor {
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         self.context = context
-        procfs = FSRoot(options.procfs)
+        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
     }
 
     func start() throws(MonitorError) {

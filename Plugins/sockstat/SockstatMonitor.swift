@@ -78,7 +78,7 @@ final class SockstatMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs)
+        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
         let size = sysconf(Int32(_SC_PAGESIZE))
         self.pageSize = size > 0 ? Int64(size) : 4096
     }

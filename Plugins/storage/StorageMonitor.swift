@@ -142,7 +142,7 @@ final class StorageMonitor: PolledMonitor {
             throw .invalidOption("low_space", "must be a percentage from 0 to 100, not \(options.lowSpace)")
         }
         self.context = context
-        procfs = FSRoot(options.procfs)
+        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
         rootfs = FSRoot(options.rootfs)
         paths = options.paths
         fsTypes = options.fsTypes
@@ -161,6 +161,9 @@ final class StorageMonitor: PolledMonitor {
         guard procfs.exists("self/mountinfo") else { throw .unavailable("\(procfs.path("self/mountinfo")) does not exist") }
     }
 
+    /// The last mountinfo read, and the mounts chosen from it.
+    private var lastMounts: (text: String, selected: [MountEntry])?
+
     func poll() throws(MonitorError) {
         let text: String
         do {
@@ -168,11 +171,19 @@ final class StorageMonitor: PolledMonitor {
         } catch {
             throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
         }
-        let (entries, malformed) = MountEntry.parse(text)
-        if !malformed.isEmpty {
-            context.log(.debug, "\(procfs.path("self/mountinfo")): skipped malformed line(s) \(malformed.map(String.init).joined(separator: ", "))")
+        // The mount table seldom changes between polls: the mounts chosen
+        // from the same text are those chosen last time.
+        let mounts: [MountEntry]
+        if let last = lastMounts, last.text == text {
+            mounts = last.selected
+        } else {
+            let (entries, malformed) = MountEntry.parse(text)
+            if !malformed.isEmpty {
+                context.log(.debug, "\(procfs.path("self/mountinfo")): skipped malformed line(s) \(malformed.map(String.init).joined(separator: ", "))")
+            }
+            mounts = selected(entries)
+            lastMounts = (text, mounts)
         }
-        let mounts = selected(entries)
         var present: Set<String> = []
         for mount in mounts {
             present.insert(mount.mountPoint)

@@ -57,7 +57,7 @@ final class TimeMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.sysfs = FSRoot(options.sysfs)
+        self.sysfs = FSRoot(options.sysfs, keepingFilesOpen: true)
         if options.adjtimex == "syscall" {
             self.recording = nil
         } else {

@@ -121,7 +121,7 @@ final class VMStatMonitor: PolledMonitor {
         guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         if let i = options.include.firstIndex(where: \.isEmpty) { throw .invalidOption("include[\(i)]", "must not be empty") }
         self.context = context
-        procfs = FSRoot(options.procfs)
+        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
         include = options.include
     }
 

@@ -341,3 +341,90 @@ struct ProcParsersTests {
         }
     }
 }
+
+/// `FSRoot(keepingFilesOpen:)`: kernel files held open and read again from
+/// offset 0. These read the live /proc and /sys (present on any Linux),
+/// since a fixture tree's files are on a disk filesystem and never held.
+@Suite("kernel files kept open")
+struct KeptOpenFilesTests {
+    @Test func aProcFileIsHeldAndReadAnewEachTime() throws {
+        let root = FSRoot("/proc", keepingFilesOpen: true)
+        func uptime() throws -> Double {
+            let text = try root.readText("uptime")
+            return try #require(Double(text.split(separator: " ").first ?? ""))
+        }
+        let first = try uptime()
+        #expect(root.openFileCount == 1)
+        usleep(30_000)
+        let second = try uptime()
+        #expect(root.openFileCount == 1)
+        #expect(second > first, "the held file was read again from offset 0, not from where the last read ended")
+        // A file that grows past one page (procfs makes a page at a time) is read whole.
+        let held = try root.readBytes("self/mountinfo")
+        let fresh = try FSRoot("/proc").readBytes("self/mountinfo")
+        #expect(held == fresh)
+        #expect(try root.readBytes("self/mountinfo") == fresh)
+        #expect(root.openFileCount == 2)
+        root.forgetOpenFiles(under: "self")
+        #expect(root.openFileCount == 1)
+    }
+
+    @Test(.enabled(if: access("/sys/class/net/lo/mtu", R_OK) == 0))
+    func aSysfsAttributeIsHeldAndReadWhole() throws {
+        let root = FSRoot("/sys", keepingFilesOpen: true)
+        guard case .text(let mtu) = root.attribute("class/net/lo/mtu") else { Issue.record("lo has no mtu"); return }
+        #expect(Int(mtu) != nil)
+        guard case .text(let again) = root.attribute("class/net/lo/mtu") else { Issue.record("read again failed"); return }
+        #expect(again == mtu)
+        #expect(root.openFileCount == 1)
+        root.forgetOpenFiles(under: "class/net/lo")
+        #expect(root.openFileCount == 0)
+    }
+
+    @Test func aFixtureFileIsNeverHeldSoAReplacedOneIsReadAsItIsNow() throws {
+        var template = Array("/tmp/vigil-kept-XXXXXX".utf8CString)
+        let dir = String(cString: try #require(mkdtemp(&template)))
+        defer {
+            for name in ["stat", "stat.new"] { unlink(dir + "/" + name) }
+            rmdir(dir)
+        }
+        func write(_ name: String, _ text: String) {
+            let fd = open(dir + "/" + name, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o600)
+            _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
+            close(fd)
+        }
+        write("stat", "old\n")
+        let root = FSRoot(dir, keepingFilesOpen: true)
+        #expect(try root.readText("stat") == "old\n")
+        #expect(root.openFileCount == 0)
+        write("stat.new", "new\n")
+        rename(dir + "/stat.new", dir + "/stat")
+        #expect(try root.readText("stat") == "new\n")
+    }
+
+    @Test func anAbsentFileIsUnavailableAndNotHeld() {
+        let root = FSRoot("/proc", keepingFilesOpen: true)
+        #expect(throws: ProbeError.unreadable(path: "/proc/no-such-file", errno: ENOENT)) { try root.readBytes("no-such-file") }
+        #expect(root.openFileCount == 0)
+    }
+
+    @Test func entriesSayWhatEachNameIsWithoutAStat() throws {
+        var template = Array("/tmp/vigil-entries-XXXXXX".utf8CString)
+        let dir = String(cString: try #require(mkdtemp(&template)))
+        defer {
+            for name in ["eth0", "bonding_masters"] { unlink(dir + "/" + name) }
+            rmdir(dir + "/devices-eth0")
+            rmdir(dir)
+        }
+        mkdir(dir + "/devices-eth0", 0o700)
+        symlink("devices-eth0", dir + "/eth0")
+        close(open(dir + "/bonding_masters", O_CREAT | O_WRONLY | O_CLOEXEC, 0o600))
+        let entries = try #require(FSRoot(dir).entries(""))
+        #expect(entries.map(\.name) == ["bonding_masters", "devices-eth0", "eth0"])
+        let kinds = entries.map(\.kind)
+        // tmpfs and ext4 fill d_type; a filesystem that does not says unknown.
+        #expect(kinds == [.other, .directory, .symlink] || kinds.allSatisfy { $0 == .unknown })
+        #expect(Set(entries.map(\.inode)).count == 3)
+        #expect(FSRoot(dir).entries("absent") == nil)
+    }
+}

@@ -29,7 +29,7 @@ import VigilCore
     func sink(_ config: PrometheusSinkConfig = PrometheusSinkConfig(), facts: [String: MonitorFacts] = [:]) throws -> (PrometheusSink, SinkContext, Int) {
         var config = config
         config.listenPort = UInt16(try ControlTCPRunTests.freePort())
-        let sink = PrometheusSink(config: config, host: "box", facts: { facts })
+        let sink = PrometheusSink(config: config, host: "box", facts: { facts[$0] })
         sink.bind(logger: Logger(label: "test"))
         let port = try #require(sink.boundPort)
         return (sink, SinkContext(name: "prom", logger: Logger(label: "test")), port)
@@ -193,7 +193,7 @@ import VigilCore
         }
         var config = PrometheusSinkConfig()
         config.listenPort = UInt16(bigEndian: address.sin_port)
-        let sink = PrometheusSink(config: config, host: "box", facts: { [:] })
+        let sink = PrometheusSink(config: config, host: "box", facts: { _ in nil })
         sink.bind(logger: Logger(label: "test"))
         #expect(sink.boundPort == nil)
         #expect(sink.tickInterval == 5_000_000_000)

@@ -30,6 +30,7 @@ let package = Package(
         .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilCore"]),
         .target(name: "VigilKit", dependencies: ["CVigilPlugin", "VigilJSON"]),
         .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilABI", "VigilCore", "CVigilPlugin"]),
-        .target(name: "LinuxProbes"),
+        .target(name: "CLinuxProbes"),
+        .target(name: "LinuxProbes", dependencies: ["CLinuxProbes"]),
     ]
 )

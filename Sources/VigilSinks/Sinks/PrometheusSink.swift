@@ -29,6 +29,9 @@ package struct MonitorFacts: Sendable {
 package protocol MonitorFactsSource: AnyObject, Sendable {
     /// The facts of the current instance of each monitor, by name.
     func monitorFacts() -> [String: MonitorFacts]
+    /// The facts of the current instance of one monitor (a sink asks for
+    /// those its batch names, not for all).
+    func monitorFacts(of monitor: String) -> MonitorFacts?
     /// The host's own figures in Prometheus' text format (the control API's
     /// `/metrics` without the sinks' series).
     func selfMetrics() -> [UInt8]
@@ -47,6 +50,11 @@ package final class MonitorDirectory: Sendable {
     /// The facts of the current instance of each monitor named.
     package func facts() -> [String: MonitorFacts] {
         source.withLock { $0.value }?.monitorFacts() ?? [:]
+    }
+
+    /// The facts of the current instance of `monitor`, if it has one.
+    package func facts(of monitor: String) -> MonitorFacts? {
+        source.withLock { $0.value }?.monitorFacts(of: monitor)
     }
 
     /// The host's own figures (none before the runtime is attached).
@@ -76,8 +84,9 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     let config: PrometheusSinkConfig
     let host: String
     let series: PrometheusSeries
-    /// The running monitors, asked once per batch and tick.
-    private let facts: @Sendable () -> [String: MonitorFacts]
+    /// A running monitor's facts, asked once per batch for each monitor in
+    /// it, and at a tick for those whose series live while they run.
+    private let facts: @Sendable (String) -> MonitorFacts?
     /// The host's own figures, asked at each scrape (`self_metrics: true`).
     private let selfMetrics: (@Sendable () -> [UInt8])?
     private var server: MetricsHTTPServer?
@@ -94,12 +103,17 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         let labels: [PrometheusNameMap.Label]?
     }
 
-    package struct KindPlan {
+    package final class KindPlan {
         let instance: ObjectIdentifier?
         /// Per field: where its value goes (none: not served).
-        var fields: [String: [Output]]
+        var fields: [String: [Output]] = [:]
         /// The same for the undeclared fields an event names as counters.
         var counterFields: [String: [Output]] = [:]
+        /// The fields of the kind's last event in their order, and where
+        /// each goes: a monitor emits a kind's fields in the same order
+        /// poll after poll, so a field is found by its place (and its name
+        /// compared), not hashed into `fields`.
+        var layout: [(name: String, outputs: [Output])] = []
         let identities: [(field: String, label: String)]
         /// The info gauges `names:` makes of the kind.
         let infos: [Output]
@@ -112,12 +126,26 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         let mapped: [PrometheusNameMap.Entry]
         /// Of a kind with dynamic fields (VIGIL_EVENT_DYNAMIC_FIELDS).
         let dynamic: Bool
+
+        init(instance: ObjectIdentifier?, identities: [(field: String, label: String)], infos: [Output],
+             nativeInfo: (shape: PrometheusNaming.Shape, fields: [(field: String, label: String)])?, onChange: Bool,
+             ttl: Int64, specs: [String: FieldSpec], mapped: [PrometheusNameMap.Entry], dynamic: Bool) {
+            self.instance = instance
+            self.identities = identities
+            self.infos = infos
+            self.nativeInfo = nativeInfo
+            self.onChange = onChange
+            self.ttl = ttl
+            self.specs = specs
+            self.mapped = mapped
+            self.dynamic = dynamic
+        }
     }
 
     /// The string field in which an event of a dynamic kind names its counters.
     static let countersField = "counters"
 
-    init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable () -> [String: MonitorFacts],
+    init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable (String) -> MonitorFacts?,
          selfMetrics: (@Sendable () -> [UInt8])? = nil) {
         self.config = config
         self.host = host
@@ -157,12 +185,17 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
 
     package func tick(context: SinkContext) {
         if server == nil, monotonicNanoseconds() - lastBindAttempt >= 5_000_000_000 { bind(logger: context.logger) }
-        let facts = facts()
-        series.expire(now: monotonicNanoseconds()) { facts[$0]?.running == true }
+        series.expire(now: monotonicNanoseconds()) { facts($0)?.running == true }
     }
 
     package func write(_ batch: [Event], context: SinkContext) throws {
-        let facts = facts()
+        var known: [String: MonitorFacts?] = [:]
+        func facts(of monitor: String) -> MonitorFacts? {
+            if let asked = known[monitor] { return asked }
+            let asked = self.facts(monitor)
+            known[monitor] = asked
+            return asked
+        }
         let now = monotonicNanoseconds()
         let limit = config.maxSeries
         var value: [UInt8] = []
@@ -171,17 +204,23 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
             // The host's own events (started, reloaded…) are figures of the
             // control API's /metrics, not values to keep.
             for event in batch where event.monitor != Manifest.hostMonitorName {
-                let plan = self.plan(for: event, facts: facts[event.monitor])
-                // The usual labels, made once per event when a field asks.
+                let plan = self.plan(for: event, facts: facts(of: event.monitor))
+                // Each label set made once per event: the usual labels, and
+                // each set a names file lists (the many families of one
+                // kind mostly list the same, `device` or `cpu` and `mode`).
                 var usual: String?
+                var made: [(listed: [PrometheusNameMap.Label], text: String)] = []
                 func labels(_ listed: [PrometheusNameMap.Label]?) -> String {
                     guard let listed else {
                         if let usual { return usual }
-                        let made = self.usualLabels(event, plan)
-                        usual = made
-                        return made
+                        let text = self.usualLabels(event, plan)
+                        usual = text
+                        return text
                     }
-                    return Self.labels(listed, of: event)
+                    if let known = made.first(where: { $0.listed == listed }) { return known.text }
+                    let text = Self.labels(listed, of: event)
+                    made.append((listed, text))
+                    return text
                 }
                 if let native = plan.nativeInfo {
                     let entity = labels(nil)
@@ -201,26 +240,29 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
                 // planned apart from a gauge of the same name.
                 var counters: Substring?
                 if plan.dynamic, case .string(let list)? = event[field: Self.countersField] { counters = list[...] }
-                for field in event.fields {
+                for (place, field) in event.fields.enumerated() {
                     let counter = counters.map { list in
                         plan.specs[field.name] == nil && list.split(separator: ",").contains { $0 == field.name }
                     } ?? false
                     let outputs: [Output]
-                    if let known = counter ? plan.counterFields[field.name] : plan.fields[field.name] {
-                        outputs = known
+                    if counters == nil, place < plan.layout.count, plan.layout[place].name == field.name {
+                        outputs = plan.layout[place].outputs
                     } else {
-                        outputs = self.outputs(event: event, field: field, plan: plan, counter: counter)
-                        if counter {
-                            plans[event.monitor]?[event.kind]?.counterFields[field.name] = outputs
+                        if let known = counter ? plan.counterFields[field.name] : plan.fields[field.name] {
+                            outputs = known
                         } else {
-                            plans[event.monitor]?[event.kind]?.fields[field.name] = outputs
+                            outputs = self.outputs(event: event, field: field, plan: plan, counter: counter)
+                            if counter { plan.counterFields[field.name] = outputs } else { plan.fields[field.name] = outputs }
+                        }
+                        if counters == nil {
+                            if place < plan.layout.count { plan.layout[place] = (field.name, outputs) } else { plan.layout.append((field.name, outputs)) }
                         }
                     }
                     for output in outputs {
                         let shape = output.shape
                         value.removeAll(keepingCapacity: true)
                         switch field.value {
-                        case .int(let i) where shape.scale == 1: value += String(i).utf8
+                        case .int(let i) where shape.scale == 1: Self.appendInteger(i, to: &value)
                         case .int(let i): Self.appendNumber(Double(i) * shape.scale, to: &value)
                         case .double(let d): Self.appendNumber(shape.scale == 1 ? d : d * shape.scale, to: &value)
                         case .bool(let b): value.append(b ? UInt8(ascii: "1") : UInt8(ascii: "0"))
@@ -316,7 +358,7 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
             let taken = Set(["monitor", "host"] + identities.map(\.1))
             nativeInfo = (shape, strings.map { ($0.name, PrometheusNaming.labelName($0.name)) }.filter { !taken.contains($0.1) })
         }
-        let plan = KindPlan(instance: facts?.instance, fields: [:], identities: identities, infos: infos, nativeInfo: nativeInfo,
+        let plan = KindPlan(instance: facts?.instance, identities: identities, infos: infos, nativeInfo: nativeInfo,
                             onChange: spec?.onChange == true, ttl: ttl, specs: specs, mapped: mapped,
                             dynamic: spec?.dynamicFields == true)
         plans[event.monitor, default: [:]][event.kind] = plan
@@ -349,10 +391,27 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         if d.isNaN { out += "NaN".utf8; return }
         if d.isInfinite { out += (d > 0 ? "+Inf" : "-Inf").utf8; return }
         if d == d.rounded(.towardZero), abs(d) < 1e15 {
-            out += String(Int64(d)).utf8
+            appendInteger(Int64(d), to: &out)
         } else {
             out += d.description.utf8
         }
+    }
+
+    /// An integer's decimal digits, written without making a String.
+    static func appendInteger(_ i: Int64, to out: inout [UInt8]) {
+        if i < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = i.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 20 digits at most, kept in 24 bytes
+        let count = withUnsafeMutableBytes(of: &digits) { buffer -> Int in
+            var n = 0
+            repeat {
+                buffer[buffer.count - 1 - n] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                n += 1
+            } while magnitude > 0
+            return n
+        }
+        withUnsafeBytes(of: &digits) { out += $0[($0.count - count)...] }
     }
 
     package func shutdown(context: SinkContext) {
@@ -619,6 +678,6 @@ extension PrometheusSinkConfig: SinkType {
         let directory = build.directory
         var figures: (@Sendable () -> [UInt8])?
         if selfMetrics { figures = { directory?.selfMetrics() ?? [] } }
-        return PrometheusSink(config: self, host: build.host, facts: { directory?.facts() ?? [:] }, selfMetrics: figures)
+        return PrometheusSink(config: self, host: build.host, facts: { directory?.facts(of: $0) }, selfMetrics: figures)
     }
 }
