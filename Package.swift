@@ -125,12 +125,16 @@ let package = Package(
         // OTLP's messages, generated once from the official protos (scripts/gen-otlp).
         .target(name: "VigilOTLP", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf", condition: hostOnly)],
                 exclude: ["README.md"]),
-        // Processes and plugins kept apart: the one child-process spawner,
-        // runners (process, wire, ring, fork server, cgroups, limits), the
+        // The one child-process spawner (posix_spawn, a descriptor map, a
+        // process group), and a child run to its end under a deadline with
+        // its output captured: the host's children and the plugins that run
+        // other programs (nagios, munin) start theirs through it.
+        .target(name: "VigilChildProcess", dependencies: ["CVigilSys"]),
+        // Processes and plugins kept apart: runners (process, wire, ring, fork server, cgroups, limits), the
         // transports a plugin is called through, the probe, the one log gate
         // and restart budget.
         .target(name: "VigilIsolation", dependencies: [
-            "CVigilPlugin", "CVigilSys", "VigilCore", "VigilABI",
+            "CVigilPlugin", "CVigilSys", "VigilChildProcess", "VigilCore", "VigilABI",
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
         ]),
@@ -157,7 +161,7 @@ let package = Package(
         // Swift's run-time exclusivity checking is on; the queues keep their
         // state behind a lock, so the event path makes no checks per event.
         .target(name: "VigilRuntime", dependencies: [
-            "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks",
+            "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilChildProcess", "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks",
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hostOnly),
             .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: hostOnly),
@@ -198,6 +202,6 @@ let package = Package(
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilSinks"]),
         .testTarget(name: "VigilJSONTests", dependencies: ["VigilJSON"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
-        .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilChildProcess", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
     ] + plugins.map(\.1)
 )

@@ -1,3 +1,4 @@
+import VigilChildProcess
 import VigilABI
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import VigilChildProcess
 import CVigilSys
 import Foundation
 import Glibc

@@ -1,4 +1,5 @@
 @preconcurrency import CVigilPlugin
+import VigilChildProcess
 import CVigilSys
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import VigilChildProcess
 import Foundation
 import Logging
 import Synchronization
@@ -7,12 +8,12 @@ import VigilSinks
 
 /// Runs rules' exec actions: one child process per run, never through a shell.
 ///
-/// A run is started (`ActionChild.spawn`) on the caller's thread (which is a
+/// A run is started (`ChildRun.spawn`) on the caller's thread (which is a
 /// plugin's emitting thread, so `run` does nothing that waits on the child)
 /// and then belongs to one supervising thread of its own, which feeds the
 /// child its stdin, keeps the first `captureLimit` bytes of its stdout and
 /// stderr, ends its process group past the action's timeout (SIGTERM, then
-/// SIGKILL 2 s later) and reaps it (`ActionChild.supervise`), then counts
+/// SIGKILL 2 s later) and reaps it (`ChildRun.supervise`), then counts
 /// the outcome and logs it.
 ///
 /// Counting: `failed` counts every run that did not end with exit status 0,
@@ -138,9 +139,10 @@ public final class ActionRunner: Sendable {
             break
         }
 
-        let child: ActionChild
+        let child: ChildRun
         do {
-            child = try ActionChild.spawn(argv: action.argv, environment: environment)
+            child = try ChildRun.spawn(argv: action.argv,
+                                       environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new })
         } catch {
             let message = program.isEmpty ? "the action has no program" : "could not start \(error)"
             state.withLock { state in
@@ -193,13 +195,14 @@ public final class ActionRunner: Sendable {
 
     // MARK: supervision
 
-    /// On the run's own thread: the child to its end (`ActionChild.supervise`),
+    /// On the run's own thread: the child to its end (`ChildRun.supervise`),
     /// then the count and the log line.
-    private func supervise(_ child: ActionChild, key: String, action: Action, stdin: [UInt8]) {
+    private func supervise(_ child: ChildRun, key: String, action: Action, stdin: [UInt8]) {
         let started = monotonicNanoseconds()
         // The child is a zombie when `exited` runs: `shutdown` may still
         // signal its group until it is reaped.
-        let ending = child.supervise(input: stdin, timeout: action.timeout, killGrace: Self.killGrace) {
+        let ending = child.supervise(input: stdin, timeout: action.timeout, killGrace: Self.killGrace,
+                                     captureLimit: Self.captureLimit) {
             state.withLock { $0.children[child.pid] = true }
         }
         let timedOut = ending.timedOut
@@ -217,8 +220,8 @@ public final class ActionRunner: Sendable {
 
         var metadata: Logger.Metadata = ["rule": "\(key)", "program": "\(action.argv[0])", "status": "\(status)",
                                          "ms": "\((monotonicNanoseconds() - started) / 1_000_000)"]
-        if !ending.stdout.isEmpty { metadata["stdout"] = "\(ending.stdout)" }
-        if !ending.stderr.isEmpty { metadata["stderr"] = "\(ending.stderr)" }
+        if !ending.stdout.isEmpty { metadata["stdout"] = "\(String(decoding: ending.stdout, as: UTF8.self))" }
+        if !ending.stderr.isEmpty { metadata["stderr"] = "\(String(decoding: ending.stderr, as: UTF8.self))" }
         if succeeded {
             logger.debug("action succeeded", metadata: metadata)
         } else if timedOut {

@@ -1,3 +1,4 @@
+import VigilChildProcess
 import Foundation
 @preconcurrency import CVigilPlugin
 import Glibc

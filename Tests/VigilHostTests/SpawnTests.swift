@@ -1,3 +1,4 @@
+import VigilChildProcess
 import Foundation
 import Testing
 @testable import VigilIsolation

@@ -1,27 +1,26 @@
 import CVigilSys
-import Foundation
 import Glibc
-import VigilABI
-import VigilIsolation
 
-/// One run of a rule's action: the child process and the runner's ends of
-/// its pipes (all close-on-exec; stdin's, stdout's and stderr's non-blocking,
-/// so the supervisor never waits on one of them).
+/// One child run to its end: the child process and the supervisor's ends
+/// of its pipes (all close-on-exec; stdin's, stdout's and stderr's
+/// non-blocking, so the supervisor never waits on one of them). A rule's
+/// action runs through it, and so will a plugin that runs another
+/// program (a Nagios check, a munin plugin).
 ///
 /// The child is started through `Spawn`: never through a shell, `argv[0]`
-/// looked up in PATH, in a process group of its own (so a timeout or the
-/// runner's shutdown also ends what it started), every signal at its default
-/// disposition and none blocked, its stdin, stdout and stderr pipes to the
-/// runner, and no other descriptor of the host's.
-package struct ActionChild: Sendable {
-    var pid: pid_t
+/// a path or (with `searchPath`) looked up in PATH, in a process group of
+/// its own (so a timeout or the supervisor's shutdown also ends what it
+/// started), every signal at its default disposition and none blocked, its
+/// stdin, stdout and stderr pipes to the supervisor, and no other
+/// descriptor of the caller's.
+package struct ChildRun: Sendable {
+    package var pid: pid_t
     var stdin: Int32
     var stdout: Int32
     var stderr: Int32
 
-    /// Starts `argv` with the host's environment, `environment` added to it
-    /// (and overriding it).
-    static func spawn(argv: [String], environment: [String: String]) throws(SpawnError) -> ActionChild {
+    /// Starts `argv` with exactly `environment`.
+    package static func spawn(argv: [String], environment: [String: String], searchPath: Bool = true) throws(SpawnError) -> ChildRun {
         let program = argv.first ?? ""
         guard !program.isEmpty else { throw SpawnError(program: program, step: .spawn, code: ENOENT) }
         var opened: [Int32] = []
@@ -35,34 +34,44 @@ package struct ActionChild: Sendable {
         // The runner's ends: stdin's write end, the outputs' read ends.
         let mine = [pipes[0].write, pipes[1].read, pipes[2].read]
         for fd in mine { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-        let spawn = Spawn(program: program, searchPath: true, arguments: argv,
-                          environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+        let spawn = Spawn(program: program, searchPath: searchPath, arguments: argv, environment: environment,
                           descriptors: [0: .parent(pipes[0].read), 1: .parent(pipes[1].write), 2: .parent(pipes[2].write)],
                           newProcessGroup: true)
         let pid = try spawn.start()
         // Keep the runner's ends open; the deferred close takes the child's.
         opened = [pipes[0].read, pipes[1].write, pipes[2].write]
-        return ActionChild(pid: pid, stdin: mine[0], stdout: mine[1], stderr: mine[2])
+        return ChildRun(pid: pid, stdin: mine[0], stdout: mine[1], stderr: mine[2])
     }
 
     /// How a supervised run ended.
-    package struct Ending {
+    package struct Ending: Sendable {
         /// The wait status; nil when the kernel reaped the child (only if
         /// the host set SIGCHLD to SIG_IGN), and the status is lost.
-        var status: Int32?
-        var timedOut: Bool
-        /// The first `ActionRunner.captureLimit` bytes of each.
-        var stdout: String
-        var stderr: String
+        package var status: Int32?
+        package var timedOut: Bool
+        /// The first `captureLimit` bytes of each.
+        package var stdout: [UInt8]
+        package var stderr: [UInt8]
+        /// Whether the child wrote more than `captureLimit` to each (the
+        /// rest was read and dropped).
+        package var stdoutCut: Bool
+        package var stderrCut: Bool
+        /// The child's CPU time, user and system, in ns, and its peak
+        /// resident memory in bytes (wait4's rusage: the child itself, not
+        /// what it left running); nil when the kernel reaped it.
+        package var userCPU: Int64?
+        package var systemCPU: Int64?
+        package var peakMemory: Int64?
+        /// From the start of `supervise` to the child's exit, in ns.
+        package var duration: Int64
     }
 
     /// Runs the child to its end on the calling thread, which it keeps:
     ///
     /// - writes `input` to the child's stdin (non-blocking, so a child that
     ///   never reads delays nothing but its own run), then closes it;
-    /// - keeps the first `ActionRunner.captureLimit` bytes of stdout and
-    ///   stderr and discards the rest, so a chatty child never stalls on a
-    ///   full pipe;
+    /// - keeps the first `captureLimit` bytes of stdout and stderr and
+    ///   discards the rest, so a chatty child never stalls on a full pipe;
     /// - waits for the child through a pidfd (`pidfd_open`, Linux 5.3), or
     ///   where there is none by checking `waitid(WNOHANG)` every 10 ms, and
     ///   never with `waitpid(-1)` or a SIGCHLD handler: the host has other
@@ -71,21 +80,25 @@ package struct ActionChild: Sendable {
     ///   group, and SIGKILL `killGrace` later;
     /// - once the child has exited, calls `exited` (the child is a zombie
     ///   until it is reaped: its pid, and so its group's id, is not reused,
-    ///   and signalling it is still safe), then reaps it.
+    ///   and signalling it is still safe), ends what is left of its group
+    ///   (SIGKILL) if it timed out or `endGroup` asks, then reaps it: a
+    ///   grandchild that ignored SIGTERM or held its stdout open is gone too.
     ///
     /// SIGPIPE: the host ignores it (`Runtime.run`), but this does not rely
     /// on that: it blocks SIGPIPE on the calling thread, so a child that
     /// exits without reading its stdin costs an EPIPE, never the host.
-    func supervise(input stdin: [UInt8], timeout: Int64, killGrace: Int64, exited: () -> Void) -> Ending {
+    package func supervise(input stdin: [UInt8], timeout: Int64, killGrace: Int64, captureLimit: Int,
+                           endGroup: Bool = false, exited: () -> Void = {}) -> Ending {
         Self.blockSIGPIPE()
+        let began = Self.now()
         var input = stdin[...]
         var stdinFD = self.stdin
         if input.isEmpty { close(stdinFD); stdinFD = -1 }
-        var outputs = [Capture(fd: stdout), Capture(fd: stderr)]
+        var outputs = [Capture(fd: stdout, limit: captureLimit), Capture(fd: stderr, limit: captureLimit)]
         let pidfd = Self.pidfdOpen(pid)
         defer { if pidfd >= 0 { close(pidfd) } }
 
-        let (deadline, overflow) = monotonicNanoseconds().addingReportingOverflow(timeout)
+        let (deadline, overflow) = Self.now().addingReportingOverflow(timeout)
         var termAt = timeout > 0 && !overflow ? deadline : Int64.max
         var killAt = Int64.max
         var timedOut = false
@@ -95,7 +108,7 @@ package struct ActionChild: Sendable {
             if pidfd >= 0 { fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)) }
             if stdinFD >= 0 { fds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
             for output in outputs where output.fd >= 0 { fds.append(pollfd(fd: output.fd, events: Int16(POLLIN), revents: 0)) }
-            var wait = min(termAt, killAt) == .max ? Int64.max : min(termAt, killAt) - monotonicNanoseconds()
+            var wait = min(termAt, killAt) == .max ? Int64.max : min(termAt, killAt) - Self.now()
             if pidfd < 0 { wait = min(wait, 10_000_000) }
             let ms: Int32 = wait == .max ? -1 : Int32(clamping: max(0, wait / 1_000_000 + 1))
             let ready = poll(&fds, nfds_t(fds.count), ms)
@@ -108,7 +121,7 @@ package struct ActionChild: Sendable {
             for i in outputs.indices { outputs[i].readAvailable() }
             if Self.hasExited(pid) { break }
 
-            let after = monotonicNanoseconds()
+            let after = Self.now()
             if after >= termAt {
                 timedOut = true
                 termAt = .max
@@ -120,14 +133,29 @@ package struct ActionChild: Sendable {
             }
         }
 
+        let duration = Self.now() - began
         exited()
-        if timedOut { kill(-pid, SIGKILL) }
+        if timedOut || endGroup { kill(-pid, SIGKILL) }
         if stdinFD >= 0 { close(stdinFD) }
         for i in outputs.indices { outputs[i].finish() }
         var raw: Int32 = 0
+        var usage = rusage()
         var reaped: pid_t
-        repeat { reaped = waitpid(pid, &raw, 0) } while reaped < 0 && errno == EINTR
-        return Ending(status: reaped == pid ? raw : nil, timedOut: timedOut, stdout: outputs[0].text, stderr: outputs[1].text)
+        repeat { reaped = wait4(pid, &raw, 0, &usage) } while reaped < 0 && errno == EINTR
+        let known = reaped == pid
+        func ns(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_usec) * 1_000 }
+        return Ending(status: known ? raw : nil, timedOut: timedOut, stdout: outputs[0].bytes, stderr: outputs[1].bytes,
+                      stdoutCut: outputs[0].cut, stderrCut: outputs[1].cut,
+                      userCPU: known ? ns(usage.ru_utime) : nil, systemCPU: known ? ns(usage.ru_stime) : nil,
+                      peakMemory: known ? Int64(usage.ru_maxrss).multipliedReportingOverflow(by: 1024).partialValue : nil,
+                      duration: duration)
+    }
+
+    /// CLOCK_MONOTONIC in ns.
+    private static func now() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 
     /// Whether `pid` has exited, without reaping it.
@@ -176,12 +204,13 @@ package struct ActionChild: Sendable {
     private static func pidfdOpen(_ pid: pid_t) -> Int32 { vigil_pidfd_open(pid) }
 }
 
-/// The first `ActionRunner.captureLimit` bytes of one of a child's outputs.
+/// The first `limit` bytes of one of a child's outputs.
 private struct Capture {
     var fd: Int32
+    let limit: Int
     var bytes: [UInt8] = []
-
-    var text: String { String(decoding: bytes, as: UTF8.self) }
+    /// More than `limit` came.
+    var cut = false
 
     /// Reads what is there without blocking; closes the pipe at end of file.
     mutating func readAvailable() {
@@ -190,8 +219,9 @@ private struct Capture {
         while true {
             let n = read(fd, &buffer, buffer.count)
             if n > 0 {
-                let room = ActionRunner.captureLimit - bytes.count
+                let room = limit - bytes.count
                 if room > 0 { bytes.append(contentsOf: buffer[0..<min(n, room)]) }
+                if n > room { cut = true }
                 continue
             }
             if n < 0 && errno == EINTR { continue }

@@ -1,8 +1,5 @@
 import CVigilSys
-import Foundation
 import Glibc
-import Synchronization
-import VigilABI
 
 /// How to start one child process: the one spawner of every child Vigil
 /// starts (the checker and the probe, which are this executable again, and
@@ -33,17 +30,17 @@ package struct Spawn: Sendable {
     }
 
     /// A path, or with `searchPath` a name looked up in PATH (`posix_spawnp`).
-    var program: String
-    var searchPath: Bool
+    package var program: String
+    package var searchPath: Bool
     /// The child's argv, `argv[0]` included.
-    var arguments: [String]
+    package var arguments: [String]
     /// The child's whole environment.
-    var environment: [String: String]
+    package var environment: [String: String]
     /// Child descriptor number → where it comes from.
-    var descriptors: [Int32: Source]
+    package var descriptors: [Int32: Source]
     /// Start the child in a process group of its own (its pid is the group's
     /// id), so that a signal to the group also reaches what it started.
-    var newProcessGroup: Bool
+    package var newProcessGroup: Bool
 
     package init(program: String, searchPath: Bool = false, arguments: [String], environment: [String: String],
          descriptors: [Int32: Source], newProcessGroup: Bool = false) {
@@ -154,10 +151,10 @@ package struct SpawnError: Error, CustomStringConvertible, Sendable {
         case spawn
     }
 
-    var program: String
-    var step: Step
+    package var program: String
+    package var step: Step
     /// The errno.
-    var code: Int32
+    package var code: Int32
 
     package init(program: String, step: Step, code: Int32) {
         self.program = program
@@ -166,71 +163,9 @@ package struct SpawnError: Error, CustomStringConvertible, Sendable {
     }
 
     /// The errno's text: "No such file or directory".
-    var reason: String { String(cString: strerror(code)) }
+    package var reason: String { String(cString: strerror(code)) }
 
     package var description: String {
         step == .spawn ? "\(program): \(reason)" : "\(program): \(step.rawValue): \(reason)"
-    }
-}
-
-extension Spawn {
-    /// Starts the child from the spawner thread, a thread that lives as
-    /// long as the process: for a child that asks to die with its parent
-    /// (a plugin runner's `PR_SET_PDEATHSIG`), since the kernel takes the
-    /// *thread* that created a child for its parent, and the host's threads
-    /// come and go (dispatch's idle workers, a disk buffer's delivery
-    /// thread, a sink's thread at a reload): a runner spawned from one of
-    /// them would be killed when that thread ends.
-    func startFromSpawnerThread() throws(SpawnError) -> pid_t {
-        try SpawnerThread.shared.run(self)
-    }
-}
-
-/// The one long-lived thread `startFromSpawnerThread` spawns from; callers
-/// wait for their turn and their result.
-private final class SpawnerThread: Sendable {
-    static let shared = SpawnerThread()
-
-    private let jobs = Mutex<[Job]>([])
-    private let ready = DispatchSemaphore(value: 0)
-
-    /// A spawn waiting for the thread, and its result once it ran.
-    private final class Job: Sendable {
-        let spawn: Spawn
-        let result = Mutex<Result<pid_t, SpawnError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-
-        init(_ spawn: Spawn) { self.spawn = spawn }
-
-        func run() {
-            do throws(SpawnError) {
-                let pid = try spawn.start()
-                result.withLock { $0 = .success(pid) }
-            } catch {
-                result.withLock { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-    }
-
-    private init() {
-        let thread = Thread { [self] in
-            while true {
-                ready.wait()
-                let job = jobs.withLock { $0.isEmpty ? nil : $0.removeFirst() }
-                job?.run()
-            }
-        }
-        thread.name = "vigil-spawner"
-        thread.stackSize = 256 << 10
-        thread.start()
-    }
-
-    func run(_ spawn: Spawn) throws(SpawnError) -> pid_t {
-        let job = Job(spawn)
-        jobs.withLock { $0.append(job) }
-        ready.signal()
-        job.done.wait()
-        return try job.result.withLock { $0 ?? .failure(SpawnError(program: spawn.program, step: .spawn, code: EAGAIN)) }.get()
     }
 }

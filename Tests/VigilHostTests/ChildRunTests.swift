@@ -1,0 +1,106 @@
+import Foundation
+import Glibc
+import Testing
+import VigilChildProcess
+
+/// `ChildRun`, the one way a child is run to its end under a deadline: the
+/// hostile children a Nagios check or a munin plugin can be, on /bin/sh.
+/// Each test walks /proc afterwards: nothing of the child's process group
+/// may be left.
+@Suite("a child run to its end")
+struct ChildRunTests {
+    static let environment = ["PATH": "/usr/bin:/bin", "LC_ALL": "C"]
+
+    static func run(_ script: String, timeout: Int64 = 5_000_000_000, killGrace: Int64 = 200_000_000,
+                    captureLimit: Int = 65_536, endGroup: Bool = false) throws -> (ChildRun, ChildRun.Ending) {
+        let child = try ChildRun.spawn(argv: ["/bin/sh", "-c", script], environment: environment, searchPath: false)
+        let ending = child.supervise(input: [], timeout: timeout, killGrace: killGrace, captureLimit: captureLimit,
+                                     endGroup: endGroup)
+        return (child, ending)
+    }
+
+    /// The pids whose process group is `group`, from /proc/*/stat.
+    static func members(of group: pid_t) -> [pid_t] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return names.compactMap { name -> pid_t? in
+            guard let pid = pid_t(name), let stat = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            // After "comm)": state, ppid, pgrp.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 2 && pid_t(fields[2]) == group ? pid : nil
+        }
+    }
+
+    /// Nothing of the group within `seconds` (a SIGKILL is delivered at once, but the reaping of an orphan by init takes a moment).
+    static func expectGroupGone(_ group: pid_t, within seconds: Double = 2) {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !members(of: group).isEmpty && Date() < deadline { usleep(20_000) }
+        #expect(members(of: group).isEmpty, "left of group \(group): \(members(of: group))")
+    }
+
+    @Test func theStatusOutputsAndCostAreTold() throws {
+        let (child, ending) = try Self.run("echo out; echo err >&2; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3")
+        #expect(ending.status.map { ($0 >> 8) & 0xff } == 3)
+        #expect(!ending.timedOut)
+        #expect(String(decoding: ending.stdout, as: UTF8.self) == "out\n")
+        #expect(String(decoding: ending.stderr, as: UTF8.self) == "err\n")
+        #expect(!ending.stdoutCut && !ending.stderrCut)
+        #expect((ending.userCPU ?? 0) + (ending.systemCPU ?? 0) > 0)
+        #expect((ending.peakMemory ?? 0) > 100_000)
+        #expect(ending.duration > 0)
+        Self.expectGroupGone(child.pid)
+    }
+
+    @Test func aChildThatSleepsPastItsTimeoutIsEnded() throws {
+        let began = Date()
+        let (child, ending) = try Self.run("sleep 30", timeout: 300_000_000)
+        #expect(ending.timedOut)
+        #expect(ending.status.map { $0 & 0x7f } == SIGTERM)
+        #expect(Date().timeIntervalSince(began) < 5)
+        Self.expectGroupGone(child.pid)
+    }
+
+    /// It ignores SIGTERM and leaves a grandchild holding its stdout: SIGKILL
+    /// to the group after the grace ends both, and the run does not wait
+    /// for the pipe the grandchild held.
+    @Test func aChildThatIgnoresSIGTERMAndForksIsEndedWithWhatItStarted() throws {
+        let began = Date()
+        let (child, ending) = try Self.run("trap '' TERM; (trap '' TERM; sleep 60) & echo started; sleep 60",
+                                           timeout: 300_000_000, killGrace: 200_000_000)
+        #expect(ending.timedOut)
+        #expect(ending.status.map { $0 & 0x7f } == SIGKILL)
+        #expect(String(decoding: ending.stdout, as: UTF8.self) == "started\n")
+        #expect(Date().timeIntervalSince(began) < 5)
+        Self.expectGroupGone(child.pid)
+    }
+
+    @Test func tenMegabytesOfOutputAreCutNotHeld() throws {
+        let (child, ending) = try Self.run("head -c 10000000 /dev/zero | tr '\\0' x", captureLimit: 4096)
+        #expect(ending.status == 0)
+        #expect(ending.stdout.count == 4096)
+        #expect(ending.stdoutCut)
+        Self.expectGroupGone(child.pid)
+    }
+
+    /// A check that exits but leaves something running: with `endGroup`
+    /// nothing of it outlives the run.
+    @Test func whatAChildLeftRunningIsEndedWhenAsked() throws {
+        let (child, ending) = try Self.run("sleep 60 >/dev/null 2>&1 & echo done", endGroup: true)
+        #expect(ending.status == 0)
+        #expect(!ending.timedOut)
+        #expect(String(decoding: ending.stdout, as: UTF8.self) == "done\n")
+        Self.expectGroupGone(child.pid)
+    }
+
+    @Test func theEnvironmentIsExactlyTheOneGiven() throws {
+        let (_, ending) = try Self.run("env | sort")
+        #expect(String(decoding: ending.stdout, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("PWD=") && !$0.hasPrefix("SHLVL=") && !$0.hasPrefix("_=") }
+                == ["LC_ALL=C", "PATH=/usr/bin:/bin"])
+    }
+
+    @Test func aProgramThatIsNotThereIsASpawnError() {
+        #expect(throws: SpawnError.self) {
+            _ = try ChildRun.spawn(argv: ["/nonexistent/check_nothing"], environment: Self.environment, searchPath: false)
+        }
+    }
+}
