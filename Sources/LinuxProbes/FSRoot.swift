@@ -109,22 +109,35 @@ public struct FSRoot: Sendable, Equatable, CustomStringConvertible {
             throw .malformed(path: fullPath, line: 0, reason: "not a regular file (a FIFO, a device or a socket), not read")
         }
         let kind = openFiles != nil ? KernelFilesystem(of: fd) : nil
-        let result = Result { () throws(ProbeError) in try Self.read(fd, path: fullPath, sysfs: kind == .sysfs) }
-        if let openFiles, let kind, result.isKept { keep = openFiles.keep(fd, kind: kind, at: fullPath) }
+        var seekable = true
+        let result = Result { () throws(ProbeError) in
+            try Self.readWhole(fd, path: fullPath, sysfs: kind == .sysfs, seekable: &seekable)
+        }
+        if let openFiles, let kind, seekable, result.isKept { keep = openFiles.keep(fd, kind: kind, at: fullPath) }
         return try result.get()
     }
 
     /// Reads `fd` from offset 0 to its end, at most `maxFileBytes`; EINTR
     /// is retried. A sysfs attribute is whole in one read shorter than the
     /// buffer (the kernel makes it in one page), so no second read is made
-    /// to find the end; a procfs file may come a page at a time.
-    fileprivate static func read(_ fd: Int32, path fullPath: String, sysfs: Bool) throws(ProbeError) -> [UInt8] {
+    /// to find the end; a procfs file may come a page at a time. A file
+    /// opened non-seekable (pread answers ESPIPE) is read as a stream when
+    /// `seekable` comes in true, and `seekable` goes out false; one held
+    /// open is read with it false, and ESPIPE is then its failure.
+    fileprivate static func readWhole(_ fd: Int32, path fullPath: String, sysfs: Bool,
+                                      seekable: inout Bool) throws(ProbeError) -> [UInt8] {
+        let streamAllowed = seekable
+        var streaming = false
         var bytes: [UInt8] = []
         var failure: Int32 = 0
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 8192) { chunk in
             var offset = 0
             while true {
-                let n = pread(fd, chunk.baseAddress, chunk.count, off_t(offset))
+                var n = streaming ? read(fd, chunk.baseAddress, chunk.count) : pread(fd, chunk.baseAddress, chunk.count, off_t(offset))
+                if n < 0 && errno == ESPIPE && offset == 0 && !streaming && streamAllowed {
+                    streaming = true
+                    n = read(fd, chunk.baseAddress, chunk.count)
+                }
                 if n > 0 {
                     guard bytes.count + n <= Self.maxFileBytes else {
                         failure = EFBIG
@@ -142,6 +155,7 @@ public struct FSRoot: Sendable, Equatable, CustomStringConvertible {
                 }
             }
         }
+        if streaming { seekable = false }
         if failure == EFBIG {
             throw .malformed(path: fullPath, line: 0, reason: "larger than \(Self.maxFileBytes >> 20) MiB, not read")
         }
@@ -217,7 +231,10 @@ private final class OpenFiles: Sendable {
     func reread(_ path: String) -> Result<[UInt8], ProbeError>? {
         files.withLock { files -> Result<[UInt8], ProbeError>? in
             guard let file = files[path] else { return nil }
-            let result = Result { () throws(ProbeError) in try FSRoot.read(file.fd, path: path, sysfs: file.sysfs) }
+            var seekable = false
+            let result = Result { () throws(ProbeError) in
+                try FSRoot.readWhole(file.fd, path: path, sysfs: file.sysfs, seekable: &seekable)
+            }
             if result.isKept { return result }
             _ = close(file.fd)
             files[path] = nil

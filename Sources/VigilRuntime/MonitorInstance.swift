@@ -290,20 +290,15 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         }
     }
 
-    /// Polls at the multiples of the interval on the monotonic clock (the
-    /// first one at least half an interval away, after the snapshot poll),
-    /// as Netdata and Telegraf's `round_interval` do: the monitors of one
-    /// interval fire together, so one timer wakes the host for all of them
-    /// and their events reach a sink in one batch, where polls at the
-    /// moments each monitor happened to start would wake it once each.
     private func scheduleTimer() {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         let leeway = DispatchTimeInterval.nanoseconds(Int(min(interval / 50, 10_000_000)))
-        let now = DispatchTime.now()
-        let sinceBoundary = Int64(now.uptimeNanoseconds % UInt64(max(interval, 1)))
-        var wait = interval - sinceBoundary
-        if wait < interval / 2 { wait += interval }
-        timer.schedule(deadline: now + .nanoseconds(Int(wait)), repeating: .nanoseconds(Int(interval)), leeway: leeway)
+        // Each monitor keeps the phase it started at. Polls aligned on the
+        // interval's multiples cost about a tenth less CPU (one wake for all),
+        // but the burst of every monitor's thread at once is what the cpu
+        // monitor then reads as procs_running (16–31 against 5–10): the
+        // host must not be what it measures.
+        timer.schedule(deadline: .now() + .nanoseconds(Int(interval)), repeating: .nanoseconds(Int(interval)), leeway: leeway)
         timer.setEventHandler { [weak self] in self?.pollOnce() }
         self.timer = timer
         timer.resume()
