@@ -111,9 +111,7 @@ import Testing
     /// the creating thread's): a runner restarted from a dispatch worker was
     /// killed with SIGKILL once that worker had been idle a few seconds. A
     /// monitor whose restarted runner then waits 7 s for its next poll
-    /// crashes in poll #2 as it was made to (once, or a second time if the
-    /// restarted runner's poll #2, at the next multiple of 7 s, falls
-    /// within the 13 s), and never between calls.
+    /// crashes once, in poll #2 as it was made to, and never between calls.
     @Test func aRestartedRunnerOutlivesTheThreadThatRestartedIt() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -132,8 +130,8 @@ import Testing
         let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--control", "none", "--for", "13s"], timeout: 60)
         #expect(output.status == 0, "\(output.stderr)")
         let ended = output.stderr.split(separator: "\n").filter { $0.contains("the plugin's runner ended") }
-        #expect((1...2).contains(ended.count), "\(ended)")
-        #expect(ended.allSatisfy { $0.contains("ended in poll #2: killed by SIGSEGV") }, "\(ended)")
+        #expect(ended.count == 1, "\(ended)")
+        #expect(ended.first?.contains("ended in poll #2: killed by SIGSEGV") == true, "\(ended)")
         #expect(!output.stderr.contains("SIGKILL"), "\(output.stderr)")
     }
 
