@@ -209,15 +209,6 @@ public final class ActionRunner: Sendable {
         let status = ending.status.map(Self.describe) ?? "unknown (reaped by the kernel)"
         let succeeded = !timedOut && ending.status == 0
 
-        state.withLock { state in
-            state.children[child.pid] = nil
-            guard var entry = state.keys[key] else { return }
-            entry.running = nil
-            if succeeded { entry.counters.succeeded += 1 } else { entry.counters.failed += 1 }
-            if timedOut { entry.counters.timedOut += 1 }
-            state.keys[key] = entry
-        }
-
         var metadata: Logger.Metadata = ["rule": "\(key)", "program": "\(action.argv[0])", "status": "\(status)",
                                          "ms": "\((monotonicNanoseconds() - started) / 1_000_000)"]
         if !ending.stdout.isEmpty { metadata["stdout"] = "\(String(decoding: ending.stdout, as: UTF8.self))" }
@@ -229,6 +220,16 @@ public final class ActionRunner: Sendable {
             logger.warning("action timed out and was killed", metadata: metadata)
         } else {
             logger.warning("action failed", metadata: metadata)
+        }
+
+        // Counted after the line is written: whoever sees the count finds it.
+        state.withLock { state in
+            state.children[child.pid] = nil
+            guard var entry = state.keys[key] else { return }
+            entry.running = nil
+            if succeeded { entry.counters.succeeded += 1 } else { entry.counters.failed += 1 }
+            if timedOut { entry.counters.timedOut += 1 }
+            state.keys[key] = entry
         }
     }
 
