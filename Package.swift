@@ -52,6 +52,8 @@ let plugins = [
     plugin("diskstats", target: "DiskstatsPlugin"),
     plugin("vmstat", target: "VMStatPlugin"),
     plugin("pressure", target: "PressurePlugin"),
+    // Other ecosystems' checks and plugins, run as children (VigilChildProcess).
+    plugin("nagios", target: "NagiosPlugin", dependencies: ["VigilChildProcess", "VigilForeign"]),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]
@@ -116,7 +118,7 @@ let package = Package(
         // The ABI boundary, once: the host table, the event decoder, the
         // loader and negotiation, call helpers, the epochs. The runtime, the
         // checker, the test kit and the probe all go through it.
-        .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilCore"]),
+        .target(name: "VigilABI", dependencies: ["CVigilPlugin", "VigilChildProcess", "VigilCore"]),
         // Signal handling of `vigil run` from before main (an ELF constructor).
         .target(name: "CVigilEarly"),
         // Linux calls Swift's Glibc does not declare (memfd, eventfd, pipe2,
@@ -130,6 +132,10 @@ let package = Package(
         // its output captured: the host's children and the plugins that run
         // other programs (nagios, munin) start theirs through it.
         .target(name: "VigilChildProcess", dependencies: ["CVigilSys"]),
+        // The formats of other ecosystems' plugins (Nagios check output,
+        // munin, Prometheus text, statsd), read without I/O: the plugins
+        // that run them and their tests share one reader of each.
+        .target(name: "VigilForeign"),
         // Processes and plugins kept apart: runners (process, wire, ring, fork server, cgroups, limits), the
         // transports a plugin is called through, the probe, the one log gate
         // and restart budget.
@@ -202,6 +208,6 @@ let package = Package(
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilSinks"]),
         .testTarget(name: "VigilJSONTests", dependencies: ["VigilJSON"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
-        .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilChildProcess", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilChildProcess", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting", "VigilForeign"]),
     ] + plugins.map(\.1)
 )

@@ -1,4 +1,5 @@
 import Glibc
+import VigilChildProcess
 import VigilCore
 
 // What the host checks of a plugin file before it lets dlopen run any of it,
@@ -17,8 +18,7 @@ package struct PluginFilePolicy: Sendable {
 
     package init(allowUnsafe: Bool = false) {
         self.allowUnsafe = allowUnsafe
-        let me = geteuid()
-        self.trustedOwners = me == 0 ? [0] : [0, me]
+        self.trustedOwners = FileTrust.defaultOwners()
     }
 
     /// How the refusal tells an operator to lift a rule.
@@ -199,54 +199,12 @@ package final class PluginFile {
         var fix: String
     }
 
-    /// The rules, in this order, each reported once:
-    ///
-    /// - the file is not writable by group or others, and belongs to root or
-    ///   to the user the host runs as;
-    /// - its directory is not writable by group or others, sticky or not (in
-    ///   a world-writable directory such as /tmp anyone can put a file beside
-    ///   it), and belongs to root or that user;
-    /// - every directory above, up to /, belongs to root or that user, and is
-    ///   not writable by group or others unless it has the sticky bit (as
-    ///   /tmp has: there only an entry's owner, or the directory's owner, can
-    ///   rename or remove the entry, and the entry below is itself checked),
-    ///   so that no one else can swap any part of the path.
+    /// The owner and permission rules of `FileTrust`, which a program a
+    /// plugin runs is held to as well.
     static func safetyProblems(real: String, file: stat, policy: PluginFilePolicy) -> [SafetyProblem] {
-        var problems: [SafetyProblem] = []
-        let writable = S_IWGRP | S_IWOTH
-        if file.st_mode & writable != 0 {
-            problems.append(SafetyProblem(rule: .writable, text: "writable by group or others (mode \(octal(file.st_mode)))",
-                                          fix: "chmod go-w it"))
+        FileTrust.problems(real: real, file: file, owners: policy.trustedOwners, noun: "plugin").map { problem in
+            SafetyProblem(rule: problem.rule == .writable ? .writable : .owner, text: problem.text, fix: problem.fix)
         }
-        if !policy.trustedOwners.contains(file.st_uid) {
-            problems.append(SafetyProblem(rule: .owner, text: "owned by \(userName(file.st_uid)), not by \(trusted(policy))",
-                                          fix: "chown it"))
-        }
-        var dir = parent(of: real)
-        var immediate = true
-        while true {
-            var st = stat()
-            if lstat(dir, &st) != 0 {
-                problems.append(SafetyProblem(rule: .owner, text: "cannot check its directory \(dir): \(errorText())",
-                                              fix: "make the directory readable"))
-                break
-            }
-            if st.st_mode & writable != 0 && (immediate || st.st_mode & S_ISVTX == 0) {
-                let sticky = st.st_mode & S_ISVTX != 0 ? ", sticky" : ""
-                let text = immediate
-                    ? "its directory \(dir) is writable by group or others (mode \(octal(st.st_mode))\(sticky)): anyone can put a plugin there"
-                    : "directory \(dir) above it is writable by group or others and not sticky (mode \(octal(st.st_mode))): anyone can replace the path"
-                problems.append(SafetyProblem(rule: .writable, text: text, fix: "chmod go-w \(dir)"))
-            }
-            if !policy.trustedOwners.contains(st.st_uid) {
-                problems.append(SafetyProblem(rule: .owner, text: "\(immediate ? "its directory" : "directory") \(dir) \(immediate ? "" : "above it ")is owned by \(userName(st.st_uid)), not by \(trusted(policy))",
-                                              fix: "chown \(dir)"))
-            }
-            if dir == "/" { break }
-            dir = parent(of: dir)
-            immediate = false
-        }
-        return problems
     }
 
     /// Checks that the entry symbol dlsym found is a function (STT_FUNC or
@@ -278,21 +236,8 @@ package final class PluginFile {
         static let RTLD_DL_SYMENT: Int32 = 1
     }
 
-    /// realpath(3): the path with every symlink, `.` and `..` resolved;
-    /// nil when it cannot be resolved (errno says why).
-    package static func realPath(of path: String) -> String? {
-        realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) }
-    }
-
-    package static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
-        return String(path[..<slash])
-    }
-
-    static func octal(_ mode: mode_t) -> String {
-        let digits = String(mode & 0o7777, radix: 8)
-        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-    }
+    package static func realPath(of path: String) -> String? { FileTrust.realPath(of: path) }
+    package static func parent(of path: String) -> String { FileTrust.parent(of: path) }
 
     static func kindName(_ mode: mode_t) -> String {
         switch mode & S_IFMT {
@@ -303,21 +248,6 @@ package final class PluginFile {
         case S_IFBLK: "a block device"
         default: "not a regular file"
         }
-    }
-
-    static func trusted(_ policy: PluginFilePolicy) -> String {
-        policy.trustedOwners.count == 1 ? "root (the user vigil runs as)"
-            : "root or \(userName(policy.trustedOwners[1])) (the user vigil runs as)"
-    }
-
-    static func userName(_ uid: uid_t) -> String {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 1024)
-        if getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let result, let name = result.pointee.pw_name {
-            return "\(String(cString: name)) (uid \(uid))"
-        }
-        return "uid \(uid)"
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }

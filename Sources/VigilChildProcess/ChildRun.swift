@@ -19,9 +19,11 @@ package struct ChildRun: Sendable {
     var stdout: Int32
     var stderr: Int32
 
-    /// Starts `argv` with exactly `environment`.
-    package static func spawn(argv: [String], environment: [String: String], searchPath: Bool = true) throws(SpawnError) -> ChildRun {
-        let program = argv.first ?? ""
+    /// Starts `argv` with exactly `environment`: the file `program`, or
+    /// where it is nil `argv[0]`.
+    package static func spawn(argv: [String], program: String? = nil, environment: [String: String],
+                              searchPath: Bool = true) throws(SpawnError) -> ChildRun {
+        let program = program ?? argv.first ?? ""
         guard !program.isEmpty else { throw SpawnError(program: program, step: .spawn, code: ENOENT) }
         var opened: [Int32] = []
         defer { for fd in opened { close(fd) } }
@@ -49,6 +51,8 @@ package struct ChildRun: Sendable {
         /// the host set SIGCHLD to SIG_IGN), and the status is lost.
         package var status: Int32?
         package var timedOut: Bool
+        /// Ended early because `cancel` became readable (the supervisor is stopping).
+        package var cancelled: Bool = false
         /// The first `captureLimit` bytes of each.
         package var stdout: [UInt8]
         package var stderr: [UInt8]
@@ -76,8 +80,9 @@ package struct ChildRun: Sendable {
     ///   where there is none by checking `waitid(WNOHANG)` every 10 ms, and
     ///   never with `waitpid(-1)` or a SIGCHLD handler: the host has other
     ///   children;
-    /// - past `timeout` ns (0: none) sends SIGTERM to the child's process
-    ///   group, and SIGKILL `killGrace` later;
+    /// - past `timeout` ns (0: none), or as soon as `cancel` (a descriptor,
+    ///   -1: none) is readable, sends SIGTERM to the child's process group,
+    ///   and SIGKILL `killGrace` later;
     /// - once the child has exited, calls `exited` (the child is a zombie
     ///   until it is reaped: its pid, and so its group's id, is not reused,
     ///   and signalling it is still safe), ends what is left of its group
@@ -88,7 +93,7 @@ package struct ChildRun: Sendable {
     /// on that: it blocks SIGPIPE on the calling thread, so a child that
     /// exits without reading its stdin costs an EPIPE, never the host.
     package func supervise(input stdin: [UInt8], timeout: Int64, killGrace: Int64, captureLimit: Int,
-                           endGroup: Bool = false, exited: () -> Void = {}) -> Ending {
+                           endGroup: Bool = false, cancel: Int32 = -1, exited: () -> Void = {}) -> Ending {
         Self.blockSIGPIPE()
         let began = Self.now()
         var input = stdin[...]
@@ -102,10 +107,13 @@ package struct ChildRun: Sendable {
         var termAt = timeout > 0 && !overflow ? deadline : Int64.max
         var killAt = Int64.max
         var timedOut = false
+        var cancelled = false
 
         while true {
             var fds: [pollfd] = []
             if pidfd >= 0 { fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)) }
+            let watchesCancel = cancel >= 0 && !cancelled && !timedOut
+            if watchesCancel { fds.append(pollfd(fd: cancel, events: Int16(POLLIN), revents: 0)) }
             if stdinFD >= 0 { fds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
             for output in outputs where output.fd >= 0 { fds.append(pollfd(fd: output.fd, events: Int16(POLLIN), revents: 0)) }
             var wait = min(termAt, killAt) == .max ? Int64.max : min(termAt, killAt) - Self.now()
@@ -121,9 +129,13 @@ package struct ChildRun: Sendable {
             for i in outputs.indices { outputs[i].readAvailable() }
             if Self.hasExited(pid) { break }
 
+            if watchesCancel, fds.contains(where: { $0.fd == cancel && $0.revents != 0 }) {
+                cancelled = true
+                termAt = min(termAt, Self.now())
+            }
             let after = Self.now()
             if after >= termAt {
-                timedOut = true
+                if !cancelled { timedOut = true }
                 termAt = .max
                 killAt = after + killGrace
                 kill(-pid, SIGTERM)
@@ -135,7 +147,7 @@ package struct ChildRun: Sendable {
 
         let duration = Self.now() - began
         exited()
-        if timedOut || endGroup { kill(-pid, SIGKILL) }
+        if timedOut || cancelled || endGroup { kill(-pid, SIGKILL) }
         if stdinFD >= 0 { close(stdinFD) }
         for i in outputs.indices { outputs[i].finish() }
         var raw: Int32 = 0
@@ -144,7 +156,7 @@ package struct ChildRun: Sendable {
         repeat { reaped = wait4(pid, &raw, 0, &usage) } while reaped < 0 && errno == EINTR
         let known = reaped == pid
         func ns(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_usec) * 1_000 }
-        return Ending(status: known ? raw : nil, timedOut: timedOut, stdout: outputs[0].bytes, stderr: outputs[1].bytes,
+        return Ending(status: known ? raw : nil, timedOut: timedOut, cancelled: cancelled, stdout: outputs[0].bytes, stderr: outputs[1].bytes,
                       stdoutCut: outputs[0].cut, stderrCut: outputs[1].cut,
                       userCPU: known ? ns(usage.ru_utime) : nil, systemCPU: known ? ns(usage.ru_stime) : nil,
                       peakMemory: known ? Int64(usage.ru_maxrss).multipliedReportingOverflow(by: 1024).partialValue : nil,

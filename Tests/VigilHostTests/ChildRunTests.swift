@@ -103,4 +103,33 @@ struct ChildRunTests {
             _ = try ChildRun.spawn(argv: ["/nonexistent/check_nothing"], environment: Self.environment, searchPath: false)
         }
     }
+
+    /// A supervisor that is stopping ends the run at once through `cancel`,
+    /// as it would a timeout (SIGTERM, SIGKILL after the grace, the group
+    /// ended), and says it was cancelled, not timed out.
+    @Test func aReadableCancelDescriptorEndsTheRun() throws {
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let child = try ChildRun.spawn(argv: ["/bin/sh", "-c", "trap '' TERM; sleep 30 & sleep 30"], environment: Self.environment,
+                                       searchPath: false)
+        let writeEnd = fds[1]
+        let writer = Thread { usleep(200_000); var one: UInt8 = 1; _ = write(writeEnd, &one, 1) }
+        writer.start()
+        let began = Date()
+        let ending = child.supervise(input: [], timeout: 20_000_000_000, killGrace: 200_000_000, captureLimit: 1024, cancel: fds[0])
+        #expect(ending.cancelled && !ending.timedOut)
+        #expect(ending.status.map { $0 & 0x7f } == SIGKILL)
+        #expect(Date().timeIntervalSince(began) < 3)
+        Self.expectGroupGone(child.pid)
+    }
+
+    /// argv[0] is what the child sees; `program` is what runs (a check
+    /// linked under several names knows its job by argv[0]).
+    @Test func argvZeroIsTheNameGivenNotTheFileRun() throws {
+        let child = try ChildRun.spawn(argv: ["called-so", "-c", "echo $0"], program: "/bin/sh", environment: Self.environment,
+                                       searchPath: false)
+        let ending = child.supervise(input: [], timeout: 5_000_000_000, killGrace: 100_000_000, captureLimit: 1024)
+        #expect(String(decoding: ending.stdout, as: UTF8.self) == "called-so\n")
+    }
 }
