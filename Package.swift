@@ -54,6 +54,7 @@ let plugins = [
     plugin("pressure", target: "PressurePlugin"),
     // Other ecosystems' checks and plugins, run as children (VigilChildProcess).
     plugin("nagios", target: "NagiosPlugin", dependencies: ["VigilChildProcess", "VigilForeign"]),
+    plugin("textfile", target: "TextfilePlugin", dependencies: ["VigilForeign"]),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]
@@ -148,7 +149,7 @@ let package = Package(
         // one file per sink type under Sinks/ (listed by SinkRegistryPlugin).
         // The only target that imports NIO's HTTP, protobuf and compression.
         .target(name: "VigilSinks", dependencies: [
-            "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP",
+            "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP", "VigilForeign",
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
             .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),

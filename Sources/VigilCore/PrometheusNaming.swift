@@ -10,9 +10,15 @@ public enum PrometheusNaming {
         /// A figure of unknown kind (node_exporter's raw /proc/net/netstat and
         /// /proc/vmstat ones): `untyped` in the text format, `unknown` in OpenMetrics.
         case untyped
+        /// A whole histogram or summary whose samples (`_bucket`, `_sum`,
+        /// `_count`, quantiles) pass through a sink as an exporter gave them.
+        case histogram, summary
 
         /// The type as OpenMetrics names it.
         public var openMetricsName: String { self == .untyped ? "unknown" : rawValue }
+
+        /// Samples of several names in one family.
+        public var isWhole: Bool { self == .histogram || self == .summary }
     }
 
     /// One field as a metric family.
@@ -144,6 +150,13 @@ public enum PrometheusNaming {
 
     /// A label name for an identity field: `[a-zA-Z_][a-zA-Z0-9_]*`, never
     /// `__…` (Prometheus' own), never one of the sink's (`monitor`, `host`).
+    /// `[a-zA-Z_:][a-zA-Z0-9_:]*`, as the exposition formats allow.
+    public static func isValidMetricName(_ name: String) -> Bool {
+        guard let first = name.utf8.first else { return false }
+        func letter(_ c: UInt8) -> Bool { (c | 0x20) >= 0x61 && (c | 0x20) <= 0x7A || c == UInt8(ascii: "_") || c == UInt8(ascii: ":") }
+        return letter(first) && name.utf8.allSatisfy { letter($0) || ($0 >= 0x30 && $0 <= 0x39) }
+    }
+
     public static func labelName(_ field: String) -> String {
         var name = sanitize(field)
         while name.hasPrefix("__") { name.removeFirst() }

@@ -24,7 +24,9 @@ package final class PrometheusSeries: Sendable {
         init(shape: PrometheusNaming.Shape) {
             self.shape = shape
             let help = PrometheusSeries.escapedHelp(shape.help, quote: false)
-            textHeader = Array("# HELP \(shape.name) \(help)\n# TYPE \(shape.name) \(shape.kind.rawValue)\n".utf8)
+            // A histogram's or summary's samples are named apart from their family.
+            let name = shape.kind.isWhole ? shape.family : shape.name
+            textHeader = Array("# HELP \(name) \(help)\n# TYPE \(name) \(shape.kind.rawValue)\n".utf8)
             let omHelp = PrometheusSeries.escapedHelp(shape.help, quote: true)
             openMetricsHeader = Array("# TYPE \(shape.family) \(shape.kind.openMetricsName)\n# HELP \(shape.family) \(omHelp)\n".utf8)
         }
@@ -85,7 +87,12 @@ package final class PrometheusSeries: Sendable {
         mutating func set(_ shape: PrometheusNaming.Shape, labels: String, value: ArraySlice<UInt8>, now: Int64,
                           ttl: Int64, monitor: String, onChange: Bool, limit: Int) -> Bool {
             let family: Family
-            if let known = state.families[shape.name] {
+            // A histogram's or summary's samples share one family, each
+            // series known by its sample's name and labels.
+            let whole = shape.kind.isWhole
+            let familyKey = whole ? shape.family : shape.name
+            let labels = whole ? shape.name + "{" + labels : labels
+            if let known = state.families[familyKey] {
                 family = known
             } else {
                 guard state.count < limit else {
@@ -93,7 +100,7 @@ package final class PrometheusSeries: Sendable {
                     return false
                 }
                 family = Family(shape: shape)
-                state.families[shape.name] = family
+                state.families[familyKey] = family
                 state.order.append(family)
             }
             if let index = family.series[labels] {
@@ -108,9 +115,10 @@ package final class PrometheusSeries: Sendable {
                     return false
                 }
                 var line = Array(shape.name.utf8)
-                if !labels.isEmpty {
+                let shown = whole ? labels.dropFirst(shape.name.utf8.count + 1) : labels[...]
+                if !shown.isEmpty {
                     line.append(UInt8(ascii: "{"))
-                    line += labels.utf8
+                    line += shown.utf8
                     line.append(UInt8(ascii: "}"))
                 }
                 line.append(UInt8(ascii: " "))

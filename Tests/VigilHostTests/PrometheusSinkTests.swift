@@ -3,6 +3,7 @@ import Logging
 import Testing
 import VigilABI
 import VigilCore
+import VigilForeign
 @testable import VigilIsolation
 @testable import VigilSinks
 @testable import VigilRuntime
@@ -105,6 +106,46 @@ import VigilCore
         #expect(body.contains(#"vigil_collectd_value_total{monitor="cd",host="box",type="cpu"} 12345"#))
         #expect(body.contains(#"vigil_collectd_value{monitor="cd",host="box",type="temperature"} 41.5"#))
         #expect(!body.contains("rx,tx"))
+    }
+
+    /// A kind whose events name their own series (textfile, scrape): served
+    /// under that name and those labels, a histogram whole; and what a
+    /// hostile plugin could give as a name or labels (not in the
+    /// exposition's syntax, or written otherwise than it writes them) is
+    /// not served, so the exposition stays valid.
+    @Test func seriesThatNameThemselvesPassThroughOrAreRefused() throws {
+        let textfile = PluginDescription(
+            name: "textfile", version: "1", summary: "", abiMajor: 1, abiMinor: 4, options: [],
+            events: [EventSpec(kind: "sample", doc: "", fields: [
+                FieldSpec(name: "prometheus_name", type: .string, identity: true),
+                FieldSpec(name: "prometheus_labels", type: .string, identity: true),
+                FieldSpec(name: "value", type: .double), FieldSpec(name: "type", type: .string), FieldSpec(name: "help", type: .string),
+            ])],
+            defaultInterval: 1_000_000_000, polled: true, path: "/x/textfile.so")
+        let facts = MonitorFacts(instance: ObjectIdentifier(Self.Marker.shared), description: textfile, interval: 1_000_000_000, running: true)
+        let (sink, context, port) = try sink(facts: ["tf": facts])
+        defer { sink.shutdown(context: context) }
+        func sample(_ name: String, _ labels: String, _ value: Double, _ type: String = "gauge", help: String = "h") -> Event {
+            Event(time: 0, monitor: "tf", plugin: "textfile", kind: "sample", fields: [
+                Field("prometheus_name", .string(name)), Field("prometheus_labels", .string(labels)), Field("value", .double(value)),
+                Field("type", .string(type)), Field("help", .string(help)),
+            ])
+        }
+        try sink.write([
+            sample("jobs_total", #"queue="a\"b""#, 7, "counter", help: "Jobs.\nDone."),
+            sample("lat_bucket", #"le="1""#, 3, "histogram"), sample("lat_bucket", #"le="+Inf""#, 4, "histogram"),
+            sample("lat_sum", "", 2.5, "histogram"), sample("lat_count", "", 4, "histogram"),
+            // Refused: no metric name, labels not in the syntax, written otherwise than the sink writes them.
+            sample("1bad", "", 1), sample("bad name", "", 1), sample("ok1", #"a="b"} evil 1\n#"#, 1), sample("ok2", "a=b", 1),
+            sample("ok3", #"a="x",a="y""#, 1), sample("ok4", #"a = "b""#, 1), sample("ok5", #"__name__="x""#, 1),
+        ], context: context)
+        let body = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(body.contains("# HELP jobs_total Jobs.\\nDone.\n# TYPE jobs_total counter\njobs_total{queue=\"a\\\"b\"} 7\n"), "\(body)")
+        #expect(body.contains("# TYPE lat histogram\nlat_bucket{le=\"1\"} 3\nlat_bucket{le=\"+Inf\"} 4\nlat_sum 2.5\nlat_count 4\n"), "\(body)")
+        for refused in ["1bad", "bad name", "ok1", "ok2", "ok3", "ok4", "ok5", "evil"] { #expect(!body.contains(refused), "\(refused): \(body)") }
+        // The exposition reads back whole, with the one reader of the format.
+        let read = try PrometheusExposition.parse(Array(body.utf8))
+        #expect(read.families.map(\.name) == ["jobs_total", "lat"])
     }
 
     @Test func openMetricsWhenAskedAndRefusalsByName() throws {

@@ -6,6 +6,7 @@ import NIOPosix
 import Synchronization
 import VigilABI
 import VigilCore
+import VigilForeign
 import VigilIsolation
 
 /// What a sink that keeps series needs to know of the monitor an event
@@ -126,10 +127,16 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         let mapped: [PrometheusNameMap.Entry]
         /// Of a kind with dynamic fields (VIGIL_EVENT_DYNAMIC_FIELDS).
         let dynamic: Bool
+        /// Of a kind whose events name their own series (`prometheus_name`,
+        /// `prometheus_labels`: textfile, scrape): served as they say.
+        let passThrough: Bool
+        /// Pass-through families by sample name, and the label texts found valid.
+        var passThroughShapes: [String: PrometheusNaming.Shape] = [:]
+        var validLabels: Set<String> = []
 
         init(instance: ObjectIdentifier?, identities: [(field: String, label: String)], infos: [Output],
              nativeInfo: (shape: PrometheusNaming.Shape, fields: [(field: String, label: String)])?, onChange: Bool,
-             ttl: Int64, specs: [String: FieldSpec], mapped: [PrometheusNameMap.Entry], dynamic: Bool) {
+             ttl: Int64, specs: [String: FieldSpec], mapped: [PrometheusNameMap.Entry], dynamic: Bool, passThrough: Bool = false) {
             self.instance = instance
             self.identities = identities
             self.infos = infos
@@ -139,8 +146,12 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
             self.specs = specs
             self.mapped = mapped
             self.dynamic = dynamic
+            self.passThrough = passThrough
         }
     }
+
+    /// The fields by which an event names its own series.
+    static let passThroughName = "prometheus_name", passThroughLabels = "prometheus_labels"
 
     /// The string field in which an event of a dynamic kind names its counters.
     static let countersField = "counters"
@@ -205,6 +216,14 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
             // control API's /metrics, not values to keep.
             for event in batch where event.monitor != Manifest.hostMonitorName {
                 let plan = self.plan(for: event, facts: facts(of: event.monitor))
+                if plan.passThrough {
+                    guard let (shape, labels, number) = Self.passThrough(event, plan: plan) else { continue }
+                    value.removeAll(keepingCapacity: true)
+                    Self.appendNumber(number, to: &value)
+                    _ = updater.set(shape, labels: labels, value: value[...], now: now, ttl: plan.ttl, monitor: event.monitor,
+                                    onChange: false, limit: limit)
+                    continue
+                }
                 // Each label set made once per event: the usual labels, and
                 // each set a names file lists (the many families of one
                 // kind mostly list the same, `device` or `cpu` and `mode`).
@@ -278,6 +297,49 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
             loggedRefusal = true
             context.logger.warning("\(limit) series held (max_series): new series are not made; counted in the exposition as vigil_prometheus_series_refused_total")
         }
+    }
+
+    /// A series an event names itself: its family (by `prometheus_name`,
+    /// with the `type` and `help` fields), its labels exactly as
+    /// `prometheus_labels` gives them, and its value; nil when the name or
+    /// the labels are not valid in the exposition (checked once each, with
+    /// the one reader of the format) or there is no number.
+    static func passThrough(_ event: Event, plan: KindPlan) -> (PrometheusNaming.Shape, String, Double)? {
+        guard case .string(let name)? = event[field: passThroughName],
+              case .string(let labels)? = event[field: passThroughLabels] else { return nil }
+        let number: Double
+        switch event[field: "value"] {
+        case .double(let d)?: number = d
+        case .int(let i)?: number = Double(i)
+        default: return nil
+        }
+        let shape: PrometheusNaming.Shape
+        if let known = plan.passThroughShapes[name] {
+            shape = known
+        } else {
+            guard PrometheusNaming.isValidMetricName(name) else { return nil }
+            var kind = PrometheusNaming.MetricKind.untyped
+            if case .string(let type)? = event[field: "type"] { kind = PrometheusNaming.MetricKind(rawValue: type) ?? .untyped }
+            var help = ""
+            if case .string(let text)? = event[field: "help"] { help = text }
+            var family = name
+            if kind == .counter, name.hasSuffix("_total") { family = String(name.dropLast(6)) }
+            if kind.isWhole, let suffix = ["_bucket", "_sum", "_count", "_created"].first(where: { name.hasSuffix($0) }) {
+                family = String(name.dropLast(suffix.count))
+            }
+            shape = PrometheusNaming.Shape(name: name, family: family, kind: kind, scale: 1, help: help)
+            if plan.passThroughShapes.count < 100_000 { plan.passThroughShapes[name] = shape }
+        }
+        if !plan.validLabels.contains(labels) {
+            // Read back and written again as the series store writes labels: the same text or refused.
+            guard let read = try? PrometheusExposition.parse(Array("x{\(labels)} 0\n".utf8)).families.first?.samples.first
+            else { return nil }
+            var canonical = ""
+            for label in read.labels { PrometheusSeries.appendLabel(label.name, label.value, to: &canonical) }
+            guard canonical == labels else { return nil }
+            if plan.validLabels.count < 100_000 { plan.validLabels.insert(labels) }
+        }
+        return (shape, labels, number)
     }
 
     /// `monitor`, `host`, then the kind's identities.
@@ -360,7 +422,8 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         }
         let plan = KindPlan(instance: facts?.instance, identities: identities, infos: infos, nativeInfo: nativeInfo,
                             onChange: spec?.onChange == true, ttl: ttl, specs: specs, mapped: mapped,
-                            dynamic: spec?.dynamicFields == true)
+                            dynamic: spec?.dynamicFields == true,
+                            passThrough: specs[Self.passThroughName]?.type == .string && specs[Self.passThroughLabels]?.type == .string)
         plans[event.monitor, default: [:]][event.kind] = plan
         return plan
     }
