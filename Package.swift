@@ -55,6 +55,12 @@ let plugins = [
     // Other ecosystems' checks and plugins, run as children (VigilChildProcess).
     plugin("nagios", target: "NagiosPlugin", dependencies: ["VigilChildProcess", "VigilForeign"]),
     plugin("textfile", target: "TextfilePlugin", dependencies: ["VigilForeign"]),
+    // HTTP through the host's one client, on an event loop of the instance's own.
+    plugin("scrape", target: "ScrapePlugin", dependencies: [
+        "VigilForeign", .target(name: "VigilHTTPClient", condition: hostOnly),
+        .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),
+        .product(name: "NIOPosix", package: "swift-nio", condition: hostOnly),
+    ]),
     // libffi.so would shadow the system's libffi in the products directory.
     plugin("ffi", target: "FFIPlugin", product: "vigil-ffi", dependencies: [.target(name: "CFFI", condition: withLibffi)], exclude: ["README.md"]),
 ]
@@ -148,8 +154,16 @@ let package = Package(
         // Every sink: the sink protocol, queue and runner, the disk buffer,
         // one file per sink type under Sinks/ (listed by SinkRegistryPlugin).
         // The only target that imports NIO's HTTP, protobuf and compression.
+        // The one HTTP/1.1 client (SwiftNIO's codec): the otlp sink posts
+        // with it, the scrape plugin gets with it.
+        .target(name: "VigilHTTPClient", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),
+            .product(name: "NIOPosix", package: "swift-nio", condition: hostOnly),
+            .product(name: "NIOHTTP1", package: "swift-nio", condition: hostOnly),
+        ]),
         .target(name: "VigilSinks", dependencies: [
             "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP", "VigilForeign",
+            .target(name: "VigilHTTPClient", condition: hostOnly),
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
             .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),

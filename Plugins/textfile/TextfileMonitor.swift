@@ -174,7 +174,7 @@ final class TextfileMonitor: PolledMonitor {
                     return .failure(Skip("\(sample.name) has a client-side timestamp, which textfiles may not give"))
                 }
                 events.append([
-                    ("prometheus_name", .string(sample.name)), ("prometheus_labels", .string(Self.labelText(sample.labels))),
+                    ("prometheus_name", .string(sample.name)), ("prometheus_labels", .string(PrometheusExposition.labelText(sample.labels))),
                     ("value", .double(sample.value)), ("type", .string(family.type.rawValue)), ("help", .string(help)),
                     ("file", .string(path)),
                 ])
@@ -189,27 +189,6 @@ final class TextfileMonitor: PolledMonitor {
     struct Skip: Error {
         var why: String
         init(_ why: String) { self.why = why }
-    }
-
-    /// `a="x",b="y\"z"`: the exposition's own syntax and escapes, the labels
-    /// in the order of their names (node_exporter's, and Prometheus' own).
-    static func labelText(_ labels: [PrometheusExposition.Label]) -> String {
-        var out = ""
-        for label in labels.sorted(by: { $0.name < $1.name }) {
-            if !out.isEmpty { out += "," }
-            out += label.name
-            out += "=\""
-            for c in label.value.unicodeScalars {
-                switch c {
-                case "\\": out += "\\\\"
-                case "\"": out += "\\\""
-                case "\n": out += "\\n"
-                default: out.unicodeScalars.append(c)
-                }
-            }
-            out += "\""
-        }
-        return out
     }
 }
 

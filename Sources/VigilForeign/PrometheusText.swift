@@ -55,6 +55,29 @@ public struct PrometheusExposition: Sendable {
         return PrometheusExposition(families: reader.families)
     }
 
+    /// Labels as the exposition writes them: `a="x",b="y\"z"`, ordered by
+    /// name (as Prometheus' clients and node_exporter order them), `\\`,
+    /// `\"` and `\n` escaped. The one writer of a label set a plugin passes
+    /// on (textfile, scrape) and the form the prometheus sink accepts.
+    public static func labelText(_ labels: [Label]) -> String {
+        var out = ""
+        for label in labels.sorted(by: { $0.name < $1.name }) {
+            if !out.isEmpty { out += "," }
+            out += label.name
+            out += "=\""
+            for c in label.value.unicodeScalars {
+                switch c {
+                case "\\": out += "\\\\"
+                case "\"": out += "\\\""
+                case "\n": out += "\\n"
+                default: out.unicodeScalars.append(c)
+                }
+            }
+            out += "\""
+        }
+        return out
+    }
+
     /// `application/openmetrics-text` by the Content-Type of a reply; else text.
     public static func format(contentType: String) -> Format {
         contentType.lowercased().hasPrefix("application/openmetrics-text") ? .openMetrics : .text

@@ -6,6 +6,7 @@ import NIOHTTP1
 import SwiftProtobuf
 import VigilABI
 import VigilCore
+import VigilHTTPClient
 import VigilIsolation
 import VigilOTLP
 
@@ -31,7 +32,7 @@ package final class OTLPSink: EventSink, @unchecked Sendable {  // an EventSink,
     let config: OTLPSinkConfig
     let host: String
     private let facts: @Sendable () -> [String: MonitorFacts]
-    private let poster: HTTPPoster
+    private let poster: HTTPClient
     private var pending: [Event] = []
     /// Of `pending`, how many at its front the runner already counts
     /// written (returned by an earlier `write`): a loss among them is taken
@@ -52,7 +53,7 @@ package final class OTLPSink: EventSink, @unchecked Sendable {  // an EventSink,
         self.config = config
         self.host = host
         self.facts = facts
-        poster = HTTPPoster(host: config.host, port: Int(config.port))
+        poster = HTTPClient(host: config.host, port: Int(config.port), userAgent: "vigil/\(vigilVersion)")
         var headers = config.headers
         headers.append(("Content-Type", config.encoding == .protobuf ? "application/x-protobuf" : "application/json"))
         if config.compression == .gzip { headers.append(("Content-Encoding", "gzip")) }
@@ -215,7 +216,7 @@ package final class OTLPSink: EventSink, @unchecked Sendable {  // an EventSink,
     }
 
     /// A 2xx answer: its `partial_success`, if any, logged and counted.
-    private func settle(_ signal: OTLPSinkConfig.Signal, _ response: HTTPPoster.Response, events: Int, primary: Bool,
+    private func settle(_ signal: OTLPSinkConfig.Signal, _ response: HTTPClient.Response, events: Int, primary: Bool,
                         context: SinkContext) {
         guard !response.body.isEmpty else { return }
         let json = response.headers["Content-Type"].contains { $0.contains("json") }

@@ -1,60 +1,77 @@
-import Foundation
+import Dispatch
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
-import VigilCore
-import VigilIsolation
 
-/// A small HTTP/1.1 client for one origin with SwiftNIO's codec: POSTs a
-/// body and waits for the answer, on one kept-alive connection that is made
-/// again when the server closed it. Called from one sink thread at a time
-/// (it blocks that thread, never an event loop).
-package final class HTTPPoster: @unchecked Sendable {  // called from one sink thread at a time, which it blocks
-    package struct Response {
-        var status: Int
-        var headers: HTTPHeaders
-        var body: [UInt8]
+/// A small HTTP/1.1 client for one origin with SwiftNIO's codec: sends a
+/// request and waits for the answer, on one kept-alive connection that is
+/// made again when the server closed it. Called from one thread at a time
+/// (it blocks that thread, never an event loop). The one HTTP client of
+/// Vigil: the otlp sink posts with it, the scrape plugin gets with it.
+package final class HTTPClient: @unchecked Sendable {  // called from one thread at a time, which it blocks
+    package struct Response: Sendable {
+        package var status: Int
+        package var headers: HTTPHeaders
+        package var body: [UInt8]
     }
 
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
     }
 
-    /// The most of an answer kept (an OTLP response is small; an error page may not be).
-    static let maxBody = 1 << 20
+    /// What to do with an answer whose body is longer than `maxBody`.
+    package enum Overflow: Sendable {
+        /// Keep the first `maxBody` bytes, read and drop the rest (an error page).
+        case truncate
+        /// Fail the request and drop the connection at once (a scrape past its bound).
+        case fail
+    }
 
     let host: String
     let port: Int
-    private let group: MultiThreadedEventLoopGroup
+    let userAgent: String
+    private let group: any EventLoopGroup
     private var channel: Channel?
     private var collector: ResponseCollector?
 
-    init(host: String, port: Int) {
+    /// On `group`: by default the process's one event-loop group, never
+    /// shut down (the host's); a plugin passes a group of its own, which it
+    /// shuts down when it stops.
+    package init(host: String, port: Int, userAgent: String, group: (any EventLoopGroup)? = nil) {
         self.host = host
         self.port = port
-        group = MultiThreadedEventLoopGroup.singleton  // the process's one event-loop group, never shut down
+        self.userAgent = userAgent
+        self.group = group ?? MultiThreadedEventLoopGroup.singleton
     }
 
-    /// One POST; throws on a connection error or past `timeout` (the
+    /// One POST (see `request`).
+    package func post(_ path: String, body: ByteBuffer, headers: [(String, String)], timeout: TimeAmount,
+                      giveUp: () -> Bool = { false }) throws -> Response {
+        try request(.POST, path, body: body, headers: headers, timeout: timeout, maxBody: 1 << 20, overflow: .truncate,
+                    giveUp: giveUp)
+    }
+
+    /// One request; throws on a connection error, past `timeout` (the
     /// connection is then dropped, so a late answer cannot be taken for the
-    /// next request's).
-    func post(_ path: String, body: ByteBuffer, headers: [(String, String)], timeout: TimeAmount,
-              giveUp: () -> Bool = { false }) throws -> Response {
+    /// next request's), or with `overflow: .fail` past `maxBody` bytes of body.
+    package func request(_ method: HTTPMethod, _ path: String, body: ByteBuffer? = nil, headers: [(String, String)],
+                         timeout: TimeAmount, maxBody: Int, overflow: Overflow,
+                         giveUp: () -> Bool = { false }) throws -> Response {
         let (channel, collector) = try connection(timeout: timeout)
         let promise = channel.eventLoop.makePromise(of: Response.self)
         // On the loop, before the request's writes (which queue behind it).
-        channel.eventLoop.execute { collector.expect(promise) }
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
+        channel.eventLoop.execute { collector.expect(promise, maxBody: maxBody, overflow: overflow) }
+        var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
         head.headers.add(name: "Host", value: port == 80 ? host : "\(host):\(port)")
-        head.headers.add(name: "Content-Length", value: "\(body.readableBytes)")
-        head.headers.add(name: "User-Agent", value: "vigil/\(vigilVersion)")
+        if let body { head.headers.add(name: "Content-Length", value: "\(body.readableBytes)") }
+        head.headers.add(name: "User-Agent", value: userAgent)
         for (name, value) in headers { head.headers.add(name: name, value: value) }
         let deadline = channel.eventLoop.scheduleTask(in: timeout) {
             promise.fail(Failure(description: "no answer from \(self.host):\(self.port) within \(timeout.nanoseconds / 1_000_000) ms"))
         }
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil)
+        if let body { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
         // Waited for in short steps, so a shutdown past its drain deadline
         // does not wait out a request's whole timeout.
@@ -102,40 +119,44 @@ package final class HTTPPoster: @unchecked Sendable {  // called from one sink t
         }
     }
 
-    func drop() {
+    package func drop() {
         if let channel { channel.close(promise: nil) }
         channel = nil
         collector = nil
     }
 
-    func close() {
+    package func close() {
         drop()
     }
 }
 
-/// One request's outcome, handed from the event loop to the sink thread that waits for it.
+/// One request's outcome, handed from the event loop to the thread that waits for it.
 private final class Answer: Sendable {
-    private let outcome = Mutex<Result<HTTPPoster.Response, any Error>?>(nil)
+    private let outcome = Mutex<Result<HTTPClient.Response, any Error>?>(nil)
     let arrived = DispatchSemaphore(value: 0)
 
-    func arrive(_ result: Result<HTTPPoster.Response, any Error>) {
+    func arrive(_ result: Result<HTTPClient.Response, any Error>) {
         outcome.withLock { $0 = result }
         arrived.signal()
     }
 
-    var result: Result<HTTPPoster.Response, any Error>? { outcome.withLock { $0 } }
+    var result: Result<HTTPClient.Response, any Error>? { outcome.withLock { $0 } }
 }
 
-/// Gathers one answer at a time for `HTTPPoster`.
+/// Gathers one answer at a time for `HTTPClient`.
 private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     package typealias InboundIn = HTTPClientResponsePart
 
-    private var promise: EventLoopPromise<HTTPPoster.Response>?
-    private var response = HTTPPoster.Response(status: 0, headers: [:], body: [])
+    private var promise: EventLoopPromise<HTTPClient.Response>?
+    private var response = HTTPClient.Response(status: 0, headers: [:], body: [])
+    private var maxBody = 0
+    private var overflow = HTTPClient.Overflow.truncate
 
-    func expect(_ promise: EventLoopPromise<HTTPPoster.Response>) {
+    func expect(_ promise: EventLoopPromise<HTTPClient.Response>, maxBody: Int, overflow: HTTPClient.Overflow) {
         self.promise = promise
-        response = HTTPPoster.Response(status: 0, headers: [:], body: [])
+        self.maxBody = maxBody
+        self.overflow = overflow
+        response = HTTPClient.Response(status: 0, headers: [:], body: [])
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -144,7 +165,13 @@ private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendabl
             response.status = Int(head.status.code)
             response.headers = head.headers
         case .body(var buffer):
-            let room = HTTPPoster.maxBody - response.body.count
+            let room = maxBody - response.body.count
+            if buffer.readableBytes > room, overflow == .fail {
+                promise?.fail(HTTPClient.Failure(description: "the answer is longer than \(maxBody) bytes"))
+                promise = nil
+                context.close(promise: nil)
+                return
+            }
             if room > 0 { response.body += buffer.readBytes(length: min(room, buffer.readableBytes)) ?? [] }
         case .end:
             promise?.succeed(response)
@@ -153,12 +180,12 @@ private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendabl
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        promise?.fail(HTTPPoster.Failure(description: "the server closed the connection before answering"))
+        promise?.fail(HTTPClient.Failure(description: "the server closed the connection before answering"))
         promise = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise?.fail(HTTPPoster.Failure(description: "\(error)"))
+        promise?.fail(HTTPClient.Failure(description: "\(error)"))
         promise = nil
         context.close(promise: nil)
     }
