@@ -15,7 +15,7 @@ import VigilKit
 /// times out (SIGTERM, then SIGKILL, then reaped), so no zombie and no
 /// grandchild outlives it. The check file is held to the rules plugins are
 /// (`FileTrust`), again before every run.
-final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable but for `pending` (a Mutex) and `machine` (the worker's alone)
+final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable but for `machine`, the worker's alone
     static let spec = PluginSpec(
         name: "nagios", version: "1.0.0",
         summary: "Runs a Monitoring Plugins check (check_*) and reports its state, output and perfdata",
@@ -100,10 +100,8 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
     private let environment: [String: String]
     /// The check's state across runs; the worker's alone.
     private var machine: NagiosStateMachine
-    /// When the earliest poll not yet answered by a run came (monotonic ns).
-    private let pending = Mutex<Int64?>(nil)
-    /// Written by `poll` to wake the worker: a pipe, both ends non-blocking.
-    private let wake: (read: Int32, write: Int32)
+    /// The polls, handed to the worker.
+    private let requests: PollRequests
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         guard let program = options.command.first, !program.isEmpty else {
@@ -132,18 +130,7 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
         self.options = options
         self.environment = environment
         self.machine = NagiosStateMachine(maxAttempts: options.maxCheckAttempts)
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw .temporary("cannot make a pipe: \(String(cString: strerror(errno)))") }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-        }
-        self.wake = (fds[0], fds[1])
-    }
-
-    deinit {
-        close(wake.read)
-        close(wake.write)
+        self.requests = try PollRequests()
     }
 
     static func isVariableName(_ name: String) -> Bool {
@@ -163,18 +150,13 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
 
     func stop() {
         CheckSlots.shared.unregister(self)
-        pending.withLock { $0 = nil }
+        requests.clear()
     }
 
     /// Asks the worker for a run and returns at once: the host's poll never
     /// waits for a check. A poll while a run is due or running is answered
     /// by that run.
-    func poll() throws(MonitorError) {
-        let now = Worker.monotonicNow()
-        pending.withLock { if $0 == nil { $0 = now } }
-        var one: UInt8 = 1
-        _ = write(wake.write, &one, 1)
-    }
+    func poll() throws(MonitorError) { requests.ask() }
 
     // MARK: the check file
 
@@ -217,21 +199,18 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
         let spread = options.spread.map { max(0, $0.nanoseconds) } ?? context.interval.nanoseconds
         let offset = Int64(Double(spread) * Self.share(of: context.instanceName))
         var retryDue: Int64?
-        var drain = [UInt8](repeating: 0, count: 64)
         while !token.isCancelled {
             let now = Worker.monotonicNow()
-            var due = pending.withLock { $0 }.map { $0 &+ offset }
+            var due = requests.waiting.map { $0 &+ offset }
             if let retry = retryDue { due = min(due ?? retry, retry) }
             if let due, due <= now {
-                pending.withLock { $0 = nil }
+                requests.take()
                 retryDue = nil
                 guard let retry = check(token) else { return }
                 if retry { retryDue = now &+ max(options.retryInterval.nanoseconds, 1_000_000) }
                 continue
             }
-            let timeout = due.map { Duration.nanoseconds($0 - now) }
-            if token.waitFor(fd: wake.read, events: Int16(POLLIN), timeout: timeout) == .cancelled { return }
-            while read(wake.read, &drain, drain.count) > 0 {}
+            if !requests.wait(token, until: due) { return }
         }
     }
 

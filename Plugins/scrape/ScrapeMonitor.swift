@@ -19,7 +19,7 @@ import VigilKit
 /// at stop): a poll asks for one and returns at once, and a poll that comes
 /// while one is running is answered by it, so a slow exporter delays only
 /// its own next scrape.
-final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable but for `pending` (a Mutex) and what the worker alone touches
+final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable but for what the worker alone touches
     static let spec = PluginSpec(
         name: "scrape", version: "1.0.0",
         summary: "Scrapes a Prometheus or OpenMetrics endpoint and passes its series on as they are",
@@ -72,8 +72,8 @@ final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
     private let options: Options
     private let endpoint: Endpoint
     private let headers: [(String, String)]
-    private let pending = Mutex<Bool>(false)
-    private let wake: (read: Int32, write: Int32)
+    /// The polls, handed to the worker.
+    private let requests: PollRequests
     /// The instance's event loop while it runs: made at start, shut down at stop.
     private var group: MultiThreadedEventLoopGroup?
 
@@ -102,18 +102,7 @@ final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
         self.context = context
         self.options = options
         self.headers = headers
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw .temporary("cannot make a pipe: \(String(cString: strerror(errno)))") }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-        }
-        wake = (fds[0], fds[1])
-    }
-
-    deinit {
-        close(wake.read)
-        close(wake.write)
+        requests = try PollRequests()
     }
 
     struct Refusal: Error { var text: String }
@@ -158,32 +147,25 @@ final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
         context.spawn("scrape") { [self] token in run(token, client: client) }
     }
 
-    func stop() {
-        // The worker is joined by the SDK after this returns; the loop's
-        // connection fails at once when the group goes, so it cannot wait
-        // out a timeout. Shut down after the worker is gone: see run().
-        pending.withLock { $0 = false }
-    }
+    /// The worker is joined by the SDK after this returns; a scrape in
+    /// flight gives up at once (`giveUp`), and the worker shuts the event
+    /// loop down as it ends (see `run`).
+    func stop() { requests.clear() }
 
-    func poll() throws(MonitorError) {
-        pending.withLock { $0 = true }
-        var one: UInt8 = 1
-        _ = write(wake.write, &one, 1)
-    }
+    /// Asks the worker for a scrape and returns at once.
+    func poll() throws(MonitorError) { requests.ask() }
 
     private func run(_ token: Worker.Token, client: HTTPClient) {
         defer {
             client.close()
             try? group?.syncShutdownGracefully()
         }
-        var drain = [UInt8](repeating: 0, count: 64)
         while !token.isCancelled {
-            if pending.withLock({ let was = $0; $0 = false; return was }) {
+            if requests.take() != nil {
                 scrape(client, token: token)
                 continue
             }
-            if token.waitFor(fd: wake.read, events: Int16(POLLIN), timeout: nil) == .cancelled { return }
-            while read(wake.read, &drain, drain.count) > 0 {}
+            if !requests.wait(token) { return }
         }
     }
 

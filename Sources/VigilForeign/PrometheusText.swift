@@ -61,21 +61,25 @@ public struct PrometheusExposition: Sendable {
     /// on (textfile, scrape) and the form the prometheus sink accepts.
     public static func labelText(_ labels: [Label]) -> String {
         var out = ""
-        for label in labels.sorted(by: { $0.name < $1.name }) {
-            if !out.isEmpty { out += "," }
-            out += label.name
-            out += "=\""
-            for c in label.value.unicodeScalars {
-                switch c {
-                case "\\": out += "\\\\"
-                case "\"": out += "\\\""
-                case "\n": out += "\\n"
-                default: out.unicodeScalars.append(c)
-                }
-            }
-            out += "\""
-        }
+        for label in labels.sorted(by: { $0.name < $1.name }) { appendLabel(label.name, label.value, to: &out) }
         return out
+    }
+
+    /// Appends `name="value"` to a label set, after a comma when it is not
+    /// the first: the value escaped as both formats say (`\\`, `\"`, `\n`).
+    public static func appendLabel(_ name: String, _ value: String, to labels: inout String) {
+        if !labels.isEmpty { labels += "," }
+        labels += name
+        labels += "=\""
+        for c in value.unicodeScalars {
+            switch c {
+            case "\\": labels += "\\\\"
+            case "\"": labels += "\\\""
+            case "\n": labels += "\\n"
+            default: labels.unicodeScalars.append(c)
+            }
+        }
+        labels += "\""
     }
 
     /// `application/openmetrics-text` by the Content-Type of a reply; else text.

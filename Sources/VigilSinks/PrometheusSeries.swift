@@ -1,5 +1,6 @@
 import Synchronization
 import VigilCore
+import VigilForeign
 
 /// The series a `prometheus` sink serves: one per numeric or boolean field
 /// and identity, each kept as the exposition line a scrape sends. An event
@@ -252,17 +253,6 @@ package final class PrometheusSeries: Sendable {
 
     /// Appends `name="value"` (the value escaped as the formats say) to a label set.
     static func appendLabel(_ name: String, _ value: String, to labels: inout String) {
-        if !labels.isEmpty { labels += "," }
-        labels += name
-        labels += "=\""
-        for c in value.unicodeScalars {
-            switch c {
-            case "\\": labels += "\\\\"
-            case "\"": labels += "\\\""
-            case "\n": labels += "\\n"
-            default: labels.unicodeScalars.append(c)
-            }
-        }
-        labels += "\""
+        PrometheusExposition.appendLabel(name, value, to: &labels)
     }
 }
