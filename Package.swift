@@ -55,6 +55,7 @@ let plugins = [
     // Other ecosystems' checks and plugins, run as children (VigilChildProcess).
     plugin("nagios", target: "NagiosPlugin", dependencies: ["VigilChildProcess", "VigilForeign"]),
     plugin("textfile", target: "TextfilePlugin", dependencies: ["VigilForeign"]),
+    plugin("statsd", target: "StatsdPlugin", dependencies: ["VigilForeign"]),
     // HTTP through the host's one client, on an event loop of the instance's own.
     plugin("scrape", target: "ScrapePlugin", dependencies: [
         "VigilForeign", .target(name: "VigilHTTPClient", condition: hostOnly),

@@ -1,0 +1,464 @@
+import Glibc
+import Synchronization
+import VigilForeign
+import VigilKit
+
+/// A statsd listener (Etsy's statsd and DogStatsD clients), on UDP and TCP:
+/// what arrives between two flushes is aggregated per key (name and tags)
+/// and each key is one event at each flush: counters summed (scaled by
+/// their sample rate) with their rate per second, gauges' last value (with
+/// signed values as changes), timers, histograms and distributions as
+/// count, sum, min, max, mean and the chosen percentiles (from a sketch
+/// whose error is stated: 1 %), sets as their count of members.
+///
+/// Bounded: at most `max_keys` keys between flushes (a new key past it is
+/// dropped and counted), at most `max_set_members` members per set, a
+/// packet or TCP line longer than `max_packet` is dropped and counted; a
+/// bad line is counted, never trusted. What the kernel dropped before the
+/// socket was read (its receive queue full) is read from /proc/net/udp and
+/// told in `stats`.
+final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state is behind `state`; the rest is set in init or start
+    static let spec = PluginSpec(
+        name: "statsd", version: "1.0.0",
+        summary: "A statsd and DogStatsD listener (UDP, TCP): counters, gauges, timers, histograms and sets, one event per key per flush",
+        events: [
+            EventDecl("counter", doc: "One per counter key at each flush.", fields: [
+                FieldDecl("name", .string, identity: true), FieldDecl("tags", .string, doc: "DogStatsD tags, sorted: key:value,…", identity: true),
+                FieldDecl("value", .double, doc: "the sum over the flush interval, each value divided by its sample rate"),
+                FieldDecl("rate", .double, unit: "per second", doc: "value over the flush interval's seconds"),
+            ], policy: .samples),
+            EventDecl("gauge", doc: "One per gauge key at each flush.", fields: [
+                FieldDecl("name", .string, identity: true), FieldDecl("tags", .string, identity: true), FieldDecl("value", .double),
+            ], policy: .samples),
+            EventDecl("timer", doc: """
+                One per timer, histogram or distribution key at each flush; beside the declared fields, one per \
+                percentile of `percentiles`, named p50, p99, p99_9.
+                """, fields: [
+                FieldDecl("name", .string, identity: true), FieldDecl("tags", .string, identity: true),
+                FieldDecl("type", .string, doc: "ms, h or d, as sent"),
+                FieldDecl("count", .double, doc: "values received, each counted as 1 / its sample rate"),
+                FieldDecl("sum", .double), FieldDecl("min", .double), FieldDecl("max", .double), FieldDecl("mean", .double),
+            ], policy: .samples, dynamicFields: true),
+            EventDecl("set", doc: "One per set key at each flush.", fields: [
+                FieldDecl("name", .string, identity: true), FieldDecl("tags", .string, identity: true),
+                FieldDecl("count", .int, doc: "distinct members received"),
+            ], policy: .samples),
+            EventDecl("stats", doc: "One per flush: what the listener received and what it refused.", fields: [
+                FieldDecl("metrics", .int, doc: "metrics read"),
+                FieldDecl("packets", .int, doc: "UDP packets and TCP lines read"),
+                FieldDecl("bad_lines", .int), FieldDecl("unsupported", .int, doc: "DogStatsD events and service checks"),
+                FieldDecl("oversized", .int, doc: "packets or TCP lines longer than max_packet, dropped"),
+                FieldDecl("dropped_keys", .int, doc: "metrics of new keys past max_keys, dropped"),
+                FieldDecl("keys", .int, doc: "keys flushed"),
+                FieldDecl("kernel_drops", .int, doc: "datagrams the kernel dropped on the UDP sockets since they opened (/proc/net/udp)"),
+            ], policy: .samples),
+        ])
+
+    struct Options: DeclaredOptions {
+        var listen: [String] = ["udp://127.0.0.1:8125"]
+        var flushInterval: Duration = .seconds(10)
+        var percentiles: JSONValue = .array([.number(50), .number(90), .number(95), .number(99)])
+        var maxKeys = 10_000
+        var maxSetMembers = 10_000
+        var maxPacket: ByteCount = .kib(64)
+        var deleteIdle = true
+        static let schema = OptionSchema<Options>(
+            .option("listen", \.listen, doc: "udp://HOST:PORT and tcp://HOST:PORT addresses (HOST an address; [::1] for IPv6)."),
+            .option("flush_interval", \.flushInterval, doc: "Between two flushes: what arrived meanwhile is one event per key."),
+            .option("percentiles", \.percentiles, doc: "The percentiles of timers, histograms and distributions (0 to 100)."),
+            .option("max_keys", \.maxKeys, doc: "Keys held between flushes; a new key's metrics past it are dropped and counted."),
+            .option("max_set_members", \.maxSetMembers, doc: "Members held per set between flushes."),
+            .option("max_packet", \.maxPacket, doc: "A UDP packet or TCP line longer than this is dropped and counted."),
+            .option("delete_idle", \.deleteIdle, doc: "A key that received nothing since the last flush is not flushed (false: counters flush 0, gauges their last value)."))
+    }
+
+    struct Listen: Equatable {
+        var udp: Bool
+        var family: Int32
+        var address: [UInt8]
+        var port: UInt16
+    }
+
+    private let context: MonitorContext
+    private let options: Options
+    private let listens: [Listen]
+    private let percentiles: [(q: Double, field: String)]
+    /// The UDP sockets' inodes, for their drop counts in /proc/net/udp; set
+    /// at start, before the workers that read it.
+    private var udpInodes: Set<UInt64> = []
+    private let state: Mutex<Aggregate>
+
+    init(options: Options, context: MonitorContext) throws(MonitorError) {
+        guard !options.listen.isEmpty else { throw .invalidOption("listen", "give at least one address, as udp://127.0.0.1:8125") }
+        var listens: [Listen] = []
+        for (i, text) in options.listen.enumerated() {
+            guard let listen = Self.parse(text) else {
+                throw .invalidOption("listen[\(i)]", "'\(text)' is not udp://ADDRESS:PORT or tcp://ADDRESS:PORT")
+            }
+            listens.append(listen)
+        }
+        guard options.flushInterval >= .milliseconds(100) else { throw .invalidOption("flush_interval", "must be at least 100ms") }
+        guard case .array(let items) = options.percentiles, items.count <= 32 else {
+            throw .invalidOption("percentiles", "must be a list of at most 32 numbers from 0 to 100")
+        }
+        var percentiles: [(Double, String)] = []
+        for item in items {
+            guard case .number(let p) = item, p > 0, p <= 100 else {
+                throw .invalidOption("percentiles", "must be numbers above 0 and at most 100")
+            }
+            let name = "p" + (p == p.rounded() ? String(Int(p)) : String(String(p).map { $0 == "." ? "_" : $0 }))
+            percentiles.append((p / 100, name))
+        }
+        guard options.maxKeys > 0, options.maxSetMembers > 0 else { throw .invalidOption("max_keys", "must be more than 0") }
+        guard options.maxPacket.bytes >= 512, options.maxPacket.bytes <= 1 << 20 else {
+            throw .invalidOption("max_packet", "must be from 512B to 1MiB")
+        }
+        self.context = context
+        self.options = options
+        self.listens = listens
+        self.percentiles = percentiles
+        self.state = Mutex(Aggregate(maxKeys: options.maxKeys, maxSetMembers: options.maxSetMembers))
+    }
+
+    static func parse(_ text: String) -> Listen? {
+        let udp = text.hasPrefix("udp://")
+        guard udp || text.hasPrefix("tcp://") else { return nil }
+        let rest = text.dropFirst(6)
+        guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]) else { return nil }
+        var host = String(rest[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var v4 = in_addr(), v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            return Listen(udp: udp, family: AF_INET, address: withUnsafeBytes(of: v4) { Array($0) }, port: port)
+        }
+        if inet_pton(AF_INET6, host, &v6) == 1 {
+            return Listen(udp: udp, family: AF_INET6, address: withUnsafeBytes(of: v6) { Array($0) }, port: port)
+        }
+        return nil
+    }
+
+    func start() throws(MonitorError) {
+        var sockets: [(fd: Int32, udp: Bool)] = []
+        for listen in listens {
+            switch Self.open(listen) {
+            case .success(let fd): sockets.append((fd, listen.udp))
+            case .failure(let why):
+                for socket in sockets { close(socket.fd) }
+                throw .unavailable("cannot listen on \(listen.udp ? "udp" : "tcp") port \(listen.port): \(why.text)")
+            }
+        }
+        udpInodes = []
+        for socket in sockets where socket.udp {
+            var st = stat()
+            if fstat(socket.fd, &st) == 0 { udpInodes.insert(UInt64(st.st_ino)) }
+        }
+        state.withLock { $0 = Aggregate(maxKeys: options.maxKeys, maxSetMembers: options.maxSetMembers) }
+        let limit = Int(clamping: options.maxPacket.bytes)
+        // Each socket is its worker's, closed when the worker ends (after stop).
+        for socket in sockets {
+            if socket.udp {
+                context.spawn("statsd-udp") { [self] token in receiveUDP(socket.fd, limit: limit, token: token) }
+            } else {
+                context.spawn("statsd-tcp") { [self] token in serveTCP(socket.fd, limit: limit, token: token) }
+            }
+        }
+        context.spawn("statsd-flush") { [self] token in
+            var last = Worker.monotonicNow()
+            while token.wait(options.flushInterval) {
+                let now = Worker.monotonicNow()
+                flush(seconds: Double(now - last) / 1e9)
+                last = now
+            }
+        }
+    }
+
+    /// The workers end and close their sockets when the SDK joins them,
+    /// right after this returns.
+    func stop() {}
+
+    struct Refusal: Error { var text: String }
+
+    static func open(_ listen: Listen) -> Result<Int32, Refusal> {
+        let type = Int32(listen.udp ? SOCK_DGRAM.rawValue : SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        let fd = Glibc.socket(listen.family, type, 0)
+        guard fd >= 0 else { return .failure(Refusal(text: String(cString: strerror(errno)))) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var bound: Int32
+        if listen.family == AF_INET {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = listen.port.bigEndian
+            withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: listen.address) }
+            bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        } else {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = listen.port.bigEndian
+            withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: listen.address) }
+            bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
+        }
+        if bound == 0, !listen.udp { bound = Glibc.listen(fd, 128) }
+        guard bound == 0 else {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            return .failure(Refusal(text: why))
+        }
+        return .success(fd)
+    }
+
+    // MARK: receiving
+
+    private func receiveUDP(_ fd: Int32, limit: Int, token: Worker.Token) {
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: limit + 1)
+        while !token.isCancelled {
+            if token.waitFor(fd: fd, events: Int16(POLLIN), timeout: nil) == .cancelled { return }
+            // Up to 256 datagrams per wake, each aggregated under one lock.
+            for _ in 0..<256 {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n < 0 { break }
+                if n > limit {
+                    state.withLock { $0.counts.oversized += 1 }
+                    continue
+                }
+                buffer.withUnsafeBytes { bytes in
+                    let packet = UnsafeRawBufferPointer(rebasing: bytes[0..<n])
+                    state.withLock { aggregate in aggregate.add(packet) }
+                }
+            }
+        }
+    }
+
+    private func serveTCP(_ listener: Int32, limit: Int, token: Worker.Token) {
+        var connections: [(fd: Int32, pending: [UInt8], skipping: Bool)] = []
+        defer {
+            for c in connections { close(c.fd) }
+            close(listener)
+        }
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while !token.isCancelled {
+            var fds = [pollfd(fd: token.cancelFD, events: Int16(POLLIN), revents: 0), pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+            fds += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            guard poll(&fds, nfds_t(fds.count), -1) >= 0 || errno == EINTR else { return }
+            if fds[0].revents != 0 || token.isCancelled { return }
+            if fds[1].revents != 0, connections.count < 1024 {
+                let fd = accept(listener, nil, nil)
+                if fd >= 0 {
+                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                    _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+                    connections.append((fd, [], false))
+                }
+            }
+            var gone: [Int] = []
+            // The connections polled: one accepted just now waits for the next poll.
+            for i in 0..<(fds.count - 2) where fds[i + 2].revents != 0 {
+                let n = buffer.withUnsafeMutableBytes { Glibc.read(connections[i].fd, $0.baseAddress, $0.count) }
+                if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
+                    gone.append(i)
+                    continue
+                }
+                guard n > 0 else { continue }
+                // Whole lines to the aggregate; a line past the limit is dropped whole.
+                var start = 0
+                for j in 0..<n where buffer[j] == 0x0A {
+                    if connections[i].skipping {
+                        connections[i].skipping = false
+                    } else {
+                        connections[i].pending += buffer[start..<j]
+                        if connections[i].pending.count > limit {
+                            state.withLock { $0.counts.oversized += 1 }
+                        } else {
+                            connections[i].pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
+                        }
+                    }
+                    connections[i].pending.removeAll(keepingCapacity: true)
+                    start = j + 1
+                }
+                if !connections[i].skipping {
+                    connections[i].pending += buffer[start..<n]
+                    if connections[i].pending.count > limit {
+                        state.withLock { $0.counts.oversized += 1 }
+                        connections[i].pending.removeAll()
+                        connections[i].skipping = true
+                    }
+                }
+            }
+            for i in gone.reversed() {
+                close(connections[i].fd)
+                connections.remove(at: i)
+            }
+        }
+    }
+
+    // MARK: flushing
+
+    private func flush(seconds: Double) {
+        let (entries, counts) = state.withLock { aggregate in aggregate.take(deleteIdle: options.deleteIdle) }
+        for (key, entry) in entries {
+            let name: Value = .string(key.name), tags: Value = .string(key.tags)
+            switch entry {
+            case .counter(let sum):
+                context.emit("counter", ["name": name, "tags": tags, "value": .double(sum), "rate": .double(seconds > 0 ? sum / seconds : 0)])
+            case .gauge(let value):
+                context.emit("gauge", ["name": name, "tags": tags, "value": .double(value)])
+            case .timer(let kind, let sketch, let weighted):
+                guard sketch.count > 0 else { continue }
+                var fields: [(String, Value)] = [("name", name), ("tags", tags), ("type", .string(kind)), ("count", .double(weighted)),
+                                                 ("sum", .double(sketch.sum)), ("min", .double(sketch.min)), ("max", .double(sketch.max)),
+                                                 ("mean", .double(sketch.sum / Double(sketch.count)))]
+                for (q, field) in percentiles { if let v = sketch.quantile(q) { fields.append((field, .double(v))) } }
+                context.emit("timer", fields: fields)
+            case .set(let members):
+                context.emit("set", ["name": name, "tags": tags, "count": .int(Int64(members.count))])
+            }
+        }
+        context.emit("stats", [
+            "metrics": .int(Int64(counts.metrics)), "packets": .int(Int64(counts.packets)), "bad_lines": .int(Int64(counts.badLines)),
+            "unsupported": .int(Int64(counts.unsupported)), "oversized": .int(Int64(counts.oversized)),
+            "dropped_keys": .int(Int64(counts.droppedKeys)), "keys": .int(Int64(entries.count)),
+            "kernel_drops": .int(kernelDrops()),
+        ])
+    }
+
+    /// The kernel's drop count of this instance's UDP sockets, by inode,
+    /// from /proc/net/udp and udp6 (its last column).
+    private func kernelDrops() -> Int64 {
+        let inodes = udpInodes
+        guard !inodes.isEmpty else { return 0 }
+        var drops: Int64 = 0
+        for file in ["/proc/net/udp", "/proc/net/udp6"] {
+            guard let text = Self.read(file) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let columns = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard columns.count >= 13, let inode = UInt64(columns[9]), inodes.contains(inode),
+                      let d = Int64(columns[columns.count - 1]) else { continue }
+                drops &+= d
+            }
+        }
+        return drops
+    }
+
+    static func read(_ path: String) -> String? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while out.count < 16 << 20 {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            out += buffer[0..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// What arrived since the last flush, per key.
+struct Aggregate {
+    struct Key: Hashable {
+        var name: String
+        var tags: String
+    }
+
+    enum Entry {
+        case counter(Double)
+        case gauge(Double)
+        /// ms, h or d; the values; their count weighted by sample rates.
+        case timer(String, QuantileSketch, Double)
+        case set(Set<String>)
+    }
+
+    struct Counts {
+        var metrics = 0, packets = 0, badLines = 0, unsupported = 0, oversized = 0, droppedKeys = 0
+    }
+
+    let maxKeys: Int
+    let maxSetMembers: Int
+    var entries: [Key: Entry] = [:]
+    /// Gauges' last values and the kind of every key seen, kept across
+    /// flushes (a gauge's change applies to its last value).
+    var gauges: [Key: Double] = [:]
+    /// Counters seen, kept across flushes when idle keys flush 0.
+    var counters: Set<Key> = []
+    var counts = Counts()
+
+    init(maxKeys: Int, maxSetMembers: Int) {
+        self.maxKeys = maxKeys
+        self.maxSetMembers = maxSetMembers
+    }
+
+    mutating func add(_ packet: UnsafeRawBufferPointer) {
+        counts.packets += 1
+        let read = Statsd.parse(packet) { metric in add(metric) }
+        counts.badLines += read.badLines
+        counts.unsupported += read.unsupported
+    }
+
+    mutating func add(_ metric: Statsd.Metric) {
+        let key = Key(name: String(decoding: metric.name, as: UTF8.self), tags: Self.tags(metric.tags))
+        if entries[key] == nil {
+            guard entries.count < maxKeys else {
+                counts.droppedKeys += 1
+                return
+            }
+        }
+        counts.metrics += 1
+        switch metric.kind {
+        case .counter:
+            if counters.count < maxKeys { counters.insert(key) }
+            let value = metric.value / metric.sampleRate
+            if case .counter(let sum)? = entries[key] { entries[key] = .counter(sum + value) } else { entries[key] = .counter(value) }
+        case .gauge:
+            let last = gauges[key] ?? 0
+            let value = metric.delta ? last + metric.value : metric.value
+            if gauges[key] != nil || gauges.count < maxKeys { gauges[key] = value }
+            entries[key] = .gauge(value)
+        case .timer, .histogram, .distribution:
+            let code = metric.kind == .timer ? "ms" : metric.kind == .histogram ? "h" : "d"
+            var sketch = QuantileSketch()
+            var weighted = 0.0
+            if case .timer(_, let known, let w)? = entries[key] { sketch = known; weighted = w }
+            entries[key] = nil  // keep the sketch uniquely referenced while it grows
+            sketch.add(metric.value)
+            entries[key] = .timer(code, sketch, weighted + 1 / metric.sampleRate)
+        case .set:
+            var members: Set<String> = []
+            if case .set(let known)? = entries[key] { members = known }
+            entries[key] = nil
+            if members.count < maxSetMembers { members.insert(String(decoding: metric.member, as: UTF8.self)) }
+            entries[key] = .set(members)
+        }
+    }
+
+    /// Tags sorted: `key:value,key`.
+    static func tags(_ tags: [(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)]) -> String {
+        guard !tags.isEmpty else { return "" }
+        return tags.map { tag in
+            let key = String(decoding: tag.key, as: UTF8.self)
+            return tag.value.isEmpty ? key : key + ":" + String(decoding: tag.value, as: UTF8.self)
+        }.sorted().joined(separator: ",")
+    }
+
+    /// The keys to flush, and the counts, both started again. Without
+    /// `deleteIdle`, counters that received nothing flush 0 and gauges their
+    /// last value.
+    mutating func take(deleteIdle: Bool) -> ([(Key, Entry)], Counts) {
+        var out = entries.map { ($0.key, $0.value) }
+        if deleteIdle {
+            // As statsd's deleteGauges: a change after the flush starts from 0.
+            gauges.removeAll(keepingCapacity: true)
+            counters.removeAll(keepingCapacity: true)
+        } else {
+            for (key, value) in gauges where entries[key] == nil { out.append((key, .gauge(value))) }
+            for key in counters where entries[key] == nil { out.append((key, .counter(0))) }
+        }
+        out.sort { ($0.0.name, $0.0.tags) < ($1.0.name, $1.0.tags) }
+        let counts = self.counts
+        entries.removeAll(keepingCapacity: true)
+        self.counts = Counts()
+        return (out, counts)
+    }
+}
+
+@_cdecl("vigil_plugin_entry") public func entry(_ a: VigilEntryArgs, _ r: VigilEntryResult) -> vigil_status { VigilKit.export(StatsdMonitor.self, a, r) }

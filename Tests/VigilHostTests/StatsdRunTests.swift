@@ -1,0 +1,129 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The `statsd` plugin through the real `vigil`, fed over loopback UDP and
+/// TCP by a Python sender (plain sockets, as statsd clients send): what each
+/// flush says per key, the bounds, and a flood in which every metric that
+/// reached the socket is in the aggregates or in the kernel's drop count.
+@Suite(.serialized, .startsProcesses, .offThePool)
+struct StatsdRunTests {
+    static func freeUDPPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Whether 127.0.0.1:`port` takes a TCP connection (closed at once).
+    static func accepts(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    /// Runs a statsd monitor and, once it listens, `python` (with UDP and TCP in scope).
+    func run(options: String, for duration: String, python: String, in dir: String) throws -> (TestEnv.Output, [[String: Any]]) {
+        let udp = try Self.freeUDPPort(), tcp = try ControlTCPRunTests.freePort()
+        try TestEnv.write("""
+            monitors:
+              statsd:
+                plugin: statsd
+                options: { listen: ["udp://127.0.0.1:\(udp)", "tcp://127.0.0.1:\(tcp)"], \(options) }
+            sinks:
+              out: { type: file, path: \(dir)/events.jsonl }
+            """, to: dir + "/m.yaml")
+        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--for", duration, "--control", "none"])
+        guard SinkRunTests.waitUntil(20, { Self.accepts(tcp) }) else {
+            throw TestFailure("statsd never listened: \(process.wait(timeout: 5).stderr)")
+        }
+        try TestEnv.write("import socket, time\nUDP = ('127.0.0.1', \(udp))\nTCP = ('127.0.0.1', \(tcp))\n" + python, to: dir + "/send.py")
+        let sent = try TestEnv.run("/usr/bin/python3", [dir + "/send.py"], timeout: 120)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let output = process.wait(timeout: 120)
+        return (output, NagiosRunTests.events(dir + "/events.jsonl"))
+    }
+
+    @Test func eachKeyIsOneEventPerFlushWithItsAggregates() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (output, events) = try run(options: "flush_interval: 1s, percentiles: [50, 99.9]", for: "2500ms", python: #"""
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for i in range(100):
+                u.sendto(b"hits:1|c|#env:prod,region:eu", UDP)
+            u.sendto(b"hits:5|c|@0.5|#region:eu,env:prod\nlat:10|ms\nlat:20|ms\nlat:30|ms|@0.5\nsize:1:2:3|h\n"
+                     b"temp:20|g\ntemp:+2.5|g\ntemp:-1|g\nusers:a|s\nusers:b|s\nusers:a|s\nbad line\nx:1|q\n_e{1,1}:a|b", UDP)
+            u.sendto(b"x" * 70000, UDP) if False else None
+            t = socket.create_connection(TCP)
+            t.sendall(b"tcp.count:3|c\ntcp.count:4|c\n" + b"y" * 70000 + b"\ntcp.after:1|c\npartial")
+            t.close()
+            time.sleep(0.3)
+            """#, in: dir)
+        #expect(output.status == 0, "\(output.stderr)")
+        func first(_ kind: String, _ name: String) -> [String: Any] {
+            NagiosRunTests.of(events, monitor: "statsd", kind: kind).first { $0["name"] as? String == name } ?? [:]
+        }
+        let hits = first("counter", "hits")
+        #expect(hits["value"] as? Double == 110 && hits["tags"] as? String == "env:prod,region:eu", "\(hits)")
+        let lat = first("timer", "lat")
+        #expect(lat["count"] as? Double == 4 && lat["sum"] as? Double == 60 && lat["min"] as? Double == 10 && lat["max"] as? Double == 30,
+                "\(lat)")
+        #expect(abs((lat["p50"] as? Double ?? 0) - 20) <= 0.2 && lat["p99_9"] != nil, "\(lat)")
+        #expect(first("timer", "size")["type"] as? String == "h" && first("timer", "size")["count"] as? Double == 3)
+        #expect(first("gauge", "temp")["value"] as? Double == 21.5)
+        #expect(first("set", "users")["count"] as? Int == 2)
+        #expect(first("counter", "tcp.count")["value"] as? Double == 7)
+        #expect(first("counter", "tcp.after")["value"] as? Double == 1, "the line after an oversized one is read")
+        let stats = NagiosRunTests.of(events, monitor: "statsd", kind: "stats").first ?? [:]
+        #expect(stats["bad_lines"] as? Int == 2 && stats["unsupported"] as? Int == 1 && stats["oversized"] as? Int == 1, "\(stats)")
+        #expect(stats["metrics"] as? Int == 101 + 3 + 3 + 3 + 3 + 2 + 1, "\(stats)")
+    }
+
+    @Test func keysPastTheBoundAreDroppedAndCounted() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (_, events) = try run(options: "flush_interval: 1s, max_keys: 100", for: "2s", python: """
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for i in range(1000):
+                u.sendto(b"key%d:1|c" % i, UDP)
+            time.sleep(0.2)
+            """, in: dir)
+        let counters = NagiosRunTests.of(events, monitor: "statsd", kind: "counter")
+        let stats = NagiosRunTests.of(events, monitor: "statsd", kind: "stats")
+        let received = counters.count + (stats.reduce(0) { $0 + ($1["dropped_keys"] as? Int ?? 0) })
+        #expect(counters.count <= 100 && counters.count > 0)
+        let kernel = stats.last?["kernel_drops"] as? Int ?? 0
+        #expect(received + kernel == 1000, "kept \(counters.count), dropped \(received - counters.count), kernel \(kernel)")
+    }
+
+    /// A flood over loopback UDP at full speed: every metric sent is in the
+    /// counters or in the kernel's drop count for the socket.
+    @Test func aFloodIsCountedOrDroppedByTheKernelNeverLostUnsaid() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (output, events) = try run(options: "flush_interval: 1s", for: "6s", python: """
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            line = b"flood:1|c|#k:v\\n" * 20
+            for i in range(10000):
+                u.sendto(line, UDP)
+            time.sleep(1.5)
+            """, in: dir)
+        #expect(output.status == 0, "\(output.stderr)")
+        let counted = NagiosRunTests.of(events, monitor: "statsd", kind: "counter").reduce(0.0) { $0 + ($1["value"] as? Double ?? 0) }
+        let stats = NagiosRunTests.of(events, monitor: "statsd", kind: "stats")
+        let dropped = Double(stats.last?["kernel_drops"] as? Int ?? 0) * 20
+        #expect(counted + dropped == 200_000, "counted \(counted), dropped by the kernel \(dropped)")
+        #expect(counted > 0)
+    }
+}
