@@ -126,4 +126,75 @@ struct StatsdRunTests {
         #expect(counted + dropped == 200_000, "counted \(counted), dropped by the kernel \(dropped)")
         #expect(counted > 0)
     }
+
+    /// A million metrics from the PyPI `statsd` and `datadog` clients
+    /// (installed by scripts/test-deps in .build/test-venv), over loopback
+    /// UDP at full speed: every metric counted, or its packet in the
+    /// kernel's drop count; the DogStatsD tags kept apart; timers' medians
+    /// where the values put them.
+    @Test func aMillionMetricsFromThePyPIClients() throws {
+        let python = TestEnv.repoRoot + "/.build/test-venv/bin/python"
+        let check = try TestEnv.run(python, ["-c", "import statsd, datadog"], timeout: 30)
+        try #require(check.status == 0, "the PyPI statsd and datadog clients are not in .build/test-venv (scripts/test-deps installs them)")
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let udp = try Self.freeUDPPort()
+        try TestEnv.write("""
+            monitors:
+              statsd:
+                plugin: statsd
+                options: { listen: ["udp://127.0.0.1:\(udp)"], flush_interval: 1s, percentiles: [50, 99] }
+            sinks:
+              out: { type: file, path: \(dir)/events.jsonl }
+            """, to: dir + "/m.yaml")
+        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--for", "300s", "--control", "none"])
+        usleep(1_000_000)
+        try TestEnv.write("""
+            import statsd
+            from datadog.dogstatsd import DogStatsd
+            c = statsd.StatsClient("127.0.0.1", \(udp))
+            with c.pipeline() as p:
+                for i in range(400000):
+                    p.incr("py.count")
+                for i in range(100000):
+                    p.timing("py.lat", i % 1000)
+            d = DogStatsd(host="127.0.0.1", port=\(udp), disable_buffering=False, disable_telemetry=True)
+            for i in range(400000):
+                d.increment("dd.count", tags=["env:test", "team:ops"])
+            for i in range(100000):
+                d.histogram("dd.hist", i % 1000, tags=["env:test"])
+            d.flush()
+            """, to: dir + "/send.py")
+        let sent = try TestEnv.run(python, [dir + "/send.py"], timeout: 200)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        usleep(2_500_000)
+        process.signal(SIGTERM)
+        let output = process.wait(timeout: 60)
+        #expect(output.status == 0, "\(output.stderr)")
+        let events = NagiosRunTests.events(dir + "/events.jsonl")
+        func sum(_ kind: String, _ name: String, _ field: String) -> Double {
+            NagiosRunTests.of(events, monitor: "statsd", kind: kind).filter { $0["name"] as? String == name }
+                .reduce(0) { $0 + ($1[field] as? Double ?? 0) }
+        }
+        let stats = NagiosRunTests.of(events, monitor: "statsd", kind: "stats")
+        let metrics = stats.reduce(0) { $0 + ($1["metrics"] as? Int ?? 0) }
+        let bad = stats.reduce(0) { $0 + ($1["bad_lines"] as? Int ?? 0) }
+        let kernel = stats.last?["kernel_drops"] as? Int ?? 0
+        let counted = sum("counter", "py.count", "value") + sum("timer", "py.lat", "count") + sum("counter", "dd.count", "value")
+            + sum("timer", "dd.hist", "count")
+        #expect(bad == 0, "\(stats)")
+        #expect(Double(metrics) == counted, "metrics read \(metrics), in the aggregates \(counted)")
+        if kernel == 0 {
+            #expect(metrics == 1_000_000, "none dropped by the kernel, yet \(metrics) of 1,000,000 counted")
+        } else {
+            // A packet carries at most 512 bytes of the statsd client's lines or 8 KiB of DogStatsD's.
+            #expect(metrics < 1_000_000 && metrics + kernel * 800 >= 1_000_000, "counted \(metrics), kernel drops \(kernel) packets")
+        }
+        let tagged = NagiosRunTests.of(events, monitor: "statsd", kind: "counter").first { $0["name"] as? String == "dd.count" }
+        #expect(tagged?["tags"] as? String == "env:test,team:ops")
+        for timer in NagiosRunTests.of(events, monitor: "statsd", kind: "timer") where (timer["count"] as? Double ?? 0) >= 10_000 {
+            #expect(abs((timer["p50"] as? Double ?? 0) - 500) < 50, "\(timer)")
+            #expect((timer["max"] as? Double ?? 0) <= 999 && (timer["min"] as? Double ?? -1) >= 0, "\(timer)")
+        }
+    }
 }
