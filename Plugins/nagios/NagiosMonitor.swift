@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import VigilChildProcess
 import VigilForeign
 import VigilKit

@@ -1,7 +1,6 @@
 import Glibc
 import NIOCore
 import NIOPosix
-import Synchronization
 import VigilForeign
 import VigilHTTPClient
 import VigilKit

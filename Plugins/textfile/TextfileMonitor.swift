@@ -94,6 +94,13 @@ final class TextfileMonitor: PolledMonitor {
                 fileEvents.append([("file", .string(path)), ("mtime", .double(mtime)), ("series", .int(Int64(read.count)))])
             }
         }
+        // What was said of files that are gone is forgotten: a directory
+        // where scripts leave partial files under new names each run would
+        // otherwise grow the list without end.
+        if listed == nil {
+            let present = Set(names.map { options.directory + "/" + $0 })
+            told.removeAll { !present.contains($0.file) }
+        }
         for fields in events { context.emit("sample", fields: fields) }
         for fields in fileEvents { context.emit("file", fields: fields) }
         context.emit("scrape", ["error": .bool(listed != nil || skipped > 0), "files": .int(Int64(names.count)),

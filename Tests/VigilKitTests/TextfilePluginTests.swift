@@ -77,6 +77,12 @@ import VigilKitTesting
         let lines = instance.logs.count
         try instance.poll()
         #expect(instance.logs.count == lines)
+        // A file that went away is forgotten: back again, it is said again.
+        #expect(unlink(d + "/partial.prom") == 0)
+        try instance.poll()
+        try Self.write(d + "/partial.prom", "being_written{a=\"b\"} 1")
+        try instance.poll()
+        #expect(instance.logs.count == lines + 1 && instance.logs.last?.message.contains("partial.prom skipped") == true)
         try instance.stop()
     }
 
