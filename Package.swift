@@ -54,6 +54,7 @@ let plugins = [
     plugin("pressure", target: "PressurePlugin"),
     // Other ecosystems' checks and plugins, run as children (VigilChildProcess).
     plugin("nagios", target: "NagiosPlugin", dependencies: ["VigilChildProcess", "VigilForeign"]),
+    plugin("munin", target: "MuninPlugin", dependencies: ["VigilChildProcess", "VigilForeign"]),
     plugin("textfile", target: "TextfilePlugin", dependencies: ["VigilForeign"]),
     plugin("statsd", target: "StatsdPlugin", dependencies: ["VigilForeign"]),
     // HTTP through the host's one client, on an event loop of the instance's own.

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 
 int vigil_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
 
@@ -162,6 +163,119 @@ static char *environment_value(const char *name, size_t length) {
     return NULL;
 }
 
+/* In a child between fork and exec: `sources[i]` becomes descriptor
+ * `targets[i]` (not close-on-exec), and every descriptor above `highest`
+ * (at least every target) is closed. Each source is first copied above
+ * every target, so none is overwritten before it is copied. -1 on failure. */
+static int arrange_descriptors(const int *sources, const int *targets, int count, int highest) {
+    int moved[16];
+    if (count > 16)
+        return -1;
+    for (int i = 0; i < count; i++) {
+        moved[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, highest + 1);
+        if (moved[i] < 0)
+            return -1;
+    }
+    for (int i = 0; i < count; i++)
+        if (dup2(moved[i], targets[i]) < 0)
+            return -1;
+    long closed = -1;
+#ifdef SYS_close_range
+    closed = syscall(SYS_close_range, (unsigned)highest + 1, ~0U, 0);
+#endif
+    if (closed < 0) {
+        for (int fd = highest + 1; fd < 65536; fd++)
+            close(fd);
+    }
+    return 0;
+}
+
+int vigil_spawn_as(const char *path, char *const argv[], char *const envp[], const int *sources, const int *targets,
+                   int count, int new_group, uid_t uid, gid_t gid, const gid_t *groups, int group_count, pid_t *pid) {
+    if (count < 0 || count > 15 || group_count < 0) {
+        return EINVAL;
+    }
+    int highest = 2;
+    for (int i = 0; i < count; i++)
+        if (targets[i] > highest)
+            highest = targets[i];
+    /* The exec's errno comes back on this pipe; a successful exec closes it. */
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) < 0)
+        return errno;
+    int all_sources[16], all_targets[16];
+    memcpy(all_sources, sources, (size_t)count * sizeof(int));
+    memcpy(all_targets, targets, (size_t)count * sizeof(int));
+    all_sources[count] = report[1];
+    all_targets[count] = highest + 1;
+    /* Every signal blocked across the fork, so no handler of the host's
+     * runs in the child before its dispositions are reset. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t child = fork();
+    if (child == 0) {
+        int failed_errno = 0;
+        /* The raw call, so that glibc's own signals (32 and 33, which its
+         * sigaction refuses) are reset too. */
+        struct {
+            void *handler;
+            unsigned long flags;
+            void *restorer;
+            unsigned long mask;
+        } dfl = { SIG_DFL, 0, NULL, 0 };
+        for (int sig = 1; sig < 65; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP)
+                syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask);
+        int out = highest + 1;
+        if (arrange_descriptors(all_sources, all_targets, count + 1, highest + 1) < 0)
+            failed_errno = errno ? errno : EBADF, out = report[1];
+        else
+            fcntl(out, F_SETFD, FD_CLOEXEC);
+        if (!failed_errno && new_group && setpgid(0, 0) < 0)
+            failed_errno = errno;
+        /* The raw system calls: glibc's wrappers would signal every thread
+         * to change its ids too, and this child has one. Groups first, then
+         * the group, then the user (after which nothing else may change). */
+        if (!failed_errno && syscall(SYS_setgroups, (size_t)group_count, groups) < 0)
+            failed_errno = errno;
+        if (!failed_errno && syscall(SYS_setresgid, gid, gid, gid) < 0)
+            failed_errno = errno;
+        if (!failed_errno && syscall(SYS_setresuid, uid, uid, uid) < 0)
+            failed_errno = errno;
+        if (!failed_errno) {
+            sigset_t none;
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            execve(path, argv, envp);
+            failed_errno = errno;
+        }
+        ssize_t ignored = write(out, &failed_errno, sizeof failed_errno);
+        (void)ignored;
+        _exit(127);
+    }
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(report[1]);
+    if (child < 0) {
+        close(report[0]);
+        return fork_errno;
+    }
+    int child_errno = 0;
+    ssize_t n;
+    do {
+        n = read(report[0], &child_errno, sizeof child_errno);
+    } while (n < 0 && errno == EINTR);
+    close(report[0]);
+    if (n == (ssize_t)sizeof child_errno) {
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+        }
+        return child_errno;
+    }
+    *pid = child;
+    return 0;
+}
+
 int vigil_fork_sibling(const int *sources, const int *targets, int count, int new_group,
                        const char *name, const char *value, char *title, unsigned long title_room,
                        const char *command, unsigned long command_length) {
@@ -182,26 +296,8 @@ int vigil_fork_sibling(const int *sources, const int *targets, int count, int ne
     long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), 0, 0, 0, 0);
     if (pid != 0)
         return (int)pid;
-    /* First above every target, so no source is overwritten before it is copied. */
-    int moved[16];
-    if (count > 16)
+    if (arrange_descriptors(sources, targets, count, highest) < 0)
         _exit(127);
-    for (int i = 0; i < count; i++) {
-        moved[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, highest + 1);
-        if (moved[i] < 0)
-            _exit(127);
-    }
-    for (int i = 0; i < count; i++)
-        if (dup2(moved[i], targets[i]) < 0)
-            _exit(127);
-    long closed = -1;
-#ifdef SYS_close_range
-    closed = syscall(SYS_close_range, (unsigned)highest + 1, ~0U, 0);
-#endif
-    if (closed < 0) {
-        for (int fd = highest + 1; fd < 65536; fd++)
-            close(fd);
-    }
     if (new_group && setpgid(0, 0) < 0)
         _exit(127);
     memcpy(slot, value, strlen(value));

@@ -21,8 +21,9 @@ package struct ChildRun: Sendable {
 
     /// Starts `argv` with exactly `environment`: the file `program`, or
     /// where it is nil `argv[0]`.
+    /// `credentials`: run as another user (`Spawn.Credentials`).
     package static func spawn(argv: [String], program: String? = nil, environment: [String: String],
-                              searchPath: Bool = true) throws(SpawnError) -> ChildRun {
+                              searchPath: Bool = true, credentials: Spawn.Credentials? = nil) throws(SpawnError) -> ChildRun {
         let program = program ?? argv.first ?? ""
         guard !program.isEmpty else { throw SpawnError(program: program, step: .spawn, code: ENOENT) }
         var opened: [Int32] = []
@@ -38,7 +39,7 @@ package struct ChildRun: Sendable {
         for fd in mine { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         let spawn = Spawn(program: program, searchPath: searchPath, arguments: argv, environment: environment,
                           descriptors: [0: .parent(pipes[0].read), 1: .parent(pipes[1].write), 2: .parent(pipes[2].write)],
-                          newProcessGroup: true)
+                          newProcessGroup: true, credentials: credentials)
         let pid = try spawn.start()
         // Keep the runner's ends open; the deferred close takes the child's.
         opened = [pipes[0].read, pipes[1].write, pipes[2].write]

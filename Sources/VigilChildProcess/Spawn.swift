@@ -19,7 +19,9 @@ import Glibc
 ///   close-on-exec: one the map leaves out is the parent's own.
 /// - Every signal starts at its default disposition, with none blocked,
 ///   whatever the parent ignores or blocks (the host ignores SIGPIPE; a
-///   plugin's thread may block anything).
+///   plugin's thread may block anything). Only glibc's own two (32 and 33)
+///   keep what vigil was started with, which posix_spawn cannot change;
+///   the fork path for `credentials` resets them too.
 package struct Spawn: Sendable {
     /// Where a child's descriptor comes from.
     package enum Source: Sendable, Hashable {
@@ -41,19 +43,38 @@ package struct Spawn: Sendable {
     /// Start the child in a process group of its own (its pid is the group's
     /// id), so that a signal to the group also reaches what it started.
     package var newProcessGroup: Bool
+    /// Who the child runs as; nil: as the parent does.
+    package var credentials: Credentials?
+
+    /// A user, a group and supplementary groups to run a child as (munin's
+    /// `user nobody`). Changing them takes root; a child whose change fails
+    /// is not run (the start throws, EPERM).
+    package struct Credentials: Sendable, Hashable {
+        package var uid: uid_t
+        package var gid: gid_t
+        package var groups: [gid_t]
+
+        package init(uid: uid_t, gid: gid_t, groups: [gid_t]) {
+            self.uid = uid
+            self.gid = gid
+            self.groups = groups
+        }
+    }
 
     package init(program: String, searchPath: Bool = false, arguments: [String], environment: [String: String],
-         descriptors: [Int32: Source], newProcessGroup: Bool = false) {
+         descriptors: [Int32: Source], newProcessGroup: Bool = false, credentials: Credentials? = nil) {
         self.program = program
         self.searchPath = searchPath
         self.arguments = arguments
         self.environment = environment
         self.descriptors = descriptors
         self.newProcessGroup = newProcessGroup
+        self.credentials = credentials
     }
 
     /// Starts the child; returns its pid. The caller reaps it.
     package func start() throws(SpawnError) -> pid_t {
+        if let credentials { return try start(as: credentials) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -83,6 +104,41 @@ package struct Spawn: Sendable {
         var pid: pid_t = 0
         let rc = searchPath ? posix_spawnp(&pid, program, &actions, &attributes, argv, envp)
                             : posix_spawn(&pid, program, &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw SpawnError(program: program, step: .spawn, code: rc) }
+        return pid
+    }
+
+    /// The start with other credentials: posix_spawn has no way to change
+    /// them, so this is a fork (`vigil_spawn_as`) that does what the spawn
+    /// attributes above do, the same descriptor map (a /dev/null source is
+    /// opened here, close-on-exec) and then the change. A path only: PATH
+    /// is not searched for a program run as someone else.
+    private func start(as credentials: Credentials) throws(SpawnError) -> pid_t {
+        guard !searchPath || program.contains("/") else { throw SpawnError(program: program, step: .spawn, code: ENOENT) }
+        var null: Int32 = -1
+        defer { if null >= 0 { close(null) } }
+        var sources: [Int32] = []
+        var targets: [Int32] = []
+        for (child, source) in descriptors.sorted(by: { $0.key < $1.key }) {
+            switch source {
+            case .parent(let fd):
+                sources.append(fd)
+            case .null:
+                if null < 0 { null = open("/dev/null", O_RDWR | O_CLOEXEC) }
+                guard null >= 0 else { throw SpawnError(program: program, step: .descriptors, code: errno) }
+                sources.append(null)
+            }
+            targets.append(child)
+        }
+        guard sources.count <= 15, sources.allSatisfy({ $0 >= 0 }) else {
+            throw SpawnError(program: program, step: .descriptors, code: EBADF)
+        }
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in argv + envp { free(p) } }
+        var pid: pid_t = 0
+        let rc = vigil_spawn_as(program, argv, envp, sources, targets, Int32(sources.count), newProcessGroup ? 1 : 0,
+                                credentials.uid, credentials.gid, credentials.groups, Int32(clamping: credentials.groups.count), &pid)
         guard rc == 0 else { throw SpawnError(program: program, step: .spawn, code: rc) }
         return pid
     }

@@ -274,7 +274,7 @@ struct NewPlugin: AsyncParsableCommand {
         "DisplayPlugin", "WifiPlugin", "ProcessPlugin", "SensorsPlugin", "DevicesPlugin", "NetworkPlugin", "ClockPlugin",
         "RadioPlugin", "SystemPlugin", "NetstatPlugin", "SockstatPlugin", "KernelPlugin", "TimePlugin", "CgroupsPlugin",
         "HwmonPlugin", "NetdevPlugin", "ARPPlugin", "SoftnetPlugin", "UDPQueuesPlugin", "ConntrackPlugin", "DiskstatsPlugin",
-        "VMStatPlugin", "PressurePlugin", "FFIPlugin", "NagiosPlugin", "TextfilePlugin", "ScrapePlugin", "StatsdPlugin",
+        "VMStatPlugin", "PressurePlugin", "FFIPlugin", "NagiosPlugin", "MuninPlugin", "TextfilePlugin", "ScrapePlugin", "StatsdPlugin",
     ]
 
     /// The identities of the packages Vigil depends on, directly or not

@@ -70,6 +70,16 @@ static inline void vigil_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); 
  * posix_spawn_file_actions_addclosefrom_np (before glibc 2.34). */
 int vigil_spawn_closefrom(void *actions, int from);
 
+/** Starts `path` as another user, which posix_spawn cannot: fork, then in
+ *  the child every signal at its default disposition, `sources[i]` as its
+ *  descriptor `targets[i]` (at most 15) and every descriptor above them
+ *  closed, a process group of its own when `new_group`, the supplementary
+ *  groups `groups`, then gid and uid (real, effective and saved), no signal
+ *  blocked, and execve. 0 with the child's pid in `*pid`, or the errno of
+ *  the step that failed, in the child too (the child is then reaped). */
+int vigil_spawn_as(const char *path, char *const argv[], char *const envp[], const int *sources, const int *targets,
+                   int count, int new_group, uid_t uid, gid_t gid, const gid_t *groups, int group_count, pid_t *pid);
+
 /* The runner template (RunnerTemplate.swift): a prepared `vigil` that forks
  * plugin runners for the host, so that they share its pages. */
 

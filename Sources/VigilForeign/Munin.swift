@@ -1,0 +1,428 @@
+/// Munin's plugin protocol, read with no I/O and never trapping on input:
+/// what a plugin prints for `config` and for a fetch (one reader for both,
+/// since a dirtyconfig plugin prints values in its config), the rates
+/// munin's RRD files would store for each field type, a field's
+/// warning and critical ranges, and munin-node's plugin-conf.d.
+public enum Munin {
+    /// A field's value as printed: a number (with its own time when printed
+    /// as `epoch:value`), or `U`, unknown.
+    public enum Value: Sendable, Equatable {
+        case unknown
+        case number(Double, time: Int64?)
+
+        /// `U`, `12`, `-1.5e3`, `1700000000:12`; nil for anything else.
+        public init?(text: Substring) {
+            if text == "U" { self = .unknown; return }
+            var time: Int64?
+            var number = text
+            if let colon = text.firstIndex(of: ":") {
+                guard let epoch = Int64(text[..<colon]), epoch >= 0 else { return nil }
+                time = epoch
+                number = text[text.index(after: colon)...]
+                if number == "U" { self = .unknown; return }
+            }
+            guard let value = Munin.number(number) else { return nil }
+            self = .number(value, time: time)
+        }
+    }
+
+    /// A finite number as munin takes one: an optional sign, digits, a
+    /// fraction, an exponent (no hex, no inf or nan, which RRD would refuse).
+    static func number(_ text: Substring) -> Double? {
+        guard !text.isEmpty, text.utf8.count <= 64,
+              text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2b || $0 == 0x2d || $0 == 0x2e || $0 == 0x65 || $0 == 0x45 }),
+              let value = Double(text), value.isFinite else { return nil }
+        return value
+    }
+
+    /// The field types, with munin's default GAUGE.
+    public enum FieldType: String, Sendable {
+        case gauge = "GAUGE", derive = "DERIVE", counter = "COUNTER", absolute = "ABSOLUTE"
+    }
+
+    /// One field of a graph: its attributes as printed (`label`, `type`,
+    /// `min`, `max`, `warning`, `critical`, `cdef`, `info`, `draw`, …) and a
+    /// value where one was printed.
+    public struct Field: Sendable, Equatable {
+        public var name: String
+        public var attributes: [String: String] = [:]
+        public var value: Value?
+        /// The line the value was on (for a value of a field the config did not declare).
+        public var valueLine = 0
+
+        public init(name: String) { self.name = name }
+
+        public var label: String { attributes["label"] ?? name }
+        /// The type, GAUGE where none or an unknown one is given.
+        public var type: FieldType { attributes["type"].flatMap { FieldType(rawValue: $0.uppercased()) } ?? .gauge }
+        public var min: Double? { attributes["min"].flatMap { Munin.number($0[...]) } }
+        public var max: Double? { attributes["max"].flatMap { Munin.number($0[...]) } }
+    }
+
+    /// One graph: the plugin's own, or one `multigraph NAME` section.
+    public struct Graph: Sendable, Equatable {
+        /// The plugin's name for its own graph; the multigraph name for a section.
+        public var name: String
+        /// `graph_title`, `graph_vlabel`, `graph_category`, … as printed.
+        public var attributes: [String: String] = [:]
+        /// In the order first printed.
+        public var fields: [Field] = []
+
+        public init(name: String) { self.name = name }
+
+        public func field(_ name: String) -> Field? { fields.first { $0.name == name } }
+    }
+
+    /// What one run printed.
+    public struct Output: Sendable, Equatable {
+        /// In the order first printed; the plugin's own graph first when it
+        /// printed anything before a `multigraph` line.
+        public var graphs: [Graph] = []
+        /// Lines not understood, as `line N: what`; each line is skipped and
+        /// the rest read.
+        public var errors: [String] = []
+
+        public init() {}
+
+        public func graph(_ name: String) -> Graph? { graphs.first { $0.name == name } }
+    }
+
+    /// Most graphs and fields one output may hold; past them lines are
+    /// dropped and one error says so.
+    public static let maxGraphs = 1_000
+    public static let maxFields = 10_000
+
+    /// Reads a plugin's output, `config` or fetch: `graph_*` and other graph
+    /// attributes, `FIELD.ATTRIBUTE value`, `FIELD.value V`, `multigraph
+    /// NAME`, comments (`#`) and blank lines. Field names are cleaned as
+    /// munin cleans them (a character other than a letter, digit or _
+    /// becomes _, and so does a leading digit). `plugin` names the graph of
+    /// what comes before any multigraph line.
+    public static func parse(_ bytes: [UInt8], plugin: String) -> Output {
+        var output = Output()
+        var current = -1
+        var fieldCount = 0
+        var dropped = false
+        var lineNumber = 0
+        func graphIndex(_ name: String) -> Int? {
+            if let i = output.graphs.firstIndex(where: { $0.name == name }) { return i }
+            guard output.graphs.count < maxGraphs else { return nil }
+            output.graphs.append(Graph(name: name))
+            return output.graphs.count - 1
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            lineNumber += 1
+            let line = raw.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed()
+            let trimmed = Substring(String(line))
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            let (key, value) = splitFirst(trimmed)
+            if key == "multigraph" {
+                let name = String(value)
+                guard !name.isEmpty, name.utf8.count <= 255, name.utf8.allSatisfy({ isNameByte($0) || $0 == 0x2e || $0 == 0x2d }) else {
+                    output.errors.append("line \(lineNumber): 'multigraph' needs a graph name of letters, digits, _, - and dots")
+                    current = -2
+                    continue
+                }
+                if let i = graphIndex(name) { current = i } else { current = -2; dropped = true }
+                continue
+            }
+            if current == -2 { continue }  // in a section that was refused
+            if current == -1 {
+                guard let i = graphIndex(plugin) else { dropped = true; continue }
+                current = i
+            }
+            guard let dot = key.firstIndex(of: ".") else {
+                // A graph attribute: graph_title, host_name, update_rate, …
+                guard !key.isEmpty, key.utf8.allSatisfy(isNameByte) else {
+                    output.errors.append("line \(lineNumber): '\(trimmed.prefix(80))' is neither an attribute nor FIELD.ATTRIBUTE VALUE")
+                    continue
+                }
+                guard !value.isEmpty else {
+                    output.errors.append("line \(lineNumber): '\(key.prefix(80))' has no value")
+                    continue
+                }
+                output.graphs[current].attributes[String(key)] = String(value)
+                continue
+            }
+            let fieldName = cleanFieldName(key[..<dot])
+            let attribute = String(key[key.index(after: dot)...])
+            guard !fieldName.isEmpty, !attribute.isEmpty, attribute.utf8.allSatisfy(isNameByte) else {
+                output.errors.append("line \(lineNumber): '\(key.prefix(80))' is not FIELD.ATTRIBUTE")
+                continue
+            }
+            var fieldIndex = output.graphs[current].fields.firstIndex { $0.name == fieldName }
+            if fieldIndex == nil {
+                guard fieldCount < maxFields else { dropped = true; continue }
+                fieldCount += 1
+                output.graphs[current].fields.append(Field(name: fieldName))
+                fieldIndex = output.graphs[current].fields.count - 1
+            }
+            let f = fieldIndex!
+            if attribute == "value" {
+                guard let parsed = Value(text: value.split(separator: " ", maxSplits: 1).first ?? "") else {
+                    output.errors.append("line \(lineNumber): \(fieldName).value '\(value.prefix(40))' is not a number, U or EPOCH:NUMBER")
+                    output.graphs[current].fields[f].value = .unknown
+                    output.graphs[current].fields[f].valueLine = lineNumber
+                    continue
+                }
+                output.graphs[current].fields[f].value = parsed
+                output.graphs[current].fields[f].valueLine = lineNumber
+            } else {
+                output.graphs[current].fields[f].attributes[attribute] = String(value)
+            }
+        }
+        if dropped {
+            output.errors.append("more than \(maxGraphs) graphs or \(maxFields) fields: the rest were dropped")
+        }
+        return output
+    }
+
+    /// `key rest` at the first run of blanks.
+    private static func splitFirst(_ line: Substring) -> (Substring, Substring) {
+        guard let blank = line.firstIndex(where: { $0 == " " || $0 == "\t" }) else { return (line, "") }
+        let rest = line[blank...].drop { $0 == " " || $0 == "\t" }
+        return (line[..<blank], rest)
+    }
+
+    private static func isNameByte(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "_") || (byte >= 0x30 && byte <= 0x39) || ((byte | 0x20) >= 0x61 && (byte | 0x20) <= 0x7a)
+    }
+
+    /// munin's cleaning of a field name: every character other than a
+    /// letter, a digit or _ becomes _, and a leading digit too.
+    public static func cleanFieldName(_ name: Substring) -> String {
+        var bytes = Array(name.utf8.prefix(255))
+        for i in bytes.indices where !isNameByte(bytes[i]) { bytes[i] = UInt8(ascii: "_") }
+        if let first = bytes.first, first >= 0x30 && first <= 0x39 { bytes[0] = UInt8(ascii: "_") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+// MARK: rates
+
+extension Munin {
+    /// The rate RRD would store for a field from one sample to the next:
+    /// GAUGE as is, DERIVE as the change per second, COUNTER as the change
+    /// per second across a wrap at 32 or 64 bits, ABSOLUTE as the value per
+    /// second since the last sample (a counter reset at each read). `min`
+    /// and `max` discard what falls outside them, as RRD does.
+    public struct Rate: Sendable {
+        /// Why a sample gave no rate.
+        public enum Gap: String, Sendable {
+            /// The first sample of a counter: there is nothing to take a change from.
+            case first
+            /// `U`.
+            case unknown
+            /// The time did not move forward from the last sample.
+            case time
+            /// A COUNTER went down by more than a wrap explains: it was reset.
+            case reset
+            /// Outside the field's min or max.
+            case range
+        }
+
+        var last: (value: Double, time: Int64)?
+
+        public init() {}
+
+        /// The rate of `value` printed at `time` (ns since the epoch).
+        public mutating func sample(_ value: Value, at time: Int64, type: FieldType, min: Double?, max: Double?) -> Result<Double, GapError> {
+            guard case .number(let number, let own) = value else {
+                if type != .gauge { last = nil }
+                return .failure(GapError(gap: .unknown))
+            }
+            let when = own.map { $0.multipliedReportingOverflow(by: 1_000_000_000).overflow ? Int64.max : $0 * 1_000_000_000 } ?? time
+            var rate: Double
+            switch type {
+            case .gauge:
+                rate = number
+            case .derive, .counter, .absolute:
+                defer { last = (number, when) }
+                guard let last else { return .failure(GapError(gap: .first)) }
+                guard when > last.time else { return .failure(GapError(gap: .time)) }
+                let seconds = Double(when - last.time) / 1e9
+                switch type {
+                case .absolute:
+                    rate = number / seconds
+                case .counter:
+                    var change = number - last.value
+                    if change < 0 {
+                        // RRD adds 2^32, and 2^64 where that is not enough. A
+                        // reset reads the same; a counter that was not near
+                        // the top of its width did not wrap, it was reset.
+                        let width: Double = last.value < 4_294_967_296 ? 4_294_967_296 : 18_446_744_073_709_551_616
+                        guard last.value >= width / 2 else { return .failure(GapError(gap: .reset)) }
+                        change += width
+                    }
+                    rate = change / seconds
+                default:
+                    rate = (number - last.value) / seconds
+                }
+            }
+            if let min, rate < min { return .failure(GapError(gap: .range)) }
+            if let max, rate > max { return .failure(GapError(gap: .range)) }
+            return .success(rate)
+        }
+    }
+
+    public struct GapError: Error, Sendable, Equatable {
+        public var gap: Rate.Gap
+        public init(gap: Rate.Gap) { self.gap = gap }
+    }
+}
+
+// MARK: warning and critical
+
+extension Munin {
+    /// A field's `warning` or `critical`: `max`, `min:`, `:max` or
+    /// `min:max`; a value outside is in that state.
+    public struct Limit: Sendable, Equatable {
+        public var low: Double?
+        public var high: Double?
+
+        public init?(_ text: String) {
+            let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 1 {
+                guard let high = Munin.number(parts[0]) else { return nil }
+                self.high = high
+                return
+            }
+            low = parts[0].isEmpty ? nil : Munin.number(parts[0])
+            high = parts[1].isEmpty ? nil : Munin.number(parts[1])
+            if (!parts[0].isEmpty && low == nil) || (!parts[1].isEmpty && high == nil) || (low == nil && high == nil) { return nil }
+        }
+
+        public func isOutside(_ value: Double) -> Bool {
+            if let low, value < low { return true }
+            if let high, value > high { return true }
+            return false
+        }
+    }
+
+    /// ok, warning or critical for a value by a field's limits; nil limits
+    /// that do not read are ignored (the caller reports them).
+    public static func level(of value: Double, warning: String?, critical: String?) -> String {
+        if let critical, let limit = Limit(critical), limit.isOutside(value) { return "critical" }
+        if let warning, let limit = Limit(warning), limit.isOutside(value) { return "warning" }
+        return "ok"
+    }
+}
+
+// MARK: plugin-conf.d
+
+extension Munin {
+    /// munin-node's plugin configuration: `[service]` sections (a name, or
+    /// a name with * first or last) holding `user`, `group`, `env.NAME`,
+    /// `timeout`, `command` (with %c for the plugin), `host_name` and
+    /// `update_rate`. Files are read in name order and a later value
+    /// replaces an earlier one; for a plugin, its own section wins over
+    /// wildcards, and of wildcards the one last in name order.
+    public struct PluginConf: Sendable {
+        public struct Section: Sendable, Equatable {
+            public var user: String?
+            /// Groups, one in parentheses optional (skipped if it does not exist).
+            public var groups: [String]?
+            public var env: [String: String] = [:]
+            public var timeout: String?
+            public var command: [String]?
+            public var hostName: String?
+            public var updateRate: String?
+
+            public init() {}
+        }
+
+        public var sections: [String: Section] = [:]
+        /// `FILE:LINE:COLUMN: what`; as munin-node does, the rest of a file
+        /// with an error is skipped and what came before it kept.
+        public var errors: [String] = []
+
+        public init() {}
+
+        /// Reads one file's text into the configuration.
+        public mutating func read(_ text: String, file: String) {
+            var service: String?
+            var lineNumber = 0
+            for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+                lineNumber += 1
+                var line = Self.stripComment(raw)
+                line = line.trimmingBlanks()
+                if line.isEmpty { continue }
+                if line.hasPrefix("["), line.hasSuffix("]"), line.count > 2 {
+                    service = String(line.dropFirst().dropLast()).trimmingBlanks()
+                    continue
+                }
+                let column = raw.distance(from: raw.startIndex, to: raw.firstIndex { $0 != " " && $0 != "\t" } ?? raw.startIndex) + 1
+                func fail(_ what: String) { errors.append("\(file):\(lineNumber):\(column): \(what); the rest of the file is skipped") }
+                guard let service else { fail("a setting before any [section]"); return }
+                guard let blank = line.firstIndex(where: { $0 == " " || $0 == "\t" }) else {
+                    fail("'\(line.prefix(60))' has no value"); return
+                }
+                let name = line[..<blank]
+                let value = line[blank...].trimmingBlanks()
+                guard !value.isEmpty else { fail("'\(name)' has no value"); return }
+                var section = sections[service] ?? Section()
+                switch name {
+                case "user": section.user = value
+                case "group": section.groups = value.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "," }).map(String.init)
+                case "timeout": section.timeout = value
+                case "command": section.command = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+                case "host_name": section.hostName = value
+                case "update_rate": section.updateRate = value
+                default:
+                    guard name.hasPrefix("env."), name.count > 4 else {
+                        if name.hasPrefix("env"), value.contains("=") {
+                            fail("'env \(value)' is the old form: write env.NAME value")
+                        } else {
+                            fail("'\(name)' is not a setting (user, group, env.NAME, timeout, command, host_name, update_rate)")
+                        }
+                        return
+                    }
+                    section.env[String(name.dropFirst(4))] = value
+                }
+                sections[service] = section
+            }
+        }
+
+        /// `#` to the end of the line, unless escaped as `\#`, which becomes `#`.
+        static func stripComment(_ line: Substring) -> String {
+            var out = ""
+            var previous: Character?
+            for c in line {
+                if c == "#" {
+                    if previous == "\\" { out.removeLast(); out.append("#"); previous = c; continue }
+                    break
+                }
+                out.append(c)
+                previous = c
+            }
+            return out
+        }
+
+        /// The settings that apply to `service`: its own section, then each
+        /// wildcard matching it, last in name order first, filling only what
+        /// is not yet set (env names one by one), as munin-node applies them.
+        public func settings(for service: String) -> Section {
+            var result = sections[service] ?? Section()
+            let wildcards = sections.keys.filter { $0.hasSuffix("*") || $0.hasPrefix("*") }.sorted(by: >)
+            for pattern in wildcards where pattern != service {
+                let matches = pattern.hasSuffix("*") ? service.hasPrefix(pattern.dropLast()) : service.hasSuffix(pattern.dropFirst())
+                guard matches, let wild = sections[pattern] else { continue }
+                result.user = result.user ?? wild.user
+                result.groups = result.groups ?? wild.groups
+                result.timeout = result.timeout ?? wild.timeout
+                result.command = result.command ?? wild.command
+                result.hostName = result.hostName ?? wild.hostName
+                result.updateRate = result.updateRate ?? wild.updateRate
+                for (key, value) in wild.env where result.env[key] == nil { result.env[key] = value }
+            }
+            return result
+        }
+    }
+}
+
+extension StringProtocol {
+    fileprivate func trimmingBlanks() -> String {
+        String(self.drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
+    }
+}
