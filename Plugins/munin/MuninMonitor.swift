@@ -31,6 +31,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 FieldDecl("type", .string, doc: "GAUGE, DERIVE, COUNTER or ABSOLUTE"),
                 FieldDecl("value", .double, doc: "as printed; absent when the plugin printed U"),
                 FieldDecl("rate", .double, doc: "what munin stores: a GAUGE's value, the others' change per second (a COUNTER across a 32- or 64-bit wrap); absent when there is none (see gap)"),
+                FieldDecl("shown", .double, doc: "what munin graphs: the rate through the field's cdef (if_'s down,8,* for bits), or the rate"),
                 FieldDecl("gap", .string, doc: "why there is no rate: first (a counter's first value), unknown (U), time, reset (a COUNTER went down without wrapping), range (outside min or max)"),
                 FieldDecl("level", .string, doc: "ok, warning or critical: where the rate falls by the field's warning and critical"),
                 FieldDecl("warning", .string),
@@ -49,7 +50,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 FieldDecl("peak_memory", .int, unit: "bytes"),
                 FieldDecl("timed_out", .bool),
                 FieldDecl("exit_status", .int, doc: "of the last run; -1 when it did not exit"),
-                FieldDecl("errors", .int, doc: "lines not understood, values of fields the config did not declare, limits that do not read"),
+                FieldDecl("errors", .int, doc: "lines not understood, values of fields the config did not declare, limits and cdefs that do not read"),
                 FieldDecl("error", .string, doc: "the first of them, or why the plugin did not run"),
             ], policy: .samples),
             .occurrence("limit", doc: "A field's level changed (munin-limits' warning and critical).", fields: [
@@ -463,14 +464,34 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         if config.error == nil && config.status == 0 {
             for graph in values.graphs {
                 let declared = parsedConfig.graph(graph.name)
+                // Every field's rate first: a cdef may name the others.
+                var sampled: [(field: Munin.Field, value: Munin.Value, rate: Result<Double, Munin.GapError>)] = []
                 for field in graph.fields {
                     guard let value = field.value else { continue }
                     guard let decl = declared?.field(field.name) else {
                         errors.append("\(graph.name): \(field.name).value on line \(field.valueLine) is of a field the config did not declare")
                         continue
                     }
+                    let key = service.name + "\u{0}" + graph.name + "\u{0}" + field.name
+                    let rate = rates[key, default: Munin.Rate()].sample(value, at: now, type: decl.type, min: decl.min, max: decl.max)
+                    sampled.append((decl, value, rate))
+                }
+                var byName: [String: Double?] = [:]
+                for s in sampled { byName[s.field.name] = try? s.rate.get() }
+                for s in sampled {
                     printed += 1
-                    emit(service, graph: declared ?? graph, field: decl, value: value, now: now, errors: &errors)
+                    var shown: Double?
+                    if let cdef = s.field.attributes["cdef"] {
+                        // A declared field with no value this run is unknown, as in RRD.
+                        switch Munin.evaluate(cdef: cdef, value: { byName[$0] ?? (declared?.field($0) != nil ? .some(nil) : nil) }) {
+                        case .value(let v): shown = v
+                        case .unknown: break
+                        case .invalid(let why): errors.append("\(graph.name): \(s.field.name).cdef '\(cdef.prefix(60))': \(why)")
+                        }
+                    } else {
+                        shown = try? s.rate.get()
+                    }
+                    emit(service, graph: declared ?? graph, field: s.field, value: s.value, rate: s.rate, shown: shown, now: now, errors: &errors)
                 }
             }
         }
@@ -489,12 +510,11 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         context.emit("run", severity: errors.isEmpty ? .info : .warning, fields: fields)
     }
 
-    private func emit(_ service: Service, graph: Munin.Graph, field: Munin.Field, value: Munin.Value, now: Int64,
-                      errors: inout [String]) {
+    private func emit(_ service: Service, graph: Munin.Graph, field: Munin.Field, value: Munin.Value,
+                      rate: Result<Double, Munin.GapError>, shown: Double?, now: Int64, errors: inout [String]) {
         let key = service.name + "\u{0}" + graph.name + "\u{0}" + field.name
         var time = now
-        if case .number(_, let own?) = value, own < Int64.max / 1_000_000_000 { time = own * 1_000_000_000 }
-        let rate = rates[key, default: Munin.Rate()].sample(value, at: now, type: field.type, min: field.min, max: field.max)
+        if case .number(_, let own?) = value, own >= 0, own < Int64.max / 1_000_000_000 { time = own * 1_000_000_000 }
         var fields: [(String, Value)] = [
             ("plugin", .string(service.name)), ("graph", .string(graph.name)), ("field", .string(field.name)),
             ("label", .string(field.label)), ("type", .string(field.type.rawValue)),
@@ -504,6 +524,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         switch rate {
         case .success(let rate):
             fields.append(("rate", .double(rate)))
+            if let shown { fields.append(("shown", .double(shown))) }
             let warning = field.attributes["warning"], critical = field.attributes["critical"]
             for (name, text) in [("warning", warning), ("critical", critical)] {
                 guard let text else { continue }

@@ -62,6 +62,7 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         var maxSetMembers = 10_000
         var maxPacket: ByteCount = .kib(64)
         var deleteIdle = true
+        var readBuffer: ByteCount?
         static let schema = OptionSchema<Options>(
             .option("listen", \.listen, doc: "udp://HOST:PORT and tcp://HOST:PORT addresses (HOST an address; [::1] for IPv6)."),
             .option("flush_interval", \.flushInterval, doc: "Between two flushes: what arrived meanwhile is one event per key."),
@@ -69,7 +70,9 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
             .option("max_keys", \.maxKeys, doc: "Keys held between flushes; a new key's metrics past it are dropped and counted."),
             .option("max_set_members", \.maxSetMembers, doc: "Members held per set between flushes."),
             .option("max_packet", \.maxPacket, doc: "A UDP packet or TCP line longer than this is dropped and counted."),
-            .option("delete_idle", \.deleteIdle, doc: "A key that received nothing since the last flush is not flushed (false: counters flush 0, gauges their last value)."))
+            .option("delete_idle", \.deleteIdle, doc: "A key that received nothing since the last flush is not flushed (false: counters flush 0, gauges their last value)."),
+            .optional("read_buffer", \.readBuffer, example: "8MiB",
+                      doc: "The UDP sockets' receive buffer (SO_RCVBUF; as root past net.core.rmem_max): what a burst may queue before the kernel drops (default: the kernel's)."))
     }
 
     struct Listen: Equatable {
@@ -113,6 +116,9 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         guard options.maxPacket.bytes >= 512, options.maxPacket.bytes <= 1 << 20 else {
             throw .invalidOption("max_packet", "must be from 512B to 1MiB")
         }
+        if let buffer = options.readBuffer, buffer.bytes < 4096 || buffer.bytes > 1 << 30 {
+            throw .invalidOption("read_buffer", "must be from 4KiB to 1GiB")
+        }
         self.context = context
         self.options = options
         self.listens = listens
@@ -151,6 +157,7 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         for socket in sockets where socket.udp {
             var st = stat()
             if fstat(socket.fd, &st) == 0 { udpInodes.insert(UInt64(st.st_ino)) }
+            if let asked = options.readBuffer { setReadBuffer(socket.fd, Int32(clamping: asked.bytes)) }
         }
         state.withLock { $0 = Aggregate(maxKeys: options.maxKeys, maxSetMembers: options.maxSetMembers) }
         let limit = Int(clamping: options.maxPacket.bytes)
@@ -205,6 +212,22 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
             return .failure(Refusal(text: why))
         }
         return .success(fd)
+    }
+
+    /// SO_RCVBUFFORCE (root, or CAP_NET_ADMIN, past rmem_max), else
+    /// SO_RCVBUF, which the kernel caps at net.core.rmem_max; what it gave
+    /// (it doubles what is asked, for its bookkeeping) is said when less.
+    private func setReadBuffer(_ fd: Int32, _ asked: Int32) {
+        var value = asked
+        let size = socklen_t(MemoryLayout<Int32>.size)
+        if setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &value, size) != 0 {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, size)
+        }
+        var got: Int32 = 0
+        var length = size
+        if getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &length) == 0, got / 2 < asked {
+            context.log(.notice, "statsd: read_buffer \(asked) bytes asked, the kernel gave \(got / 2) (net.core.rmem_max caps it without CAP_NET_ADMIN)")
+        }
     }
 
     // MARK: receiving

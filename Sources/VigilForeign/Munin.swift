@@ -1,3 +1,5 @@
+import Glibc
+
 /// Munin's plugin protocol, read with no I/O and never trapping on input:
 /// what a plugin prints for `config` and for a fetch (one reader for both,
 /// since a dirtyconfig plugin prints values in its config), the rates
@@ -424,5 +426,95 @@ extension Munin {
 extension StringProtocol {
     fileprivate func trimmingBlanks() -> String {
         String(self.drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
+    }
+}
+
+// MARK: cdef
+
+extension Munin {
+    /// What a field's `cdef` gives: a number, unknown (rrdtool's NaN), or an
+    /// expression that cannot be evaluated and why.
+    public enum CdefResult: Sendable, Equatable {
+        case value(Double)
+        case unknown
+        case invalid(String)
+    }
+
+    /// Most tokens and stack depth of one cdef.
+    public static let maxCdefTokens = 256
+
+    /// Evaluates a field's `cdef`, rrdtool's RPN as munin writes it
+    /// (`down,8,*`, `cache_hit,client_req,/,100,*`): numbers; the graph's
+    /// field names, each its value by `value` (nil: unknown); + - * / %;
+    /// UN, UNKN, INF, NEGINF, ISINF; IF; LT LE GT GE EQ NE; MIN MAX LIMIT;
+    /// ADDNAN; ABS CEIL FLOOR SQRT LOG EXP SIN COS; DUP POP EXC. Unknown
+    /// goes through the arithmetic as rrdtool's does.
+    public static func evaluate(cdef: String, value: (String) -> Double??) -> CdefResult {
+        let tokens = cdef.split(separator: ",").map { $0.trimmingBlanks() }
+        guard !tokens.isEmpty, tokens.count <= maxCdefTokens else { return .invalid("more than \(maxCdefTokens) tokens, or none") }
+        var stack: [Double] = []
+        stack.reserveCapacity(tokens.count)
+        func pop(_ n: Int, _ token: String) -> [Double]? {
+            guard stack.count >= n else { return nil }
+            defer { stack.removeLast(n) }
+            return Array(stack.suffix(n))
+        }
+        for token in tokens {
+            if let number = Double(token), token.first.map({ $0.isNumber || $0 == "-" || $0 == "+" || $0 == "." }) == true {
+                stack.append(number)
+                continue
+            }
+            let unary: [String: (Double) -> Double] = [
+                "UN": { $0.isNaN ? 1 : 0 }, "ISINF": { $0.isInfinite ? 1 : 0 }, "ABS": { abs($0) },
+                "CEIL": { $0.rounded(.up) }, "FLOOR": { $0.rounded(.down) }, "SQRT": { $0 < 0 ? .nan : $0.squareRoot() },
+                "LOG": { Glibc.log($0) }, "EXP": { Glibc.exp($0) }, "SIN": { Glibc.sin($0) }, "COS": { Glibc.cos($0) },
+            ]
+            let binary: [String: (Double, Double) -> Double] = [
+                "+": { $0 + $1 }, "-": { $0 - $1 }, "*": { $0 * $1 }, "/": { $0 / $1 },
+                "%": { $1 == 0 ? .nan : $0.truncatingRemainder(dividingBy: $1) },
+                "LT": { cmp($0, $1, <) }, "LE": { cmp($0, $1, <=) }, "GT": { cmp($0, $1, >) }, "GE": { cmp($0, $1, >=) },
+                "EQ": { cmp($0, $1, ==) }, "NE": { cmp($0, $1, !=) },
+                "MIN": { $0.isNaN || $1.isNaN ? .nan : Swift.min($0, $1) }, "MAX": { $0.isNaN || $1.isNaN ? .nan : Swift.max($0, $1) },
+                "ADDNAN": { $0.isNaN ? $1 : $1.isNaN ? $0 : $0 + $1 },
+            ]
+            if let f = unary[token] {
+                guard let a = pop(1, token) else { return .invalid("\(token) needs 1 value on the stack") }
+                stack.append(f(a[0]))
+            } else if let f = binary[token] {
+                guard let ab = pop(2, token) else { return .invalid("\(token) needs 2 values on the stack") }
+                stack.append(f(ab[0], ab[1]))
+            } else {
+                switch token {
+                case "UNKN": stack.append(.nan)
+                case "INF": stack.append(.infinity)
+                case "NEGINF": stack.append(-.infinity)
+                case "IF":
+                    guard let abc = pop(3, token) else { return .invalid("IF needs 3 values on the stack") }
+                    stack.append(abc[0] != 0 ? abc[1] : abc[2])
+                case "LIMIT":
+                    guard let abc = pop(3, token) else { return .invalid("LIMIT needs 3 values on the stack") }
+                    stack.append(abc[0] < abc[1] || abc[0] > abc[2] || abc.contains(where: \.isNaN) ? .nan : abc[0])
+                case "DUP":
+                    guard let last = stack.last else { return .invalid("DUP needs 1 value on the stack") }
+                    stack.append(last)
+                case "POP":
+                    guard pop(1, token) != nil else { return .invalid("POP needs 1 value on the stack") }
+                case "EXC":
+                    guard let ab = pop(2, token) else { return .invalid("EXC needs 2 values on the stack") }
+                    stack += [ab[1], ab[0]]
+                default:
+                    guard let named = value(cleanFieldName(token[...])) else {
+                        return .invalid("'\(token.prefix(40))' is neither a number, an operator nor a field of the graph")
+                    }
+                    stack.append(named ?? .nan)
+                }
+            }
+        }
+        guard stack.count == 1 else { return .invalid("leaves \(stack.count) values on the stack, not 1") }
+        return stack[0].isNaN ? .unknown : .value(stack[0])
+    }
+
+    private static func cmp(_ a: Double, _ b: Double, _ op: (Double, Double) -> Bool) -> Double {
+        a.isNaN || b.isNaN ? .nan : op(a, b) ? 1 : 0
     }
 }

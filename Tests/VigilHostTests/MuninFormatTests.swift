@@ -152,6 +152,26 @@ import VigilForeign
         #expect(Munin.level(of: 50, warning: "10:90", critical: "5:95") == "ok")
     }
 
+    // MARK: cdef
+
+    @Test func cdefIsRrdtoolsRPN() {
+        let fields: [String: Double?] = ["down": 1000, "client_req": 200, "cache_hit": 50, "gone": nil]
+        func eval(_ cdef: String) -> Munin.CdefResult { Munin.evaluate(cdef: cdef, value: { fields[$0] }) }
+        #expect(eval("down,8,*") == .value(8000))
+        #expect(eval("cache_hit,client_req,/,100,*") == .value(25))
+        #expect(eval("uptime_s,86400,/") == .invalid("'uptime_s' is neither a number, an operator nor a field of the graph"))
+        #expect(eval("gone,8,*") == .unknown)
+        #expect(eval("gone,UN,0,gone,IF") == .value(0))
+        #expect(eval("down,0,500,LIMIT") == .unknown && eval("down,0,5000,LIMIT") == .value(1000))
+        #expect(eval("gone,down,ADDNAN") == .value(1000))
+        #expect(eval("1,2,EXC,-") == .value(1) && eval("3,DUP,*") == .value(9) && eval("1,2,POP") == .value(1))
+        #expect(eval("down,0,/") == .value(.infinity))
+        #expect(eval("1,+") == .invalid("+ needs 2 values on the stack"))
+        #expect(eval("1,2") == .invalid("leaves 2 values on the stack, not 1"))
+        #expect(eval(Array(repeating: "1", count: 300).joined(separator: ",")) == .invalid("more than 256 tokens, or none"))
+        #expect(eval("-1.5e1,ABS") == .value(15))
+    }
+
     // MARK: plugin-conf.d
 
     @Test func pluginConfSectionsWildcardsAndPrecedence() {

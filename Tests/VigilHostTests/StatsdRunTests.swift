@@ -127,6 +127,22 @@ struct StatsdRunTests {
         #expect(counted > 0)
     }
 
+    /// read_buffer is the UDP socket's receive buffer, as `ss` sees it (the
+    /// kernel doubles what is asked); as root past net.core.rmem_max.
+    @Test func readBufferIsTheSocketsReceiveBuffer() throws {
+        try #require(geteuid() == 0, "past rmem_max takes CAP_NET_ADMIN")
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (output, _) = try run(options: "read_buffer: 16MiB", for: "3s", python: """
+            import subprocess
+            out = subprocess.run(["ss", "-u", "-l", "-m", "-n", "sport = :%d" % UDP[1]], capture_output=True, text=True).stdout
+            open("\(dir)/ss.txt", "w").write(out)
+            """, in: dir)
+        #expect(output.status == 0, "\(output.stderr)")
+        let ss = (try? String(contentsOfFile: dir + "/ss.txt", encoding: .utf8)) ?? ""
+        #expect(ss.contains("rb33554432"), "\(ss)")
+    }
+
     /// A million metrics from the PyPI `statsd` and `datadog` clients
     /// (installed by scripts/test-deps in .build/test-venv), over loopback
     /// UDP at full speed: every metric counted, or its packet in the
