@@ -100,8 +100,11 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
     private let requests: PollRequests
     /// The worker's alone, from here down.
     private var services: [Service]?
-    private var rates: [String: Munin.Rate] = [:]
-    private var levels: [String: String] = [:]
+    /// Per plugin, per graph and field: what the last values were and the
+    /// level they were at; each plugin's kept only for the fields of its
+    /// last run, so fields that come and go do not pile up.
+    private var rates: [String: [String: Munin.Rate]] = [:]
+    private var levels: [String: [String: String]] = [:]
     private var told: [String: String] = [:]
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
@@ -152,6 +155,8 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         while !token.isCancelled {
             guard requests.wait(token) else { return }
             guard requests.take() != nil else { continue }
+            // Until it succeeds: a suggest that failed, or links that could
+            // not be made, are tried again next round.
             if services == nil { services = discover(token) }
             for service in services ?? [] {
                 if token.isCancelled { return }
@@ -194,7 +199,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
     /// The plugins to run: the one named (a wildcard one once per suggested
     /// suffix), or those of plugin_dir, and with `autoconf` only those that
     /// answer yes.
-    private func discover(_ token: Worker.Token) -> [Service] {
+    private func discover(_ token: Worker.Token) -> [Service]? {
         let conf = pluginConf()
         var found: [Service] = []
         if let plugin = options.plugin {
@@ -204,8 +209,9 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 let wild = Service(name: name, path: path, settings: conf.settings(for: name))
                 let ran = run(wild, argument: "suggest", token)
                 guard ran.status == 0 else {
-                    say("suggest:" + name, .warning, "munin plugin \(name): suggest failed: \(ran.error ?? "exit status \(ran.status)")")
-                    return []
+                    say("suggest:" + name, .warning,
+                        "munin plugin \(name): suggest failed: \(ran.error ?? "exit status \(ran.status)"); asked again next round")
+                    return nil
                 }
                 for line in String(decoding: ran.stdout, as: UTF8.self).split(separator: "\n") {
                     let suffix = line.trimmingWhitespace()
@@ -218,10 +224,14 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                         break
                     }
                     let service = name + suffix
-                    guard !found.contains(where: { $0.name == service }), let link = link(service, to: path) else { continue }
+                    guard !found.contains(where: { $0.name == service }) else { continue }
+                    guard let link = link(service, to: path) else { return nil }
                     found.append(Service(name: service, path: link, settings: conf.settings(for: service)))
                 }
-                if found.isEmpty { say("suggest:" + name, .notice, "munin plugin \(name): suggest printed nothing to run") }
+                if found.isEmpty {
+                    say("suggest:" + name, .notice, "munin plugin \(name): suggest printed nothing to run; asked again next round")
+                    return nil
+                }
             } else {
                 found = [Service(name: name, path: path, settings: conf.settings(for: name))]
             }
@@ -335,7 +345,16 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         if let command = service.settings.command, !command.isEmpty {
             argv = command.flatMap { $0 == "%c" ? argv : [$0] }
         }
-        let program = argv[0] == service.path ? service.path : argv[0]
+        // plugin-conf.d's command (sudo -u mail %c) names its program as a
+        // shell would: looked up in munin's PATH.
+        var program = argv[0]
+        if !program.contains("/") {
+            guard let found = Self.path.split(separator: ":").map({ $0 + "/" + program }).first(where: { access($0, X_OK) == 0 }) else {
+                ran.error = "plugin-conf.d's command: \(program) is not in \(Self.path)"
+                return ran
+            }
+            program = found
+        }
         var timeout = options.timeout.nanoseconds
         if let text = service.settings.timeout, let seconds = Double(text), seconds > 0, seconds < 86_400 {
             timeout = Int64(seconds * 1e9)
@@ -436,7 +455,13 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
     // MARK: a cycle: config, fetch, events
 
     private func cycle(_ service: Service, _ token: Worker.Token) {
+        // The first errors as text, all of them counted.
         var errors: [String] = []
+        var errorCount = 0
+        func fail(_ text: String) {
+            errorCount += 1
+            if errors.count < Munin.maxErrors { errors.append(text) }
+        }
         let config = run(service, argument: "config", token)
         if config.cancelled { return }
         var parsedConfig = Munin.parse(config.stdout, plugin: service.name)
@@ -445,7 +470,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
             && parsedConfig.graphs.contains { $0.fields.contains { $0.value != nil } }
         var values = parsedConfig
         if config.status != 0 || config.error != nil {
-            errors.append("config: " + (config.error ?? "exit status \(config.status)") + Self.stderrText(config.stderr))
+            fail("config: " + (config.error ?? "exit status \(config.status)") + Self.stderrText(config.stderr))
             parsedConfig = Munin.Output()
         } else if !dirty {
             let fetch = run(service, argument: nil, token)
@@ -453,11 +478,23 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
             ranFetch = fetch
             values = Munin.parse(fetch.stdout, plugin: service.name)
             if fetch.status != 0 || fetch.error != nil {
-                errors.append("fetch: " + (fetch.error ?? "exit status \(fetch.status)") + Self.stderrText(fetch.stderr))
+                fail("fetch: " + (fetch.error ?? "exit status \(fetch.status)") + Self.stderrText(fetch.stderr))
             }
         }
-        errors += parsedConfig.errors.map { "config " + $0 }
-        if ranFetch != nil { errors += values.errors.map { "fetch " + $0 } }
+        for error in parsedConfig.errors { fail("config " + error) }
+        errorCount += parsedConfig.moreErrors
+        if ranFetch != nil {
+            for error in values.errors { fail("fetch " + error) }
+            errorCount += values.moreErrors
+        }
+        var oldRates = rates.removeValue(forKey: service.name) ?? [:]
+        var newRates: [String: Munin.Rate] = [:]
+        var oldLevels = levels.removeValue(forKey: service.name) ?? [:]
+        var newLevels: [String: String] = [:]
+        defer {
+            rates[service.name] = newRates
+            levels[service.name] = newLevels
+        }
 
         let now = context.now()
         var printed = 0
@@ -469,11 +506,13 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 for field in graph.fields {
                     guard let value = field.value else { continue }
                     guard let decl = declared?.field(field.name) else {
-                        errors.append("\(graph.name): \(field.name).value on line \(field.valueLine) is of a field the config did not declare")
+                        fail("\(graph.name): \(field.name).value on line \(field.valueLine) is of a field the config did not declare")
                         continue
                     }
-                    let key = service.name + "\u{0}" + graph.name + "\u{0}" + field.name
-                    let rate = rates[key, default: Munin.Rate()].sample(value, at: now, type: decl.type, min: decl.min, max: decl.max)
+                    let key = graph.name + "\u{0}" + field.name
+                    var state = oldRates.removeValue(forKey: key) ?? newRates[key] ?? Munin.Rate()
+                    let rate = state.sample(value, at: now, type: decl.type, min: decl.min, max: decl.max)
+                    newRates[key] = state
                     sampled.append((decl, value, rate))
                 }
                 var byName: [String: Double?] = [:]
@@ -484,35 +523,44 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                     if let cdef = s.field.attributes["cdef"] {
                         // A declared field with no value this run is unknown, as in RRD.
                         switch Munin.evaluate(cdef: cdef, value: { byName[$0] ?? (declared?.field($0) != nil ? .some(nil) : nil) }) {
-                        case .value(let v): shown = v
+                        case .value(let v): shown = v.isFinite ? v : nil
                         case .unknown: break
-                        case .invalid(let why): errors.append("\(graph.name): \(s.field.name).cdef '\(cdef.prefix(60))': \(why)")
+                        case .invalid(let why): fail("\(graph.name): \(s.field.name).cdef '\(cdef.prefix(60))': \(why)")
                         }
                     } else {
                         shown = try? s.rate.get()
                     }
-                    emit(service, graph: declared ?? graph, field: s.field, value: s.value, rate: s.rate, shown: shown, now: now, errors: &errors)
+                    let key = graph.name + "\u{0}" + s.field.name
+                    let previous = oldLevels.removeValue(forKey: key) ?? newLevels[key] ?? "ok"
+                    let (level, problems) = emit(service, graph: declared ?? graph, field: s.field, value: s.value, rate: s.rate,
+                                                 shown: shown, previousLevel: previous, now: now)
+                    newLevels[key] = level
+                    for problem in problems { fail(problem) }
                 }
             }
         }
         for error in errors.prefix(5) { say("\(service.name):" + error, .warning, "munin plugin \(service.name): \(error)") }
         let last = ranFetch ?? config
         var fields: [(String, Value)] = [
-            ("plugin", .string(service.name)), ("ok", .bool(errors.isEmpty)),
+            ("plugin", .string(service.name)), ("ok", .bool(errorCount == 0)),
             ("graphs", .int(Int64(values.graphs.count))), ("fields", .int(Int64(printed))), ("dirty", .bool(dirty)),
             ("duration", .double(Double(config.duration + (ranFetch?.duration ?? 0)) / 1e9)),
             ("cpu", .double(Double(config.cpu + (ranFetch?.cpu ?? 0)) / 1e9)),
             ("peak_memory", .int(max(config.peakMemory, ranFetch?.peakMemory ?? 0))),
             ("timed_out", .bool(config.timedOut || ranFetch?.timedOut == true)),
-            ("exit_status", .int(Int64(last.status))), ("errors", .int(Int64(errors.count))),
+            ("exit_status", .int(Int64(last.status))), ("errors", .int(Int64(errorCount))),
         ]
         if let first = errors.first { fields.append(("error", .string(String(first.prefix(1024))))) }
         context.emit("run", severity: errors.isEmpty ? .info : .warning, fields: fields)
     }
 
+    /// Emits one field's event (and a `limit` when its level changed);
+    /// returns its level and what in its declaration could not be read.
     private func emit(_ service: Service, graph: Munin.Graph, field: Munin.Field, value: Munin.Value,
-                      rate: Result<Double, Munin.GapError>, shown: Double?, now: Int64, errors: inout [String]) {
-        let key = service.name + "\u{0}" + graph.name + "\u{0}" + field.name
+                      rate: Result<Double, Munin.GapError>, shown: Double?, previousLevel previous: String,
+                      now: Int64) -> (level: String, problems: [String]) {
+        var problems: [String] = []
+        var newLevel = previous
         var time = now
         if case .number(_, let own?) = value, own >= 0, own < Int64.max / 1_000_000_000 { time = own * 1_000_000_000 }
         var fields: [(String, Value)] = [
@@ -529,12 +577,12 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
             for (name, text) in [("warning", warning), ("critical", critical)] {
                 guard let text else { continue }
                 fields.append((name, .string(text)))
-                if Munin.Limit(text) == nil { errors.append("\(graph.name): \(field.name).\(name) '\(text.prefix(40))' is not min:max") }
+                if Munin.Limit(text) == nil { problems.append("\(graph.name): \(field.name).\(name) '\(text.prefix(40))' is not min:max") }
             }
             let level = Munin.level(of: rate, warning: warning, critical: critical)
             fields.append(("level", .string(level)))
             severity = level == "critical" ? .critical : level == "warning" ? .warning : .info
-            let previous = levels.updateValue(level, forKey: key) ?? "ok"
+            newLevel = level
             if previous != level {
                 context.emit("limit", severity: level == "ok" ? .notice : severity, time: time, [
                     "plugin": .string(service.name), "graph": .string(graph.name), "field": .string(field.name),
@@ -548,6 +596,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         if let vlabel = graph.attributes["graph_vlabel"] { fields.append(("vlabel", .string(vlabel))) }
         if let category = graph.attributes["graph_category"] { fields.append(("category", .string(category))) }
         context.emit("field", severity: severity, time: time, fields: fields)
+        return (newLevel, problems)
     }
 
     // MARK: small things

@@ -61,11 +61,18 @@ package struct ChildRun: Sendable {
         /// rest was read and dropped).
         package var stdoutCut: Bool
         package var stderrCut: Bool
-        /// The child's CPU time, user and system, in ns, and its peak
-        /// resident memory in bytes (wait4's rusage: the child itself, not
-        /// what it left running); nil when the kernel reaped it.
+        /// The child's CPU time, user and system, in ns (wait4's rusage: the
+        /// child itself, not what it left running); nil when the kernel
+        /// reaped it.
         package var userCPU: Int64?
         package var systemCPU: Int64?
+        /// The child's peak resident memory in bytes: the highest VmHWM
+        /// /proc showed while it ran, read at its start, whenever it wrote
+        /// and every 100 ms. Not wait4's maxrss, which counts the image the
+        /// child was started from, vigil's own pages (Linux keeps the
+        /// high-water mark of the memory an exec replaced), unless that is
+        /// above vigil's own, when it is the child's and exact. nil when the
+        /// child ended before it could be read (a run of a millisecond).
         package var peakMemory: Int64?
         /// From the start of `supervise` to the child's exit, in ns.
         package var duration: Int64
@@ -109,6 +116,7 @@ package struct ChildRun: Sendable {
         var killAt = Int64.max
         var timedOut = false
         var cancelled = false
+        var peak = Self.highWater(pid)
 
         while true {
             var fds: [pollfd] = []
@@ -118,7 +126,7 @@ package struct ChildRun: Sendable {
             if stdinFD >= 0 { fds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
             for output in outputs where output.fd >= 0 { fds.append(pollfd(fd: output.fd, events: Int16(POLLIN), revents: 0)) }
             var wait = min(termAt, killAt) == .max ? Int64.max : min(termAt, killAt) - Self.now()
-            if pidfd < 0 { wait = min(wait, 10_000_000) }
+            wait = min(wait, pidfd < 0 ? 10_000_000 : 100_000_000)
             let ms: Int32 = wait == .max ? -1 : Int32(clamping: max(0, wait / 1_000_000 + 1))
             let ready = poll(&fds, nfds_t(fds.count), ms)
             if ready < 0 && errno != EINTR { usleep(10_000) }
@@ -128,6 +136,7 @@ package struct ChildRun: Sendable {
                 stdinFD = -1
             }
             for i in outputs.indices { outputs[i].readAvailable() }
+            if let now = Self.highWater(pid) { peak = max(peak ?? 0, now) }
             if Self.hasExited(pid) { break }
 
             if watchesCancel, fds.contains(where: { $0.fd == cancel && $0.revents != 0 }) {
@@ -156,12 +165,52 @@ package struct ChildRun: Sendable {
         var reaped: pid_t
         repeat { reaped = wait4(pid, &raw, 0, &usage) } while reaped < 0 && errno == EINTR
         let known = reaped == pid
+        // wait4's maxrss is the larger of the child's own peak and the image
+        // it was started from (at most vigil's own high-water mark): past
+        // that mark it is the child's own, and exact.
+        if known, case let (maxrss, overflow) = Int64(usage.ru_maxrss).multipliedReportingOverflow(by: 1024), !overflow,
+           maxrss > Self.highWater(getpid()) ?? .max {
+            peak = max(peak ?? 0, maxrss)
+        }
         func ns(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_usec) * 1_000 }
         return Ending(status: known ? raw : nil, timedOut: timedOut, cancelled: cancelled, stdout: outputs[0].bytes, stderr: outputs[1].bytes,
                       stdoutCut: outputs[0].cut, stderrCut: outputs[1].cut,
                       userCPU: known ? ns(usage.ru_utime) : nil, systemCPU: known ? ns(usage.ru_stime) : nil,
-                      peakMemory: known ? Int64(usage.ru_maxrss).multipliedReportingOverflow(by: 1024).partialValue : nil,
+                      peakMemory: peak,
                       duration: duration)
+    }
+
+    /// VmHWM of /proc/PID/status in bytes: the peak resident memory of what
+    /// the process runs now; nil once it has ended (a zombie has no memory).
+    static func highWater(_ pid: pid_t) -> Int64? {
+        let fd = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var length = 0
+        while length < buffer.count {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + length, $0.count - length) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            length += n
+        }
+        let key = Array("VmHWM:".utf8)
+        var i = 0
+        while i + key.count <= length {
+            if buffer[i..<(i + key.count)].elementsEqual(key) {
+                var kb: Int64 = 0
+                var j = i + key.count
+                while j < length, buffer[j] == 0x20 || buffer[j] == 0x09 { j += 1 }
+                while j < length, buffer[j] >= 0x30 && buffer[j] <= 0x39 {
+                    kb = kb.multipliedReportingOverflow(by: 10).partialValue &+ Int64(buffer[j] - 0x30)
+                    j += 1
+                }
+                return kb.multipliedReportingOverflow(by: 1024).overflow ? Int64.max : kb * 1024
+            }
+            while i < length && buffer[i] != 0x0a { i += 1 }
+            i += 1
+        }
+        return nil
     }
 
     /// CLOCK_MONOTONIC in ns.

@@ -68,11 +68,29 @@ public enum Munin {
         /// `graph_title`, `graph_vlabel`, `graph_category`, … as printed.
         public var attributes: [String: String] = [:]
         /// In the order first printed.
-        public var fields: [Field] = []
+        public private(set) var fields: [Field] = []
+        /// Field name → its place in `fields`, so that a field is found in
+        /// one step however many there are.
+        private var places: [String: Int] = [:]
 
         public init(name: String) { self.name = name }
 
-        public func field(_ name: String) -> Field? { fields.first { $0.name == name } }
+        public func field(_ name: String) -> Field? { places[name].map { fields[$0] } }
+
+        func place(of name: String) -> Int? { places[name] }
+
+        mutating func add(_ field: Field) -> Int {
+            fields.append(field)
+            places[field.name] = fields.count - 1
+            return fields.count - 1
+        }
+
+        mutating func set(_ place: Int, value: Value, line: Int) {
+            fields[place].value = value
+            fields[place].valueLine = line
+        }
+
+        mutating func set(_ place: Int, attribute: String, to text: String) { fields[place].attributes[attribute] = text }
     }
 
     /// What one run printed.
@@ -81,8 +99,17 @@ public enum Munin {
         /// printed anything before a `multigraph` line.
         public var graphs: [Graph] = []
         /// Lines not understood, as `line N: what`; each line is skipped and
-        /// the rest read.
+        /// the rest read. The first `maxErrors` are kept; `moreErrors` counts
+        /// the rest.
         public var errors: [String] = []
+        public var moreErrors = 0
+
+        /// Every error, kept or only counted.
+        public var errorCount: Int { errors.count + moreErrors }
+
+        mutating func fail(_ text: @autoclosure () -> String) {
+            if errors.count < Munin.maxErrors { errors.append(text()) } else { moreErrors += 1 }
+        }
 
         public init() {}
 
@@ -93,6 +120,8 @@ public enum Munin {
     /// dropped and one error says so.
     public static let maxGraphs = 1_000
     public static let maxFields = 10_000
+    /// Errors of one output kept as text; the rest are counted.
+    public static let maxErrors = 100
 
     /// Reads a plugin's output, `config` or fetch: `graph_*` and other graph
     /// attributes, `FIELD.ATTRIBUTE value`, `FIELD.value V`, `multigraph
@@ -106,10 +135,12 @@ public enum Munin {
         var fieldCount = 0
         var dropped = false
         var lineNumber = 0
+        var graphPlaces: [String: Int] = [:]
         func graphIndex(_ name: String) -> Int? {
-            if let i = output.graphs.firstIndex(where: { $0.name == name }) { return i }
+            if let i = graphPlaces[name] { return i }
             guard output.graphs.count < maxGraphs else { return nil }
             output.graphs.append(Graph(name: name))
+            graphPlaces[name] = output.graphs.count - 1
             return output.graphs.count - 1
         }
         let text = String(decoding: bytes, as: UTF8.self)
@@ -122,7 +153,7 @@ public enum Munin {
             if key == "multigraph" {
                 let name = String(value)
                 guard !name.isEmpty, name.utf8.count <= 255, name.utf8.allSatisfy({ isNameByte($0) || $0 == 0x2e || $0 == 0x2d }) else {
-                    output.errors.append("line \(lineNumber): 'multigraph' needs a graph name of letters, digits, _, - and dots")
+                    output.fail("line \(lineNumber): 'multigraph' needs a graph name of letters, digits, _, - and dots")
                     current = -2
                     continue
                 }
@@ -137,11 +168,11 @@ public enum Munin {
             guard let dot = key.firstIndex(of: ".") else {
                 // A graph attribute: graph_title, host_name, update_rate, …
                 guard !key.isEmpty, key.utf8.allSatisfy(isNameByte) else {
-                    output.errors.append("line \(lineNumber): '\(trimmed.prefix(80))' is neither an attribute nor FIELD.ATTRIBUTE VALUE")
+                    output.fail("line \(lineNumber): '\(trimmed.prefix(80))' is neither an attribute nor FIELD.ATTRIBUTE VALUE")
                     continue
                 }
                 guard !value.isEmpty else {
-                    output.errors.append("line \(lineNumber): '\(key.prefix(80))' has no value")
+                    output.fail("line \(lineNumber): '\(key.prefix(80))' has no value")
                     continue
                 }
                 output.graphs[current].attributes[String(key)] = String(value)
@@ -150,32 +181,29 @@ public enum Munin {
             let fieldName = cleanFieldName(key[..<dot])
             let attribute = String(key[key.index(after: dot)...])
             guard !fieldName.isEmpty, !attribute.isEmpty, attribute.utf8.allSatisfy(isNameByte) else {
-                output.errors.append("line \(lineNumber): '\(key.prefix(80))' is not FIELD.ATTRIBUTE")
+                output.fail("line \(lineNumber): '\(key.prefix(80))' is not FIELD.ATTRIBUTE")
                 continue
             }
-            var fieldIndex = output.graphs[current].fields.firstIndex { $0.name == fieldName }
+            var fieldIndex = output.graphs[current].place(of: fieldName)
             if fieldIndex == nil {
                 guard fieldCount < maxFields else { dropped = true; continue }
                 fieldCount += 1
-                output.graphs[current].fields.append(Field(name: fieldName))
-                fieldIndex = output.graphs[current].fields.count - 1
+                fieldIndex = output.graphs[current].add(Field(name: fieldName))
             }
             let f = fieldIndex!
             if attribute == "value" {
                 guard let parsed = Value(text: value.split(separator: " ", maxSplits: 1).first ?? "") else {
-                    output.errors.append("line \(lineNumber): \(fieldName).value '\(value.prefix(40))' is not a number, U or EPOCH:NUMBER")
-                    output.graphs[current].fields[f].value = .unknown
-                    output.graphs[current].fields[f].valueLine = lineNumber
+                    output.fail("line \(lineNumber): \(fieldName).value '\(value.prefix(40))' is not a number, U or EPOCH:NUMBER")
+                    output.graphs[current].set(f, value: .unknown, line: lineNumber)
                     continue
                 }
-                output.graphs[current].fields[f].value = parsed
-                output.graphs[current].fields[f].valueLine = lineNumber
+                output.graphs[current].set(f, value: parsed, line: lineNumber)
             } else {
-                output.graphs[current].fields[f].attributes[attribute] = String(value)
+                output.graphs[current].set(f, attribute: attribute, to: String(value))
             }
         }
         if dropped {
-            output.errors.append("more than \(maxGraphs) graphs or \(maxFields) fields: the rest were dropped")
+            output.fail("more than \(maxGraphs) graphs or \(maxFields) fields: the rest were dropped")
         }
         return output
     }
@@ -220,7 +248,7 @@ extension Munin {
             case time
             /// A COUNTER went down by more than a wrap explains: it was reset.
             case reset
-            /// Outside the field's min or max.
+            /// Outside the field's min or max, or past what a double holds.
             case range
         }
 
@@ -262,6 +290,7 @@ extension Munin {
                     rate = (number - last.value) / seconds
                 }
             }
+            guard rate.isFinite else { return .failure(GapError(gap: .range)) }
             if let min, rate < min { return .failure(GapError(gap: .range)) }
             if let max, rate > max { return .failure(GapError(gap: .range)) }
             return .success(rate)
@@ -464,23 +493,10 @@ extension Munin {
                 stack.append(number)
                 continue
             }
-            let unary: [String: (Double) -> Double] = [
-                "UN": { $0.isNaN ? 1 : 0 }, "ISINF": { $0.isInfinite ? 1 : 0 }, "ABS": { abs($0) },
-                "CEIL": { $0.rounded(.up) }, "FLOOR": { $0.rounded(.down) }, "SQRT": { $0 < 0 ? .nan : $0.squareRoot() },
-                "LOG": { Glibc.log($0) }, "EXP": { Glibc.exp($0) }, "SIN": { Glibc.sin($0) }, "COS": { Glibc.cos($0) },
-            ]
-            let binary: [String: (Double, Double) -> Double] = [
-                "+": { $0 + $1 }, "-": { $0 - $1 }, "*": { $0 * $1 }, "/": { $0 / $1 },
-                "%": { $1 == 0 ? .nan : $0.truncatingRemainder(dividingBy: $1) },
-                "LT": { cmp($0, $1, <) }, "LE": { cmp($0, $1, <=) }, "GT": { cmp($0, $1, >) }, "GE": { cmp($0, $1, >=) },
-                "EQ": { cmp($0, $1, ==) }, "NE": { cmp($0, $1, !=) },
-                "MIN": { $0.isNaN || $1.isNaN ? .nan : Swift.min($0, $1) }, "MAX": { $0.isNaN || $1.isNaN ? .nan : Swift.max($0, $1) },
-                "ADDNAN": { $0.isNaN ? $1 : $1.isNaN ? $0 : $0 + $1 },
-            ]
-            if let f = unary[token] {
+            if let f = cdefUnary[token] {
                 guard let a = pop(1, token) else { return .invalid("\(token) needs 1 value on the stack") }
                 stack.append(f(a[0]))
-            } else if let f = binary[token] {
+            } else if let f = cdefBinary[token] {
                 guard let ab = pop(2, token) else { return .invalid("\(token) needs 2 values on the stack") }
                 stack.append(f(ab[0], ab[1]))
             } else {
@@ -513,6 +529,20 @@ extension Munin {
         guard stack.count == 1 else { return .invalid("leaves \(stack.count) values on the stack, not 1") }
         return stack[0].isNaN ? .unknown : .value(stack[0])
     }
+
+    private static let cdefUnary: [String: @Sendable (Double) -> Double] = [
+        "UN": { $0.isNaN ? 1 : 0 }, "ISINF": { $0.isInfinite ? 1 : 0 }, "ABS": { abs($0) },
+        "CEIL": { $0.rounded(.up) }, "FLOOR": { $0.rounded(.down) }, "SQRT": { $0 < 0 ? .nan : $0.squareRoot() },
+        "LOG": { Glibc.log($0) }, "EXP": { Glibc.exp($0) }, "SIN": { Glibc.sin($0) }, "COS": { Glibc.cos($0) },
+    ]
+    private static let cdefBinary: [String: @Sendable (Double, Double) -> Double] = [
+        "+": { $0 + $1 }, "-": { $0 - $1 }, "*": { $0 * $1 }, "/": { $0 / $1 },
+        "%": { $1 == 0 ? .nan : $0.truncatingRemainder(dividingBy: $1) },
+        "LT": { cmp($0, $1, <) }, "LE": { cmp($0, $1, <=) }, "GT": { cmp($0, $1, >) }, "GE": { cmp($0, $1, >=) },
+        "EQ": { cmp($0, $1, ==) }, "NE": { cmp($0, $1, !=) },
+        "MIN": { $0.isNaN || $1.isNaN ? .nan : Swift.min($0, $1) }, "MAX": { $0.isNaN || $1.isNaN ? .nan : Swift.max($0, $1) },
+        "ADDNAN": { $0.isNaN ? $1 : $1.isNaN ? $0 : $0 + $1 },
+    ]
 
     private static func cmp(_ a: Double, _ b: Double, _ op: (Double, Double) -> Bool) -> Double {
         a.isNaN || b.isNaN ? .nan : op(a, b) ? 1 : 0

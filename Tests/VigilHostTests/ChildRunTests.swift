@@ -84,6 +84,18 @@ struct ChildRunTests {
         Self.expectGroupGone(child.pid)
     }
 
+    /// The peak memory is the child's own: a shell that sleeps is small
+    /// however large the process that started it, and 64 MiB that a child
+    /// touches are counted.
+    @Test func thePeakMemoryIsTheChildsOwn() throws {
+        let ballast = [UInt8](repeating: 1, count: 96 << 20)  // this process's pages, which a child must not be charged
+        let (_, small) = try Self.run("sleep 0.3")
+        #expect(small.peakMemory.map { $0 > 0 && $0 < 16 << 20 } == true, "\(String(describing: small.peakMemory))")
+        let (_, large) = try Self.run("exec python3 -c 'b = bytearray(64 << 20); import time; time.sleep(0.3)'")
+        #expect(large.peakMemory.map { $0 > 64 << 20 && $0 < 160 << 20 } == true, "\(String(describing: large.peakMemory))")
+        #expect(ballast.count == 96 << 20)
+    }
+
     @Test func aChildThatSleepsPastItsTimeoutIsEnded() throws {
         let began = Date()
         let (child, ending) = try Self.run("sleep 30", timeout: 300_000_000)

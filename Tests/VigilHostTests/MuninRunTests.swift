@@ -32,6 +32,15 @@ struct MuninRunTests {
         return dir
     }
 
+    /// `dir/name`, made 0755: plugins and their configuration are refused
+    /// from a directory others can write.
+    static func subdirectory(_ name: String, of dir: String) throws -> String {
+        let path = dir + "/" + name
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        chmod(path, 0o755)
+        return path
+    }
+
     func run(_ monitors: String, in dir: String, for duration: String = "4s") throws -> (TestEnv.Output, [[String: Any]]) {
         try TestEnv.write("monitors:\n" + monitors + "\nsinks:\n  out: { type: file, path: \(dir)/events.jsonl }\n", to: dir + "/m.yaml")
         let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/m.yaml", "--for", duration, "--control", "none"], timeout: 180)
@@ -79,17 +88,13 @@ struct MuninRunTests {
         try #require(FileManager.default.isExecutableFile(atPath: Self.muninRun), "munin-node is not installed (scripts/test-deps installs it)")
         let dir = try Self.dir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let serviceDir = dir + "/plugins"
-        try FileManager.default.createDirectory(atPath: serviceDir, withIntermediateDirectories: false)
-        chmod(serviceDir, 0o755)
+        let serviceDir = try Self.subdirectory("plugins", of: dir)
         var services = Self.plugins.filter { FileManager.default.isExecutableFile(atPath: Self.munin + "/" + $0) }
         for service in services { symlink(Self.munin + "/" + service, serviceDir + "/" + service) }
         // The wildcard ones through their suggest, asked of munin-run as
         // munin-node-configure asks it (from a directory of their own, or
         // vigil's all-of-plugin_dir instance would run if_ itself).
-        let wildDir = dir + "/wild"
-        try FileManager.default.createDirectory(atPath: wildDir, withIntermediateDirectories: false)
-        chmod(wildDir, 0o755)
+        let wildDir = try Self.subdirectory("wild", of: dir)
         var wild: [String] = []
         for base in ["if_", "if_err_"] {
             symlink(Self.munin + "/" + base, wildDir + "/" + base)
@@ -242,11 +247,7 @@ struct MuninRunTests {
         try #require(geteuid() == 0, "changing user takes root")
         let dir = try Self.dir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let plugins = dir + "/plugins", conf = dir + "/conf"
-        for d in [plugins, conf] {
-            try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: false)
-            chmod(d, 0o755)
-        }
+        let plugins = try Self.subdirectory("plugins", of: dir), conf = try Self.subdirectory("conf", of: dir)
         let who = """
             #!/bin/sh
             if [ "$1" = config ]; then
@@ -262,7 +263,7 @@ struct MuninRunTests {
             if [ -d "$MUNIN_PLUGSTATE" ] && [ -w "$MUNIN_PLUGSTATE" ]; then echo home.value 1; else echo home.value 0; fi
             case "$MUNIN_STATEFILE" in "$MUNIN_PLUGSTATE/$(basename $0)-") echo statefile.value 1;; *) echo statefile.value 0;; esac
             """
-        for name in ["who_nobody", "who_root", "who_default"] {
+        for name in ["who_nobody", "who_root", "who_default", "who_cmd"] {
             try TestEnv.write(who + "\n", to: plugins + "/" + name)
             chmod(plugins + "/" + name, 0o755)
         }
@@ -278,6 +279,9 @@ struct MuninRunTests {
 
             [who_root]
             user root
+
+            [who_cmd]
+            command env answer=5 %c
             """, to: conf + "/10-test")
         try TestEnv.write("[who_root]\nenv.answer 99\n", to: conf + "/20-later")
         chmod(conf + "/10-test", 0o644)
@@ -291,7 +295,7 @@ struct MuninRunTests {
             """, in: dir, for: "3s")
         #expect(output.status == 0, "\(output.stderr)")
         let fields = NagiosRunTests.of(events, monitor: "who", kind: "field")
-        for service in ["who_nobody", "who_root", "who_default"] {
+        for service in ["who_nobody", "who_root", "who_default", "who_cmd"] {
             let byHand = Self.values(Self.parse(try Self.muninRun(service, serviceDir: plugins, conf: conf).stdout, service))[service] ?? [:]
             #expect(byHand.count == 7, "\(service): munin-run \(byHand)")
             for (name, value) in byHand where name != "home" && name != "statefile" {
@@ -306,7 +310,7 @@ struct MuninRunTests {
         let nobody = fields.first { $0["plugin"] as? String == "who_nobody" && $0["field"] as? String == "uid" }
         #expect(nobody?["value"] as? Double == 65534)
         let answers = fields.filter { $0["field"] as? String == "answer" }.map { "\($0["plugin"]!)=\($0["value"] ?? "U")" }
-        #expect(Set(answers) == ["who_nobody=42.0", "who_root=99.0", "who_default=1.0"], "\(answers)")
+        #expect(Set(answers) == ["who_nobody=42.0", "who_root=99.0", "who_default=1.0", "who_cmd=5.0"], "\(answers)")
     }
 
     // MARK: hostile plugins, rates, dirtyconfig
@@ -314,12 +318,7 @@ struct MuninRunTests {
     @Test func hostilePluginsAreEndedCountedAndLeaveNothing() throws {
         let dir = try Self.dir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let plugins = dir + "/plugins", conf = dir + "/conf"
-        for d in [plugins, conf] {
-            try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: false)
-            chmod(d, 0o755)
-        }
-        chmod(dir, 0o755)
+        let plugins = try Self.subdirectory("plugins", of: dir), conf = try Self.subdirectory("conf", of: dir)
         let mark = UUID().uuidString
         let config = "if [ \"$1\" = config ]; then echo graph_title t; echo a.label a; exit 0; fi\n"
         let scripts: [String: String] = [
@@ -348,6 +347,20 @@ struct MuninRunTests {
                 echo fetched >> /tmp/vigil-munin-dirty-\(mark); echo d.value 6
                 """,
             "fails": config + "echo 'oops' >&2; exit 3",
+            // Numbers past what a rate can be: no rate, never an infinite one.
+            "huge": """
+                if [ "$1" = config ]; then echo graph_title t; echo h.label h; echo h.type DERIVE; echo h.warning 5; echo s.label s; echo s.cdef h,0,/; exit 0; fi
+                f=/tmp/vigil-munin-huge-\(mark); if [ -e $f ]; then rm $f; echo h.value -1e308; else touch $f; echo h.value 1e308; fi; echo s.value 1
+                """,
+            // 9,000 fields, 900 of them with cdefs of 250 tokens: read in
+            // time linear in the output, so the round goes on.
+            "wide": """
+                if [ "$1" != config ]; then exit 0; fi
+                echo graph_title wide
+                awk 'BEGIN { for (i = 0; i < 8100; i++) printf "g%d.label x\\ng%d.value 1\\n", i, i;
+                  c = "z"; for (j = 0; j < 124; j++) c = c ",z,+"; for (i = 0; i < 900; i++) printf "f%d.label x\\nf%d.cdef %s\\nf%d.value 1\\n", i, i, c, i;
+                  print "z.label z"; print "z.value 1" }'
+                """,
         ]
         for (name, body) in scripts {
             try TestEnv.write("#!/bin/sh\n" + body + "\n", to: plugins + "/" + name)
@@ -356,6 +369,16 @@ struct MuninRunTests {
         // One others can write is refused.
         try TestEnv.write("#!/bin/sh\necho a.value 1\n", to: plugins + "/writable")
         chmod(plugins + "/writable", 0o777)
+        // A wildcard plugin whose first suggest fails: asked again, not given up on.
+        let wild = try Self.subdirectory("wild", of: dir)
+        try TestEnv.write("""
+            #!/bin/sh
+            f=/tmp/vigil-munin-suggest-\(mark)
+            if [ "$1" = suggest ]; then if [ -e $f ]; then echo one; exit 0; fi; touch $f; exit 1; fi
+            if [ "$1" = config ]; then echo graph_title t; echo a.label a; exit 0; fi
+            echo a.value 1
+            """, to: wild + "/fl_")
+        chmod(wild + "/fl_", 0o755)
         // A link in a directory others can write is refused, though it points at a trusted file.
         let open = dir + "/open"
         try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: false)
@@ -366,6 +389,8 @@ struct MuninRunTests {
         defer {
             unlink("/tmp/vigil-munin-timed-\(mark)")
             unlink("/tmp/vigil-munin-dirty-\(mark)")
+            unlink("/tmp/vigil-munin-huge-\(mark)")
+            unlink("/tmp/vigil-munin-suggest-\(mark)")
         }
         let (output, events) = try run("""
               h:
@@ -376,6 +401,10 @@ struct MuninRunTests {
                 plugin: munin
                 interval: 1m
                 options: { plugin_dir: \(open), state_dir: \(dir)/state }
+              w:
+                plugin: munin
+                interval: 1s
+                options: { plugin: \(wild)/fl_, state_dir: \(dir)/state, env: { VIGIL_TEST_MARK: "\(mark)" } }
             """, in: dir, for: "7s")
         #expect(output.status == 0, "\(output.stderr)")
         let opened = NagiosRunTests.of(events, monitor: "o", kind: "run").first ?? [:]
@@ -401,6 +430,17 @@ struct MuninRunTests {
         #expect(limits.first?["level"] as? String == "warning" && limits.count == 1, "\(limits)")
         // Several rounds ran though one plugin hangs each time.
         #expect(runs.filter { $0["plugin"] as? String == "liar" }.count >= 2)
+        // No rate or shown value past a double: a gap, and nothing judged.
+        let huge = NagiosRunTests.of(events, monitor: "h", kind: "field").filter { $0["plugin"] as? String == "huge" }
+        #expect(huge.filter { $0["field"] as? String == "h" }.dropFirst().allSatisfy { $0["gap"] as? String == "range" && $0["rate"] == nil }, "\(huge)")
+        #expect(huge.allSatisfy { !($0["rate"] is NSNull) && !($0["shown"] is NSNull) }, "\(huge)")
+        #expect(huge.filter { $0["field"] as? String == "s" }.allSatisfy { $0["shown"] == nil && $0["rate"] as? Double == 1 })
+        // The wide plugin's rounds, all of them, and the others' beside them.
+        let wide = runs.filter { $0["plugin"] as? String == "wide" }
+        #expect(wide.count >= 2 && wide.allSatisfy { $0["fields"] as? Int == 9_001 && $0["errors"] as? Int == 0 }, "\(wide)")
+        // The retried suggest.
+        let retried = NagiosRunTests.of(events, monitor: "w", kind: "run").compactMap { $0["plugin"] as? String }
+        #expect(retried.contains("fl_one"), "\(retried)")
         NagiosRunTests.expectNoneLeft(mark)
     }
 
