@@ -116,7 +116,11 @@ package struct ChildRun: Sendable {
         var killAt = Int64.max
         var timedOut = false
         var cancelled = false
-        var peak = Self.highWater(pid)
+        // Opened once and read again at each sample: /proc's path lookup
+        // is most of what a read of it costs.
+        let status = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
+        defer { if status >= 0 { close(status) } }
+        var peak = Self.highWater(status)
 
         while true {
             var fds: [pollfd] = []
@@ -136,7 +140,7 @@ package struct ChildRun: Sendable {
                 stdinFD = -1
             }
             for i in outputs.indices { outputs[i].readAvailable() }
-            if let now = Self.highWater(pid) { peak = max(peak ?? 0, now) }
+            if let now = Self.highWater(status) { peak = max(peak ?? 0, now) }
             if Self.hasExited(pid) { break }
 
             if watchesCancel, fds.contains(where: { $0.fd == cancel && $0.revents != 0 }) {
@@ -169,7 +173,7 @@ package struct ChildRun: Sendable {
         // it was started from (at most vigil's own high-water mark): past
         // that mark it is the child's own, and exact.
         if known, case let (maxrss, overflow) = Int64(usage.ru_maxrss).multipliedReportingOverflow(by: 1024), !overflow,
-           maxrss > Self.highWater(getpid()) ?? .max {
+           maxrss > Self.ownHighWater() ?? .max {
             peak = max(peak ?? 0, maxrss)
         }
         func ns(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_usec) * 1_000 }
@@ -180,16 +184,23 @@ package struct ChildRun: Sendable {
                       duration: duration)
     }
 
-    /// VmHWM of /proc/PID/status in bytes: the peak resident memory of what
-    /// the process runs now; nil once it has ended (a zombie has no memory).
-    static func highWater(_ pid: pid_t) -> Int64? {
-        let fd = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
+    /// vigil's own VmHWM.
+    static func ownHighWater() -> Int64? {
+        let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        return highWater(fd)
+    }
+
+    /// VmHWM in bytes from `fd`, an open /proc/PID/status (read from its
+    /// start): the peak resident memory of what the process runs now; nil
+    /// once it has ended (a zombie has no memory) or when `fd` is -1.
+    static func highWater(_ fd: Int32) -> Int64? {
+        guard fd >= 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: 4096)
         var length = 0
         while length < buffer.count {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + length, $0.count - length) }
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + length, $0.count - length, off_t(length)) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             length += n
