@@ -47,7 +47,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 FieldDecl("dirty", .bool, doc: "the config run held the values (dirtyconfig): no fetch was run"),
                 FieldDecl("duration", .double, unit: "seconds", doc: "of config and fetch together"),
                 FieldDecl("cpu", .double, unit: "seconds", doc: "user and system CPU of both runs"),
-                FieldDecl("peak_memory", .int, unit: "bytes"),
+                FieldDecl("peak_memory", .int, unit: "bytes", doc: "the higher of the two runs' own peaks; absent when both ended before it could be read"),
                 FieldDecl("timed_out", .bool),
                 FieldDecl("exit_status", .int, doc: "of the last run; -1 when it did not exit"),
                 FieldDecl("errors", .int, doc: "lines not understood, values of fields the config did not declare, limits and cdefs that do not read"),
@@ -297,7 +297,8 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         var stderr: [UInt8] = []
         var duration: Int64 = 0
         var cpu: Int64 = 0
-        var peakMemory: Int64 = 0
+        /// nil when the run ended before it could be read (ChildRun).
+        var peakMemory: Int64?
         var timedOut = false
         var cancelled = false
         /// Why it did not run, or how it ended other than by exiting.
@@ -368,7 +369,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
             ran.stderr = ending.stderr
             ran.duration = ending.duration
             ran.cpu = (ending.userCPU ?? 0) + (ending.systemCPU ?? 0)
-            ran.peakMemory = ending.peakMemory ?? 0
+            ran.peakMemory = ending.peakMemory
             ran.timedOut = ending.timedOut
             ran.cancelled = ending.cancelled
             if let raw = ending.status {
@@ -546,11 +547,11 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
             ("graphs", .int(Int64(values.graphs.count))), ("fields", .int(Int64(printed))), ("dirty", .bool(dirty)),
             ("duration", .double(Double(config.duration + (ranFetch?.duration ?? 0)) / 1e9)),
             ("cpu", .double(Double(config.cpu + (ranFetch?.cpu ?? 0)) / 1e9)),
-            ("peak_memory", .int(max(config.peakMemory, ranFetch?.peakMemory ?? 0))),
             ("timed_out", .bool(config.timedOut || ranFetch?.timedOut == true)),
             ("exit_status", .int(Int64(last.status))), ("errors", .int(Int64(errorCount))),
         ]
         if let first = errors.first { fields.append(("error", .string(String(first.prefix(1024))))) }
+        if let peak = [config.peakMemory, ranFetch?.peakMemory].compactMap({ $0 }).max() { fields.append(("peak_memory", .int(peak))) }
         context.emit("run", severity: errors.isEmpty ? .info : .warning, fields: fields)
     }
 
