@@ -169,19 +169,28 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
                 context.spawn("statsd-tcp") { [self] token in serveTCP(socket.fd, limit: limit, token: token) }
             }
         }
+        lastFlush.withLock { $0 = Worker.monotonicNow() }
         context.spawn("statsd-flush") { [self] token in
-            var last = Worker.monotonicNow()
-            while token.wait(options.flushInterval) {
-                let now = Worker.monotonicNow()
-                flush(seconds: Double(now - last) / 1e9)
-                last = now
-            }
+            while token.wait(options.flushInterval) { flushNow() }
         }
     }
 
-    /// The workers end and close their sockets when the SDK joins them,
-    /// right after this returns.
-    func stop() {}
+    /// What arrived since the last flush is flushed now, so a stop loses
+    /// none of it; the workers end and close their sockets when the SDK
+    /// joins them, right after this returns.
+    func stop() { flushNow() }
+
+    /// When the last flush was (monotonic ns): the flush worker's and stop's.
+    private let lastFlush = Mutex<Int64>(0)
+
+    private func flushNow() {
+        let now = Worker.monotonicNow()
+        let since = lastFlush.withLock { last -> Int64 in
+            defer { last = now }
+            return now - last
+        }
+        flush(seconds: Double(since) / 1e9)
+    }
 
     struct Refusal: Error { var text: String }
 

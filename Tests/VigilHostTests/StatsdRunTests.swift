@@ -34,7 +34,11 @@ struct StatsdRunTests {
     }
 
     /// Runs a statsd monitor and, once it listens, `python` (with UDP and TCP in scope).
-    func run(options: String, for duration: String, python: String, in dir: String) throws -> (TestEnv.Output, [[String: Any]]) {
+    /// With `stopAfterSender`, `duration` is only a bound: vigil is stopped
+    /// (SIGTERM, which flushes what arrived since the last flush) a moment
+    /// after the sender ends, however long vigil took to listen.
+    func run(options: String, for duration: String, python: String, in dir: String,
+             stopAfterSender: Bool = false) throws -> (TestEnv.Output, [[String: Any]]) {
         let udp = try Self.freeUDPPort(), tcp = try ControlTCPRunTests.freePort()
         try TestEnv.write("""
             monitors:
@@ -51,6 +55,10 @@ struct StatsdRunTests {
         try TestEnv.write("import socket, time\nUDP = ('127.0.0.1', \(udp))\nTCP = ('127.0.0.1', \(tcp))\n" + python, to: dir + "/send.py")
         let sent = try TestEnv.run("/usr/bin/python3", [dir + "/send.py"], timeout: 120)
         #expect(sent.status == 0, "\(sent.stderr)")
+        if stopAfterSender {
+            usleep(500_000)  // the listener reads what the socket still holds
+            process.signal(SIGTERM)
+        }
         let output = process.wait(timeout: 120)
         return (output, NagiosRunTests.events(dir + "/events.jsonl"))
     }
@@ -112,13 +120,12 @@ struct StatsdRunTests {
     @Test func aFloodIsCountedOrDroppedByTheKernelNeverLostUnsaid() throws {
         let dir = try TestEnv.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let (output, events) = try run(options: "flush_interval: 1s", for: "6s", python: """
+        let (output, events) = try run(options: "flush_interval: 1s", for: "120s", python: """
             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             line = b"flood:1|c|#k:v\\n" * 20
             for i in range(10000):
                 u.sendto(line, UDP)
-            time.sleep(1.5)
-            """, in: dir)
+            """, in: dir, stopAfterSender: true)
         #expect(output.status == 0, "\(output.stderr)")
         let counted = NagiosRunTests.of(events, monitor: "statsd", kind: "counter").reduce(0.0) { $0 + ($1["value"] as? Double ?? 0) }
         let stats = NagiosRunTests.of(events, monitor: "statsd", kind: "stats")
