@@ -116,15 +116,15 @@ struct MuninRunTests {
         let monitors = """
               all:
                 plugin: munin
-                interval: 3s
+                interval: 2s
                 options: { plugin_dir: \(serviceDir), plugin_conf_dir: \(Self.debianConf), state_dir: \(dir)/state }
               ifs:
                 plugin: munin
-                interval: 3s
+                interval: 2s
                 options: { plugin: \(Self.munin)/if_, plugin_conf_dir: \(Self.debianConf), state_dir: \(dir)/state }
               if_errs:
                 plugin: munin
-                interval: 3s
+                interval: 2s
                 options: { plugin: \(Self.munin)/if_err_, plugin_conf_dir: \(Self.debianConf), state_dir: \(dir)/state }
             sinks:
               out: { type: file, path: \(dir)/events.jsonl }
@@ -134,10 +134,14 @@ struct MuninRunTests {
         // start and end noted: a value of vigil's is compared with the runs
         // just before and just after it, when vigil (its threads, its
         // memory) is part of what both see.
-        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--for", "14s", "--control", "none"])
+        // Four passes over every plugin, however long each takes (under CI's
+        // load one pass took longer than a fixed run of vigil's), with vigil
+        // running a round every 2 s beside them: each plugin has a round of
+        // vigil's between two of its runs by hand. Then vigil is stopped.
+        let process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/m.yaml", "--for", "300s", "--control", "none"])
         var byHand: [String: [ByHand]] = [:]
         var exitStatus: [String: Int32] = [:]
-        while process.isRunning {
+        for _ in 0..<4 where process.isRunning {
             for service in services where process.isRunning {
                 let began = Date().timeIntervalSince1970
                 let fetched = try Self.muninRun(service, serviceDir: serviceDir, conf: Self.debianConf)
@@ -146,6 +150,7 @@ struct MuninRunTests {
                                                            values: Self.values(Self.parse(fetched.stdout, service))))
             }
         }
+        process.signal(SIGTERM)
         let output = process.wait(timeout: 60)
         let events = NagiosRunTests.events(dir + "/events.jsonl")
         #expect(output.status == 0, "\(output.stderr)")
