@@ -1,4 +1,5 @@
 import Glibc
+import LinuxProbes
 import VigilChildProcess
 import VigilForeign
 import VigilKit
@@ -180,7 +181,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
     private func pluginConf() -> Munin.PluginConf {
         var conf = Munin.PluginConf()
         guard let dir = options.pluginConfDir else { return conf }
-        for name in Self.names(in: dir) where !name.hasPrefix(".") && name.utf8.allSatisfy(Self.isServiceByte) {
+        for name in FSRoot.listDirectory(dir) ?? [] where !name.hasPrefix(".") && name.utf8.allSatisfy(Self.isServiceByte) {
             let path = dir + "/" + name
             var st = stat()
             guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { continue }
@@ -189,7 +190,8 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 say("conf:" + path, .warning, "plugin configuration \(path) skipped: \(problem.text); \(problem.fix)")
                 continue
             }
-            guard let text = Self.read(path, limit: 1_048_576) else { continue }
+            // LinuxProbes' reader: a regular file only (a FIFO is refused, not waited on), bounded.
+            guard let text = try? FSRoot(dir).readText(name) else { continue }
             conf.read(text, file: path)
         }
         for error in conf.errors { say("conf:" + error, .warning, error) }
@@ -236,7 +238,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 found = [Service(name: name, path: path, settings: conf.settings(for: name))]
             }
         } else {
-            for name in Self.names(in: options.pluginDir).sorted() where Self.isRunnable(name) {
+            for name in FSRoot.listDirectory(options.pluginDir) ?? [] where Self.isRunnable(name) {
                 let path = options.pluginDir + "/" + name
                 var st = stat()
                 guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, access(path, X_OK) == 0 else { continue }
@@ -623,34 +625,6 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         }
         var st = stat()
         return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
-    }
-
-    static func names(in dir: String) -> [String] {
-        guard let handle = opendir(dir) else { return [] }
-        defer { closedir(handle) }
-        var names: [String] = []
-        while let entry = readdir(handle), names.count < 100_000 {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
-
-    static func read(_ path: String, limit: Int) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while bytes.count < limit {
-            let n = Glibc.read(fd, &buffer, buffer.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            bytes += buffer[0..<n]
-        }
-        return String(decoding: bytes.prefix(limit), as: UTF8.self)
     }
 }
 
