@@ -129,7 +129,11 @@ package struct SelfMetrics {
         // the control API has the host's figures and the events' values.
         var bytes = out.bytes
         if sinkSeries {
-            for runner in live { runner.sink.appendExposition(to: &bytes) }
+            for runner in live {
+                // What was queued before this scrape, written first (50 ms at most).
+                if !runner.sink.needsEventsPromptly { _ = runner.drain(timeout: 50_000_000) }
+                runner.sink.appendExposition(to: &bytes)
+            }
         }
         return bytes
     }

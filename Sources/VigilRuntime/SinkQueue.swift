@@ -47,6 +47,16 @@ package final class SinkQueue: Sendable {
         var reserved = 0
         var closed = false
         var wakeRequested = false
+        /// The sink is woken only to read (`EventSink.needsEventsPromptly`
+        /// false): not for each event, only for a batch's worth, a `wake`,
+        /// its tick or the close.
+        var lazy = false
+        /// Pops so far (each numbered), and what waits for the events queued
+        /// before it to be written: done after the pop numbered `after` is.
+        var pops: UInt64 = 0
+        var drains: [(after: UInt64, done: @Sendable () -> Void)] = []
+        /// The consumer has ended: a drain asked now is done at once.
+        var consumerEnded = false
         var giveUpAt = Int64.max
         var accepted: UInt64 = 0
         /// Events refused because the queue was full (`queue_full`).
@@ -74,7 +84,7 @@ package final class SinkQueue: Sendable {
             accepted &+= 1
             let depth = count
             if depth > highWater { highWater = depth }
-            let wake = consumerWaiting && (!consumerLingering || depth >= SinkQueue.batchThreshold)
+            let wake = consumerWaiting && ((!consumerLingering && !lazy) || depth >= SinkQueue.batchThreshold)
             if wake { consumerWaiting = false }
             return wake
         }
@@ -100,10 +110,11 @@ package final class SinkQueue: Sendable {
 
     /// `lines`: the encoder of a sink that takes its events' JSON Lines
     /// made by the producers (`EventSink.producerLines`).
-    init(capacity: Int, overflow: OverflowPolicy, lines: JSONLineEncoder? = nil) {
+    init(capacity: Int, overflow: OverflowPolicy, lines: JSONLineEncoder? = nil, lazy: Bool = false) {
         self.capacity = capacity
         self.overflow = overflow
         var initial = State()
+        initial.lazy = lazy
         initial.lane = lines.map { LineLane(encoder: $0) }
         initial.pending.reserveCapacity(min(capacity, 4096))
         state = Mutex(initial)
@@ -246,6 +257,12 @@ package final class SinkQueue: Sendable {
 
     /// With a sink that takes its lines made, `lines` (empty) gets theirs.
     func pop(into batch: inout [Event], lines: inout EncodedLines, timeout: Int64) -> Bool {
+        var number: UInt64 = 0
+        return pop(into: &batch, lines: &lines, timeout: timeout, number: &number)
+    }
+
+    /// `number`: the pop's, for `finishDrains`.
+    func pop(into batch: inout [Event], lines: inout EncodedLines, timeout: Int64, number: inout UInt64) -> Bool {
         precondition(batch.isEmpty)
         // The first event: asleep until one is queued, the queue closes or
         // the sink asks to be woken, or until the deadline.
@@ -261,6 +278,8 @@ package final class SinkQueue: Sendable {
             }
         }
         let (more, n, skip, asleep) = locked { s -> (Bool, Int, Int, Int) in
+            s.pops &+= 1
+            number = s.pops
             let n = s.count
             let skip = s.head
             if n > 0 || skip > 0 {
@@ -311,6 +330,40 @@ package final class SinkQueue: Sendable {
         if asleep { notEmpty.wake() }
     }
 
+    /// Runs `done` once every event queued before this call has been
+    /// written (or lost): after the consumer's next pop has been through the
+    /// sink. The consumer is woken for it. Any thread; `done` runs on the
+    /// consumer's thread, or on this one when the consumer has ended.
+    func requestDrain(_ done: @escaping @Sendable () -> Void) {
+        let (now, asleep) = locked { s -> (Bool, Bool) in
+            if s.consumerEnded { return (true, false) }
+            s.drains.append((s.pops &+ 1, done))
+            s.wakeRequested = true
+            defer { s.consumerWaiting = false }
+            return (false, s.consumerWaiting)
+        }
+        if now { done() }
+        if asleep { notEmpty.wake() }
+    }
+
+    /// The consumer has written what pop `number` took: the drains that
+    /// waited for it are done. `ended`: the consumer stops; every drain is
+    /// done, now and from now on.
+    func finishDrains(throughPop number: UInt64, ended: Bool = false) {
+        let done = locked { s -> [@Sendable () -> Void] in
+            if ended { s.consumerEnded = true }
+            guard !s.drains.isEmpty else { return [] }
+            var done: [@Sendable () -> Void] = []
+            s.drains.removeAll { drain in
+                guard ended || drain.after <= number else { return false }
+                done.append(drain.done)
+                return true
+            }
+            return done
+        }
+        for d in done { d() }
+    }
+
     /// Whether `wake` was called since the last time this was asked.
     func takeWakeRequest() -> Bool {
         locked { s in
@@ -351,6 +404,9 @@ package final class SinkQueue: Sendable {
     }
 
     package var depth: Int { locked { $0.count } }
+
+    /// Whether the consumer sleeps waiting for events (what a test waits for).
+    package var consumerWaiting: Bool { locked { $0.consumerWaiting } }
 
     package struct Counters {
         var accepted: UInt64

@@ -31,12 +31,24 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
         self.config = config
         self.sink = sink
         self.startsLater = startsLater
-        self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow, lines: sink.producerLines)
+        self.queue = SinkQueue(capacity: config.queueCapacity, overflow: config.overflow, lines: sink.producerLines,
+                               lazy: !sink.needsEventsPromptly)
         var logger = logger
         logger[metadataKey: "sink"] = "\(config.name)"
         self.context = SinkContext(name: config.name, logger: logger)
         context.whileWaiting = { [unowned self] in reportDrops() }
         sink.attach { [queue] in queue.wake() }
+        sink.attach(drain: { [queue] done in queue.requestDrain(done) })
+    }
+
+    /// Waits, at most `timeout` ns, until the events queued before this call
+    /// have been written: for a sink woken only to read
+    /// (`EventSink.needsEventsPromptly` false), before it is read. Whether
+    /// they were.
+    package func drain(timeout: Int64) -> Bool {
+        let written = DispatchSemaphore(value: 0)
+        queue.requestDrain { written.signal() }
+        return written.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout))) == .success
     }
 
     /// Asks the sink to reopen its files, and wakes its thread to do it now.
@@ -77,7 +89,9 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
         while true {
             let now = monotonicNanoseconds()
             let nextTick = lastTick.addingSaturating(sink.tickInterval)
-            let more = queue.pop(into: &batch, lines: &lines, timeout: max(1_000_000, nextTick.subtractingSaturating(now)))
+            var popped: UInt64 = 0
+            let more = queue.pop(into: &batch, lines: &lines, timeout: max(1_000_000, nextTick.subtractingSaturating(now)),
+                                 number: &popped)
             let woke = queue.takeWakeRequest()
             if !batch.isEmpty {
                 context.lostInCall = 0
@@ -119,10 +133,12 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
                 sink.tick(context: context)
                 lastTick = monotonicNanoseconds()
             }
+            queue.finishDrains(throughPop: popped)
             reportDrops()
             if !more { break }
         }
         sink.shutdown(context: context)
+        queue.finishDrains(throughPop: .max, ended: true)
         if suppressedErrors > 0 {
             context.logger.error("\(suppressedErrors) more write failures were not logged")
         }

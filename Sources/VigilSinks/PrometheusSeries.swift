@@ -21,6 +21,9 @@ package final class PrometheusSeries: Sendable {
         /// Of an info family: per entity (its identity labels), the labels
         /// of its one series, so that a changed string replaces it.
         var infoOf: [String: String] = [:]
+        /// No longer served (its last series expired): a writer that kept
+        /// it (`PrometheusSink.Output`) looks its family up again.
+        var retired = false
 
         init(shape: PrometheusNaming.Shape) {
             self.shape = shape
@@ -47,6 +50,16 @@ package final class PrometheusSeries: Sendable {
         /// Of a kind emitted on change: kept while its monitor runs.
         var onChange: Bool
         var removed = false
+
+        /// A new value (and time) in place, in one access to the family's array.
+        @inline(__always)
+        mutating func rewrite(_ value: ArraySlice<UInt8>, now: Int64, ttl: Int64) {
+            line.removeSubrange(prefix...)
+            line += value
+            line.append(UInt8(ascii: "\n"))
+            updated = now
+            self.ttl = ttl
+        }
     }
 
     fileprivate struct State {
@@ -87,29 +100,37 @@ package final class PrometheusSeries: Sendable {
         /// new and `limit` series are held (it is not made).
         mutating func set(_ shape: PrometheusNaming.Shape, labels: String, value: ArraySlice<UInt8>, now: Int64,
                           ttl: Int64, monitor: String, onChange: Bool, limit: Int) -> Bool {
+            var known: Family?
+            return set(shape, family: &known, labels: labels, value: value, now: now, ttl: ttl, monitor: monitor,
+                       onChange: onChange, limit: limit)
+        }
+
+        /// `set`, with the family `shape` names as the caller kept it from
+        /// an earlier call (nil, or retired: looked up, and kept for the next).
+        mutating func set(_ shape: PrometheusNaming.Shape, family kept: inout Family?, labels: String, value: ArraySlice<UInt8>,
+                          now: Int64, ttl: Int64, monitor: String, onChange: Bool, limit: Int) -> Bool {
             let family: Family
             // A histogram's or summary's samples share one family, each
             // series known by its sample's name and labels.
             let whole = shape.kind.isWhole
-            let familyKey = whole ? shape.family : shape.name
             let labels = whole ? shape.name + "{" + labels : labels
-            if let known = state.families[familyKey] {
+            if let kept, !kept.retired {
+                family = kept
+            } else if let known = state.families[whole ? shape.family : shape.name] {
                 family = known
+                kept = known
             } else {
                 guard state.count < limit else {
                     refuse()
                     return false
                 }
                 family = Family(shape: shape)
-                state.families[familyKey] = family
+                state.families[whole ? shape.family : shape.name] = family
                 state.order.append(family)
+                kept = family
             }
             if let index = family.series[labels] {
-                family.lines[index].line.removeSubrange(family.lines[index].prefix...)
-                family.lines[index].line += value
-                family.lines[index].line.append(UInt8(ascii: "\n"))
-                family.lines[index].updated = now
-                family.lines[index].ttl = ttl
+                family.lines[index].rewrite(value, now: now, ttl: ttl)
             } else {
                 guard state.count < limit else {
                     refuse()
@@ -196,7 +217,10 @@ package final class PrometheusSeries: Sendable {
             }
             if gone > 0 {
                 s.count -= gone
-                for family in s.order where family.lines.isEmpty { s.families[family.shape.name] = nil }
+                for family in s.order where family.lines.isEmpty {
+                    s.families[family.shape.kind.isWhole ? family.shape.family : family.shape.name] = nil
+                    family.retired = true
+                }
                 s.order.removeAll { $0.lines.isEmpty }
                 s.text = nil
                 s.openMetrics = nil

@@ -61,6 +61,16 @@ public protocol EventSink: AnyObject, Sendable {
     func appendExposition(to bytes: inout [UInt8])
     /// A disk buffer's figures (nil for a sink without one).
     var bufferReport: SinkBufferReport? { get }
+    /// False for a sink whose events matter only when someone reads them
+    /// (a scrape): its thread is not woken for each event, only when a
+    /// batch's worth is queued, at its tick, at the close, or when the sink
+    /// asks (`attach(drain:)`), so that a poll's few events cost no wake-up.
+    var needsEventsPromptly: Bool { get }
+    /// Called once before the sink runs, with a function that has the
+    /// sink's thread write every event queued so far, then calls back (on
+    /// that thread): what a sink that `needsEventsPromptly` not calls before
+    /// it is read.
+    func attach(drain: @escaping @Sendable (_ then: @escaping @Sendable () -> Void) -> Void)
     /// Whether its `tick` must also run behind a disk buffer, on the
     /// buffer's delivery thread where its writes run (an output plugin's
     /// flush every `flush_interval`).
@@ -84,6 +94,8 @@ extension EventSink {
     public func appendExposition(to bytes: inout [UInt8]) {}
     public var bufferReport: SinkBufferReport? { nil }
     public var ticksBehindBuffer: Bool { false }
+    public var needsEventsPromptly: Bool { true }
+    public func attach(drain: @escaping @Sendable (_ then: @escaping @Sendable () -> Void) -> Void) {}
 }
 
 /// Thrown by a sink whose batch got partly through: the first `delivered`

@@ -225,6 +225,63 @@ import VigilForeign
         #expect(!body.contains("pid"))
     }
 
+    /// Behind its runner, the sink's thread is not woken for a poll's few
+    /// events (nothing is written for a while), yet a scrape serves them:
+    /// it has the thread write what was queued before answering.
+    @Test func aScrapeServesWhatWasQueuedJustBeforeIt() throws {
+        var config = PrometheusSinkConfig()
+        config.listenPort = UInt16(try ControlTCPRunTests.freePort())
+        let sink = PrometheusSink(config: config, host: "box", facts: { _ in nil })
+        let runner = SinkRunner(config: SinkConfig(name: "prom", settings: config, location: SourceLocation(file: "m", line: 1, column: 1)),
+                                sink: sink, logger: Logger(label: "test"))
+        sink.bind(logger: Logger(label: "test"))
+        let port = try #require(sink.boundPort)
+        runner.start()
+        defer { Task { await runner.stop(drainTimeout: 1_000_000_000) } }
+        for _ in 0..<1000 where !runner.queue.consumerWaiting { usleep(5_000) }  // its thread asleep on the empty queue
+        for (i, t) in [41.5, 42.5].enumerated() {
+            runner.queue.push(Event(time: 0, monitor: "therm", plugin: "thermal", kind: "sample", seq: UInt64(i + 1),
+                                    fields: [Field("load", .double(t))]))
+        }
+        usleep(200_000)
+        #expect(runner.stats.written == 0, "the sink's thread was woken for two events")
+        let body = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(body.contains(#"vigil_thermal_load{monitor="therm",host="box"} 42.5"#), "\(body)")
+        #expect(runner.stats.written == 2)
+        // The control API's /metrics drains too.
+        runner.queue.push(Event(time: 0, monitor: "therm", plugin: "thermal", kind: "sample", seq: 3, fields: [Field("load", .double(43.5))]))
+        #expect(runner.drain(timeout: 5_000_000_000))
+        var bytes: [UInt8] = []
+        sink.appendExposition(to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self).contains("} 43.5"))
+    }
+
+    /// A histogram's family (its samples named apart from it) that expired
+    /// and came back is served again, by a writer that kept it and by one
+    /// that did not. It was left in the table of families by the name of
+    /// its first sample, not its family's, so the samples that came back
+    /// went to a family no longer served.
+    @Test func aHistogramThatExpiredAndCameBackIsServed() {
+        let series = PrometheusSeries(maxSeries: 100)
+        let bucket = PrometheusNaming.Shape(name: "rq_seconds_bucket", family: "rq_seconds", kind: .histogram, scale: 1, help: "")
+        let count = PrometheusNaming.Shape(name: "rq_seconds_count", family: "rq_seconds", kind: .histogram, scale: 1, help: "")
+        var kept: PrometheusSeries.Family?
+        func write(at now: Int64) {
+            series.update { u in
+                _ = u.set(bucket, family: &kept, labels: #"le="1""#, value: Array("3".utf8)[...], now: now, ttl: 10,
+                          monitor: "m", onChange: false, limit: 100)
+                _ = u.set(count, labels: "", value: Array("3".utf8)[...], now: now, ttl: 10, monitor: "m", onChange: false, limit: 100)
+            }
+        }
+        write(at: 0)
+        #expect(series.expire(now: 100) { _ in false } == 2)
+        #expect(series.count == 0)
+        write(at: 200)
+        let text = String(decoding: series.exposition(openMetrics: false), as: UTF8.self)
+        #expect(text.contains("rq_seconds_bucket{le=\"1\"} 3\n") && text.contains("rq_seconds_count 3\n"), "\(text)")
+        #expect(series.count == 2)
+    }
+
     @Test func aPortInUseIsReportedAndRetried() throws {
         let holder = try Sockets.listen(.tcp(host: "127.0.0.1", port: 0), backlog: 1)
         var address = sockaddr_in()

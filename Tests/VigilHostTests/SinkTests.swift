@@ -27,6 +27,76 @@ final class Progress: Sendable {
         return logger
     }
 
+    /// A queue whose sink is woken only to read (a prometheus sink): a
+    /// poll's few events leave its consumer asleep; a batch's worth wakes
+    /// it, and so does a drain, which is done once the pop after it has
+    /// been written, not before. A drain asked of an ended consumer is done at once.
+    @Test func aLazyQueueWakesItsConsumerForABatchOrADrainOnly() {
+        let q = SinkQueue(capacity: 10_000, overflow: .dropNewest, lazy: true)
+        let popped = Mutex<[(events: Int, number: UInt64)]>([])
+        let stop = Atomic<Bool>(false)
+        let consumer = Thread {
+            var batch: [Event] = []
+            var lines = EncodedLines()
+            while !stop.load(ordering: .relaxed) {
+                var number: UInt64 = 0
+                _ = q.pop(into: &batch, lines: &lines, timeout: 10_000_000_000, number: &number)
+                _ = q.takeWakeRequest()
+                popped.withLock { $0.append((batch.count, number)) }
+                batch.removeAll()
+                q.finishDrains(throughPop: number)
+            }
+        }
+        consumer.start()
+        for _ in 0..<1000 where !q.consumerWaiting { usleep(5_000) }  // asleep on the empty queue
+        for i in 1...10 { q.push(Self.event(i)) }
+        usleep(300_000)
+        #expect(popped.withLock { $0.isEmpty }, "a few events woke a lazy consumer")
+        let drained = DispatchSemaphore(value: 0)
+        q.requestDrain { drained.signal() }
+        #expect(drained.wait(timeout: .now() + 5) == .success)
+        #expect(popped.withLock { $0.map(\.events) } == [10])
+        // A batch's worth wakes it without a drain.
+        for i in 11...(10 + SinkQueue.batchThreshold) { q.push(Self.event(i)) }
+        var waited = 0
+        while popped.withLock({ $0.count }) < 2 && waited < 500 { usleep(10_000); waited += 1 }
+        #expect(popped.withLock { $0.last?.events } == SinkQueue.batchThreshold)
+        // A drain asked while nothing is queued is done after the next pop.
+        q.requestDrain { drained.signal() }
+        #expect(drained.wait(timeout: .now() + 5) == .success)
+        stop.store(true, ordering: .relaxed)
+        q.wake()
+        while consumer.isExecuting { usleep(1_000) }
+        q.finishDrains(throughPop: .max, ended: true)
+        q.requestDrain { drained.signal() }
+        #expect(drained.wait(timeout: .now()) == .success, "a drain of an ended consumer waited")
+    }
+
+    /// A drain asked while a batch is in the sink's hands waits for the pop
+    /// after it, which takes what was queued since.
+    @Test func aDrainWaitsForThePopAfterIt() {
+        let q = SinkQueue(capacity: 100, overflow: .dropNewest, lazy: true)
+        var batch: [Event] = []
+        var lines = EncodedLines()
+        var first: UInt64 = 0
+        q.push(Self.event(1))
+        _ = q.pop(into: &batch, lines: &lines, timeout: 1_000_000, number: &first)
+        // Batch 1 is being written; event 2 comes, then a drain.
+        q.push(Self.event(2))
+        let done = Atomic<Bool>(false)
+        q.requestDrain { done.store(true, ordering: .relaxed) }
+        q.finishDrains(throughPop: first)
+        let early = done.load(ordering: .relaxed)
+        #expect(!early, "done before the event queued ahead of it was popped")
+        batch.removeAll()
+        var second: UInt64 = 0
+        _ = q.pop(into: &batch, lines: &lines, timeout: 1_000_000, number: &second)
+        #expect(batch.map(\.seq) == [2])
+        q.finishDrains(throughPop: second)
+        let after = done.load(ordering: .relaxed)
+        #expect(after)
+    }
+
     @Test func dropOldestKeepsTheNewestEvents() {
         let q = SinkQueue(capacity: 3, overflow: .dropOldest)
         for i in 1...5 { q.push(Self.event(i)) }

@@ -98,10 +98,18 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     private var loggedRefusal = false
 
     /// Where one field's value goes: a family, under the sink's usual
-    /// labels (`labels` nil) or the ones a `names:` entry lists.
-    package struct Output {
+    /// labels (`labels` nil) or the ones a `names:` entry lists. A class, so
+    /// that a value's way out is one reference, and the family it found is
+    /// kept for the next value (only inside `series.update`, under its lock).
+    package final class Output: @unchecked Sendable {  // `family` is read and written only by the sink's thread inside `series.update`
         let shape: PrometheusNaming.Shape
         let labels: [PrometheusNameMap.Label]?
+        var family: PrometheusSeries.Family?
+
+        init(shape: PrometheusNaming.Shape, labels: [PrometheusNameMap.Label]?) {
+            self.shape = shape
+            self.labels = labels
+        }
     }
 
     package final class KindPlan {
@@ -174,7 +182,9 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         guard server == nil else { return }
         lastBindAttempt = monotonicNanoseconds()
         do {
-            server = try MetricsHTTPServer(host: config.listenHost, port: config.listenPort, series: series, extra: selfMetrics)
+            let drain = self.drain.withLock { $0 }
+            server = try MetricsHTTPServer(host: config.listenHost, port: config.listenPort, series: series, extra: selfMetrics,
+                                           drain: drain)
             if loggedBindFailure { logger.notice("serving /metrics on \(server!.shown)") } else {
                 logger.info("serving /metrics on \(server!.shown)")
             }
@@ -185,13 +195,27 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         }
     }
 
+    /// Its events are needed only by a scrape, which has the sink's thread
+    /// write what was queued before it first (`drain`): the thread is not
+    /// woken for each poll's few events.
+    package var needsEventsPromptly: Bool { false }
+
+    /// Set once, before the sink runs (`attach(drain:)`); read by the HTTP server's threads.
+    private let drain = Mutex<(@Sendable (@escaping @Sendable () -> Void) -> Void)?>(nil)
+
+    package func attach(drain: @escaping @Sendable (_ then: @escaping @Sendable () -> Void) -> Void) {
+        self.drain.withLock { $0 = drain }
+    }
+
     /// The port served (tests bind port 0).
     var boundPort: Int? { server?.port }
 
-    /// Expiry once a second while there are series; a bind retried every 5 s.
+    /// Expiry once a second, which also writes what was queued since the
+    /// last (its thread is not woken for events: `needsEventsPromptly`), so
+    /// that the sink's figures and series are never more than a second
+    /// behind without a scrape; a bind retried every 5 s.
     package var tickInterval: Int64 {
-        if server == nil { return 5_000_000_000 }
-        return series.count > 0 ? 1_000_000_000 : SinkTicks.never
+        server == nil ? 5_000_000_000 : 1_000_000_000
     }
 
     package func tick(context: SinkContext) {
@@ -251,8 +275,8 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
                                     onChange: plan.onChange, limit: limit)
                 }
                 for info in plan.infos {
-                    _ = updater.set(info.shape, labels: labels(info.labels), value: [UInt8(ascii: "1")], now: now, ttl: plan.ttl,
-                                    monitor: event.monitor, onChange: plan.onChange, limit: limit)
+                    _ = updater.set(info.shape, family: &info.family, labels: labels(info.labels), value: [UInt8(ascii: "1")],
+                                    now: now, ttl: plan.ttl, monitor: event.monitor, onChange: plan.onChange, limit: limit)
                 }
                 // A kind with dynamic fields names its undeclared counters
                 // in `counters` (VIGIL_EVENT_DYNAMIC_FIELDS): such a field is
@@ -278,17 +302,17 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
                         }
                     }
                     for output in outputs {
-                        let shape = output.shape
+                        let scale = output.shape.scale
                         value.removeAll(keepingCapacity: true)
                         switch field.value {
-                        case .int(let i) where shape.scale == 1: Self.appendInteger(i, to: &value)
-                        case .int(let i): Self.appendNumber(Double(i) * shape.scale, to: &value)
-                        case .double(let d): Self.appendNumber(shape.scale == 1 ? d : d * shape.scale, to: &value)
+                        case .int(let i) where scale == 1: Self.appendInteger(i, to: &value)
+                        case .int(let i): Self.appendNumber(Double(i) * scale, to: &value)
+                        case .double(let d): Self.appendNumber(scale == 1 ? d : d * scale, to: &value)
                         case .bool(let b): value.append(b ? UInt8(ascii: "1") : UInt8(ascii: "0"))
                         case .string: continue
                         }
-                        _ = updater.set(shape, labels: labels(output.labels), value: value[...], now: now, ttl: plan.ttl,
-                                        monitor: event.monitor, onChange: plan.onChange, limit: limit)
+                        _ = updater.set(output.shape, family: &output.family, labels: labels(output.labels), value: value[...],
+                                        now: now, ttl: plan.ttl, monitor: event.monitor, onChange: plan.onChange, limit: limit)
                     }
                 }
             }
@@ -490,12 +514,13 @@ package final class MetricsHTTPServer: @unchecked Sendable {  // immutable after
     let port: Int
     let shown: String
 
-    init(host: String, port: UInt16, series: PrometheusSeries, extra: (@Sendable () -> [UInt8])? = nil) throws {
+    init(host: String, port: UInt16, series: PrometheusSeries, extra: (@Sendable () -> [UInt8])? = nil,
+         drain: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) throws {
         group = MultiThreadedEventLoopGroup.singleton  // the process's one event-loop group, never shut down
         do {
             let address = try NIOCore.SocketAddress.makeAddressResolvingHost(host, port: Int(port))
             channel = try HTTPServing.bootstrap(group, maxConnections: 64, idleTimeout: .seconds(30)) {
-                MetricsHTTPHandler(series: series, extra: extra)
+                MetricsHTTPHandler(series: series, extra: extra, drain: drain)
             }
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 64)
@@ -523,11 +548,20 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
     private let series: PrometheusSeries
     /// The host's own figures, served before the series (text format only).
     private let extra: (@Sendable () -> [UInt8])?
+    /// Has the sink's thread write what was queued, then calls back (nil:
+    /// the series are served as they are).
+    private let drain: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
     private var head: HTTPRequestHead?
 
-    init(series: PrometheusSeries, extra: (@Sendable () -> [UInt8])?) {
+    /// How long a scrape waits for the sink's thread to write what was
+    /// queued before it; past it, the series are served as they are.
+    static let drainWait: TimeAmount = .milliseconds(100)
+
+    init(series: PrometheusSeries, extra: (@Sendable () -> [UInt8])?,
+         drain: (@Sendable (@escaping @Sendable () -> Void) -> Void)?) {
         self.series = series
         self.extra = extra
+        self.drain = drain
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -549,15 +583,25 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             }
             switch path {
             case "/metrics":
-                // The host's figures are written in the text format only, so
-                // a sink that serves them answers in it whatever is asked.
-                if let extra {
-                    respond(context, head, status: .ok, type: Self.textType, body: extra() + series.exposition(openMetrics: false))
+                guard let drain else {
+                    serveMetrics(context, head)
                     return
                 }
-                let openMetrics = head.headers["Accept"].contains { $0.contains("application/openmetrics-text") }
-                respond(context, head, status: .ok, type: openMetrics ? Self.openMetricsType : Self.textType,
-                        body: series.exposition(openMetrics: openMetrics))
+                // The events queued before the scrape, written first: once
+                // the sink's thread says so, or after `drainWait`, whichever
+                // comes first (the other finds it done).
+                let loop = context.eventLoop
+                let bound = NIOLoopBound((self, context), eventLoop: loop)
+                let answered = Atomic<Bool>(false)
+                let serve: @Sendable () -> Void = {
+                    loop.execute {
+                        guard !answered.exchange(true, ordering: .relaxed) else { return }
+                        let (handler, context) = bound.value
+                        handler.serveMetrics(context, head)
+                    }
+                }
+                loop.scheduleTask(in: Self.drainWait, serve)
+                drain(serve)
             case "/":
                 respond(context, head, status: .ok, type: "text/plain; charset=utf-8",
                         body: Array("vigil: the events' values are at /metrics\n".utf8))
@@ -566,6 +610,18 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
                         body: Array("not found: the values are at /metrics\n".utf8))
             }
         }
+    }
+
+    private func serveMetrics(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
+        // The host's figures are written in the text format only, so
+        // a sink that serves them answers in it whatever is asked.
+        if let extra {
+            respond(context, head, status: .ok, type: Self.textType, body: extra() + series.exposition(openMetrics: false))
+            return
+        }
+        let openMetrics = head.headers["Accept"].contains { $0.contains("application/openmetrics-text") }
+        respond(context, head, status: .ok, type: openMetrics ? Self.openMetricsType : Self.textType,
+                body: series.exposition(openMetrics: openMetrics))
     }
 
     private func respond(_ context: ChannelHandlerContext, _ head: HTTPRequestHead, status: HTTPResponseStatus, type: String,
