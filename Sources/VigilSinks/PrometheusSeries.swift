@@ -238,13 +238,19 @@ package final class PrometheusSeries: Sendable {
             var size = openMetrics ? 6 : 0
             for family in s.order {
                 size += openMetrics ? family.openMetricsHeader.count : family.textHeader.count
-                for series in family.lines { size += series.line.count }
+                family.lines.withUnsafeBufferPointer { lines in
+                    for i in lines.indices { size += lines[i].line.count }
+                }
             }
             var out: [UInt8] = []
             out.reserveCapacity(size)
             for family in s.order where !family.lines.isEmpty {
                 out += openMetrics ? family.openMetricsHeader : family.textHeader
-                for series in family.lines { out += series.line }
+                // Each line by its place: a `Series` taken whole would be
+                // copied (its strings retained and released) line by line.
+                family.lines.withUnsafeBufferPointer { lines in
+                    for i in lines.indices { out += lines[i].line }
+                }
             }
             if s.refused > 0 {
                 let name = "vigil_prometheus_series_refused"

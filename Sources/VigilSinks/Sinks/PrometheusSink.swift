@@ -544,6 +544,9 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
 
     static let textType = "text/plain; version=0.0.4; charset=utf-8"
     static let openMetricsType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    /// What an Accept header that asks for OpenMetrics holds (looked for as
+    /// bytes: Foundation's `contains` bridges the header through NSString).
+    static let openMetricsName = Array("application/openmetrics-text".utf8)
 
     private let series: PrometheusSeries
     /// The host's own figures, served before the series (text format only).
@@ -619,7 +622,7 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             respond(context, head, status: .ok, type: Self.textType, body: extra() + series.exposition(openMetrics: false))
             return
         }
-        let openMetrics = head.headers["Accept"].contains { $0.contains("application/openmetrics-text") }
+        let openMetrics = head.headers["Accept"].contains { $0.utf8.contains(Self.openMetricsName) }
         respond(context, head, status: .ok, type: openMetrics ? Self.openMetricsType : Self.textType,
                 body: series.exposition(openMetrics: openMetrics))
     }
