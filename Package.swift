@@ -208,9 +208,10 @@ let package = Package(
         // A test host for plugin authors: runs a monitor type or a built .so
         // with options, an injected clock, and collected events.
         .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilABI", "VigilCore", "CVigilPlugin"]),
-        // Readers of /proc (and later /sys) through a configurable root.
+        // Readers of /proc and /sys through a configurable root, and what a
+        // monitor of them needs of VigilKit besides (MonitorSupport.swift).
         .target(name: "CLinuxProbes"),
-        .target(name: "LinuxProbes", dependencies: ["CLinuxProbes"]),
+        .target(name: "LinuxProbes", dependencies: ["CLinuxProbes", "VigilKit"]),
         // libffi, for the ffi plugin (under the trait FFI).
         // adjtimex(2), which Swift's Glibc module does not declare, for the time plugin.
         .target(name: "CVigilTimex", path: "Plugins/time/CVigilTimex"),

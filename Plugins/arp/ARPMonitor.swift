@@ -20,33 +20,20 @@ final class ARPMonitor: PolledMonitor {
             ], policy: .samples, key: ["device"]),
         ])
 
-    struct Options: DeclaredOptions {
-        var procfs = "/proc"
-        static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
-    }
+    typealias Options = ProcfsOptions
 
     private let context: MonitorContext
     private let root: FSRoot
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
     }
 
-    func start() throws(MonitorError) {
-        guard root.exists("net/arp") else { throw .unavailable("\(root.path("net/arp")) does not exist") }
-    }
+    func start() throws(MonitorError) { try root.require("net/arp") }
 
     func poll() throws(MonitorError) {
-        let text: String
-        do {
-            text = try root.readText("net/arp")
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
-        for (device, entries) in Self.entriesPerDevice(text) {
+        for (device, entries) in Self.entriesPerDevice(try root.pollText("net/arp")) {
             context.emit("device", fields: [("device", .string(device)), ("entries", .int(Int64(entries)))])
         }
     }

@@ -27,11 +27,7 @@ final class ConntrackMonitor: PolledMonitor {
             }, policy: .samples),
         ])
 
-    struct Options: DeclaredOptions {
-        var procfs = "/proc"
-        static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
-    }
+    typealias Options = ProcfsOptions
 
     static let statistics: [(column: String, field: String, unit: String, doc: String)] = [
         ("found", "found", "lookups", "lookups that found an entry"),
@@ -52,16 +48,11 @@ final class ConntrackMonitor: PolledMonitor {
     private let root: FSRoot
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
     }
 
-    func start() throws(MonitorError) {
-        guard root.exists(Self.countFile) else {
-            throw .unavailable("\(root.path(Self.countFile)) does not exist (no connection tracking)")
-        }
-    }
+    func start() throws(MonitorError) { try root.require(Self.countFile, " (no connection tracking)") }
 
     func poll() throws(MonitorError) {
         var fields: [(String, Value)] = []

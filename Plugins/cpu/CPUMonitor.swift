@@ -143,8 +143,8 @@ final class CPUMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
-        self.sys = FSRoot(options.sysfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
+        self.sys = try .monitorRoot(options.sysfs, option: "sysfs")
         self.options = options
         let hz = sysconf(Int32(_SC_CLK_TCK))
         self.ticks = hz > 0 ? Double(hz) : 100
@@ -153,16 +153,11 @@ final class CPUMonitor: PolledMonitor {
     func start() throws(MonitorError) {
         previous = nil
         held = []
-        guard root.exists("stat") else { throw .unavailable("\(root.path("stat")) does not exist") }
+        try root.require("stat")
     }
 
     func poll() throws(MonitorError) {
-        let stat: ProcStat
-        do {
-            stat = try root.procStat(counters: options.stat)
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
+        let stat = try MonitorError.probing { () throws(ProbeError) in try root.procStat(counters: options.stat) }
         defer { previous = stat }
         let total = previous.flatMap { CPUUsage.between($0.total, stat.total) } ?? CPUUsage.sinceBoot(stat.total)
         if let total { context.emit("sample", fields: Self.fields(total)) }

@@ -114,15 +114,13 @@ final class DiskstatsMonitor: PolledMonitor {
     private var lastMalformed: [Int] = []
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        for (name, root) in [("procfs", options.procfs), ("sysfs", options.sysfs), ("rootfs", options.rootfs)] where root.isEmpty {
-            throw .invalidOption(name, "must not be empty")
-        }
+        guard !options.rootfs.isEmpty else { throw .invalidOption("rootfs", "must not be empty") }
         for (name, list) in [("include", options.include), ("exclude", options.exclude)] {
             if let i = list.firstIndex(where: \.isEmpty) { throw .invalidOption("\(name)[\(i)]", "must not be empty") }
         }
         self.context = context
-        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
-        sysfs = FSRoot(options.sysfs, keepingFilesOpen: true)
+        procfs = try .monitorRoot(options.procfs, option: "procfs")
+        sysfs = try .monitorRoot(options.sysfs, option: "sysfs")
         rootfs = FSRoot(options.rootfs)
         include = options.include
         exclude = options.exclude
@@ -131,16 +129,11 @@ final class DiskstatsMonitor: PolledMonitor {
     func start() throws(MonitorError) {
         facts = [:]
         lastMalformed = []
-        guard procfs.exists("diskstats") else { throw .unavailable("\(procfs.path("diskstats")) does not exist") }
+        try procfs.require("diskstats")
     }
 
     func poll() throws(MonitorError) {
-        let stats: DiskStats
-        do {
-            stats = try procfs.diskStats()
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
+        let stats = try MonitorError.probing { () throws(ProbeError) in try procfs.diskStats() }
         if stats.malformed != lastMalformed {
             lastMalformed = stats.malformed
             if !stats.malformed.isEmpty {

@@ -26,11 +26,7 @@ final class KernelMonitor: PolledMonitor {
             ], policy: .samples),
         ])
 
-    struct Options: DeclaredOptions {
-        var procfs = "/proc"
-        static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
-    }
+    typealias Options = ProcfsOptions
 
     private static let fileNr = "sys/fs/file-nr"
     private static let entropyAvail = "sys/kernel/random/entropy_avail"
@@ -41,7 +37,7 @@ final class KernelMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
     }
 
     func start() throws(MonitorError) {

@@ -17,31 +17,20 @@ final class LoadMonitor: PolledMonitor {
             ], policy: .samples),
         ])
 
-    struct Options: DeclaredOptions {
-        var procfs = "/proc"
-        static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
-    }
+    typealias Options = ProcfsOptions
 
     private let context: MonitorContext
     private let root: FSRoot
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
     }
 
-    func start() throws(MonitorError) {
-        guard root.exists("loadavg") else { throw .unavailable("\(root.path("loadavg")) does not exist") }
-    }
+    func start() throws(MonitorError) { try root.require("loadavg") }
 
     func poll() throws(MonitorError) {
-        let load: LoadAvg
-        do {
-            load = try root.loadAvg()
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
+        let load = try MonitorError.probing { () throws(ProbeError) in try root.loadAvg() }
         context.emit("sample", [
             "load1": .double(load.load1), "load5": .double(load.load5), "load15": .double(load.load15),
             "runnable": .int(Int64(load.runnable)), "entities": .int(Int64(load.entities)),

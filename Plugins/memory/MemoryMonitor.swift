@@ -83,23 +83,18 @@ final class MemoryMonitor: PolledMonitor {
         }
         self.context = context
         self.options = options
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
     }
 
     func start() throws(MonitorError) {
-        guard root.exists("meminfo") else { throw .unavailable("\(root.path("meminfo")) does not exist") }
+        try root.require("meminfo")
         hasPressure = root.exists("pressure/memory")
         warning = []
         unknownKeys = []
     }
 
     func poll() throws(MonitorError) {
-        let info: MemInfo
-        do {
-            info = try root.memInfo()
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
+        let info = try MonitorError.probing { () throws(ProbeError) in try root.memInfo() }
         var fields: [(String, Value)] = []
         func add(_ name: String, _ value: UInt64?) {
             if let value { fields.append((name, .int(Int64(clamping: value)))) }

@@ -144,14 +144,12 @@ final class NetdevMonitor: PolledMonitor {
     static let netDir = "class/net"
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
-        guard !options.sysfs.isEmpty else { throw .invalidOption("sysfs", "must not be empty") }
         for (name, globs) in [("interfaces", options.interfaces), ("exclude", options.exclude), ("stats_exclude", options.statsExclude)] {
             if let i = globs.firstIndex(where: \.isEmpty) { throw .invalidOption("\(name)[\(i)]", "must not be empty") }
         }
         self.context = context
-        self.procfs = FSRoot(options.procfs, keepingFilesOpen: true)
-        self.sysfs = FSRoot(options.sysfs, keepingFilesOpen: true)
+        self.procfs = try .monitorRoot(options.procfs, option: "procfs")
+        self.sysfs = try .monitorRoot(options.sysfs, option: "sysfs")
         self.include = options.interfaces
         self.exclude = options.exclude
         self.statsExclude = options.statsExclude

@@ -52,7 +52,7 @@ final class NetstatMonitor: PolledMonitor {
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         if let i = options.include.firstIndex(where: \.isEmpty) { throw .invalidOption("include[\(i)]", "must not be empty") }
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
         included = Counter.table.map { counter in options.include.contains { fnmatch($0, counter.field, 0) == 0 } }
     }
 

@@ -51,14 +51,13 @@ final class PressureMonitor: PolledMonitor {
     private var garbled: Set<String> = []
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         self.context = context
-        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
+        procfs = try .monitorRoot(options.procfs, option: "procfs")
     }
 
     func start() throws(MonitorError) {
         garbled = []
-        guard procfs.exists("pressure") else { throw .unavailable("\(procfs.path("pressure")) does not exist (a kernel without PSI)") }
+        try procfs.require("pressure", " (a kernel without PSI)")
     }
 
     func poll() throws(MonitorError) {

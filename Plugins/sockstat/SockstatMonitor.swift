@@ -59,11 +59,7 @@ final class SockstatMonitor: PolledMonitor {
                       }, policy: .samples),
         ])
 
-    struct Options: DeclaredOptions {
-        var procfs = "/proc"
-        static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
-    }
+    typealias Options = ProcfsOptions
 
     private static let files = ["net/sockstat", "net/sockstat6"]
     private static let index: [String: [String: Int]] = {
@@ -78,14 +74,12 @@ final class SockstatMonitor: PolledMonitor {
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
         let size = sysconf(Int32(_SC_PAGESIZE))
         self.pageSize = size > 0 ? Int64(size) : 4096
     }
 
-    func start() throws(MonitorError) {
-        guard root.exists(Self.files[0]) else { throw .unavailable("\(root.path(Self.files[0])) does not exist") }
-    }
+    func start() throws(MonitorError) { try root.require(Self.files[0]) }
 
     func poll() throws(MonitorError) {
         var values = [Int64?](repeating: nil, count: Self.figures.count)
@@ -95,7 +89,7 @@ final class SockstatMonitor: PolledMonitor {
                 text = try root.readText(file)
             } catch {
                 if file != Self.files[0], error.isUnavailable { continue }  // no IPv6
-                throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
+                throw MonitorError(error)
             }
             for figure in NetCounters.parsePairs(text) {
                 if let i = Self.index[figure.section]?[figure.name] { values[i] = figure.value }

@@ -32,33 +32,20 @@ final class SoftnetMonitor: PolledMonitor {
             ], policy: .samples, key: ["cpu"]),
         ])
 
-    struct Options: DeclaredOptions {
-        var procfs = "/proc"
-        static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
-    }
+    typealias Options = ProcfsOptions
 
     private let context: MonitorContext
     private let root: FSRoot
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
     }
 
-    func start() throws(MonitorError) {
-        guard root.exists("net/softnet_stat") else { throw .unavailable("\(root.path("net/softnet_stat")) does not exist") }
-    }
+    func start() throws(MonitorError) { try root.require("net/softnet_stat") }
 
     func poll() throws(MonitorError) {
-        let text: String
-        do {
-            text = try root.readText("net/softnet_stat")
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
-        for fields in Self.parse(text) { context.emit("cpu", fields: fields) }
+        for fields in Self.parse(try root.pollText("net/softnet_stat")) { context.emit("cpu", fields: fields) }
     }
 
     /// Column (0-based) → field, for the fields past the CPU's number.

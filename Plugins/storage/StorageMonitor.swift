@@ -132,7 +132,6 @@ final class StorageMonitor: PolledMonitor {
     private var failing: Set<String> = []
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         guard !options.rootfs.isEmpty else { throw .invalidOption("rootfs", "must not be empty") }
         for (name, list) in [("paths", options.paths), ("fs_types", options.fsTypes), ("exclude", options.exclude),
                              ("exclude_fs_types", options.excludeFSTypes)] {
@@ -142,7 +141,7 @@ final class StorageMonitor: PolledMonitor {
             throw .invalidOption("low_space", "must be a percentage from 0 to 100, not \(options.lowSpace)")
         }
         self.context = context
-        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
+        procfs = try .monitorRoot(options.procfs, option: "procfs")
         rootfs = FSRoot(options.rootfs)
         paths = options.paths
         fsTypes = options.fsTypes
@@ -158,19 +157,14 @@ final class StorageMonitor: PolledMonitor {
         known = [:]
         low = []
         failing = []
-        guard procfs.exists("self/mountinfo") else { throw .unavailable("\(procfs.path("self/mountinfo")) does not exist") }
+        try procfs.require("self/mountinfo")
     }
 
     /// The last mountinfo read, and the mounts chosen from it.
     private var lastMounts: (text: String, selected: [MountEntry])?
 
     func poll() throws(MonitorError) {
-        let text: String
-        do {
-            text = try procfs.readText("self/mountinfo")
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
+        let text = try procfs.pollText("self/mountinfo")
         // The mount table seldom changes between polls: the mounts chosen
         // from the same text are those chosen last time.
         let mounts: [MountEntry]

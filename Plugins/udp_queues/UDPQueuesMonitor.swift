@@ -23,11 +23,7 @@ final class UDPQueuesMonitor: PolledMonitor {
             ], policy: .samples, key: ["ip"]),
         ])
 
-    struct Options: DeclaredOptions {
-        var procfs = "/proc"
-        static let schema = OptionSchema<Options>(
-            .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
-    }
+    typealias Options = ProcfsOptions
 
     static let files = [("v4", "net/udp"), ("v6", "net/udp6")]
 
@@ -35,9 +31,8 @@ final class UDPQueuesMonitor: PolledMonitor {
     private let root: FSRoot
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         self.context = context
-        self.root = FSRoot(options.procfs, keepingFilesOpen: true)
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
     }
 
     func start() throws(MonitorError) {

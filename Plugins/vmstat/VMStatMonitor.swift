@@ -118,25 +118,19 @@ final class VMStatMonitor: PolledMonitor {
     private var lastMalformed: [Int] = []
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
-        guard !options.procfs.isEmpty else { throw .invalidOption("procfs", "must not be empty") }
         if let i = options.include.firstIndex(where: \.isEmpty) { throw .invalidOption("include[\(i)]", "must not be empty") }
         self.context = context
-        procfs = FSRoot(options.procfs, keepingFilesOpen: true)
+        procfs = try .monitorRoot(options.procfs, option: "procfs")
         include = options.include
     }
 
     func start() throws(MonitorError) {
         lastMalformed = []
-        guard procfs.exists("vmstat") else { throw .unavailable("\(procfs.path("vmstat")) does not exist") }
+        try procfs.require("vmstat")
     }
 
     func poll() throws(MonitorError) {
-        let stat: VMStat
-        do {
-            stat = try procfs.vmStat()
-        } catch {
-            throw error.isUnavailable ? .unavailable(error.description) : .temporary(error.description)
-        }
+        let stat = try MonitorError.probing { () throws(ProbeError) in try procfs.vmStat() }
         if stat.malformed != lastMalformed {
             lastMalformed = stat.malformed
             if !stat.malformed.isEmpty {
