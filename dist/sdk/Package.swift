@@ -33,6 +33,6 @@ let package = Package(
         .target(name: "VigilKit", dependencies: ["CVigilPlugin", "VigilJSON"]),
         .target(name: "VigilKitTesting", dependencies: ["VigilKit", "VigilABI", "VigilCore", "CVigilPlugin"]),
         .target(name: "CLinuxProbes"),
-        .target(name: "LinuxProbes", dependencies: ["CLinuxProbes"]),
+        .target(name: "LinuxProbes", dependencies: ["CLinuxProbes", "VigilKit"]),
     ]
 )
