@@ -60,6 +60,9 @@ import VigilForeign
     static let slack: [String: (Double, String)] = [
         "node_procs_running": (16, "runnable tasks at one instant; the test suite runs beside it"),
         "node_procs_blocked": (16, "tasks in uninterruptible sleep at one instant"),
+        "node_disk_io_now": (16, "requests in flight at one instant; the tests beside it write"),
+        "node_load1": (1, "the kernel's average moves every 5 s, by up to a twelfth of its distance from the runnable tasks, and the poll is up to a second older than the scrape"),
+        "node_load5": (0.25, "moves every 5 s by up to a sixtieth of its distance from the runnable tasks"),
         "node_time_seconds": (2, "the wall clock at the moment of the poll, which is up to 1 s before the scrape"),
         "node_entropy_available_bits": (256, "the kernel's estimate moves with every read of /dev/random"),
         "node_timex_offset_seconds": (0.01, "adjtimex' offset at the moment of the call"),

@@ -557,8 +557,10 @@ private final class MetricsHTTPHandler: ChannelInboundHandler, @unchecked Sendab
     private var head: HTTPRequestHead?
 
     /// How long a scrape waits for the sink's thread to write what was
-    /// queued before it; past it, the series are served as they are.
-    static let drainWait: TimeAmount = .milliseconds(100)
+    /// queued before it; past it, the series are served as they are (up to
+    /// a tick behind). A second: under CI's load the thread was not run
+    /// within 100 ms, and a scrape then served a poll 2 s old.
+    static let drainWait: TimeAmount = .seconds(1)
 
     init(series: PrometheusSeries, extra: (@Sendable () -> [UInt8])?,
          drain: (@Sendable (@escaping @Sendable () -> Void) -> Void)?) {
