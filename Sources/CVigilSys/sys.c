@@ -34,6 +34,8 @@ int vigil_seqpacket_pair(int fds[2]) { return socketpair(AF_UNIX, SOCK_SEQPACKET
 
 int vigil_set_parent_death_signal(int signal) { return prctl(PR_SET_PDEATHSIG, (unsigned long)signal, 0, 0, 0); }
 
+int vigil_name_thread(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
+
 int vigil_child_ended(pid_t pid, int block) {
     siginfo_t info;
     int r;

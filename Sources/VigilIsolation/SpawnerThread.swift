@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import VigilABI
 import VigilChildProcess
 
 extension Spawn {
@@ -44,16 +45,13 @@ private final class SpawnerThread: Sendable {
     }
 
     private init() {
-        let thread = Thread { [self] in
+        startHostThread(named: "vigil-spawner", stackSize: 256 << 10) { [self] in
             while true {
                 ready.wait()
                 let job = jobs.withLock { $0.isEmpty ? nil : $0.removeFirst() }
                 job?.run()
             }
         }
-        thread.name = "vigil-spawner"
-        thread.stackSize = 256 << 10
-        thread.start()
     }
 
     func run(_ spawn: Spawn) throws(SpawnError) -> pid_t {

@@ -161,9 +161,7 @@ public final class ActionRunner: Sendable {
             state.keys[key]?.counters.started += 1
             state.children[child.pid] = false
         }
-        let supervisor = Thread { [self] in supervise(child, key: key, action: action, stdin: stdin) }
-        supervisor.name = "vigil-action"
-        supervisor.start()
+        startHostThread(named: "vigil-action") { [self] in supervise(child, key: key, action: action, stdin: stdin) }
         return .started
     }
 

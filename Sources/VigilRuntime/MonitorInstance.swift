@@ -15,7 +15,7 @@ import VigilSinks
 /// in this process or in a runner (`transport`); the instance is the same
 /// either way, and supervises a runner: a crash, a hang or a crossed limit is
 /// reported and restarted as the manifest says, then quarantined.
-package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // its state is behind `lock` or on its queue; its counters are atomics
+package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sendable {  // its state is behind `lock` or on its queue; its counters are atomics
     package typealias State = MonitorLifecycle.State
 
     package let name: String
@@ -43,7 +43,16 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     private let availabilityKind: Int
 
     // Touched only on `queue`.
+    /// Its own poll timer, for a monitor too slow for the rounds.
     private var timer: DispatchSourceTimer?
+    /// Its membership of the poll rounds of its interval, while it has one.
+    private var roundTicket: UInt64?
+    /// A poll took longer than the rounds allow: it polls on its own timer.
+    private var pollsAlone = false
+    /// When the last poll began (monotonic ns).
+    private var lastPollBegan: Int64 = 0
+    /// Where its scheduled polls are run from.
+    private let rounds: PollRounds
     /// Polls of the current instance (since its create), for crash reports.
     private var pollsOfInstance = 0
     /// Attempts of `retryLater` since the last success.
@@ -124,8 +133,10 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     init(config: MonitorConfig, description: PluginDescription, transport: any PluginTransport, options: [BoundOption],
          bus: EventBus, hostEvents: HostEvents, logger: Logger,
          conditions: ConditionProcessor? = nil, plugin: HostedPlugin? = nil, fingerprint: String = "",
-         clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds, schedulesPolls: Bool = true) {
+         clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds, schedulesPolls: Bool = true,
+         rounds: PollRounds = .shared) {
         self.name = config.name
+        self.rounds = rounds
         self.schedulesPolls = schedulesPolls
         self.conditions = conditions
         self.plugin = plugin
@@ -277,8 +288,8 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
             startRetries = 0
             if inferredUnavailable { infer(available: true, reason: "") }
             if transport.polls {
-                pollOnce()
-                if schedulesPolls { scheduleTimer() }
+                let took = pollOnce()
+                if schedulesPolls, lifecycle.mayStart { schedulePolls(firstTook: took) }
             }
         case VIGIL_E_UNAVAILABLE, VIGIL_E_TEMPORARY:
             accepting.store(false, ordering: .releasing)
@@ -290,18 +301,47 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         }
     }
 
-    private func scheduleTimer() {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        let leeway = DispatchTimeInterval.nanoseconds(Int(min(interval / 50, 10_000_000)))
-        // Each monitor keeps the phase it started at. Polls aligned on the
-        // interval's multiples cost about a tenth less CPU (one wake for all),
-        // but the burst of every monitor's thread at once is what the cpu
-        // monitor then reads as procs_running (16–31 against 5–10): the
-        // host must not be what it measures.
-        timer.schedule(deadline: .now() + .nanoseconds(Int(interval)), repeating: .nanoseconds(Int(interval)), leeway: leeway)
-        timer.setEventHandler { [weak self] in self?.pollOnce() }
-        self.timer = timer
-        timer.resume()
+    /// Polls every interval from now on: in the rounds of its interval
+    /// (`PollRounds`), or on its own timer when a poll is too slow for them.
+    private func schedulePolls(firstTook: Int64) {
+        stopPolling()
+        if pollsAlone || firstTook > PollRounds.slowPoll(interval: interval) {
+            pollsAlone = true
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            let leeway = DispatchTimeInterval.nanoseconds(Int(min(interval / 50, 10_000_000)))
+            timer.schedule(deadline: .now() + .nanoseconds(Int(interval)), repeating: .nanoseconds(Int(interval)), leeway: leeway)
+            timer.setEventHandler { [weak self] in self?.pollOnce() }
+            self.timer = timer
+            timer.resume()
+        } else {
+            roundTicket = rounds.join(self, interval: interval)
+        }
+    }
+
+    /// No more scheduled polls. On `queue`.
+    private func stopPolling() {
+        timer?.cancel()
+        timer = nil
+        if let ticket = roundTicket {
+            roundTicket = nil
+            rounds.leave(ticket: ticket, interval: interval)
+        }
+    }
+
+    /// A round's poll (any thread): run here under its queue, unless a call
+    /// is in flight (a hung poll holds one thread, not every round's) or the
+    /// last poll began less than half an interval ago (it joined the rounds
+    /// just after its first poll, or was polled on request). A poll slower
+    /// than the rounds allow takes it out of them.
+    func pollInRound(ticket: UInt64) {
+        guard lock.withLock({ _ in inFlight == nil }) else { return }
+        queue.sync {
+            guard roundTicket == ticket, monotonicNanoseconds() - lastPollBegan >= interval / 2 else { return }
+            let took = pollOnce()
+            guard roundTicket == ticket, took > PollRounds.slowPoll(interval: interval) else { return }
+            logger.info("a poll took \(Units.formatDuration(took)): polled on its own timer from now on, not in the rounds of its interval")
+            schedulePolls(firstTook: took)
+        }
     }
 
     /// Polls now, outside the schedule (`vigil ctl poll` later; tests now).
@@ -311,9 +351,12 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         }
     }
 
-    private func pollOnce() {
-        guard transport.hasInstance, transport.polls, lifecycle.mayStart else { return }
+    /// Polls the instance; returns how long the poll took.
+    @discardableResult
+    private func pollOnce() -> Int64 {
+        guard transport.hasInstance, transport.polls, lifecycle.mayStart else { return 0 }
         let started = monotonicNanoseconds()
+        lastPollBegan = started
         polls.add(1, ordering: .relaxed)
         pollsOfInstance += 1
         let number = pollsOfInstance
@@ -326,7 +369,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
         defer { lock.withLock { _ in lastPoll = (startedAt, took) } }
         guard case .returned(let status, let message) = outcome else {
             if case .crashed(let death) = outcome { crashed(call: "poll #\(number)", death: death) }
-            return
+            return took
         }
         switch status {
         case VIGIL_OK:
@@ -344,15 +387,15 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
             infer(available: false, reason: message.isEmpty ? "unavailable" : message)
         default:
             pollErrors.add(1, ordering: .relaxed)
-            timer?.cancel()
-            timer = nil
+            stopPolling()
             if case .crashed(let death) = call("stop", { transport.stop(timeout: timeout) }) {
                 crashed(call: "stop", death: death)
-                return
+                return took
             }
             accepting.store(false, ordering: .releasing)
             fail(call: "poll", status: status, message: message)
         }
+        return took
     }
 
     /// Reports a failed call, destroys the instance and leaves it failed.
@@ -395,8 +438,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
     private func crashed(call: String, death: RunnerDeath) {
         accepting.store(false, ordering: .releasing)
         (transport as? RunnerTransport)?.discard()
-        timer?.cancel()
-        timer = nil
+        stopPolling()
         crashes.add(1, ordering: .relaxed)
         let lastWords = logGate.recentLines
         logger.error("the plugin's runner ended in \(call): \(death)\(logGate.lastWords)")
@@ -540,8 +582,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
 
     /// No more polls or quarantine checks; the instance stopped and destroyed. On `queue`.
     private func cancelTimersStopAndDestroy() {
-        timer?.cancel()
-        timer = nil
+        stopPolling()
         quarantineCheck?.cancel()
         quarantineCheck = nil
         stopAndDestroy()
@@ -708,8 +749,7 @@ package final class MonitorInstance: RunnerReceiver, @unchecked Sendable {  // i
             queue.async { [self] in
                 guard lifecycle.mayStart else { return }
                 finished.store(false, ordering: .releasing)
-                timer?.cancel()
-                timer = nil
+                stopPolling()
                 if case .crashed(let death) = call("stop", { transport.stop(timeout: timeout) }) {
                     crashed(call: "stop", death: death)
                     return

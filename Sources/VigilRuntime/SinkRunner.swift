@@ -67,16 +67,13 @@ package final class SinkRunner: @unchecked Sendable {  // its mutable fields are
 
     package func start() {
         started.store(true, ordering: .releasing)
-        let thread = Thread { [self] in
-            run()
-            done.signal()
-        }
-        thread.name = "vigil-sink-\(config.name)"
-        thread.stackSize = 512 << 10
         // Not kept: Foundation holds a running thread, and a runner that
         // held its thread (whose closure holds the runner) would never be
         // freed after a reload retired it.
-        thread.start()
+        startHostThread(named: "vigil-sink-\(config.name)", stackSize: 512 << 10) { [self] in
+            run()
+            done.signal()
+        }
     }
 
     private func run() {

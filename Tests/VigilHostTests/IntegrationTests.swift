@@ -156,6 +156,40 @@ import VigilCore
         #expect(events.contains { $0.monitor == "slow" && $0.kind == "sample" })
     }
 
+    /// Monitors of one interval are polled in one round, one after another;
+    /// a poll that hangs in the middle of a round holds up the others for at
+    /// most the round's rescue delay (50 ms at 200 ms), and the slow monitor
+    /// polls on its own timer from then on.
+    @Test func aPollThatHangsInARoundDelaysNoOtherMonitor() throws {
+        let dir = try TestEnv.tempDir()
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        interval: 200ms
+        monitors:
+          a: { plugin: heartbeat }
+          slow: { plugin: slow_poll, timeout: 5s, isolation: none, options: { sleep: 1500ms, from: 3 } }
+          b: { plugin: heartbeat }
+          c: { plugin: heartbeat }
+        sinks:
+          journal: { type: file, path: \(dir)/events.jsonl }
+        """, to: manifest)
+        let result = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "4s"], timeout: 30)
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = try parse(try readLines(dir + "/events.jsonl"))
+        for name in ["a", "b", "c"] {
+            let beats = events.filter { $0.monitor == name && $0.kind == "beat" }
+            #expect(beats.count >= 16, "\(name): only \(beats.count) beats in 4 s at 200 ms")
+            let gaps = zip(beats, beats.dropFirst()).map { $1.time - $0.time }
+            #expect((gaps.max() ?? 0) < 450_000_000, "\(name): largest gap between beats \(gaps.max() ?? 0) ns")
+        }
+        #expect(result.stderr.contains("monitor=slow a poll took"), "\(result.stderr)")
+        #expect(result.stderr.contains("polled on its own timer from now on"), "\(result.stderr)")
+        // Its third poll hung for 1.5 s; its own timer polled it again after.
+        let slow = events.filter { $0.monitor == "slow" && $0.kind == "sample" }
+        #expect(slow.count >= 3, "\(slow.count) polls of the slow monitor")
+    }
+
     @Test func theReadmeCommandRunsTheDefaultManifest() throws {
         let dir = try TestEnv.tempDir()
         let result = try TestEnv.run(TestEnv.vigil, ["run", TestEnv.repoRoot + "/manifests/default.yaml", "--for", "1500ms"],

@@ -27,6 +27,10 @@ int vigil_seqpacket_pair(int fds[2]);
  *  thread that created it ends. */
 int vigil_set_parent_death_signal(int signal);
 
+/* Names the calling thread for the kernel (comm: its first 15 bytes);
+ * 0, or -1 with errno. */
+int vigil_name_thread(const char *name);
+
 /** Whether child `pid` has ended, without reaping it (waitid(P_PID, pid,
  *  WEXITED | WNOWAIT), with WNOHANG unless `block`): 1 ended (a zombie,
  *  its pid still its own), 0 not yet, -1 with errno (not our child). */

@@ -119,13 +119,10 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
             return !s.started
         }) else { return }
         outer = context
-        let thread = Thread { [self] in
+        startHostThread(named: "vigil-buffer-\(context.name)", stackSize: 512 << 10) { [self] in
             deliver(buffer)
             finished.signal()
         }
-        thread.name = "vigil-buffer-\(context.name)"
-        thread.stackSize = 512 << 10
-        thread.start()
     }
 
     /// At once until the buffer is open (what an earlier run left is sent

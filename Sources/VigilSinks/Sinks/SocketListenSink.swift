@@ -113,7 +113,8 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
     /// A thread blocked in accept(2): new clients wait for the sink's thread,
     /// which is woken to take them.
     private func startAccepting(_ fd: Int32) {
-        let thread = Thread { [self] in
+        accepting = true
+        startHostThread(named: "vigil-accept", stackSize: 128 << 10) { [self] in
             while true {
                 let client = Sockets.accept(fd)
                 if client < 0 {
@@ -129,10 +130,6 @@ package final class SocketListenSink: EventSink, @unchecked Sendable {  // an Ev
             }
             acceptDone.signal()
         }
-        thread.name = "vigil-accept"
-        thread.stackSize = 128 << 10
-        accepting = true
-        thread.start()
     }
 
     private func acceptClients(context: SinkContext) {
