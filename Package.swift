@@ -124,6 +124,9 @@ let package = Package(
         .target(name: "VigilJSON"),
         // Pure Swift, no I/O: events, manifest model and validation, routing, encoding.
         .target(name: "VigilCore", dependencies: ["VigilJSON", .product(name: "Yams", package: "Yams")]),
+        // The history's storage: compressed columns (Gorilla's delta-of-delta
+        // and XOR) in blocks per stream. Pure Swift, no I/O, no dependency.
+        .target(name: "VigilHistory"),
         // The ABI boundary, once: the host table, the event decoder, the
         // loader and negotiation, call helpers, the epochs. The runtime, the
         // checker, the test kit and the probe all go through it.
@@ -225,6 +228,7 @@ let package = Package(
         // The manifest tests read sinks with the host's sink types (SinkTypes.standard).
         .testTarget(name: "VigilCoreTests", dependencies: ["VigilCore", "VigilSinks"]),
         .testTarget(name: "VigilJSONTests", dependencies: ["VigilJSON"]),
+        .testTarget(name: "VigilHistoryTests", dependencies: ["VigilHistory"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
         .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilChildProcess", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting", "VigilForeign"]),
     ] + plugins.map(\.1)
