@@ -40,6 +40,11 @@ package struct HistoryBlock: Sendable {
         }
     }
 
+    /// A field that joins after the block's first point: absent before.
+    package mutating func addColumn(_ kind: Kind) {
+        columns.append(FieldColumn(kind: kind, absentBefore: count))
+    }
+
     /// The bytes the block holds in its columns.
     package var bytes: Int { times.bits.bytes + columns.reduce(0) { $0 + $1.bytes } }
 
@@ -85,8 +90,9 @@ package struct FieldColumn: Sendable {
     /// Bit i set: point i has a value. Nil while every point has one.
     private var presence: [UInt64]?
 
-    init(kind: HistoryBlock.Kind) {
+    init(kind: HistoryBlock.Kind, absentBefore points: Int = 0) {
         self.kind = kind
+        if points > 0 { presence = [UInt64](repeating: 0, count: points / 64 + 1) }
     }
 
     package enum Values: Sendable {
@@ -126,8 +132,12 @@ package struct FieldColumn: Sendable {
             // The first absence: every point before had a value.
             presence = [UInt64](repeating: ~0, count: point / 64 + 1)
         }
-        while presence!.count <= point >> 6 { presence!.append(~0) }
-        if !present { presence![point >> 6] &= ~(1 << UInt64(point & 63)) }
+        while presence!.count <= point >> 6 { presence!.append(0) }
+        if present {
+            presence![point >> 6] |= 1 << UInt64(point & 63)
+        } else {
+            presence![point >> 6] &= ~(1 << UInt64(point & 63))
+        }
     }
 
     var bytes: Int { ints.bits.bytes + doubles.bits.bytes + (presence?.count ?? 0) * 8 }

@@ -1,0 +1,490 @@
+import Synchronization
+
+/// What the history keeps and for how long.
+package struct HistoryLimits: Sendable, Equatable {
+    /// How long every point is kept (ms).
+    package var retention: Int64 = 3_600_000
+    /// How long the per-minute min, max, mean and last are kept (ms).
+    package var minuteRetention: Int64 = 86_400_000
+    /// The bytes the history may hold: past them the oldest blocks go first.
+    package var maxMemory = 64 << 20
+    /// The series it may hold: a field that would be one more is not kept.
+    package var maxSeries = 100_000
+    /// Points in a block before it is sealed (and may be dropped as one).
+    package var blockPoints = 120
+
+    package init() {}
+}
+
+/// A stream: one monitor's events of one kind and identity.
+package struct StreamKey: Hashable, Sendable, Comparable {
+    package let monitor: String
+    package let kind: String
+    /// Identity fields, sorted by name.
+    package let identity: [Identity]
+
+    package struct Identity: Hashable, Sendable, Comparable {
+        package let name: String
+        package let value: String
+        package init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+        package static func < (a: Identity, b: Identity) -> Bool { (a.name, a.value) < (b.name, b.value) }
+    }
+
+    package init(monitor: String, kind: String, identity: [Identity] = []) {
+        self.monitor = monitor
+        self.kind = kind
+        self.identity = identity.sorted()
+    }
+
+    package static func < (a: StreamKey, b: StreamKey) -> Bool {
+        if a.monitor != b.monitor { return a.monitor < b.monitor }
+        if a.kind != b.kind { return a.kind < b.kind }
+        return a.identity.lexicographicallyPrecedes(b.identity)
+    }
+}
+
+/// One series: a field of a stream.
+package struct SeriesKey: Hashable, Sendable {
+    package let stream: StreamKey
+    package let field: String
+    package init(stream: StreamKey, field: String) {
+        self.stream = stream
+        self.field = field
+    }
+}
+
+/// A field of an event, as the history takes it.
+package struct HistoryField: Sendable {
+    package let name: String
+    package let value: HistoryValue
+    /// A cumulative counter (shown as a rate).
+    package let counter: Bool
+    package init(_ name: String, _ value: HistoryValue, counter: Bool = false) {
+        self.name = name
+        self.value = value
+        self.counter = counter
+    }
+}
+
+/// What the history dropped or refused, by reason.
+package struct HistoryLosses: Sendable, Equatable {
+    /// Points in blocks dropped because `maxMemory` was reached.
+    package var memoryPoints: UInt64 = 0
+    /// Fields not kept because `maxSeries` was reached.
+    package var seriesRefused: UInt64 = 0
+    /// Points older than the stream's last (time went back): not kept.
+    package var outOfOrder: UInt64 = 0
+    package init() {}
+}
+
+/// Every point of every series the history sink is given, in compressed
+/// blocks (`HistoryBlock`): every point for `retention`, per-minute min,
+/// max, mean and last for `minuteRetention`, within `maxMemory` and
+/// `maxSeries`. Time is the events' own (the newest seen is "now"), so it
+/// is tested without a clock. Appends come from the sink's thread, queries
+/// from the control API's: blocks are values, so a query copies what it
+/// needs under the lock and decodes outside it.
+package final class HistoryStore: Sendable {
+    package let limits: HistoryLimits
+    private let state: Mutex<State>
+
+    package init(limits: HistoryLimits = HistoryLimits()) {
+        self.limits = limits
+        state = Mutex(State(limits: limits))
+    }
+
+    /// Adds an event's numeric fields at `time` (ns since the epoch).
+    package func append(_ stream: StreamKey, time: Int64, fields: [HistoryField]) {
+        state.withLock { $0.append(stream, time: floorDiv(time, 1_000_000), fields: fields) }
+    }
+
+    /// The bytes held now (blocks and the bookkeeping of streams and series).
+    package var bytes: Int { state.withLock { $0.bytes } }
+    package var losses: HistoryLosses { state.withLock { $0.losses } }
+    package var seriesCount: Int { state.withLock { $0.seriesCount } }
+
+    /// A series as listed.
+    package struct SeriesInfo: Sendable, Equatable {
+        package let key: SeriesKey
+        package let counter: Bool
+        /// Its oldest and newest point kept (ms); nil when none is left.
+        package let first: Int64?
+        package let last: Int64?
+    }
+
+    /// The series whose stream and field `matches` says yes to, in order
+    /// of stream then field, at most `limit` of them (and whether more matched).
+    package func series(limit: Int = .max, matching matches: (SeriesKey) -> Bool = { _ in true })
+        -> (series: [SeriesInfo], more: Bool) {
+        state.withLock { state in
+            var out: [SeriesInfo] = []
+            for stream in state.streams.sorted(by: { $0.key < $1.key }) {
+                for field in stream.fields {
+                    let key = SeriesKey(stream: stream.key, field: field.name)
+                    guard matches(key) else { continue }
+                    guard out.count < limit else { return (out, true) }
+                    let first = stream.sealed.first?.first ?? stream.open?.first
+                    let last = stream.open.map(\.last) ?? stream.sealed.last?.last
+                    out.append(SeriesInfo(key: key, counter: field.counter, first: first, last: last))
+                }
+            }
+            return (out, false)
+        }
+    }
+
+    /// A point of a query: the value at `time`, or over the step that
+    /// begins there (ms).
+    package struct Bucket: Sendable, Equatable {
+        package let time: Int64
+        package let min: Double
+        package let max: Double
+        package let mean: Double
+        package let last: Double
+        package let count: Int
+    }
+
+    /// What a query gives back.
+    package struct Answer: Sendable, Equatable {
+        package let counter: Bool
+        /// The step used (ms): the one asked for, or a larger one so that
+        /// no more than `maxBuckets` come back; 0 for every point as kept.
+        package let step: Int64
+        /// Whether the minute tier answered (the span reached past `retention`, or the step is a minute or more).
+        package let minutes: Bool
+        package let buckets: [Bucket]
+    }
+
+    /// The most buckets a query gives back.
+    package static let maxBuckets = 11_000
+
+    /// `series` from `from` to `to` (ms, inclusive), every point (`step`
+    /// 0) or aggregated per `step` ms; counters as their rate per second
+    /// when `rate` (a fall is a reset: the new value is the increase).
+    /// Nil when the series does not exist.
+    package func query(_ series: SeriesKey, from: Int64, to: Int64, step: Int64 = 0, rate: Bool = true) -> Answer? {
+        typealias Found = (field: Int, counter: Bool, blocks: [HistoryBlock], minutes: [HistoryBlock], oldest: Int64?)
+        let found: Found? = state.withLock { state in
+            guard let index = state.index[series.stream] else { return nil }
+            let stream = state.streams[index]
+            guard let field = stream.fieldIndex[series.field] else { return nil }
+            let overlapping = { (block: HistoryBlock) in block.count > 0 && block.last >= from && block.first <= to }
+            var blocks = stream.sealed.filter(overlapping)
+            if let open = stream.open, overlapping(open) { blocks.append(open) }
+            var minutes = stream.minuteSealed.filter(overlapping)
+            if let open = stream.minuteOpen, overlapping(open) { minutes.append(open) }
+            return (field, stream.fields[field].counter, blocks, minutes, stream.sealed.first?.first ?? stream.open?.first)
+        }
+        guard let found else { return nil }
+        let asRate = found.counter && rate
+        // Every point kept in the span, at the latest one (the minute tier
+        // answers before them); the span cut to what the series holds.
+        var points: [(time: Int64, value: Double)] = []
+        for block in found.blocks {
+            for point in block.points(field: found.field) where point.time >= from && point.time <= to {
+                points.append((point.time, point.value.double))
+            }
+        }
+        // The minute tier answers a step of a minute or more, and a span
+        // that begins before the oldest point kept where it has minutes.
+        let useMinutes = step >= 60_000
+            || from < (found.oldest ?? .max) && (found.minutes.first.map { $0.first < (found.oldest ?? .max) } ?? false)
+        var minuteBuckets: [Bucket] = []
+        if useMinutes {
+            minuteBuckets = Self.minutes(found.minutes, field: found.field, from: from, to: to, rate: asRate)
+            // The minutes not closed yet come from every point.
+            if let lastMinute = minuteBuckets.last?.time { points.removeAll { $0.time < lastMinute + 60_000 } }
+        }
+        if asRate { points = Self.rates(points) }
+        let first = minuteBuckets.first?.time ?? points.first?.time ?? from
+        let last = points.last?.time ?? minuteBuckets.last?.time ?? to
+        let span = max(0, last - first)
+        var step = max(0, step, useMinutes ? 60_000 : 0)
+        if step == 0 && points.count > Self.maxBuckets || step > 0 && span / step >= Int64(Self.maxBuckets) {
+            step = span / Int64(Self.maxBuckets - 1) + 1
+        }
+        guard step > 0 else {
+            return Answer(counter: found.counter, step: 0, minutes: false,
+                          buckets: points.map { Bucket(time: $0.time, min: $0.value, max: $0.value, mean: $0.value, last: $0.value, count: 1) })
+        }
+        let grid = max(from, first)
+        let merged = Self.merge(minuteBuckets, from: grid, step: step)
+            + Self.merge(points.map { Bucket(time: $0.time, min: $0.value, max: $0.value, mean: $0.value, last: $0.value, count: 1) },
+                         from: grid, step: step)
+        return Answer(counter: found.counter, step: step, minutes: useMinutes, buckets: Self.merge(merged, from: grid, step: step))
+    }
+
+    /// Per-second rates between consecutive points of a counter, at the later one's time.
+    static func rates(_ points: [(time: Int64, value: Double)]) -> [(time: Int64, value: Double)] {
+        guard points.count > 1 else { return [] }
+        var out: [(time: Int64, value: Double)] = []
+        out.reserveCapacity(points.count - 1)
+        for (a, b) in zip(points, points.dropFirst()) where b.time > a.time {
+            let increase = b.value >= a.value ? b.value - a.value : b.value
+            out.append((b.time, increase * 1000 / Double(b.time - a.time)))
+        }
+        return out
+    }
+
+    /// Buckets gathered into steps of `step` ms from `from`: min of the
+    /// mins, max of the maxes, the mean weighted by count, the last last.
+    static func merge(_ buckets: [Bucket], from: Int64, step: Int64) -> [Bucket] {
+        var out: [Bucket] = []
+        for bucket in buckets {
+            let start = from &+ (bucket.time &- from) / step * step
+            if let c = out.last, c.time == start {
+                let count = c.count + bucket.count
+                out[out.count - 1] = Bucket(time: start, min: Swift.min(c.min, bucket.min), max: Swift.max(c.max, bucket.max),
+                                            mean: (c.mean * Double(c.count) + bucket.mean * Double(bucket.count)) / Double(count),
+                                            last: bucket.last, count: count)
+            } else {
+                out.append(Bucket(time: start, min: bucket.min, max: bucket.max, mean: bucket.mean, last: bucket.last, count: bucket.count))
+            }
+        }
+        return out
+    }
+
+    /// The minute tier's minutes of `field` in the span; a counter's as the
+    /// rate between their last values.
+    static func minutes(_ blocks: [HistoryBlock], field: Int, from: Int64, to: Int64, rate: Bool) -> [Bucket] {
+        var minutes: [Bucket] = []
+        for block in blocks {
+            let mins = block.points(field: field * 4), maxes = block.points(field: field * 4 + 1)
+            let means = block.points(field: field * 4 + 2), lasts = block.points(field: field * 4 + 3)
+            guard mins.count == lasts.count, maxes.count == lasts.count, means.count == lasts.count else { continue }
+            for i in lasts.indices where lasts[i].time >= from && lasts[i].time <= to {
+                minutes.append(Bucket(time: lasts[i].time, min: mins[i].value.double, max: maxes[i].value.double,
+                                      mean: means[i].value.double, last: lasts[i].value.double, count: 60))
+            }
+        }
+        guard rate else { return minutes }
+        return Self.rates(minutes.map { ($0.time, $0.last) }).map {
+            Bucket(time: $0.time, min: $0.value, max: $0.value, mean: $0.value, last: $0.value, count: 60)
+        }
+    }
+}
+
+/// `a / b` rounded down (times before 1970 go to the earlier millisecond and minute).
+func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
+    let q = a / b
+    return a % b < 0 ? q - 1 : q
+}
+
+extension HistoryValue {
+    package var double: Double {
+        switch self {
+        case .int(let v): Double(v)
+        case .double(let v): v
+        }
+    }
+}
+
+// MARK: - the state behind the lock
+
+private struct FieldInfo {
+    let name: String
+    let kind: HistoryBlock.Kind
+    let counter: Bool
+}
+
+/// A minute's aggregate of one field.
+private struct MinuteAggregate {
+    var min = Double.infinity
+    var max = -Double.infinity
+    var sum = 0.0
+    var count = 0
+    var last = 0.0
+
+    mutating func add(_ value: Double) {
+        min = Swift.min(min, value)
+        max = Swift.max(max, value)
+        sum += value
+        count += 1
+        last = value
+    }
+}
+
+private struct Stream {
+    let key: StreamKey
+    var fields: [FieldInfo] = []
+    var fieldIndex: [String: Int] = [:]
+    var open: HistoryBlock?
+    var sealed: [HistoryBlock] = []
+    /// The minute being gathered (its start, ms) and each field's aggregate.
+    var minute: Int64 = .min
+    var aggregates: [MinuteAggregate] = []
+    var minuteOpen: HistoryBlock?
+    var minuteSealed: [HistoryBlock] = []
+    var lastTime: Int64 = .min
+
+    init(key: StreamKey) { self.key = key }
+}
+
+/// Blocks in the order they were sealed: the oldest go first.
+private struct SealOrder {
+    private var entries: [(stream: Int, end: Int64)] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == entries.count }
+    var front: (stream: Int, end: Int64)? { isEmpty ? nil : entries[head] }
+
+    mutating func push(stream: Int, end: Int64) { entries.append((stream, end)) }
+
+    mutating func pop() {
+        head += 1
+        if head > 1024 && head * 2 > entries.count {
+            entries.removeFirst(head)
+            head = 0
+        }
+    }
+}
+
+private struct State {
+    let limits: HistoryLimits
+    var streams: [Stream] = []
+    var index: [StreamKey: Int] = [:]
+    var blockBytes = 0
+    var seriesCount = 0
+    var newest: Int64 = .min
+    var losses = HistoryLosses()
+    var order = SealOrder()
+    var minuteOrder = SealOrder()
+
+    init(limits: HistoryLimits) { self.limits = limits }
+
+    /// An estimate of what each stream and series costs beside its blocks
+    /// (keys, dictionaries, aggregates), so that `maxMemory` bounds the whole.
+    static let streamOverhead = 512
+    static let seriesOverhead = 160
+
+    var bytes: Int { blockBytes + streams.count * Self.streamOverhead + seriesCount * Self.seriesOverhead }
+
+    mutating func append(_ key: StreamKey, time: Int64, fields: [HistoryField]) {
+        let s: Int
+        if let known = index[key] {
+            s = known
+        } else {
+            s = streams.count
+            streams.append(Stream(key: key))
+            index[key] = s
+        }
+        guard time > streams[s].lastTime else {
+            losses.outOfOrder += UInt64(fields.count)
+            return
+        }
+        streams[s].lastTime = time
+        newest = max(newest, time)
+
+        // The point's values in the stream's field order; new fields join.
+        var values = [HistoryValue?](repeating: nil, count: streams[s].fields.count)
+        for field in fields {
+            if let f = streams[s].fieldIndex[field.name] {
+                values[f] = field.value
+                continue
+            }
+            guard seriesCount < limits.maxSeries else {
+                losses.seriesRefused += 1
+                continue
+            }
+            let kind: HistoryBlock.Kind = if case .int = field.value { .int } else { .double }
+            streams[s].fieldIndex[field.name] = streams[s].fields.count
+            streams[s].fields.append(FieldInfo(name: field.name, kind: kind, counter: field.counter))
+            streams[s].aggregates.append(MinuteAggregate())
+            seriesCount += 1
+            values.append(field.value)
+            addColumn(kind, stream: s)
+        }
+
+        minuteTier(stream: s, time: time, values: values)
+
+        let before = streams[s].open?.bytes ?? 0
+        if streams[s].open == nil { streams[s].open = HistoryBlock(kinds: streams[s].fields.map(\.kind)) }
+        streams[s].open!.append(time: time, values)
+        blockBytes += streams[s].open!.bytes - before
+        if streams[s].open!.count >= limits.blockPoints { seal(stream: s) }
+        expire()
+    }
+
+    /// A field that joins mid-block gets a column in the open blocks, absent before.
+    private mutating func addColumn(_ kind: HistoryBlock.Kind, stream s: Int) {
+        if streams[s].open != nil { streams[s].open!.addColumn(kind) }
+        if streams[s].minuteOpen != nil { for _ in 0..<4 { streams[s].minuteOpen!.addColumn(.double) } }
+    }
+
+    private mutating func seal(stream s: Int) {
+        guard let open = streams[s].open else { return }
+        let sealed = open.sealed()
+        blockBytes += sealed.bytes - open.bytes
+        streams[s].open = nil
+        streams[s].sealed.append(sealed)
+        order.push(stream: s, end: sealed.last)
+    }
+
+    /// At a new minute, the one before goes into the minute tier as its
+    /// fields' min, max, mean and last.
+    private mutating func minuteTier(stream s: Int, time: Int64, values: [HistoryValue?]) {
+        let minute = floorDiv(time, 60_000) * 60_000
+        if minute != streams[s].minute {
+            if streams[s].minute != .min { closeMinute(stream: s) }
+            streams[s].minute = minute
+        }
+        for (i, value) in values.enumerated() {
+            if let value { streams[s].aggregates[i].add(value.double) }
+        }
+    }
+
+    private mutating func closeMinute(stream s: Int) {
+        var row: [HistoryValue?] = []
+        row.reserveCapacity(streams[s].aggregates.count * 4)
+        for aggregate in streams[s].aggregates {
+            if aggregate.count == 0 {
+                row.append(contentsOf: [nil, nil, nil, nil])
+            } else {
+                row.append(contentsOf: [.double(aggregate.min), .double(aggregate.max),
+                                        .double(aggregate.sum / Double(aggregate.count)), .double(aggregate.last)])
+            }
+        }
+        for i in streams[s].aggregates.indices { streams[s].aggregates[i] = MinuteAggregate() }
+        let before = streams[s].minuteOpen?.bytes ?? 0
+        if streams[s].minuteOpen == nil {
+            streams[s].minuteOpen = HistoryBlock(kinds: [HistoryBlock.Kind](repeating: .double, count: streams[s].fields.count * 4))
+        }
+        streams[s].minuteOpen!.append(time: streams[s].minute, row)
+        blockBytes += streams[s].minuteOpen!.bytes - before
+        if streams[s].minuteOpen!.count >= limits.blockPoints {
+            let open = streams[s].minuteOpen!
+            let sealed = open.sealed()
+            blockBytes += sealed.bytes - open.bytes
+            streams[s].minuteOpen = nil
+            streams[s].minuteSealed.append(sealed)
+            minuteOrder.push(stream: s, end: sealed.last)
+        }
+    }
+
+    /// Blocks past their retention go, then the oldest while over `maxMemory`
+    /// (every point first, then minutes); the latter are counted as lost.
+    private mutating func expire() {
+        while let front = order.front, front.end < newest - limits.retention { dropOldest(tier: 0, counted: false) }
+        while let front = minuteOrder.front, front.end < newest - limits.minuteRetention { dropOldest(tier: 1, counted: false) }
+        while bytes > limits.maxMemory {
+            if !order.isEmpty {
+                dropOldest(tier: 0, counted: true)
+            } else if !minuteOrder.isEmpty {
+                dropOldest(tier: 1, counted: true)
+            } else {
+                break  // only open blocks: sealed as they fill, dropped then
+            }
+        }
+    }
+
+    private mutating func dropOldest(tier: Int, counted: Bool) {
+        let front = tier == 0 ? order.front! : minuteOrder.front!
+        if tier == 0 { order.pop() } else { minuteOrder.pop() }
+        let s = front.stream
+        let block = tier == 0 ? streams[s].sealed.removeFirst() : streams[s].minuteSealed.removeFirst()
+        blockBytes -= block.bytes
+        if counted { losses.memoryPoints += UInt64(block.count * max(1, tier == 0 ? block.columns.count : block.columns.count / 4)) }
+    }
+}
