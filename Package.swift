@@ -167,7 +167,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio", condition: hostOnly),
         ]),
         .target(name: "VigilSinks", dependencies: [
-            "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP", "VigilForeign",
+            "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP", "VigilForeign", "VigilHistory",
             .target(name: "VigilHTTPClient", condition: hostOnly),
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
@@ -196,7 +196,7 @@ let package = Package(
         // The control API: its server (unix socket and TCP), its model, the
         // host's own /metrics.
         .target(name: "VigilControl", dependencies: [
-            "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime",
+            "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilHistory",
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hostOnly),
             .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),

@@ -10,12 +10,25 @@ public struct ControlRequest: Sendable {
     public var method: String
     /// The path, without the query.
     public var path: String
+    /// The query's parameters, decoded (`+` is a space); the last of a name wins.
+    public var query: [String: String]
     public var body: [UInt8]
 
     public init(method: String, uri: String, body: [UInt8] = []) {
         self.method = method
         self.path = String(uri.prefix { $0 != "?" })
         self.body = body
+        var query: [String: String] = [:]
+        if let mark = uri.firstIndex(of: "?") {
+            for pair in uri[uri.index(after: mark)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let decode = { (text: Substring) in
+                    String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(text)
+                }
+                query[decode(parts[0])] = parts.count > 1 ? decode(parts[1]) : ""
+            }
+        }
+        self.query = query
     }
 }
 
@@ -50,6 +63,8 @@ public struct ControlResponse: Sendable {
 /// - `POST /v1/monitors/NAME/restart`: stop (when running), then start.
 /// - `POST /v1/reload`: the manifest again, applied as a diff; answers the
 ///   diff, or the errors (422) with nothing changed.
+/// - `GET /v1/series`, `GET /v1/query`: what a `history` sink keeps
+///   (`HistoryAPI`).
 /// - `GET /metrics`: the same counters in Prometheus' text format.
 package final class ControlAPI: Sendable {
     let runtime: VigilRuntime
@@ -75,6 +90,11 @@ package final class ControlAPI: Sendable {
             guard post else { return .error(405, "\(request.method) \(request.path): only POST") }
             let result = await runtime.reload(reason: "asked over the control API")
             return .json(result.applied ? 200 : 422, result)
+        }
+        if parts == ["v1", "series"] || parts == ["v1", "query"] {
+            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            let api = HistoryAPI(sinks: runtime.sinks.compactMap { runner in runner.sink.history.map { (runner.config.name, $0) } })
+            return parts[1] == "series" ? api.series(request.query) : api.query(request.query)
         }
         if parts == ["metrics"] {
             guard get else { return .error(405, "\(request.method) \(request.path): only GET") }

@@ -87,7 +87,7 @@ package struct HistoryLosses: Sendable, Equatable {
 /// is tested without a clock. Appends come from the sink's thread, queries
 /// from the control API's: blocks are values, so a query copies what it
 /// needs under the lock and decodes outside it.
-package final class HistoryStore: Sendable {
+public final class HistoryStore: Sendable {
     package let limits: HistoryLimits
     private let state: Mutex<State>
 
@@ -101,6 +101,14 @@ package final class HistoryStore: Sendable {
         state.withLock { $0.append(stream, time: floorDiv(time, 1_000_000), fields: fields) }
     }
 
+    /// Adds many events' fields under one taking of the lock (a sink's batch).
+    package func append(_ points: [(stream: StreamKey, time: Int64, fields: [HistoryField])]) {
+        guard !points.isEmpty else { return }
+        state.withLock { state in
+            for point in points { state.append(point.stream, time: floorDiv(point.time, 1_000_000), fields: point.fields) }
+        }
+    }
+
     /// The bytes held now (blocks and the bookkeeping of streams and series).
     package var bytes: Int { state.withLock { $0.bytes } }
     package var losses: HistoryLosses { state.withLock { $0.losses } }
@@ -108,6 +116,9 @@ package final class HistoryStore: Sendable {
 
     /// A series as listed.
     package struct SeriesInfo: Sendable, Equatable {
+        /// Its name in this store for as long as the store lives ("12.3":
+        /// its stream's number and its field's): what the console asks by.
+        package let id: String
         package let key: SeriesKey
         package let counter: Bool
         /// Its oldest and newest point kept (ms); nil when none is left.
@@ -121,19 +132,32 @@ package final class HistoryStore: Sendable {
         -> (series: [SeriesInfo], more: Bool) {
         state.withLock { state in
             var out: [SeriesInfo] = []
-            for stream in state.streams.sorted(by: { $0.key < $1.key }) {
-                for field in stream.fields {
+            for (number, stream) in state.streams.enumerated().sorted(by: { $0.element.key < $1.element.key }) {
+                for (fieldNumber, field) in stream.fields.enumerated() {
                     let key = SeriesKey(stream: stream.key, field: field.name)
                     guard matches(key) else { continue }
                     guard out.count < limit else { return (out, true) }
                     let first = stream.sealed.first?.first ?? stream.open?.first
                     let last = stream.open.map(\.last) ?? stream.sealed.last?.last
-                    out.append(SeriesInfo(key: key, counter: field.counter, first: first, last: last))
+                    out.append(SeriesInfo(id: "\(number).\(fieldNumber)", key: key, counter: field.counter, first: first, last: last))
                 }
             }
             return (out, false)
         }
     }
+
+    /// The series named `id` (as `series` lists it), if there is one.
+    package func series(id: String) -> SeriesKey? {
+        let parts = id.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let s = Int(parts[0]), let f = Int(parts[1]) else { return nil }
+        return state.withLock { state in
+            guard state.streams.indices.contains(s), state.streams[s].fields.indices.contains(f) else { return nil }
+            return SeriesKey(stream: state.streams[s].key, field: state.streams[s].fields[f].name)
+        }
+    }
+
+    /// The newest time given (ms), nil before any.
+    package var newest: Int64? { state.withLock { $0.newest == .min ? nil : $0.newest } }
 
     /// A point of a query: the value at `time`, or over the step that
     /// begins there (ms).
@@ -209,7 +233,8 @@ package final class HistoryStore: Sendable {
             return Answer(counter: found.counter, step: 0, minutes: false,
                           buckets: points.map { Bucket(time: $0.time, min: $0.value, max: $0.value, mean: $0.value, last: $0.value, count: 1) })
         }
-        let grid = max(from, first)
+        // Steps on multiples of the step since the epoch: every series' buckets line up.
+        let grid = floorDiv(max(from, first), step) * step
         let merged = Self.merge(minuteBuckets, from: grid, step: step)
             + Self.merge(points.map { Bucket(time: $0.time, min: $0.value, max: $0.value, mean: $0.value, last: $0.value, count: 1) },
                          from: grid, step: step)

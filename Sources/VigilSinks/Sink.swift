@@ -3,6 +3,7 @@ import Logging
 import Synchronization
 import VigilABI
 import VigilCore
+import VigilHistory
 import VigilIsolation
 
 /// A destination for events. Every method is called on the sink's own thread,
@@ -71,6 +72,9 @@ public protocol EventSink: AnyObject, Sendable {
     /// that thread): what a sink that `needsEventsPromptly` not calls before
     /// it is read.
     func attach(drain: @escaping @Sendable (_ then: @escaping @Sendable () -> Void) -> Void)
+    /// What a `history` sink keeps, for the control API's queries (nil
+    /// for every other sink).
+    var history: HistoryStore? { get }
     /// Whether its `tick` must also run behind a disk buffer, on the
     /// buffer's delivery thread where its writes run (an output plugin's
     /// flush every `flush_interval`).
@@ -94,6 +98,7 @@ extension EventSink {
     public func appendExposition(to bytes: inout [UInt8]) {}
     public var bufferReport: SinkBufferReport? { nil }
     public var ticksBehindBuffer: Bool { false }
+    public var history: HistoryStore? { nil }
     public var needsEventsPromptly: Bool { true }
     public func attach(drain: @escaping @Sendable (_ then: @escaping @Sendable () -> Void) -> Void) {}
 }

@@ -1,0 +1,145 @@
+import VigilABI
+import VigilCore
+import VigilHistory
+
+/// The control API's reading of a `history` sink (issue 31):
+///
+/// - `GET /v1/series?monitor=&kind=&field=&limit=&sink=`: the series kept,
+///   each with its `id`, monitor, kind, identity, field, whether it is a
+///   counter, and its first and last time (ms since the epoch). `monitor`,
+///   `kind` and `field` are globs (`cpu*`); `limit` is 1,000 unless given
+///   (10,000 at most), and `more` says when more matched.
+/// - `GET /v1/query?series=ID&from=&to=&step=&rate=&sink=`: one series'
+///   points from `from` to `to` (ms since the epoch, or `-5m`, `-1h`:
+///   before now; `to` defaults to now, `from` to an hour before it),
+///   every point kept (`step` 0 or absent) or per `step` (`10s`, or ms)
+///   as `[time, min, max, mean, last]`; a counter as its rate per second
+///   unless `rate=false`. 11,000 points at most: a larger step is taken
+///   and said (`step_ms`).
+///
+/// Without a history sink both answer 404 saying so; with several, `sink`
+/// names one (the first by default).
+struct HistoryAPI {
+    let sinks: [(name: String, store: HistoryStore)]
+
+    /// A request answered with an error.
+    struct Refused: Error {
+        let response: ControlResponse
+        init(_ status: Int, _ message: String) { response = .error(status, message) }
+    }
+
+    private func store(_ query: [String: String]) throws(Refused) -> (name: String, store: HistoryStore) {
+        guard let first = sinks.first else {
+            throw Refused(404, "no history sink: add one to the manifest (sinks: { history: { type: history } })")
+        }
+        guard let name = query["sink"] else { return first }
+        guard let named = sinks.first(where: { $0.name == name }) else {
+            throw Refused(404, "no history sink '\(name)'; history sinks: \(sinks.map(\.name).joined(separator: ", "))")
+        }
+        return named
+    }
+
+    func series(_ query: [String: String]) -> ControlResponse {
+        do throws(Refused) { return try listSeries(query) } catch { return error.response }
+    }
+
+    func query(_ query: [String: String]) -> ControlResponse {
+        do throws(Refused) { return try points(query) } catch { return error.response }
+    }
+
+    private func listSeries(_ query: [String: String]) throws(Refused) -> ControlResponse {
+        let found = try store(query)
+        var limit = 1000
+        if let text = query["limit"] {
+            guard let n = Int(text), (1...10_000).contains(n) else {
+                throw Refused(400, "limit must be a whole number from 1 to 10000, not '\(text)'")
+            }
+            limit = n
+        }
+        let monitor = query["monitor"].map(Glob.init), kind = query["kind"].map(Glob.init), field = query["field"].map(Glob.init)
+        let (list, more) = found.store.series(limit: limit) { key in
+            (monitor?.matches(key.stream.monitor) ?? true) && (kind?.matches(key.stream.kind) ?? true)
+                && (field?.matches(key.field) ?? true)
+        }
+        var out = Array("{\"sink\":".utf8)
+        JSONLineEncoder.appendString(found.name, to: &out)
+        out += Array(",\"more\":\(more),\"series\":[".utf8)
+        for (i, info) in list.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out += Array("{\"id\":".utf8)
+            JSONLineEncoder.appendString(info.id, to: &out)
+            out += Array(",\"monitor\":".utf8)
+            JSONLineEncoder.appendString(info.key.stream.monitor, to: &out)
+            out += Array(",\"kind\":".utf8)
+            JSONLineEncoder.appendString(info.key.stream.kind, to: &out)
+            out += Array(",\"identity\":{".utf8)
+            for (j, identity) in info.key.stream.identity.enumerated() {
+                if j > 0 { out.append(UInt8(ascii: ",")) }
+                JSONLineEncoder.appendString(identity.name, to: &out)
+                out.append(UInt8(ascii: ":"))
+                JSONLineEncoder.appendString(identity.value, to: &out)
+            }
+            out += Array("},\"field\":".utf8)
+            JSONLineEncoder.appendString(info.key.field, to: &out)
+            out += Array(",\"counter\":\(info.counter),\"first\":\(info.first.map(String.init) ?? "null"),\"last\":\(info.last.map(String.init) ?? "null")}".utf8)
+        }
+        out += Array("]}\n".utf8)
+        return ControlResponse(status: 200, contentType: "application/json", body: out)
+    }
+
+    private func points(_ query: [String: String]) throws(Refused) -> ControlResponse {
+        let found = try store(query)
+        guard let id = query["series"] else { throw Refused(400, "series is missing: an id from /v1/series") }
+        guard let key = found.store.series(id: id) else { throw Refused(404, "no series '\(id)' in history sink '\(found.name)'") }
+        let now = realtimeNanoseconds() / 1_000_000
+        let to = try Self.time(query["to"], now: now, default: now)
+        let from = try Self.time(query["from"], now: now, default: to.subtractingSaturating(3_600_000))
+        let step = try Self.step(query["step"])
+        guard from <= to else { throw Refused(400, "from (\(from)) is after to (\(to))") }
+        let rate = query["rate"] != "false"
+        guard let answer = found.store.query(key, from: from, to: to, step: step, rate: rate) else {
+            throw Refused(404, "no series '\(id)' in history sink '\(found.name)'")
+        }
+        var out = Array("{\"series\":".utf8)
+        JSONLineEncoder.appendString(id, to: &out)
+        out += Array(",\"field\":".utf8)
+        JSONLineEncoder.appendString(key.field, to: &out)
+        out += Array(",\"counter\":\(answer.counter),\"rate\":\(answer.counter && rate),\"from\":\(from),\"to\":\(to),\"step_ms\":\(answer.step),\"tier\":\"\(answer.minutes ? "minutes" : "points")\",\"points\":[".utf8)
+        out.reserveCapacity(out.count + answer.buckets.count * (answer.step == 0 ? 32 : 96))
+        for (i, bucket) in answer.buckets.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "["))
+            JSONLineEncoder.appendInteger(bucket.time, to: &out)
+            if answer.step == 0 {
+                out.append(UInt8(ascii: ","))
+                JSONLineEncoder.appendDouble(bucket.last, to: &out)
+            } else {
+                for value in [bucket.min, bucket.max, bucket.mean, bucket.last] {
+                    out.append(UInt8(ascii: ","))
+                    JSONLineEncoder.appendDouble(value, to: &out)
+                }
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        out += Array("]}\n".utf8)
+        return ControlResponse(status: 200, contentType: "application/json", body: out)
+    }
+
+    /// ms since the epoch, or a duration before `now` (`-5m`).
+    static func time(_ text: String?, now: Int64, default value: Int64) throws(Refused) -> Int64 {
+        guard let text, !text.isEmpty else { return value }
+        if let ms = Int64(text) { return ms }
+        if text.hasPrefix("-"), let ns = Units.parseDuration(String(text.dropFirst())) {
+            return now.subtractingSaturating(ns / 1_000_000)
+        }
+        throw Refused(400, "a time is milliseconds since the epoch or a duration before now (-5m, -1h), not '\(text)'")
+    }
+
+    /// A step in ms: a whole number of them, or a duration (`10s`).
+    static func step(_ text: String?) throws(Refused) -> Int64 {
+        guard let text, !text.isEmpty else { return 0 }
+        if let ms = Int64(text), ms >= 0 { return ms }
+        if let ns = Units.parseDuration(text) { return ns / 1_000_000 }
+        throw Refused(400, "step is milliseconds or a duration (10s, 1m), not '\(text)'")
+    }
+}

@@ -1,0 +1,121 @@
+import Synchronization
+import VigilCore
+import VigilHistory
+
+/// `type: history`: every numeric and boolean field of the events routed to
+/// it, kept in memory for the console and the control API's queries
+/// (`HistoryStore`): every point for `retention`, the per-minute min, max,
+/// mean and last for `minute_retention`, within `max_memory` and
+/// `max_series`. A series is one field of one monitor's events of one
+/// kind and identity (the fields the plugin marks as identities); fields
+/// the plugin marks as counters are kept as they are and shown as rates.
+package struct HistorySinkConfig: Sendable, Equatable {
+    package var limits = HistoryLimits()
+    package init() {}
+}
+
+extension HistorySinkConfig: SinkType {
+    package static let type = "history"
+    package static let keys = ["retention", "minute_retention", "max_memory", "max_series"]
+
+    package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> HistorySinkConfig? {
+        let keys = sink.keys
+        var config = HistorySinkConfig()
+        if let n = keys["retention"], let ns = d.duration(n, what: "'retention'", atLeast: 60_000_000_000) {
+            config.limits.retention = ns / 1_000_000
+        }
+        if let n = keys["minute_retention"], let ns = d.duration(n, what: "'minute_retention'", atLeast: 60_000_000_000) {
+            config.limits.minuteRetention = ns / 1_000_000
+        }
+        if let n = keys["max_memory"], let bytes = d.size(n, what: "'max_memory'", atMost: 64 << 30, limitText: "64GiB") {
+            if bytes < 1 << 20 {
+                d.error(n.location, "'max_memory' must be at least 1MiB, not \(bytes) bytes")
+            } else {
+                config.limits.maxMemory = Int(bytes)
+            }
+        }
+        if let n = keys["max_series"], let count = d.int(n, what: "'max_series'", in: 1...100_000_000) {
+            config.limits.maxSeries = Int(count)
+        }
+        return config
+    }
+
+    package func makeSink(_ build: SinkBuild) -> any EventSink {
+        let directory = build.directory
+        return HistorySink(limits: limits, facts: { directory?.facts(of: $0) })
+    }
+}
+
+/// The sink: events into its `HistoryStore`, on the sink's thread.
+package final class HistorySink: EventSink {
+    package let store: HistoryStore
+    private let facts: @Sendable (String) -> MonitorFacts?
+    /// Per monitor and kind: which fields are identities and counters, for
+    /// the instance it was read from. Only the sink's thread uses it.
+    private let plans = Mutex<[PlanKey: Plan]>([:])
+
+    private struct PlanKey: Hashable {
+        let monitor: String
+        let kind: String
+    }
+
+    private struct Plan {
+        let instance: ObjectIdentifier?
+        let identities: Set<String>
+        let counters: Set<String>
+    }
+
+    init(limits: HistoryLimits, facts: @escaping @Sendable (String) -> MonitorFacts?) {
+        store = HistoryStore(limits: limits)
+        self.facts = facts
+    }
+
+    package var history: HistoryStore? { store }
+
+    package func write(_ batch: [Event], context: SinkContext) throws {
+        var points: [(stream: StreamKey, time: Int64, fields: [HistoryField])] = []
+        points.reserveCapacity(batch.count)
+        plans.withLock { plans in
+            var asked: [String: MonitorFacts?] = [:]
+            for event in batch {
+                let key = PlanKey(monitor: event.monitor, kind: event.kind)
+                let current: MonitorFacts? = if let known = asked[event.monitor] { known } else {
+                    { let f = facts(event.monitor); asked[event.monitor] = f; return f }()
+                }
+                var plan = plans[key]
+                if plan == nil || plan!.instance != current.map(\.instance) {
+                    let spec = current?.description.events.first { $0.kind == event.kind }
+                    plan = Plan(instance: current.map(\.instance),
+                                identities: Set((spec?.fields ?? []).filter(\.identity).map(\.name)),
+                                counters: Set((spec?.fields ?? []).filter(\.counter).map(\.name)))
+                    plans[key] = plan
+                }
+                var identity: [StreamKey.Identity] = []
+                var fields: [HistoryField] = []
+                fields.reserveCapacity(event.fields.count)
+                for field in event.fields {
+                    if plan!.identities.contains(field.name) {
+                        switch field.value {
+                        case .string(let text): identity.append(.init(field.name, text))
+                        case .int(let number): identity.append(.init(field.name, String(number)))
+                        default: break
+                        }
+                        continue
+                    }
+                    let counter = plan!.counters.contains(field.name)
+                    switch field.value {
+                    case .int(let v): fields.append(HistoryField(field.name, .int(v), counter: counter))
+                    case .double(let v): fields.append(HistoryField(field.name, .double(v), counter: counter))
+                    case .bool(let v): fields.append(HistoryField(field.name, .int(v ? 1 : 0)))
+                    case .string: break
+                    }
+                }
+                guard !fields.isEmpty else { continue }
+                points.append((StreamKey(monitor: event.monitor, kind: event.kind, identity: identity), event.time, fields))
+            }
+        }
+        store.append(points)
+    }
+
+    package func shutdown(context: SinkContext) {}
+}
