@@ -182,6 +182,8 @@ let package = Package(
         .plugin(name: "SinkRegistryPlugin", capability: .buildTool(), dependencies: ["vigil-sink-list"],
                 path: "Sources/SinkRegistryPlugin"),
         .executableTarget(name: "vigil-sink-list", path: "Sources/vigil-sink-list"),
+        // The history's figures for scripts/bench (issue 31): the store alone, an hour of points in seconds.
+        .executableTarget(name: "vigil-history-bench", dependencies: ["VigilHistory"], path: "Sources/vigil-history-bench"),
         // What runs: monitor instances, the event bus, conditions and
         // actions, supervision, start, reload and stop, the run's report.
         // Swift's run-time exclusivity checking is on; the queues keep their

@@ -12,7 +12,9 @@ package enum HistoryValue: Sendable, Equatable {
 /// first absence.
 package struct HistoryBlock: Sendable {
     /// Each field's column type.
-    package enum Kind: Sendable, Equatable { case int, double }
+    /// `int`: a level (kept as differences); `counter`: a cumulative
+    /// count (differences of differences); `double`: XOR'd.
+    package enum Kind: Sendable, Equatable { case int, counter, double }
 
     package private(set) var times = IntColumn()
     package private(set) var columns: [FieldColumn]
@@ -92,6 +94,7 @@ package struct FieldColumn: Sendable {
 
     init(kind: HistoryBlock.Kind, absentBefore points: Int = 0) {
         self.kind = kind
+        ints = IntColumn(secondOrder: kind == .counter)
         if points > 0 { presence = [UInt64](repeating: 0, count: points / 64 + 1) }
     }
 
@@ -100,7 +103,7 @@ package struct FieldColumn: Sendable {
         case double(DoubleColumn)
     }
 
-    package var values: Values { kind == .int ? .int(ints) : .double(doubles) }
+    package var values: Values { kind == .double ? .double(doubles) : .int(ints) }
 
     /// Whether point `point` has a value.
     func has(_ point: Int) -> Bool {
@@ -111,9 +114,9 @@ package struct FieldColumn: Sendable {
     mutating func append(_ value: HistoryValue?, at point: Int) {
         var stored = true
         switch (kind, value) {
-        case (.int, .int(let v)?):
+        case (.int, .int(let v)?), (.counter, .int(let v)?):
             ints.append(v)
-        case (.int, .double(let v)?):
+        case (.int, .double(let v)?), (.counter, .double(let v)?):
             // A whole number within Int64's range is kept; another is absent.
             if let whole = Int64(exactly: v) { ints.append(whole) } else { stored = false }
         case (.double, .double(let v)?):

@@ -9,20 +9,28 @@
 /// itself (the 64-bit escape holds any difference), so values from
 /// outside can neither trap the encoder nor be stored as something else.
 
-/// Int64s as delta-of-delta: `0` for an unchanged difference, then
-/// `10`+7, `110`+9, `1110`+12, `11110`+32 bits, or `11111`+64.
+/// Int64s as their differences (a gauge: a level that seldom moves costs a
+/// bit) or the differences of their differences (times and counters: a
+/// steady rate costs a bit): `0` for none, then `10`+7, `110`+9,
+/// `1110`+12, `11110`+20, `111110`+32 bits, or `111111`+64.
 package struct IntColumn: Sendable, Equatable {
     package private(set) var bits = BitWriter()
     package private(set) var count = 0
+    /// Differences of differences (true) or differences.
+    package let secondOrder: Bool
     private var last: Int64 = 0
     private var lastDelta: Int64 = 0
 
-    package init() {}
+    package init(secondOrder: Bool = true) {
+        self.secondOrder = secondOrder
+    }
 
     /// (prefix, its width, the value's width) by size, smallest first.
     private static let buckets: [(prefix: UInt64, prefixWidth: Int, width: Int)] = [
-        (0b10, 2, 7), (0b110, 3, 9), (0b1110, 4, 12), (0b11110, 5, 32),
+        (0b10, 2, 7), (0b110, 3, 9), (0b1110, 4, 12), (0b11110, 5, 20), (0b111110, 6, 32),
     ]
+    /// All ones, one longer than the last bucket's prefix: 64 bits follow.
+    private static let escapeWidth = buckets.count + 1
 
     package mutating func append(_ value: Int64) {
         defer { count += 1 }
@@ -32,7 +40,7 @@ package struct IntColumn: Sendable, Equatable {
             return
         }
         let delta = value &- last
-        let dod = delta &- lastDelta
+        let dod = secondOrder ? delta &- lastDelta : delta
         last = value
         lastDelta = delta
         if dod == 0 {
@@ -44,7 +52,7 @@ package struct IntColumn: Sendable, Equatable {
             bits.write(UInt64(bitPattern: dod), width: bucket.width)
             return
         }
-        bits.write(0b11111, width: 5)
+        bits.write((1 << UInt64(Self.escapeWidth)) - 1, width: Self.escapeWidth)
         bits.write(UInt64(bitPattern: dod), width: 64)
     }
 
@@ -66,6 +74,7 @@ package struct IntColumn: Sendable, Equatable {
     package struct Reader: IteratorProtocol, Sendable {
         private var bits: BitReader
         private let count: Int
+        private let secondOrder: Bool
         private var index = 0
         private var last: Int64 = 0
         private var lastDelta: Int64 = 0
@@ -73,6 +82,7 @@ package struct IntColumn: Sendable, Equatable {
         package init(_ column: IntColumn) {
             bits = BitReader(column.bits)
             count = column.count
+            secondOrder = column.secondOrder
         }
 
         package mutating func next() -> Int64? {
@@ -93,7 +103,7 @@ package struct IntColumn: Sendable, Equatable {
                 }
                 dod = signExtend(bits.read(width: width), width: width)
             }
-            lastDelta = lastDelta &+ dod
+            lastDelta = secondOrder ? lastDelta &+ dod : dod
             last = last &+ lastDelta
             return last
         }

@@ -9,7 +9,7 @@ package struct HistoryLimits: Sendable, Equatable {
     /// The bytes the history may hold: past them the oldest blocks go first.
     package var maxMemory = 64 << 20
     /// The series it may hold: a field that would be one more is not kept.
-    package var maxSeries = 100_000
+    package var maxSeries = 50_000
     /// Points in a block before it is sealed (and may be dropped as one).
     package var blockPoints = 120
 
@@ -212,9 +212,10 @@ public final class HistoryStore: Sendable {
             }
         }
         // The minute tier answers a step of a minute or more, and a span
-        // that begins before the oldest point kept where it has minutes.
+        // that begins before the oldest point kept where it has whole
+        // minutes before that point.
         let useMinutes = step >= 60_000
-            || from < (found.oldest ?? .max) && (found.minutes.first.map { $0.first < (found.oldest ?? .max) } ?? false)
+            || from < (found.oldest ?? .max) && (found.minutes.first.map { $0.first + 60_000 <= (found.oldest ?? .max) } ?? false)
         var minuteBuckets: [Bucket] = []
         if useMinutes {
             minuteBuckets = Self.minutes(found.minutes, field: found.field, from: from, to: to, rate: asRate)
@@ -391,6 +392,12 @@ private struct State {
         if let known = index[key] {
             s = known
         } else {
+            // A stream is made only for a series it can hold: a flood of
+            // new identities past `maxSeries` makes nothing.
+            guard seriesCount < limits.maxSeries else {
+                losses.seriesRefused += UInt64(fields.count)
+                return
+            }
             s = streams.count
             streams.append(Stream(key: key))
             index[key] = s
@@ -413,7 +420,7 @@ private struct State {
                 losses.seriesRefused += 1
                 continue
             }
-            let kind: HistoryBlock.Kind = if case .int = field.value { .int } else { .double }
+            let kind: HistoryBlock.Kind = if case .int = field.value { field.counter ? .counter : .int } else { .double }
             streams[s].fieldIndex[field.name] = streams[s].fields.count
             streams[s].fields.append(FieldInfo(name: field.name, kind: kind, counter: field.counter))
             streams[s].aggregates.append(MinuteAggregate())

@@ -32,7 +32,7 @@ import Testing
     /// like a host's: a stream's ten fields share their times.
     @Test func aHostLikeMixFitsInUnderOnePointSixBytesAPoint() {
         var rng = SplitMix(state: 6)
-        var block = HistoryBlock(kinds: [.int, .int, .int, .int, .double, .double, .int, .int, .double, .int])
+        var block = HistoryBlock(kinds: [.counter, .counter, .counter, .counter, .double, .double, .int, .int, .double, .int])
         var counters: [Int64] = [0, 0, 0, 0]
         var gauge = 40.0
         var time: Int64 = 1_764_460_800_000

@@ -100,6 +100,19 @@ import Testing
         #expect(store.query(SeriesKey(stream: Self.eth0, field: "a"), from: 0, to: .max)?.buckets.map(\.last) == [1, 2])
     }
 
+    @Test func aFloodOfNewIdentitiesMakesNothingPastMaxSeries() {
+        var limits = HistoryLimits()
+        limits.maxSeries = 10
+        let store = HistoryStore(limits: limits)
+        for i in 0..<100_000 as Range<Int64> {
+            store.append(StreamKey(monitor: "m", kind: "k", identity: [.init("id", "\(i)")]), time: Self.ns(Self.t0 + i),
+                         fields: [HistoryField("a", .int(i)), HistoryField("b", .int(i))])
+        }
+        #expect(store.seriesCount == 10 && store.series().series.count == 10)
+        #expect(store.losses.seriesRefused == 2 * 100_000 - 10)
+        #expect(store.bytes < 64 << 10, "\(store.bytes) bytes for 10 series")
+    }
+
     @Test func aFieldThatJoinsLaterAndTimeThatGoesBack() throws {
         let store = HistoryStore()
         store.append(Self.eth0, time: Self.ns(Self.t0), fields: [HistoryField("a", .int(1))])
