@@ -189,7 +189,7 @@ let package = Package(
         // Swift's run-time exclusivity checking is on; the queues keep their
         // state behind a lock, so the event path makes no checks per event.
         .target(name: "VigilRuntime", dependencies: [
-            "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilChildProcess", "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks",
+            "CVigilPlugin", "CVigilEarly", "CVigilSys", "VigilChildProcess", "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilHistory",
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hostOnly),
             .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: hostOnly),

@@ -1,6 +1,7 @@
 import Foundation
 import VigilABI
 import VigilCore
+import VigilHistory
 import VigilIsolation
 import VigilRuntime
 import VigilSinks
@@ -63,8 +64,8 @@ public struct ControlResponse: Sendable {
 /// - `POST /v1/monitors/NAME/restart`: stop (when running), then start.
 /// - `POST /v1/reload`: the manifest again, applied as a diff; answers the
 ///   diff, or the errors (422) with nothing changed.
-/// - `GET /v1/series`, `GET /v1/query`: what a `history` sink keeps
-///   (`HistoryAPI`).
+/// - `GET /v1/series`, `GET /v1/query`, `GET /v1/events`: what a
+///   `history` sink keeps (`HistoryAPI`).
 /// - `GET /metrics`: the same counters in Prometheus' text format.
 package final class ControlAPI: Sendable {
     let runtime: VigilRuntime
@@ -91,10 +92,16 @@ package final class ControlAPI: Sendable {
             let result = await runtime.reload(reason: "asked over the control API")
             return .json(result.applied ? 200 : 422, result)
         }
-        if parts == ["v1", "series"] || parts == ["v1", "query"] {
+        if parts == ["v1", "series"] || parts == ["v1", "query"] || parts == ["v1", "events"] {
             guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
-            let api = HistoryAPI(sinks: runtime.sinks.compactMap { runner in runner.sink.history.map { (runner.config.name, $0) } })
-            return parts[1] == "series" ? api.series(request.query) : api.query(request.query)
+            let api = HistoryAPI(sinks: runtime.sinks.compactMap { runner in
+                runner.sink.history.map { (runner.config.name, $0, runner.sink.recentEvents) }
+            })
+            switch parts[1] {
+            case "series": return api.series(request.query)
+            case "query": return api.query(request.query)
+            default: return api.events(request.query)
+            }
         }
         if parts == ["metrics"] {
             guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
@@ -177,6 +184,18 @@ package final class ControlAPI: Sendable {
             var retriedEvents: UInt64?
             /// Why an output plugin's sink failed for good, once it has.
             var failure: String?
+            /// A `history` sink's figures.
+            var history: History?
+        }
+
+        package struct History: Encodable {
+            var series: Int
+            var points: Int
+            var minutes: Int
+            var bytes: Int
+            var maxMemory: Int
+            /// Points dropped or not kept, by reason: max_memory, max_series, out_of_order.
+            var dropped: [String: UInt64]
         }
 
         var pid: Int32
@@ -212,7 +231,14 @@ package final class ControlAPI: Sendable {
                                failed: s.failed, truncated: s.truncated, noClient: s.noClient,
                                lost: Dictionary(uniqueKeysWithValues: LossReason.allCases.map { ($0.name, s.lost[$0]) }),
                                isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
-                               retries: s.retries, retriedEvents: s.retriedEvents, failure: s.failedForGood)
+                               retries: s.retries, retriedEvents: s.retriedEvents, failure: s.failedForGood,
+                               history: runner.sink.history.map { store in
+                                   let f = store.figures
+                                   return Status.History(series: f.series, points: f.points, minutes: f.minutes, bytes: f.bytes,
+                                                         maxMemory: store.limits.maxMemory,
+                                                         dropped: ["max_memory": f.losses.memoryPoints, "max_series": f.losses.seriesRefused,
+                                                                   "out_of_order": f.losses.outOfOrder])
+                               })
         }
         let started = runtime.started
         let uptime = started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0

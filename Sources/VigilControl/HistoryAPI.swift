@@ -17,10 +17,16 @@ import VigilHistory
 ///   unless `rate=false`. 11,000 points at most: a larger step is taken
 ///   and said (`step_ms`).
 ///
-/// Without a history sink both answer 404 saying so; with several, `sink`
+/// - `GET /v1/events?monitor=&kind=&severity=&since=&limit=&sink=`: the
+///   last events the sink was given, whole, oldest first: those of
+///   `monitor` and `kind` (globs), at `severity` or worse, after sequence
+///   number `since`; 100 unless `limit` says (10,000 at most). `last_seq`
+///   is the newest's, to ask from next time.
+///
+/// Without a history sink each answers 404 saying so; with several, `sink`
 /// names one (the first by default).
 struct HistoryAPI {
-    let sinks: [(name: String, store: HistoryStore)]
+    let sinks: [(name: String, store: HistoryStore, events: EventRing?)]
 
     /// A request answered with an error.
     struct Refused: Error {
@@ -28,7 +34,7 @@ struct HistoryAPI {
         init(_ status: Int, _ message: String) { response = .error(status, message) }
     }
 
-    private func store(_ query: [String: String]) throws(Refused) -> (name: String, store: HistoryStore) {
+    private func store(_ query: [String: String]) throws(Refused) -> (name: String, store: HistoryStore, events: EventRing?) {
         guard let first = sinks.first else {
             throw Refused(404, "no history sink: add one to the manifest (sinks: { history: { type: history } })")
         }
@@ -45,6 +51,49 @@ struct HistoryAPI {
 
     func query(_ query: [String: String]) -> ControlResponse {
         do throws(Refused) { return try points(query) } catch { return error.response }
+    }
+
+    func events(_ query: [String: String]) -> ControlResponse {
+        do throws(Refused) { return try recentEvents(query) } catch { return error.response }
+    }
+
+    private func recentEvents(_ query: [String: String]) throws(Refused) -> ControlResponse {
+        let found = try store(query)
+        guard let ring = found.events else {
+            throw Refused(404, "history sink '\(found.name)' keeps no events (events: 0)")
+        }
+        var limit = 100
+        if let text = query["limit"] {
+            guard let n = Int(text), (1...10_000).contains(n) else {
+                throw Refused(400, "limit must be a whole number from 1 to 10000, not '\(text)'")
+            }
+            limit = n
+        }
+        var since: UInt64 = 0
+        if let text = query["since"] {
+            guard let n = UInt64(text) else { throw Refused(400, "since is a sequence number (last_seq of an earlier answer), not '\(text)'") }
+            since = n
+        }
+        var atLeast: UInt8 = 0
+        if let text = query["severity"] {
+            guard let severity = Severity(name: text) else {
+                throw Refused(400, "severity is one of \(Severity.allCases.map(\.name).joined(separator: ", ")), not '\(text)'")
+            }
+            atLeast = severity.rawValue
+        }
+        let monitor = query["monitor"].map(Glob.init), kind = query["kind"].map(Glob.init)
+        let entries = ring.recent(limit: limit, since: since) { entry in
+            entry.severity >= atLeast && (monitor?.matches(entry.monitor) ?? true) && (kind?.matches(entry.kind) ?? true)
+        }
+        var out = Array("{\"sink\":".utf8)
+        JSONLineEncoder.appendString(found.name, to: &out)
+        out += Array(",\"last_seq\":\(entries.last?.seq ?? since),\"events\":[".utf8)
+        for (i, entry) in entries.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out += entry.line
+        }
+        out += Array("]}\n".utf8)
+        return ControlResponse(status: 200, contentType: "application/json", body: out)
     }
 
     private func listSeries(_ query: [String: String]) throws(Refused) -> ControlResponse {

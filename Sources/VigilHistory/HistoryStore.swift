@@ -109,6 +109,30 @@ public final class HistoryStore: Sendable {
         }
     }
 
+    /// What the history holds and has dropped, for status and /metrics.
+    package struct Figures: Sendable, Equatable {
+        package var series = 0
+        package var streams = 0
+        /// Points held at every point's resolution, and minutes held (per series).
+        package var points = 0
+        package var minutes = 0
+        package var bytes = 0
+        package var losses = HistoryLosses()
+    }
+
+    package var figures: Figures {
+        state.withLock { state in
+            var figures = Figures(series: state.seriesCount, streams: state.streams.count, bytes: state.bytes, losses: state.losses)
+            for stream in state.streams {
+                let points = stream.sealed.reduce(stream.open?.count ?? 0) { $0 + $1.count }
+                let minutes = stream.minuteSealed.reduce(stream.minuteOpen?.count ?? 0) { $0 + $1.count }
+                figures.points += points * stream.fields.count
+                figures.minutes += minutes * stream.fields.count
+            }
+            return figures
+        }
+    }
+
     /// The bytes held now (blocks and the bookkeeping of streams and series).
     package var bytes: Int { state.withLock { $0.bytes } }
     package var losses: HistoryLosses { state.withLock { $0.losses } }

@@ -1,6 +1,7 @@
 import Foundation
 import VigilABI
 import VigilCore
+import VigilHistory
 import VigilSinks
 
 /// The host's own counters in Prometheus' text format (`GET /metrics`):
@@ -116,6 +117,25 @@ package struct SelfMetrics {
         for runner in live { out.sample("vigil_sink_queue_depth", ["sink": runner.config.name], Double(runner.queue.depth)) }
         out.family("vigil_sink_queue_capacity", .gauge, "The bound of a sink's queue.")
         for runner in live { out.sample("vigil_sink_queue_capacity", ["sink": runner.config.name], Double(runner.config.queueCapacity)) }
+
+        let histories = live.compactMap { runner in runner.sink.history.map { (runner.config.name, $0.figures) } }
+        if !histories.isEmpty {
+            out.family("vigil_history_series", .gauge, "Series a history sink keeps.")
+            for (name, f) in histories { out.sample("vigil_history_series", ["sink": name], Double(f.series)) }
+            out.family("vigil_history_points", .gauge, "Points a history sink holds: every point (tier points) and per minute (tier minutes).")
+            for (name, f) in histories {
+                out.sample("vigil_history_points", [("sink", name), ("tier", "points")], Double(f.points))
+                out.sample("vigil_history_points", [("sink", name), ("tier", "minutes")], Double(f.minutes))
+            }
+            out.family("vigil_history_bytes", .gauge, "Bytes a history sink holds, within its max_memory.")
+            for (name, f) in histories { out.sample("vigil_history_bytes", ["sink": name], Double(f.bytes)) }
+            out.family("vigil_history_dropped_total", .counter, "Points a history sink dropped or did not keep, by reason: max_memory (oldest blocks), max_series, out_of_order.")
+            for (name, f) in histories {
+                out.sample("vigil_history_dropped_total", [("sink", name), ("reason", "max_memory")], Double(f.losses.memoryPoints))
+                out.sample("vigil_history_dropped_total", [("sink", name), ("reason", "max_series")], Double(f.losses.seriesRefused))
+                out.sample("vigil_history_dropped_total", [("sink", name), ("reason", "out_of_order")], Double(f.losses.outOfOrder))
+            }
+        }
 
         out.family("vigil_events_unrouted_total", .counter, "Events that matched no sink.")
         out.sample("vigil_events_unrouted_total", [], Double(runtime.bus.unrouted.load(ordering: .relaxed)))

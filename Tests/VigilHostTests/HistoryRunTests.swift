@@ -62,6 +62,25 @@ import Testing
         let buckets = (stepped["points"] as? [[Double]]) ?? []
         #expect(stepped["step_ms"] as? Int == 1000 && buckets.allSatisfy { $0.count == 5 && Int64($0[0]) % 1000 == 0 })
         #expect(buckets.last?[4] == points.last?[1])
+
+        // The last events, whole, as the file sink wrote them.
+        let (eventsStatus, recent) = try Self.get(host, "/v1/events?monitor=beat&limit=5")
+        let events = recent["events"] as? [[String: Any]] ?? []
+        #expect(eventsStatus == 200 && events.count == 5 && events.allSatisfy { $0["monitor"] as? String == "beat" })
+        let seqs = events.compactMap { $0["seq"] as? Int }
+        #expect(seqs == seqs.sorted() && recent["last_seq"] as? Int == seqs.last)
+        let fileLines = try SinkRunTests.lines(dir + "/events.jsonl")
+        for event in events {
+            let seq = event["seq"] as? Int ?? -1
+            let line = fileLines.first { $0.contains("\"seq\":\(seq),") }
+            let same = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? NSDictionary }
+            #expect(same == event as NSDictionary, "seq \(seq): \(line ?? "not in the file")")
+        }
+        let (_, later) = try Self.get(host, "/v1/events?since=\(seqs.last ?? 0)&limit=10000")
+        #expect(((later["events"] as? [[String: Any]]) ?? []).allSatisfy { ($0["seq"] as? Int ?? 0) > seqs.last ?? 0 })
+        let (_, notices) = try Self.get(host, "/v1/events?severity=notice&limit=10000")
+        let kinds = Set(((notices["events"] as? [[String: Any]]) ?? []).compactMap { $0["kind"] as? String })
+        #expect(kinds.contains("started") && !kinds.contains("beat"), "\(kinds)")
     }
 
     @Test func badQueriesAreAnsweredWithWhatIsWrong() throws {
@@ -78,6 +97,8 @@ import Testing
             ("/v1/query?series=0.0&from=100&to=10", 400, "is after to"),
             ("/v1/series?limit=0", 400, "limit must be"),
             ("/v1/series?sink=other", 404, "no history sink 'other'; history sinks: history"),
+            ("/v1/events?severity=loud", 400, "severity is one of"),
+            ("/v1/events?since=-1", 400, "since is a sequence number"),
         ]
         #expect(SinkRunTests.waitUntil(10) { (try? Self.get(host, "/v1/series").status) == 200 })
         for (target, status, says) in cases {

@@ -11,12 +11,14 @@ import VigilHistory
 /// the plugin marks as counters are kept as they are and shown as rates.
 package struct HistorySinkConfig: Sendable, Equatable {
     package var limits = HistoryLimits()
+    /// The last events kept whole, for `/v1/events`.
+    package var events = 10_000
     package init() {}
 }
 
 extension HistorySinkConfig: SinkType {
     package static let type = "history"
-    package static let keys = ["retention", "minute_retention", "max_memory", "max_series"]
+    package static let keys = ["retention", "minute_retention", "max_memory", "max_series", "events"]
 
     package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> HistorySinkConfig? {
         let keys = sink.keys
@@ -37,12 +39,15 @@ extension HistorySinkConfig: SinkType {
         if let n = keys["max_series"], let count = d.int(n, what: "'max_series'", in: 1...100_000_000) {
             config.limits.maxSeries = Int(count)
         }
+        if let n = keys["events"], let count = d.int(n, what: "'events'", in: 0...1_000_000) {
+            config.events = Int(count)
+        }
         return config
     }
 
     package func makeSink(_ build: SinkBuild) -> any EventSink {
         let directory = build.directory
-        return HistorySink(limits: limits, facts: { directory?.facts(of: $0) })
+        return HistorySink(limits: limits, events: events, host: build.host, facts: { directory?.facts(of: $0) })
     }
 }
 
@@ -65,12 +70,20 @@ package final class HistorySink: EventSink {
         let counters: Set<String>
     }
 
-    init(limits: HistoryLimits, facts: @escaping @Sendable (String) -> MonitorFacts?) {
+    /// The last events, whole; nil when `events: 0`.
+    private let ring: EventRing?
+    /// Makes the ring's lines (the sink's thread only).
+    private let encoder: Mutex<JSONLineEncoder>
+
+    init(limits: HistoryLimits, events: Int, host: String, facts: @escaping @Sendable (String) -> MonitorFacts?) {
         store = HistoryStore(limits: limits)
+        ring = events > 0 ? EventRing(capacity: events, maxBytes: max(1 << 20, events * 512)) : nil
+        encoder = Mutex(JSONLineEncoder(host: host))
         self.facts = facts
     }
 
     package var history: HistoryStore? { store }
+    package var recentEvents: EventRing? { ring }
 
     package func write(_ batch: [Event], context: SinkContext) throws {
         var points: [(stream: StreamKey, time: Int64, fields: [HistoryField])] = []
@@ -115,6 +128,18 @@ package final class HistorySink: EventSink {
             }
         }
         store.append(points)
+        if let ring {
+            let entries = encoder.withLock { encoder in
+                batch.map { event -> EventRing.Entry in
+                    var line: [UInt8] = []
+                    encoder.encode(event, into: &line)
+                    line.removeLast()  // its newline
+                    return EventRing.Entry(seq: event.seq, time: event.time, monitor: event.monitor, kind: event.kind,
+                                           severity: event.severity.rawValue, line: line)
+                }
+            }
+            ring.append(entries)
+        }
     }
 
     package func shutdown(context: SinkContext) {}

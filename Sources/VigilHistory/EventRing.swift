@@ -1,0 +1,90 @@
+import Synchronization
+
+/// The last events a history sink was given, whole (as their JSON lines),
+/// for `/v1/events` and the console's events view: at most `capacity`
+/// events and `maxBytes` of lines; the oldest go first.
+public final class EventRing: Sendable {
+    package struct Entry: Sendable {
+        package let seq: UInt64
+        /// ns since the epoch.
+        package let time: Int64
+        package let monitor: String
+        package let kind: String
+        /// 0 debug … 5 critical.
+        package let severity: UInt8
+        /// The event as one JSON object, without a newline.
+        package let line: [UInt8]
+
+        package init(seq: UInt64, time: Int64, monitor: String, kind: String, severity: UInt8, line: [UInt8]) {
+            self.seq = seq
+            self.time = time
+            self.monitor = monitor
+            self.kind = kind
+            self.severity = severity
+            self.line = line
+        }
+    }
+
+    package let capacity: Int
+    package let maxBytes: Int
+    private let state: Mutex<State>
+
+    private struct State {
+        var slots: [Entry?]
+        /// Where the next entry goes.
+        var next = 0
+        var count = 0
+        var bytes = 0
+        var evicted: UInt64 = 0
+    }
+
+    package init(capacity: Int = 10_000, maxBytes: Int = 8 << 20) {
+        self.capacity = max(1, capacity)
+        self.maxBytes = max(1, maxBytes)
+        state = Mutex(State(slots: [Entry?](repeating: nil, count: max(1, capacity))))
+    }
+
+    package func append(_ entries: [Entry]) {
+        guard !entries.isEmpty else { return }
+        state.withLock { state in
+            for entry in entries {
+                if let old = state.slots[state.next] {
+                    state.bytes -= old.line.count
+                    state.count -= 1
+                    state.evicted += 1
+                }
+                state.slots[state.next] = entry
+                state.bytes += entry.line.count
+                state.count += 1
+                state.next = (state.next + 1) % capacity
+                // Past the bytes: the oldest go until it fits (the newest stays).
+                while state.bytes > maxBytes && state.count > 1 {
+                    let oldest = (state.next - state.count + capacity * 2) % capacity
+                    if let old = state.slots[oldest] { state.bytes -= old.line.count }
+                    state.slots[oldest] = nil
+                    state.count -= 1
+                    state.evicted += 1
+                }
+            }
+        }
+    }
+
+    /// The newest `limit` events (oldest first) that `keep` says yes to,
+    /// after sequence number `since`.
+    package func recent(limit: Int, since: UInt64 = 0, _ keep: (Entry) -> Bool = { _ in true }) -> [Entry] {
+        state.withLock { state in
+            var out: [Entry] = []
+            var index = (state.next - 1 + capacity) % capacity
+            for _ in 0..<state.count {
+                guard out.count < limit, let entry = state.slots[index], entry.seq > since else { break }
+                if keep(entry) { out.append(entry) }
+                index = (index - 1 + capacity) % capacity
+            }
+            return out.reversed()
+        }
+    }
+
+    package var figures: (count: Int, bytes: Int, evicted: UInt64) {
+        state.withLock { ($0.count, $0.bytes, $0.evicted) }
+    }
+}
