@@ -196,6 +196,8 @@ package final class ControlAPI: Sendable {
             var maxMemory: Int
             /// Points dropped or not kept, by reason: max_memory, max_series, out_of_order.
             var dropped: [String: UInt64]
+            /// Its file refused at start, or not written.
+            var problem: String?
         }
 
         var pid: Int32
@@ -237,7 +239,8 @@ package final class ControlAPI: Sendable {
                                    return Status.History(series: f.series, points: f.points, minutes: f.minutes, bytes: f.bytes,
                                                          maxMemory: store.limits.maxMemory,
                                                          dropped: ["max_memory": f.losses.memoryPoints, "max_series": f.losses.seriesRefused,
-                                                                   "out_of_order": f.losses.outOfOrder])
+                                                                   "out_of_order": f.losses.outOfOrder],
+                                                         problem: store.problem)
                                })
         }
         let started = runtime.started

@@ -7,6 +7,13 @@ package struct BitWriter: Sendable, Equatable {
 
     package init() {}
 
+    /// Bits read back from a file (`HistoryFile`); nil unless `count` fits `words`.
+    package init?(words: [UInt64], count: Int) {
+        guard count >= 0, count <= words.count * 64, words.count <= count / 64 + 1 else { return nil }
+        self.words = words
+        self.count = count
+    }
+
     /// Writes the low `width` bits of `value` (0 to 64 of them).
     @inline(__always)
     package mutating func write(_ value: UInt64, width: Int) {

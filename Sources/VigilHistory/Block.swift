@@ -26,6 +26,16 @@ package struct HistoryBlock: Sendable {
         columns = kinds.map { FieldColumn(kind: $0) }
     }
 
+    /// A sealed block read back from a file: nil unless every column has a
+    /// value for each point its presence says it has.
+    package init?(restoring times: IntColumn, columns: [FieldColumn], first: Int64, last: Int64) {
+        guard times.count > 0, first <= last, columns.allSatisfy({ $0.fits(points: times.count) }) else { return nil }
+        self.times = times
+        self.columns = columns
+        self.first = first
+        self.last = last
+    }
+
     package var count: Int { times.count }
 
     /// Adds a point at `time` (ms): a value for each field, in the
@@ -46,6 +56,9 @@ package struct HistoryBlock: Sendable {
     package mutating func addColumn(_ kind: Kind) {
         columns.append(FieldColumn(kind: kind, absentBefore: count))
     }
+
+    /// The values it holds, every column's (what "points" count in figures).
+    package var values: Int { columns.reduce(0) { $0 + $1.valueCount } }
 
     /// The bytes the block holds in its columns.
     package var bytes: Int { times.bits.bytes + columns.reduce(0) { $0 + $1.bytes } }
@@ -91,6 +104,33 @@ package struct FieldColumn: Sendable {
     private var doubles = DoubleColumn()
     /// Bit i set: point i has a value. Nil while every point has one.
     private var presence: [UInt64]?
+
+    /// A column read back from a file.
+    package init(kind: HistoryBlock.Kind, ints: IntColumn, doubles: DoubleColumn, presence: [UInt64]?) {
+        self.kind = kind
+        self.ints = ints
+        self.doubles = doubles
+        self.presence = presence
+    }
+
+    var valueCount: Int { kind == .double ? doubles.count : ints.count }
+
+    /// The raw parts, for `HistoryFile`.
+    package var parts: (ints: IntColumn, doubles: DoubleColumn, presence: [UInt64]?) { (ints, doubles, presence) }
+
+    /// Whether it holds a value for each of `points` points its presence names, and no more.
+    func fits(points: Int) -> Bool {
+        let present: Int
+        if let presence {
+            guard presence.count >= points / 64 + 1 else { return false }
+            present = (0..<points).count { has($0) }
+        } else {
+            present = points
+        }
+        let held = kind == .double ? doubles.count : ints.count
+        let other = kind == .double ? ints.count : doubles.count
+        return held == present && other == 0 && (kind == .double || ints.secondOrder == (kind == .counter))
+    }
 
     init(kind: HistoryBlock.Kind, absentBefore points: Int = 0) {
         self.kind = kind

@@ -25,6 +25,16 @@ package struct IntColumn: Sendable, Equatable {
         self.secondOrder = secondOrder
     }
 
+    /// A sealed column read back from a file: nil unless `count` values can
+    /// be in `bits` (the first takes 64, each other one at least 1), so that
+    /// no reading of it runs longer than its bits.
+    package init?(restoring bits: BitWriter, count: Int, secondOrder: Bool) {
+        guard count >= 0, count == 0 ? bits.count == 0 : bits.count >= 63 + count else { return nil }
+        self.bits = bits
+        self.count = count
+        self.secondOrder = secondOrder
+    }
+
     /// (prefix, its width, the value's width) by size, smallest first.
     private static let buckets: [(prefix: UInt64, prefixWidth: Int, width: Int)] = [
         (0b10, 2, 7), (0b110, 3, 9), (0b1110, 4, 12), (0b11110, 5, 20), (0b111110, 6, 32),
@@ -123,6 +133,13 @@ package struct DoubleColumn: Sendable, Equatable {
     private var windowSet = false
 
     package init() {}
+
+    /// A sealed column read back from a file (as `IntColumn`'s).
+    package init?(restoring bits: BitWriter, count: Int) {
+        guard count >= 0, count == 0 ? bits.count == 0 : bits.count >= 63 + count else { return nil }
+        self.bits = bits
+        self.count = count
+    }
 
     package mutating func append(_ value: Double) {
         let pattern = value.bitPattern

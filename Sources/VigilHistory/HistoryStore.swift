@@ -91,9 +91,18 @@ public final class HistoryStore: Sendable {
     package let limits: HistoryLimits
     private let state: Mutex<State>
 
+    /// What went wrong with the store's file (refused at start, not
+    /// written at stop), for status; nil when nothing did.
+    private let fileProblem = Mutex<String?>(nil)
+
     package init(limits: HistoryLimits = HistoryLimits()) {
         self.limits = limits
         state = Mutex(State(limits: limits))
+    }
+
+    package var problem: String? {
+        get { fileProblem.withLock { $0 } }
+        set { fileProblem.withLock { $0 = newValue } }
     }
 
     /// Adds an event's numeric fields at `time` (ns since the epoch).
@@ -124,10 +133,9 @@ public final class HistoryStore: Sendable {
         state.withLock { state in
             var figures = Figures(series: state.seriesCount, streams: state.streams.count, bytes: state.bytes, losses: state.losses)
             for stream in state.streams {
-                let points = stream.sealed.reduce(stream.open?.count ?? 0) { $0 + $1.count }
-                let minutes = stream.minuteSealed.reduce(stream.minuteOpen?.count ?? 0) { $0 + $1.count }
-                figures.points += points * stream.fields.count
-                figures.minutes += minutes * stream.fields.count
+                figures.points += stream.sealed.reduce(stream.open?.values ?? 0) { $0 + $1.values }
+                // Four columns a field in a minute block: min, max, mean, last.
+                figures.minutes += stream.minuteSealed.reduce(stream.minuteOpen?.values ?? 0) { $0 + $1.values } / 4
             }
             return figures
         }
@@ -239,17 +247,17 @@ public final class HistoryStore: Sendable {
         // that begins before the oldest point kept where it has whole
         // minutes before that point.
         let useMinutes = step >= 60_000
-            || from < (found.oldest ?? .max) && (found.minutes.first.map { $0.first + 60_000 <= (found.oldest ?? .max) } ?? false)
+            || from < (found.oldest ?? .max) && (found.minutes.first.map { saturating($0.first, plus: 60_000) <= (found.oldest ?? .max) } ?? false)
         var minuteBuckets: [Bucket] = []
         if useMinutes {
             minuteBuckets = Self.minutes(found.minutes, field: found.field, from: from, to: to, rate: asRate)
             // The minutes not closed yet come from every point.
-            if let lastMinute = minuteBuckets.last?.time { points.removeAll { $0.time < lastMinute + 60_000 } }
+            if let lastMinute = minuteBuckets.last?.time { points.removeAll { $0.time < saturating(lastMinute, plus: 60_000) } }
         }
         if asRate { points = Self.rates(points) }
         let first = minuteBuckets.first?.time ?? points.first?.time ?? from
         let last = points.last?.time ?? minuteBuckets.last?.time ?? to
-        let span = max(0, last - first)
+        let span = max(0, saturating(last, minus: first))
         var step = max(0, step, useMinutes ? 60_000 : 0)
         if step == 0 && points.count > Self.maxBuckets || step > 0 && span / step >= Int64(Self.maxBuckets) {
             step = span / Int64(Self.maxBuckets - 1) + 1
@@ -259,7 +267,7 @@ public final class HistoryStore: Sendable {
                           buckets: points.map { Bucket(time: $0.time, min: $0.value, max: $0.value, mean: $0.value, last: $0.value, count: 1) })
         }
         // Steps on multiples of the step since the epoch: every series' buckets line up.
-        let grid = floorDiv(max(from, first), step) * step
+        let grid = saturating(floorDiv(max(from, first), step), times: step)
         let merged = Self.merge(minuteBuckets, from: grid, step: step)
             + Self.merge(points.map { Bucket(time: $0.time, min: $0.value, max: $0.value, mean: $0.value, last: $0.value, count: 1) },
                          from: grid, step: step)
@@ -273,7 +281,7 @@ public final class HistoryStore: Sendable {
         out.reserveCapacity(points.count - 1)
         for (a, b) in zip(points, points.dropFirst()) where b.time > a.time {
             let increase = b.value >= a.value ? b.value - a.value : b.value
-            out.append((b.time, increase * 1000 / Double(b.time - a.time)))
+            out.append((b.time, increase * 1000 / (Double(b.time) - Double(a.time))))
         }
         return out
     }
@@ -283,7 +291,7 @@ public final class HistoryStore: Sendable {
     static func merge(_ buckets: [Bucket], from: Int64, step: Int64) -> [Bucket] {
         var out: [Bucket] = []
         for bucket in buckets {
-            let start = from &+ (bucket.time &- from) / step * step
+            let start = saturating(from, plus: saturating(bucket.time, minus: from) / step * step)
             if let c = out.last, c.time == start {
                 let count = c.count + bucket.count
                 out[out.count - 1] = Bucket(time: start, min: Swift.min(c.min, bucket.min), max: Swift.max(c.max, bucket.max),
@@ -316,6 +324,22 @@ public final class HistoryStore: Sendable {
     }
 }
 
+// Times come from events and from files: arithmetic on them saturates.
+func saturating(_ a: Int64, plus b: Int64) -> Int64 {
+    let (r, o) = a.addingReportingOverflow(b)
+    return o ? (b > 0 ? .max : .min) : r
+}
+
+func saturating(_ a: Int64, minus b: Int64) -> Int64 {
+    let (r, o) = a.subtractingReportingOverflow(b)
+    return o ? (b < 0 ? .max : .min) : r
+}
+
+func saturating(_ a: Int64, times b: Int64) -> Int64 {
+    let (r, o) = a.multipliedReportingOverflow(by: b)
+    return o ? ((a < 0) != (b < 0) ? .min : .max) : r
+}
+
 /// `a / b` rounded down (times before 1970 go to the earlier millisecond and minute).
 func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
     let q = a / b
@@ -333,14 +357,14 @@ extension HistoryValue {
 
 // MARK: - the state behind the lock
 
-private struct FieldInfo {
+struct FieldInfo {
     let name: String
     let kind: HistoryBlock.Kind
     let counter: Bool
 }
 
 /// A minute's aggregate of one field.
-private struct MinuteAggregate {
+struct MinuteAggregate {
     var min = Double.infinity
     var max = -Double.infinity
     var sum = 0.0
@@ -356,7 +380,7 @@ private struct MinuteAggregate {
     }
 }
 
-private struct Stream {
+struct Stream {
     let key: StreamKey
     var fields: [FieldInfo] = []
     var fieldIndex: [String: Int] = [:]
@@ -373,7 +397,7 @@ private struct Stream {
 }
 
 /// Blocks in the order they were sealed: the oldest go first.
-private struct SealOrder {
+struct SealOrder {
     private var entries: [(stream: Int, end: Int64)] = []
     private var head = 0
 
@@ -391,7 +415,7 @@ private struct SealOrder {
     }
 }
 
-private struct State {
+struct State {
     let limits: HistoryLimits
     var streams: [Stream] = []
     var index: [StreamKey: Int] = [:]
@@ -481,7 +505,7 @@ private struct State {
     /// At a new minute, the one before goes into the minute tier as its
     /// fields' min, max, mean and last.
     private mutating func minuteTier(stream s: Int, time: Int64, values: [HistoryValue?]) {
-        let minute = floorDiv(time, 60_000) * 60_000
+        let minute = saturating(floorDiv(time, 60_000), times: 60_000)
         if minute != streams[s].minute {
             if streams[s].minute != .min { closeMinute(stream: s) }
             streams[s].minute = minute
@@ -519,11 +543,15 @@ private struct State {
         }
     }
 
+    /// What `expire` does after a restore: blocks past their retention go
+    /// (each stream's oldest first, as the seal order has them).
+    mutating func expireRestored() { expire() }
+
     /// Blocks past their retention go, then the oldest while over `maxMemory`
     /// (every point first, then minutes); the latter are counted as lost.
     private mutating func expire() {
-        while let front = order.front, front.end < newest - limits.retention { dropOldest(tier: 0, counted: false) }
-        while let front = minuteOrder.front, front.end < newest - limits.minuteRetention { dropOldest(tier: 1, counted: false) }
+        while let front = order.front, front.end < saturating(newest, minus: limits.retention) { dropOldest(tier: 0, counted: false) }
+        while let front = minuteOrder.front, front.end < saturating(newest, minus: limits.minuteRetention) { dropOldest(tier: 1, counted: false) }
         while bytes > limits.maxMemory {
             if !order.isEmpty {
                 dropOldest(tier: 0, counted: true)
@@ -541,6 +569,138 @@ private struct State {
         let s = front.stream
         let block = tier == 0 ? streams[s].sealed.removeFirst() : streams[s].minuteSealed.removeFirst()
         blockBytes -= block.bytes
-        if counted { losses.memoryPoints += UInt64(block.count * max(1, tier == 0 ? block.columns.count : block.columns.count / 4)) }
+        if counted { losses.memoryPoints += UInt64(tier == 0 ? block.values : block.values / 4) }
+    }
+}
+
+// MARK: - to and from a file
+
+extension HistoryStore {
+    /// Everything held, as `HistoryFile` bytes (the blocks being filled
+    /// are written as sealed; a minute still being gathered is not).
+    package func fileBytes() -> [UInt8] {
+        var payload = ByteWriter()
+        state.withLock { state in
+            payload.u32(UInt32(state.streams.count))
+            for stream in state.streams {
+                payload.string(stream.key.monitor)
+                payload.string(stream.key.kind)
+                payload.u32(UInt32(stream.key.identity.count))
+                for identity in stream.key.identity {
+                    payload.string(identity.name)
+                    payload.string(identity.value)
+                }
+                payload.u32(UInt32(stream.fields.count))
+                for field in stream.fields {
+                    payload.string(field.name)
+                    payload.u8(field.kind == .int ? 0 : field.kind == .counter ? 1 : 2)
+                    payload.u8(field.counter ? 1 : 0)
+                }
+                payload.i64(stream.lastTime)
+                let blocks = stream.sealed + (stream.open.map { [$0.sealed()] } ?? [])
+                payload.u32(UInt32(blocks.count))
+                for block in blocks { payload.block(block) }
+                let minutes = stream.minuteSealed + (stream.minuteOpen.map { [$0.sealed()] } ?? [])
+                payload.u32(UInt32(minutes.count))
+                for block in minutes { payload.block(block) }
+            }
+        }
+        var file = ByteWriter()
+        file.bytes = HistoryFile.magic
+        file.u32(HistoryFile.version)
+        file.u64(UInt64(payload.bytes.count))
+        file.u64(HistoryFile.checksum(payload.bytes[...]))
+        file.bytes += payload.bytes
+        return file.bytes
+    }
+
+    /// A store holding what `bytes` (a `HistoryFile`) held, within `limits`
+    /// (what is past the retention or the memory goes as it would have).
+    /// Throws, with the reason, for anything that is not such a file whole.
+    package static func load(_ bytes: [UInt8], limits: HistoryLimits) throws(HistoryFileError) -> HistoryStore {
+        guard bytes.count >= HistoryFile.headerSize, Array(bytes.prefix(8)) == HistoryFile.magic else {
+            throw HistoryFileError("not a history file (no VIGILHST header)")
+        }
+        var header = ByteReader(bytes, at: 8)
+        let version = try header.u32("the version")
+        guard version == HistoryFile.version else {
+            throw HistoryFileError("a history file of version \(version); this vigil reads version \(HistoryFile.version)")
+        }
+        let length = try header.u64("the length"), sum = try header.u64("the checksum")
+        guard length == UInt64(header.left) else {
+            throw HistoryFileError("its payload is \(header.left) bytes where its header says \(length): cut short or grown")
+        }
+        guard HistoryFile.checksum(bytes[header.at...]) == sum else {
+            throw HistoryFileError("its checksum does not match: the file was altered or damaged")
+        }
+        var r = ByteReader(bytes, at: header.at)
+        var streams: [Stream] = []
+        let streamCount = try r.count("the streams", itemSize: 24)
+        for n in 0..<streamCount {
+            let what = "stream \(n)"
+            let monitor = try r.string(what), kind = try r.string(what)
+            var identity: [StreamKey.Identity] = []
+            for _ in 0..<(try r.count(what, itemSize: 8)) { identity.append(.init(try r.string(what), try r.string(what))) }
+            var stream = Stream(key: StreamKey(monitor: monitor, kind: kind, identity: identity))
+            for _ in 0..<(try r.count(what, itemSize: 6)) {
+                let name = try r.string(what)
+                let tag = try r.u8(what)
+                guard tag <= 2, stream.fieldIndex[name] == nil else { throw HistoryFileError("\(what): field '\(name)' twice or of kind \(tag)") }
+                let counter = try r.u8(what) == 1
+                stream.fieldIndex[name] = stream.fields.count
+                stream.fields.append(FieldInfo(name: name, kind: tag == 0 ? .int : tag == 1 ? .counter : .double, counter: counter))
+                stream.aggregates.append(MinuteAggregate())
+            }
+            stream.lastTime = try r.i64(what)
+            for _ in 0..<(try r.count(what, itemSize: 32)) {
+                let block = try r.block(what)
+                guard block.columns.count <= stream.fields.count else { throw HistoryFileError("\(what): a block of more columns than fields") }
+                stream.sealed.append(block)
+            }
+            for _ in 0..<(try r.count(what, itemSize: 32)) {
+                let block = try r.block(what)
+                guard block.columns.count <= stream.fields.count * 4 else { throw HistoryFileError("\(what): a minute block of more columns than fields") }
+                stream.minuteSealed.append(block)
+            }
+            guard !streams.contains(where: { $0.key == stream.key }) else { throw HistoryFileError("\(what): a stream twice") }
+            streams.append(stream)
+        }
+        guard r.left == 0 else { throw HistoryFileError("\(r.left) bytes after the last stream") }
+        let store = HistoryStore(limits: limits)
+        store.state.withLock { $0.restore(streams) }
+        return store
+    }
+}
+
+extension State {
+    /// Takes restored streams into an empty store, within the limits.
+    mutating func restore(_ restored: [Stream]) {
+        var ends: [(stream: Int, end: Int64)] = [], minuteEnds: [(stream: Int, end: Int64)] = []
+        for var stream in restored {
+            guard seriesCount + stream.fields.count <= limits.maxSeries else {
+                losses.seriesRefused += UInt64(stream.fields.count)
+                continue
+            }
+            let s = streams.count
+            seriesCount += stream.fields.count
+            newest = max(newest, stream.lastTime)
+            // New points start a block of their own, with every field's column.
+            stream.open = nil
+            stream.minuteOpen = nil
+            for block in stream.sealed {
+                blockBytes += block.bytes
+                ends.append((s, block.last))
+            }
+            for block in stream.minuteSealed {
+                blockBytes += block.bytes
+                minuteEnds.append((s, block.last))
+            }
+            index[stream.key] = s
+            streams.append(stream)
+        }
+        // The oldest first, as they would have been sealed.
+        for entry in ends.sorted(by: { $0.end < $1.end }) { order.push(stream: entry.stream, end: entry.end) }
+        for entry in minuteEnds.sorted(by: { $0.end < $1.end }) { minuteOrder.push(stream: entry.stream, end: entry.end) }
+        expireRestored()
     }
 }

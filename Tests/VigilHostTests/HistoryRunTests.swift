@@ -112,6 +112,75 @@ import Testing
         #expect(huge.status == 200, "\(huge.body)")
     }
 
+    /// A reload that leaves the history sink as it was keeps what it holds.
+    @Test func aReloadKeepsTheHistory() throws {
+        let host = try ControlRunTests.Host("""
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+        """, sink: "history: { type: history }")
+        defer { _ = host.stop() }
+        var id: String?
+        #expect(SinkRunTests.waitUntil(10) {
+            id = ((try? Self.get(host, "/v1/series?monitor=beat").json["series"]) as? [[String: Any]])?.first?["id"] as? String
+            return id != nil
+        })
+        usleep(500_000)
+        let before = ((try Self.get(host, "/v1/query?series=\(id ?? "")&from=-5m&rate=false").json["points"]) as? [[Double]]) ?? []
+        #expect(before.count >= 3)
+        let manifest = try String(contentsOfFile: host.dir + "/vigil.yaml", encoding: .utf8)
+        try TestEnv.write(manifest.replacingOccurrences(of: "monitors:\n", with: "monitors:\n  other: { plugin: heartbeat, interval: 1h }\n"),
+                          to: host.dir + "/vigil.yaml")
+        let reload = try TestEnv.unixHTTP(socket: host.socket, "POST", "/v1/reload")
+        #expect(reload.status == 200, "\(reload.body)")
+        usleep(300_000)
+        let after = ((try Self.get(host, "/v1/query?series=\(id ?? "")&from=-5m&rate=false").json["points"]) as? [[Double]]) ?? []
+        #expect(after.count > before.count && Array(after.prefix(before.count)) == before, "\(before.count) points before, \(after.count) after")
+    }
+
+    /// `path:` keeps the history across a restart; a damaged file is
+    /// refused whole, moved aside, said in the log and in status.
+    @Test func theHistoryOutlivesARestartAndADamagedFileIsRefused() throws {
+        let dir = try TestEnv.tempDir()
+        let file = dir + "/history.bin"
+        let manifest = dir + "/vigil.yaml"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+        sinks:
+          history: { type: history, path: \(file) }
+        """, to: manifest)
+        let first = try TestEnv.run(TestEnv.vigil, ["run", manifest, "--for", "1500ms"], timeout: 30)
+        #expect(first.status == 0 && first.stderr.contains("history written to \(file)"), "\(first.stderr)")
+
+        let host = try ControlRunTests.Host("""
+          beat: { plugin: heartbeat, interval: 100ms, isolation: none }
+        """, sink: "history: { type: history, path: \(file) }")
+        var beats: [[Double]] = []
+        #expect(SinkRunTests.waitUntil(10) {
+            let id = ((try? Self.get(host, "/v1/series?monitor=beat").json["series"]) as? [[String: Any]])?.first?["id"] as? String
+            beats = ((try? Self.get(host, "/v1/query?series=\(id ?? "")&from=-10m&rate=false").json["points"]) as? [[Double]]) ?? []
+            return !beats.isEmpty
+        })
+        // The first run's beats (counted from 1) and then this run's (from 1 again).
+        let counts = beats.map { $0[1] }
+        #expect(counts.count >= 10 && Array(counts.prefix(10)) == (1...10).map(Double.init), "\(counts)")
+        _ = host.stop()
+
+        // Damaged: refused whole, moved aside, and said.
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))
+        bytes[bytes.count / 2] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let damaged = try ControlRunTests.Host("""
+          beat: { plugin: heartbeat, interval: 1h, isolation: none }
+        """, sink: "history: { type: history, path: \(file) }")
+        let status = try damaged.json("status")
+        let history = ((status["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "history" })?["history"] as? [String: Any]
+        #expect((history?["problem"] as? String)?.contains("refused at start: its checksum does not match") == true, "\(history ?? [:])")
+        #expect(FileManager.default.fileExists(atPath: file + ".refused"))
+        let stopped = damaged.stop()
+        #expect(stopped.stderr.contains("history file \(file) refused: its checksum does not match"), "\(stopped.stderr)")
+    }
+
     @Test func withoutAHistorySinkTheAnswerSaysSo() throws {
         let host = try ControlRunTests.Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
         defer { _ = host.stop() }

@@ -1,3 +1,6 @@
+import Foundation
+import Glibc
+import Logging
 import Synchronization
 import VigilCore
 import VigilHistory
@@ -13,12 +16,14 @@ package struct HistorySinkConfig: Sendable, Equatable {
     package var limits = HistoryLimits()
     /// The last events kept whole, for `/v1/events`.
     package var events = 10_000
+    /// Where the history is kept across restarts: written at stop, read at start.
+    package var path: String?
     package init() {}
 }
 
 extension HistorySinkConfig: SinkType {
     package static let type = "history"
-    package static let keys = ["retention", "minute_retention", "max_memory", "max_series", "events"]
+    package static let keys = ["retention", "minute_retention", "max_memory", "max_series", "events", "path"]
 
     package static func read(_ sink: SinkDeclaration, _ d: inout Diags) -> HistorySinkConfig? {
         let keys = sink.keys
@@ -42,12 +47,20 @@ extension HistorySinkConfig: SinkType {
         if let n = keys["events"], let count = d.int(n, what: "'events'", in: 0...1_000_000) {
             config.events = Int(count)
         }
+        if let n = keys["path"], let text = d.string(n, what: "'path'") {
+            if text.isEmpty || text.hasSuffix("/") {
+                d.error(n.location, "'path' must name a file, not '\(text)'")
+            } else {
+                config.path = text
+            }
+        }
         return config
     }
 
     package func makeSink(_ build: SinkBuild) -> any EventSink {
         let directory = build.directory
-        return HistorySink(limits: limits, events: events, host: build.host, facts: { directory?.facts(of: $0) })
+        return HistorySink(limits: limits, events: events, path: path, host: build.host, logger: build.logger,
+                           facts: { directory?.facts(of: $0) })
     }
 }
 
@@ -75,8 +88,13 @@ package final class HistorySink: EventSink {
     /// Makes the ring's lines (the sink's thread only).
     private let encoder: Mutex<JSONLineEncoder>
 
-    init(limits: HistoryLimits, events: Int, host: String, facts: @escaping @Sendable (String) -> MonitorFacts?) {
-        store = HistoryStore(limits: limits)
+    /// The file it is kept in across restarts, if any.
+    private let path: String?
+
+    init(limits: HistoryLimits, events: Int, path: String?, host: String, logger: Logger,
+         facts: @escaping @Sendable (String) -> MonitorFacts?) {
+        self.path = path
+        store = path.map { Self.read($0, limits: limits, logger: logger) } ?? HistoryStore(limits: limits)
         ring = events > 0 ? EventRing(capacity: events, maxBytes: max(1 << 20, events * 512)) : nil
         encoder = Mutex(JSONLineEncoder(host: host))
         self.facts = facts
@@ -142,5 +160,70 @@ package final class HistorySink: EventSink {
         }
     }
 
-    package func shutdown(context: SinkContext) {}
+    /// The history written to `path` (through a file beside it, synced,
+    /// then renamed over it: a crash leaves the old file or the new one).
+    package func shutdown(context: SinkContext) {
+        guard let path else { return }
+        let bytes = store.fileBytes()
+        let temporary = path + ".new"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let why = String(cString: strerror(errno))
+            store.problem = "not written to \(path): \(why)"
+            context.logger.error("history not written to \(temporary): \(why)")
+            return
+        }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            written += n
+        }
+        let synced = written == bytes.count && fsync(fd) == 0
+        let why = String(cString: strerror(errno))
+        close(fd)
+        guard synced, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            store.problem = "not written to \(path): \(why)"
+            context.logger.error("history not written to \(path): \(why); the file there, if any, is as it was")
+            return
+        }
+        let figures = store.figures
+        context.logger.info("history written to \(path): \(figures.series) series, \(figures.points) points, \(bytes.count) bytes")
+    }
+
+    /// The history kept in `path`, or an empty one: a file that is missing
+    /// starts it afresh; one that is refused is moved aside (PATH.refused),
+    /// said, and shown in status, never half taken.
+    static func read(_ path: String, limits: HistoryLimits, logger: Logger) -> HistoryStore {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno != ENOENT { logger.error("history file \(path) cannot be read: \(String(cString: strerror(errno))); starting empty") }
+            return HistoryStore(limits: limits)
+        }
+        let refuse = { (why: String) -> HistoryStore in
+            let aside = path + ".refused"
+            let moved = rename(path, aside) == 0
+            logger.error("history file \(path) refused: \(why); starting empty\(moved ? " (the file is now \(aside))" : "")")
+            let store = HistoryStore(limits: limits)
+            store.problem = "\(path) refused at start: \(why)"
+            return store
+        }
+        // Larger than the history could hold, with room for its bookkeeping: not read at all.
+        let most = Int64(limits.maxMemory) * 2 + (64 << 20)
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return refuse("not a regular file") }
+        guard Int64(info.st_size) <= most else { return refuse("\(info.st_size) bytes, more than max_memory allows") }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            return refuse("cannot be read: \(String(cString: strerror(errno)))")
+        }
+        do throws(HistoryFileError) {
+            let store = try HistoryStore.load(Array(data), limits: limits)
+            let figures = store.figures
+            logger.info("history read from \(path): \(figures.series) series, \(figures.points) points, \(figures.minutes) minutes")
+            return store
+        } catch {
+            return refuse(error.description)
+        }
+    }
 }
