@@ -26,7 +26,7 @@ import VigilHistory
 /// Without a history sink each answers 404 saying so; with several, `sink`
 /// names one (the first by default).
 struct HistoryAPI {
-    let sinks: [(name: String, store: HistoryStore, events: EventRing?)]
+    let sinks: [(name: String, store: HistoryStore, events: EventRing<Event>?)]
 
     /// A request answered with an error.
     struct Refused: Error {
@@ -34,7 +34,7 @@ struct HistoryAPI {
         init(_ status: Int, _ message: String) { response = .error(status, message) }
     }
 
-    private func store(_ query: [String: String]) throws(Refused) -> (name: String, store: HistoryStore, events: EventRing?) {
+    private func store(_ query: [String: String]) throws(Refused) -> (name: String, store: HistoryStore, events: EventRing<Event>?) {
         guard let first = sinks.first else {
             throw Refused(404, "no history sink: add one to the manifest (sinks: { history: { type: history } })")
         }
@@ -88,9 +88,11 @@ struct HistoryAPI {
         var out = Array("{\"sink\":".utf8)
         JSONLineEncoder.appendString(found.name, to: &out)
         out += Array(",\"last_seq\":\(entries.last?.seq ?? since),\"events\":[".utf8)
+        var encoder = JSONLineEncoder(host: ring.host)
         for (i, entry) in entries.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
-            out += entry.line
+            encoder.encode(entry.payload, into: &out)
+            out.removeLast()  // its newline
         }
         out += Array("]}\n".utf8)
         return ControlResponse(status: 200, contentType: "application/json", body: out)

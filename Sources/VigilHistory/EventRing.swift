@@ -1,9 +1,10 @@
 import Synchronization
 
-/// The last events a history sink was given, whole (as their JSON lines),
-/// for `/v1/events` and the console's events view: at most `capacity`
-/// events and `maxBytes` of lines; the oldest go first.
-public final class EventRing: Sendable {
+/// The last events a history sink was given, whole, for `/v1/events` and
+/// the console's events view: at most `capacity` events and about
+/// `maxBytes` (by each entry's `size`); the oldest go first. Kept as they
+/// came (`Payload`: the sink's events), made into text only when asked for.
+public final class EventRing<Payload: Sendable>: Sendable {
     package struct Entry: Sendable {
         package let seq: UInt64
         /// ns since the epoch.
@@ -12,21 +13,25 @@ public final class EventRing: Sendable {
         package let kind: String
         /// 0 debug … 5 critical.
         package let severity: UInt8
-        /// The event as one JSON object, without a newline.
-        package let line: [UInt8]
+        /// About the bytes it holds.
+        package let size: Int
+        package let payload: Payload
 
-        package init(seq: UInt64, time: Int64, monitor: String, kind: String, severity: UInt8, line: [UInt8]) {
+        package init(seq: UInt64, time: Int64, monitor: String, kind: String, severity: UInt8, size: Int, payload: Payload) {
             self.seq = seq
             self.time = time
             self.monitor = monitor
             self.kind = kind
             self.severity = severity
-            self.line = line
+            self.size = size
+            self.payload = payload
         }
     }
 
     package let capacity: Int
     package let maxBytes: Int
+    /// The host name its events are written with.
+    package let host: String
     private let state: Mutex<State>
 
     private struct State {
@@ -38,7 +43,8 @@ public final class EventRing: Sendable {
         var evicted: UInt64 = 0
     }
 
-    package init(capacity: Int = 10_000, maxBytes: Int = 8 << 20) {
+    package init(capacity: Int = 10_000, maxBytes: Int = 8 << 20, host: String = "") {
+        self.host = host
         self.capacity = max(1, capacity)
         self.maxBytes = max(1, maxBytes)
         state = Mutex(State(slots: [Entry?](repeating: nil, count: max(1, capacity))))
@@ -49,18 +55,18 @@ public final class EventRing: Sendable {
         state.withLock { state in
             for entry in entries {
                 if let old = state.slots[state.next] {
-                    state.bytes -= old.line.count
+                    state.bytes -= old.size
                     state.count -= 1
                     state.evicted += 1
                 }
                 state.slots[state.next] = entry
-                state.bytes += entry.line.count
+                state.bytes += entry.size
                 state.count += 1
                 state.next = (state.next + 1) % capacity
                 // Past the bytes: the oldest go until it fits (the newest stays).
                 while state.bytes > maxBytes && state.count > 1 {
                     let oldest = (state.next - state.count + capacity * 2) % capacity
-                    if let old = state.slots[oldest] { state.bytes -= old.line.count }
+                    if let old = state.slots[oldest] { state.bytes -= old.size }
                     state.slots[oldest] = nil
                     state.count -= 1
                     state.evicted += 1

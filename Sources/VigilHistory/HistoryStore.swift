@@ -141,6 +141,12 @@ public final class HistoryStore: Sendable {
         }
     }
 
+    /// Points its sink passed over before giving them (one a millisecond a
+    /// stream is kept): counted as those the store refuses.
+    package func countOutOfOrder(_ fields: Int) {
+        state.withLock { $0.losses.outOfOrder += UInt64(fields) }
+    }
+
     /// The bytes held now (blocks and the bookkeeping of streams and series).
     package var bytes: Int { state.withLock { $0.bytes } }
     package var losses: HistoryLosses { state.withLock { $0.losses } }

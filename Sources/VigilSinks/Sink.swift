@@ -77,7 +77,7 @@ public protocol EventSink: AnyObject, Sendable {
     var history: HistoryStore? { get }
     /// A `history` sink's last events, whole, for `/v1/events` (nil for
     /// every other sink).
-    var recentEvents: EventRing? { get }
+    var recentEvents: EventRing<Event>? { get }
     /// Whether its `tick` must also run behind a disk buffer, on the
     /// buffer's delivery thread where its writes run (an output plugin's
     /// flush every `flush_interval`).
@@ -102,7 +102,7 @@ extension EventSink {
     public var bufferReport: SinkBufferReport? { nil }
     public var ticksBehindBuffer: Bool { false }
     public var history: HistoryStore? { nil }
-    public var recentEvents: EventRing? { nil }
+    public var recentEvents: EventRing<Event>? { nil }
     public var needsEventsPromptly: Bool { true }
     public func attach(drain: @escaping @Sendable (_ then: @escaping @Sendable () -> Void) -> Void) {}
 }

@@ -81,12 +81,16 @@ package final class HistorySink: EventSink {
         let instance: ObjectIdentifier?
         let identities: Set<String>
         let counters: Set<String>
+        /// Of a kind without identities: its one stream, and the last
+        /// millisecond it was given (the history keeps one point a
+        /// millisecond a stream, so a flood's others are passed over here,
+        /// before any work, and counted as the store would count them).
+        let stream: StreamKey?
+        var lastMillisecond: Int64 = .min
     }
 
     /// The last events, whole; nil when `events: 0`.
-    private let ring: EventRing?
-    /// Makes the ring's lines (the sink's thread only).
-    private let encoder: Mutex<JSONLineEncoder>
+    private let ring: EventRing<Event>?
 
     /// The file it is kept in across restarts, if any.
     private let path: String?
@@ -95,37 +99,50 @@ package final class HistorySink: EventSink {
          facts: @escaping @Sendable (String) -> MonitorFacts?) {
         self.path = path
         store = path.map { Self.read($0, limits: limits, logger: logger) } ?? HistoryStore(limits: limits)
-        ring = events > 0 ? EventRing(capacity: events, maxBytes: max(1 << 20, events * 512)) : nil
-        encoder = Mutex(JSONLineEncoder(host: host))
+        ring = events > 0 ? EventRing(capacity: events, maxBytes: max(1 << 20, events * 512), host: host) : nil
         self.facts = facts
     }
 
     package var history: HistoryStore? { store }
-    package var recentEvents: EventRing? { ring }
+    package var recentEvents: EventRing<Event>? { ring }
 
     package func write(_ batch: [Event], context: SinkContext) throws {
         var points: [(stream: StreamKey, time: Int64, fields: [HistoryField])] = []
         points.reserveCapacity(batch.count)
+        var passedOver = 0
         plans.withLock { plans in
             var asked: [String: MonitorFacts?] = [:]
             for event in batch {
                 let key = PlanKey(monitor: event.monitor, kind: event.kind)
+                var plan: Plan
+                if let known = plans[key] {
+                    plan = known
+                    // Another point in a millisecond this stream has: passed over at once.
+                    if plan.stream != nil, event.time / 1_000_000 <= plan.lastMillisecond {
+                        for field in event.fields {
+                            if case .string = field.value { continue }
+                            passedOver += 1
+                        }
+                        continue
+                    }
+                }
                 let current: MonitorFacts? = if let known = asked[event.monitor] { known } else {
                     { let f = facts(event.monitor); asked[event.monitor] = f; return f }()
                 }
-                var plan = plans[key]
-                if plan == nil || plan!.instance != current.map(\.instance) {
+                if let known = plans[key], known.instance == current.map(\.instance) {
+                    plan = known
+                } else {
                     let spec = current?.description.events.first { $0.kind == event.kind }
-                    plan = Plan(instance: current.map(\.instance),
-                                identities: Set((spec?.fields ?? []).filter(\.identity).map(\.name)),
-                                counters: Set((spec?.fields ?? []).filter(\.counter).map(\.name)))
-                    plans[key] = plan
+                    let identities = Set((spec?.fields ?? []).filter(\.identity).map(\.name))
+                    plan = Plan(instance: current.map(\.instance), identities: identities,
+                                counters: Set((spec?.fields ?? []).filter(\.counter).map(\.name)),
+                                stream: identities.isEmpty ? StreamKey(monitor: event.monitor, kind: event.kind) : nil)
                 }
                 var identity: [StreamKey.Identity] = []
                 var fields: [HistoryField] = []
                 fields.reserveCapacity(event.fields.count)
                 for field in event.fields {
-                    if plan!.identities.contains(field.name) {
+                    if plan.stream == nil, plan.identities.contains(field.name) {
                         switch field.value {
                         case .string(let text): identity.append(.init(field.name, text))
                         case .int(let number): identity.append(.init(field.name, String(number)))
@@ -133,7 +150,7 @@ package final class HistorySink: EventSink {
                         }
                         continue
                     }
-                    let counter = plan!.counters.contains(field.name)
+                    let counter = plan.counters.contains(field.name)
                     switch field.value {
                     case .int(let v): fields.append(HistoryField(field.name, .int(v), counter: counter))
                     case .double(let v): fields.append(HistoryField(field.name, .double(v), counter: counter))
@@ -141,23 +158,24 @@ package final class HistorySink: EventSink {
                     case .string: break
                     }
                 }
+                if plan.stream != nil, !fields.isEmpty { plan.lastMillisecond = event.time / 1_000_000 }
+                plans[key] = plan
                 guard !fields.isEmpty else { continue }
-                points.append((StreamKey(monitor: event.monitor, kind: event.kind, identity: identity), event.time, fields))
+                points.append((plan.stream ?? StreamKey(monitor: event.monitor, kind: event.kind, identity: identity), event.time, fields))
             }
         }
         store.append(points)
-        if let ring {
-            let entries = encoder.withLock { encoder in
-                batch.map { event -> EventRing.Entry in
-                    var line: [UInt8] = []
-                    encoder.encode(event, into: &line)
-                    line.removeLast()  // its newline
-                    return EventRing.Entry(seq: event.seq, time: event.time, monitor: event.monitor, kind: event.kind,
-                                           severity: event.severity.rawValue, line: line)
-                }
+        if passedOver > 0 { store.countOutOfOrder(passedOver) }
+        ring?.append(batch.map { event in
+            // About what it holds: the strings' bytes and a little a field.
+            var size = 96 + event.monitor.utf8.count + event.kind.utf8.count
+            for field in event.fields {
+                size += 32 + field.name.utf8.count
+                if case .string(let text) = field.value { size += text.utf8.count }
             }
-            ring.append(entries)
-        }
+            return EventRing.Entry(seq: event.seq, time: event.time, monitor: event.monitor, kind: event.kind,
+                                   severity: event.severity.rawValue, size: size, payload: event)
+        })
     }
 
     /// The history written to `path` (through a file beside it, synced,
