@@ -67,13 +67,7 @@ package struct IntColumn: Sendable, Equatable {
     }
 
     /// The values in order.
-    package var values: [Int64] {
-        var reader = Reader(self)
-        var out: [Int64] = []
-        out.reserveCapacity(count)
-        while let value = reader.next() { out.append(value) }
-        return out
-    }
+    package var values: [Int64] { collect(Reader(self), count: count) }
 
     package func sealed() -> IntColumn {
         var copy = self
@@ -172,13 +166,7 @@ package struct DoubleColumn: Sendable, Equatable {
         bits.write(xor >> UInt64(trail), width: width)
     }
 
-    package var values: [Double] {
-        var reader = Reader(self)
-        var out: [Double] = []
-        out.reserveCapacity(count)
-        while let value = reader.next() { out.append(value) }
-        return out
-    }
+    package var values: [Double] { collect(Reader(self), count: count) }
 
     package func sealed() -> DoubleColumn {
         var copy = self
@@ -218,6 +206,15 @@ package struct DoubleColumn: Sendable, Equatable {
             return Double(bitPattern: last)
         }
     }
+}
+
+/// Every value a column's reader gives, in order.
+func collect<R: IteratorProtocol>(_ reader: R, count: Int) -> [R.Element] {
+    var reader = reader
+    var out: [R.Element] = []
+    out.reserveCapacity(count)
+    while let value = reader.next() { out.append(value) }
+    return out
 }
 
 /// The low `width` bits of `raw` as a two's-complement number.

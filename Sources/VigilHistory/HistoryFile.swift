@@ -29,8 +29,12 @@ struct ByteWriter {
     var bytes: [UInt8] = []
 
     mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func u32(_ v: UInt32) { for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) } }
-    mutating func u64(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) } }
+    mutating func u32(_ v: UInt32) { little(v) }
+    mutating func u64(_ v: UInt64) { little(v) }
+    /// Least significant byte first.
+    private mutating func little<T: FixedWidthInteger>(_ v: T) {
+        for i in 0..<(T.bitWidth / 8) { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * i))) }
+    }
     mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
     mutating func string(_ s: String) {
         let utf8 = Array(s.utf8)
@@ -94,19 +98,16 @@ struct ByteReader {
         return bytes[at]
     }
 
-    mutating func u32(_ what: String) throws(HistoryFileError) -> UInt32 {
-        try need(4, what)
-        var v: UInt32 = 0
-        for i in 0..<4 { v |= UInt32(bytes[at + i]) << (8 * UInt32(i)) }
-        at += 4
-        return v
-    }
+    mutating func u32(_ what: String) throws(HistoryFileError) -> UInt32 { try little(what) }
+    mutating func u64(_ what: String) throws(HistoryFileError) -> UInt64 { try little(what) }
 
-    mutating func u64(_ what: String) throws(HistoryFileError) -> UInt64 {
-        try need(8, what)
-        var v: UInt64 = 0
-        for i in 0..<8 { v |= UInt64(bytes[at + i]) << (8 * UInt64(i)) }
-        at += 8
+    /// An unsigned integer, least significant byte first.
+    private mutating func little<T: FixedWidthInteger & UnsignedInteger>(_ what: String) throws(HistoryFileError) -> T {
+        let size = T.bitWidth / 8
+        try need(size, what)
+        var v: T = 0
+        for i in 0..<size { v |= T(bytes[at + i]) << (8 * i) }
+        at += size
         return v
     }
 
