@@ -67,6 +67,7 @@ public struct ControlResponse: Sendable {
 /// - `GET /v1/series`, `GET /v1/query`, `GET /v1/events`: what a
 ///   `history` sink keeps (`HistoryAPI`).
 /// - `GET /metrics`: the same counters in Prometheus' text format.
+/// - `GET /v1/openapi.json`: all of the above described (`OpenAPI`).
 package final class ControlAPI: Sendable {
     let runtime: VigilRuntime
 
@@ -102,6 +103,10 @@ package final class ControlAPI: Sendable {
             case "query": return api.query(request.query)
             default: return api.events(request.query)
             }
+        }
+        if parts == ["v1", "openapi.json"] {
+            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            return ControlResponse(status: 200, contentType: "application/json", body: Array(OpenAPI.document.utf8) + [0x0A])
         }
         if parts == ["metrics"] {
             guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
