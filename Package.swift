@@ -195,10 +195,19 @@ let package = Package(
             .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: hostOnly),
             .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
         ]),
+        // The console's page, script and style (assets/) and Debian's
+        // dygraphs, packed into the binary at build time (ConsoleAssetsPlugin).
+        .target(name: "VigilConsole", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),
+            .product(name: "CompressNIO", package: "compress-nio", condition: hostOnly),
+        ], exclude: ["assets"], plugins: ["ConsoleAssetsPlugin"]),
+        .plugin(name: "ConsoleAssetsPlugin", capability: .buildTool(), dependencies: ["vigil-console-pack"],
+                path: "Sources/ConsoleAssetsPlugin"),
+        .executableTarget(name: "vigil-console-pack", path: "Sources/vigil-console-pack"),
         // The control API: its server (unix socket and TCP), its model, the
-        // host's own /metrics.
+        // host's own /metrics, the console's routes.
         .target(name: "VigilControl", dependencies: [
-            "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilHistory",
+            "VigilCore", "VigilABI", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilHistory", "VigilConsole",
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hostOnly),
             .product(name: "NIOCore", package: "swift-nio", condition: hostOnly),

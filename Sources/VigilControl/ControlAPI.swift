@@ -37,6 +37,15 @@ public struct ControlResponse: Sendable {
     public var status: Int
     public var contentType: String
     public var body: [UInt8]
+    /// Headers beyond the content's type and length.
+    public var headers: [(String, String)] = []
+
+    public init(status: Int, contentType: String, body: [UInt8], headers: [(String, String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = headers
+    }
 
     static func json(_ status: Int, _ value: some Encodable) -> ControlResponse {
         let encoder = JSONEncoder()
@@ -70,9 +79,18 @@ public struct ControlResponse: Sendable {
 /// - `GET /v1/openapi.json`: all of the above described (`OpenAPI`).
 package final class ControlAPI: Sendable {
     let runtime: VigilRuntime
+    let figures: ControlFigures
 
-    init(runtime: VigilRuntime) {
+    init(runtime: VigilRuntime, figures: ControlFigures = ControlFigures()) {
         self.runtime = runtime
+        self.figures = figures
+    }
+
+    /// The history sinks' readings, as they are now.
+    var historyAPI: HistoryAPI {
+        HistoryAPI(sinks: runtime.sinks.compactMap { runner in
+            runner.sink.history.map { (runner.config.name, $0, runner.sink.recentEvents) }
+        })
     }
 
     func handle(_ request: ControlRequest) async -> ControlResponse {
@@ -95,13 +113,19 @@ package final class ControlAPI: Sendable {
         }
         if parts == ["v1", "series"] || parts == ["v1", "query"] || parts == ["v1", "events"] {
             guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
-            let api = HistoryAPI(sinks: runtime.sinks.compactMap { runner in
-                runner.sink.history.map { (runner.config.name, $0, runner.sink.recentEvents) }
-            })
+            let api = historyAPI
             switch parts[1] {
             case "series": return api.series(request.query)
             case "query": return api.query(request.query)
             default: return api.events(request.query)
+            }
+        }
+        if parts == ["v1", "conditions"] || parts == ["v1", "manifest"] || parts == ["v1", "sparklines"] {
+            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            switch parts[1] {
+            case "conditions": return conditions()
+            case "manifest": return manifestAnswer()
+            default: return sparklines(request.query)
             }
         }
         if parts == ["v1", "openapi.json"] {
@@ -111,7 +135,7 @@ package final class ControlAPI: Sendable {
         if parts == ["metrics"] {
             guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
             return ControlResponse(status: 200, contentType: PrometheusText.contentType,
-                                   body: SelfMetrics(runtime: runtime).exposition())
+                                   body: SelfMetrics(runtime: runtime).exposition() + figures.exposition())
         }
         return .error(404, "no such endpoint: \(request.method) \(request.path)")
     }
@@ -124,6 +148,11 @@ package final class ControlAPI: Sendable {
     }
 
     func health() -> ControlResponse {
+        let health = self.healthNow()
+        return .json(health.reasons.isEmpty ? 200 : 503, health)
+    }
+
+    func healthNow() -> Health {
         var reasons: [String] = []
         for instance in runtime.instances {
             switch instance.state {
@@ -138,7 +167,7 @@ package final class ControlAPI: Sendable {
         for (sink, lost) in runtime.lossHistory.lostInLastMinute(runtime.sinks) where lost.total > 0 {
             reasons.append("sink \(sink.config.name) lost \(lost.total) events in the last minute (\(lost.description))")
         }
-        return .json(reasons.isEmpty ? 200 : 503, Health(status: reasons.isEmpty ? "ok" : "unhealthy", reasons: reasons))
+        return Health(status: reasons.isEmpty ? "ok" : "unhealthy", reasons: reasons)
     }
 
     // MARK: - status
@@ -191,6 +220,16 @@ package final class ControlAPI: Sendable {
             var failure: String?
             /// A `history` sink's figures.
             var history: History?
+            /// A disk buffer's figures.
+            var buffer: SinkBufferReport?
+        }
+
+        /// The host process itself.
+        package struct Process: Encodable {
+            /// CPU time used (user and system), seconds.
+            var cpuS: Double
+            var rssBytes: Int
+            var threads: Int
         }
 
         package struct History: Encodable {
@@ -213,8 +252,30 @@ package final class ControlAPI: Sendable {
         var startedAt: String
         var uptimeS: Double
         var events: UInt64
+        /// As `/v1/health` says it.
+        var health: Health
+        var process: Process
         var monitors: [Monitor]
         var sinks: [Sink]
+    }
+
+    /// CPU time from getrusage; resident memory and threads from /proc/self.
+    static func process() -> Status.Process {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        var rss = 0, threads = 0
+        if let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) {
+            let fields = statm.split(separator: " ")
+            if fields.count > 1, let pages = Int(fields[1]) { rss = pages.multipliedReportingOverflow(by: Int(sysconf(Int32(_SC_PAGESIZE)))).partialValue }
+        }
+        if let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") {
+            // After the command's ")": state is field 3, num_threads field 20.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 17, let n = Int(fields[17]) { threads = n }
+        }
+        return Status.Process(cpuS: cpu, rssBytes: rss, threads: threads)
     }
 
     func status() -> Status {
@@ -246,14 +307,15 @@ package final class ControlAPI: Sendable {
                                                          dropped: ["max_memory": f.losses.memoryPoints, "max_series": f.losses.seriesRefused,
                                                                    "out_of_order": f.losses.outOfOrder],
                                                          problem: store.problem)
-                               })
+                               },
+                               buffer: runner.sink.bufferReport)
         }
         let started = runtime.started
         let uptime = started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0
         let manifest = URL(fileURLWithPath: runtime.manifest.file).standardizedFileURL.path
         let startedAt = timestamp(realtimeNanoseconds().subtractingSaturating(Int64(uptime * 1e9)))
         return Status(pid: getpid(), version: vigilVersion, manifest: manifest, startedAt: startedAt, uptimeS: uptime,
-                      events: runtime.bus.lastSequence, monitors: monitors, sinks: sinks)
+                      events: runtime.bus.lastSequence, health: healthNow(), process: Self.process(), monitors: monitors, sinks: sinks)
     }
 
     // MARK: - one monitor
@@ -310,7 +372,7 @@ package final class ControlAPI: Sendable {
 }
 
 /// `2026-11-21T21:50:29.123456789Z`, as the events say it.
-private func timestamp(_ ns: Int64) -> String {
+func timestamp(_ ns: Int64) -> String {
     var out: [UInt8] = []
     JSONLineEncoder.appendTimestamp(ns, to: &out)
     return String(decoding: out, as: UTF8.self)

@@ -4,7 +4,9 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 import VigilABI
+import VigilConsole
 import VigilIsolation
 import VigilRuntime
 import VigilSinks
@@ -147,8 +149,9 @@ package final class ControlServer: Service, @unchecked Sendable {  // immutable 
     /// What each accepted connection gets: at most `maxConnections` open at
     /// once (one more is closed at once), idle ones closed, HTTP/1.1, the API.
     private static func bootstrap(_ group: MultiThreadedEventLoopGroup, api: ControlAPI, token: ControlToken?) -> ServerBootstrap {
-        HTTPServing.bootstrap(group, maxConnections: maxConnections, idleTimeout: idleTimeout) {
-            ControlHTTPHandler(api: api, token: token)
+        let access = ConsoleAccess(token: token, limiter: api.figures.tokenTries)
+        return HTTPServing.bootstrap(group, maxConnections: maxConnections, idleTimeout: idleTimeout) {
+            ControlHTTPHandler(api: api, access: access)
         }
     }
 
@@ -161,24 +164,31 @@ package final class ControlServer: Service, @unchecked Sendable {  // immutable 
     }
 }
 
-/// One connection: a request's head and body, then the API's answer.
+/// One connection: a request's head and body, then the API's answer; or
+/// the console's files; or, for `GET /v1/stream`, Server-Sent Events until
+/// the client goes (or is too slow, and is dropped).
 private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     package typealias InboundIn = HTTPServerRequestPart
     package typealias OutboundOut = HTTPServerResponsePart
 
     private let api: ControlAPI
-    /// The bearer token every request must carry (TCP); nil: none (the unix
-    /// socket, which its mode and group guard).
-    private let token: ControlToken?
+    /// Who may ask: the token over TCP, nothing on the unix socket.
+    private let access: ConsoleAccess
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
     /// Why the current request is refused before it reaches the API; its body is not kept.
-    private var unauthorized: String?
+    private var refused: (status: Int, message: String)?
+    /// How the current request was let in (nil: it was not; only `GET /v1/session` goes on so).
+    private var credential: ConsoleAccess.Credential? = .unneeded
+    /// Whether this connection serves a stream (and nothing else from now on).
+    private var streaming = false
+    /// The stream's ticks with nothing to send since it last sent.
+    private var quietTicks = 0
 
-    init(api: ControlAPI, token: ControlToken?) {
+    init(api: ControlAPI, access: ConsoleAccess) {
         self.api = api
-        self.token = token
+        self.access = access
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -189,23 +199,45 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
         }
     }
 
+    func channelInactive(context: ChannelHandlerContext) {
+        if streaming {
+            streaming = false
+            api.figures.streamEnded()
+        }
+        context.fireChannelInactive()
+    }
+
+    /// Paths anyone may ask for: the console's files (no data in them),
+    /// the log-in, and whether one is logged in (the page's first question).
+    private static func isPublic(_ head: HTTPRequestHead, path: String) -> Bool {
+        (head.method == .GET && ConsoleAssets.asset(at: path) != nil) || (head.method == .POST && path == "/v1/session")
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let h):
+            guard !streaming else { return }  // a stream's client has nothing more to ask
             head = h
             body = []
             tooLarge = false
-            unauthorized = nil
-            if let token {
-                let given = h.headers["Authorization"]
-                if given.isEmpty {
-                    unauthorized = "this control API needs a bearer token: Authorization: Bearer TOKEN (vigil ctl --token-file FILE)"
-                } else if given.count > 1 || !token.accepts(header: given[0]) {
-                    unauthorized = "the bearer token was not accepted"
+            refused = nil
+            credential = .unneeded
+            let path = String(h.uri.prefix { $0 != "?" })
+            guard !Self.isPublic(h, path: path) else { return }
+            switch access.admit(authorization: h.headers["Authorization"], cookie: h.headers["Cookie"], peer: peer(context)) {
+            case .refused where h.method == .GET && path == "/v1/session":
+                credential = nil  // answered: not in
+            case .refused(let status, let why):
+                refused = (status, why)
+            case .allowed(let how):
+                credential = how
+                if let why = access.forgeryCheck(method: h.method.rawValue, credential: how, csrfHeader: h.headers[ConsoleAccess.csrfHeader],
+                                                 origin: h.headers["Origin"], host: h.headers["Host"]) {
+                    refused = (403, why)
                 }
             }
         case .body(var buffer):
-            if unauthorized != nil {
+            if refused != nil || streaming {
                 // Not read into memory: the request is refused whatever it says.
             } else if body.count + buffer.readableBytes > ControlServer.maxBody {
                 tooLarge = true
@@ -214,34 +246,148 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
                 body += buffer.readBytes(length: buffer.readableBytes) ?? []
             }
         case .end:
-            guard let head else { return }
+            guard let head, !streaming else { return }
             self.head = nil
             let request = ControlRequest(method: head.method.rawValue, uri: head.uri, body: body)
             body = []
-            let promise = context.eventLoop.makePromise(of: ControlResponse.self)
-            if let why = unauthorized {
-                promise.succeed(.error(401, why))
+            if let refused {
+                respond(.error(refused.status, refused.message), to: head, context: context)
             } else if tooLarge {
-                promise.succeed(.error(413, "a request body is at most \(ControlServer.maxBody) bytes"))
+                respond(.error(413, "a request body is at most \(ControlServer.maxBody) bytes"), to: head, context: context)
+            } else if head.method == .GET, let asset = ConsoleAssets.asset(at: request.path) {
+                serve(asset, to: head, context: context)
+            } else if request.path == "/v1/session" {
+                respond(session(request, context: context), to: head, context: context)
+            } else if request.path == "/v1/stream" && head.method == .GET {
+                startStream(request, head: head, context: context)
             } else {
+                let promise = context.eventLoop.makePromise(of: ControlResponse.self)
                 let api = api
                 promise.completeWithTask { await api.handle(request) }
-            }
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            promise.futureResult.whenSuccess { response in
-                let (handler, context) = bound.value
-                handler.respond(response, to: head, context: context)
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                promise.futureResult.whenSuccess { response in
+                    let (handler, context) = bound.value
+                    handler.respond(response, to: head, context: context)
+                }
             }
         }
     }
+
+    private func peer(_ context: ChannelHandlerContext) -> String {
+        context.channel.remoteAddress?.ipAddress ?? "local"
+    }
+
+    // MARK: - the console's session
+
+    /// `GET /v1/session`: who is in, and the CSRF value for changes;
+    /// `POST`: a log-in with the token, kept in a cookie; `DELETE`: a log-out.
+    private func session(_ request: ControlRequest, context: ChannelHandlerContext) -> ControlResponse {
+        switch request.method {
+        case "GET":
+            // Not being in is an answer, not an error: the page asks this first.
+            guard let credential else { return .json(200, ["auth": "required"]) }
+            return .json(200, ["csrf": access.csrf, "auth": credential.rawValue])
+        case "POST":
+            switch access.logIn(body: request.body, peer: peer(context)) {
+            case .success(let cookie?):
+                var response = ControlResponse.json(200, ["csrf": access.csrf, "auth": "cookie"])
+                response.headers.append(("Set-Cookie", cookie))
+                return response
+            case .success(nil):
+                return .json(200, ["csrf": access.csrf, "auth": "none"])
+            case .failure(let refusal):
+                return .error(refusal.status, refusal.message)
+            }
+        case "DELETE":
+            var response = ControlResponse.json(200, ["status": "logged out"])
+            response.headers.append(("Set-Cookie", ConsoleAccess.clearCookie))
+            return response
+        default:
+            return .error(405, "\(request.method) /v1/session: GET, POST (log in) or DELETE (log out)")
+        }
+    }
+
+    // MARK: - the console's files
+
+    private func serve(_ asset: ConsoleAssets.Asset, to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        var response = ControlResponse(status: 200, contentType: asset.contentType, body: asset.bytes)
+        response.headers = [("ETag", asset.etag), ("Cache-Control", "no-cache"), ("Vary", "Accept-Encoding"),
+                            ("Content-Security-Policy", ConsoleAssets.contentSecurityPolicy)]
+        if head.headers["If-None-Match"].contains(where: { $0.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == asset.etag } }) {
+            response.status = 304
+            response.body = []
+        } else if let gzipped = asset.gzipped,
+                  head.headers["Accept-Encoding"].contains(where: { $0.lowercased().contains("gzip") }) {
+            response.body = gzipped
+            response.headers.append(("Content-Encoding", "gzip"))
+        }
+        respond(response, to: head, context: context)
+    }
+
+    // MARK: - /v1/stream
+
+    private func startStream(_ request: ControlRequest, head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let events: EventStream
+        do throws(HistoryAPI.Refused) {
+            events = try EventStream(query: request.query, lastEventID: head.headers["Last-Event-ID"].first, sinks: api.historyAPI)
+        } catch {
+            respond(error.response, to: head, context: context)
+            return
+        }
+        guard api.figures.streamStarted() else {
+            respond(.error(503, "at most \(ControlFigures.maxStreams) streams at once; try again later"), to: head, context: context)
+            return
+        }
+        streaming = true
+        // The request is whole: no deadline for the next, and a bounded
+        // send buffer, past which the client is dropped.
+        context.triggerUserOutboundEvent(HTTPServing.ResponseStreams(), promise: nil)
+        _ = context.channel.setOption(.writeBufferWaterMark, value: .init(low: ControlFigures.streamBuffer / 4, high: ControlFigures.streamBuffer))
+        var out = HTTPResponseHead(version: head.version, status: .ok)
+        out.headers.add(name: "Content-Type", value: "text/event-stream")
+        out.headers.add(name: "Cache-Control", value: "no-store")
+        out.headers.add(name: "X-Content-Type-Options", value: "nosniff")
+        context.write(wrapOutboundOut(.head(out)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: "retry: 2000\n: vigil\n\n")))), promise: nil)
+        let bound = NIOLoopBound((self, context, events), eventLoop: context.eventLoop)
+        let task = context.eventLoop.scheduleRepeatedTask(initialDelay: ControlFigures.streamTick, delay: ControlFigures.streamTick) { task in
+            let (handler, context, events) = bound.value
+            guard handler.streaming else {
+                task.cancel()
+                return
+            }
+            var bytes = events.next()
+            if bytes.isEmpty {
+                handler.quietTicks += 1
+                // A comment now and then keeps the connection (and proxies) from timing it out.
+                guard Int64(handler.quietTicks) * ControlFigures.streamTick.nanoseconds >= 15_000_000_000 else { return }
+                bytes = Array(": ping\n\n".utf8)
+            }
+            handler.quietTicks = 0
+            guard context.channel.isWritable else {
+                handler.api.figures.streamsDropped.add(1, ordering: .relaxed)
+                task.cancel()
+                context.close(promise: nil)
+                return
+            }
+            context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil)
+        }
+        context.channel.closeFuture.whenComplete { _ in task.cancel() }
+    }
+
+    // MARK: - answers
 
     private func respond(_ response: ControlResponse, to head: HTTPRequestHead, context: ChannelHandlerContext) {
         var out = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: response.status))
         out.headers.add(name: "Content-Type", value: response.contentType)
         out.headers.add(name: "Content-Length", value: "\(response.body.count)")
+        out.headers.add(name: "X-Content-Type-Options", value: "nosniff")
+        for (name, value) in response.headers { out.headers.add(name: name, value: value) }
+        if !response.headers.contains(where: { $0.0 == "Cache-Control" }) { out.headers.add(name: "Cache-Control", value: "no-store") }
         // A refused client gets no second try on this connection.
-        let keepAlive = head.isKeepAlive && response.status != 401
-        if response.status == 401 { out.headers.add(name: "WWW-Authenticate", value: "Bearer realm=\"vigil\"") }
+        let keepAlive = head.isKeepAlive && response.status != 401 && response.status != 429
+        if response.status == 401 && access.token != nil { out.headers.add(name: "WWW-Authenticate", value: "Bearer realm=\"vigil\"") }
+        if response.status == 429 { out.headers.add(name: "Retry-After", value: "5") }
         if !keepAlive { out.headers.add(name: "Connection", value: "close") }
         // A client that does not read its answers (pipelining requests) gets
         // no more of them: the connection closes rather than queue them.
@@ -295,5 +441,53 @@ public struct ControlOptions: ControlPlane {
         }
         if let tcpServer { services.append(tcpServer) }
         return services
+    }
+}
+
+/// The control API's own figures, for its `/metrics`: the streams of
+/// `/v1/stream` (at most `maxStreams` at once, each with a send buffer of
+/// `streamBuffer` bytes, past which its client is dropped) and the tokens
+/// refused.
+package final class ControlFigures: Sendable {
+    package static let maxStreams = 32
+    package static let streamBuffer = 256 << 10
+    /// How often a stream looks for what is new.
+    package static let streamTick = TimeAmount.milliseconds(500)
+
+    package let streams = Atomic<Int>(0)
+    package let streamsRefused = Atomic<UInt64>(0)
+    package let streamsDropped = Atomic<UInt64>(0)
+    /// Wrong tokens, per address (the TCP listener's).
+    package let tokenTries = TokenTries()
+
+    package init() {}
+
+    /// One more stream, if there is room.
+    func streamStarted() -> Bool {
+        var current = streams.load(ordering: .relaxed)
+        while current < Self.maxStreams {
+            let (exchanged, found) = streams.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return true }
+            current = found
+        }
+        streamsRefused.add(1, ordering: .relaxed)
+        return false
+    }
+
+    func streamEnded() { streams.subtract(1, ordering: .relaxed) }
+
+    /// The figures in Prometheus' text format.
+    func exposition() -> [UInt8] {
+        var text = "# HELP vigil_control_streams Clients of the control API's /v1/stream connected now.\n"
+        text += "# TYPE vigil_control_streams gauge\nvigil_control_streams \(streams.load(ordering: .relaxed))\n"
+        text += "# HELP vigil_control_streams_refused_total Clients of /v1/stream refused: \(Self.maxStreams) were connected.\n"
+        text += "# TYPE vigil_control_streams_refused_total counter\nvigil_control_streams_refused_total \(streamsRefused.load(ordering: .relaxed))\n"
+        text += "# HELP vigil_control_streams_dropped_total Clients of /v1/stream dropped for reading too slowly.\n"
+        text += "# TYPE vigil_control_streams_dropped_total counter\nvigil_control_streams_dropped_total \(streamsDropped.load(ordering: .relaxed))\n"
+        text += "# HELP vigil_control_tokens_refused_total Requests over TCP refused for their token: wrong, or not looked at (too many wrong from the address).\n"
+        text += "# TYPE vigil_control_tokens_refused_total counter\n"
+        text += "vigil_control_tokens_refused_total{reason=\"wrong\"} \(tokenTries.wrong.load(ordering: .relaxed))\n"
+        text += "vigil_control_tokens_refused_total{reason=\"rate_limited\"} \(tokenTries.limited.load(ordering: .relaxed))\n"
+        return Array(text.utf8)
     }
 }

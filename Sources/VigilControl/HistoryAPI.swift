@@ -34,7 +34,7 @@ struct HistoryAPI {
         init(_ status: Int, _ message: String) { response = .error(status, message) }
     }
 
-    private func store(_ query: [String: String]) throws(Refused) -> (name: String, store: HistoryStore, events: EventRing<Event>?) {
+    func store(_ query: [String: String]) throws(Refused) -> (name: String, store: HistoryStore, events: EventRing<Event>?) {
         guard let first = sinks.first else {
             throw Refused(404, "no history sink: add one to the manifest (sinks: { history: { type: history } })")
         }

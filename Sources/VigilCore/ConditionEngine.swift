@@ -62,6 +62,8 @@ public struct ConditionEngine: Sendable {
         var value: Double?
         var lastSeen: Int64
         var pending: Pending?
+        /// When it entered its state (wall clock, ns); nil: never left nominal.
+        var since: Int64?
     }
 
     struct Watch: Sendable {
@@ -73,6 +75,9 @@ public struct ConditionEngine: Sendable {
         var spec: RuleSpec
         var active = false
         var pendingSince: Int64?
+        /// When it last became active, and last changed (wall clock, ns).
+        var lastFired: Int64?
+        var lastChange: Int64?
         /// Distinct references, in the order written.
         var reads: [(name: String, ref: ValueRef)]
     }
@@ -117,6 +122,48 @@ public struct ConditionEngine: Sendable {
 
     public var isEmpty: Bool { watches.isEmpty && rules.isEmpty }
 
+    /// What the thresholds and rules are now, for the control API.
+    public struct Snapshot: Sendable {
+        public struct Threshold: Sendable {
+            public let spec: ThresholdSpec
+            /// The values of its `per` fields (empty without `per`).
+            public let per: [Field]
+            public let state: State
+            public let value: Double?
+            /// When it entered `state` (wall clock, ns); nil: never left nominal.
+            public let since: Int64?
+        }
+
+        public struct Rule: Sendable {
+            public let spec: RuleSpec
+            public let active: Bool
+            /// Its condition holds, and its `for` is running.
+            public let pending: Bool
+            public let lastFired: Int64?
+            public let lastChange: Int64?
+        }
+
+        public let thresholds: [Threshold]
+        public let rules: [Rule]
+    }
+
+    public var snapshot: Snapshot {
+        var thresholds: [Snapshot.Threshold] = []
+        for watch in watches {
+            // A threshold nothing has reached yet is shown, nominal.
+            if watch.entities.isEmpty {
+                thresholds.append(.init(spec: watch.spec, per: [], state: .nominal, value: nil, since: nil))
+            }
+            for entity in watch.entities {
+                thresholds.append(.init(spec: watch.spec, per: entity.per, state: entity.state, value: entity.value, since: entity.since))
+            }
+        }
+        let rules = rules.map {
+            Snapshot.Rule(spec: $0.spec, active: $0.active, pending: $0.pendingSince != nil, lastFired: $0.lastFired, lastChange: $0.lastChange)
+        }
+        return Snapshot(thresholds: thresholds, rules: rules)
+    }
+
     /// A reload: thresholds and rules that did not change (same fingerprint,
     /// wherever they are written) take their state from `old` (levels,
     /// holds running, active rules, the values they read), so a reload
@@ -127,12 +174,14 @@ public struct ConditionEngine: Sendable {
         for i in watches.indices {
             if let entities = oldWatches[ConfigFingerprint.of(watches[i].spec)] { watches[i].entities = entities }
         }
-        var oldRules: [String: (Bool, Int64?)] = [:]
-        for r in old.rules { oldRules[ConfigFingerprint.of(r.spec)] = (r.active, r.pendingSince) }
+        var oldRules: [String: Rule] = [:]
+        for r in old.rules { oldRules[ConfigFingerprint.of(r.spec)] = r }
         for i in rules.indices {
-            if let (active, since) = oldRules[ConfigFingerprint.of(rules[i].spec)] {
-                rules[i].active = active
-                rules[i].pendingSince = since
+            if let kept = oldRules[ConfigFingerprint.of(rules[i].spec)] {
+                rules[i].active = kept.active
+                rules[i].pendingSince = kept.pendingSince
+                rules[i].lastFired = kept.lastFired
+                rules[i].lastChange = kept.lastChange
             }
         }
         values = old.values.filter { readers[$0.key] != nil }
@@ -235,6 +284,8 @@ public struct ConditionEngine: Sendable {
             if let since = rules[r].pendingSince, now - since >= rules[r].spec.holdFor {
                 rules[r].pendingSince = nil
                 rules[r].active = true
+                rules[r].lastFired = wallTime
+                rules[r].lastChange = wallTime
                 out.append(ruleEvent(r, wallTime: wallTime))
             }
         }
@@ -332,6 +383,7 @@ public struct ConditionEngine: Sendable {
         let previous = watches[i].entities[e].state
         guard state != previous else { return }
         watches[i].entities[e].state = state
+        watches[i].entities[e].since = wallTime
         let spec = watches[i].spec
         let entity = watches[i].entities[e]
         var fields = [Field("field", .string(spec.ref.field)), Field("source_kind", .string(spec.ref.kind))]
@@ -376,6 +428,8 @@ public struct ConditionEngine: Sendable {
             guard !rules[r].active, rules[r].pendingSince == nil else { return }
             if rules[r].spec.holdFor == 0 {
                 rules[r].active = true
+                rules[r].lastFired = wallTime
+                rules[r].lastChange = wallTime
                 out.append(ruleEvent(r, wallTime: wallTime))
             } else {
                 rules[r].pendingSince = now
@@ -384,6 +438,7 @@ public struct ConditionEngine: Sendable {
             rules[r].pendingSince = nil
             guard rules[r].active else { return }
             rules[r].active = false
+            rules[r].lastChange = wallTime
             out.append(ruleEvent(r, wallTime: wallTime))
         }
     }

@@ -194,6 +194,16 @@ public final class HistoryStore: Sendable {
         }
     }
 
+    /// The time of `series`' newest point kept (ms); nil when it has none
+    /// or does not exist.
+    package func last(of series: SeriesKey) -> Int64? {
+        state.withLock { state in
+            guard let index = state.index[series.stream], state.streams[index].fieldIndex[series.field] != nil else { return nil }
+            let stream = state.streams[index]
+            return stream.open.map(\.last) ?? stream.sealed.last?.last
+        }
+    }
+
     /// The newest time given (ms), nil before any.
     package var newest: Int64? { state.withLock { $0.newest == .min ? nil : $0.newest } }
 

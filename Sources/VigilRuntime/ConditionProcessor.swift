@@ -89,6 +89,9 @@ package final class ConditionProcessor: @unchecked Sendable {  // mutable state 
         self.wallClock = wallClock
     }
 
+    /// The thresholds' and rules' states now.
+    package var snapshot: ConditionEngine.Snapshot { setup.withLock { $0.engine.snapshot } }
+
     /// The kinds of `monitor` whose events are to be handed over (none: the monitor is not watched).
     func watchedKinds(_ monitor: String) -> Set<String> { setup.withLock { $0.engine.watchedKinds[monitor] ?? [] } }
 

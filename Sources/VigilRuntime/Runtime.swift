@@ -103,11 +103,38 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         var rules: [RuleSpec]
         var reloads: UInt64 = 0
         var failedReloads: UInt64 = 0
+        /// The manifest's files as read when it was loaded (start, or the last reload applied).
+        var manifestTexts: [ManifestFileText] = []
+        /// The last reload tried: when (wall clock, ns), why, and how it went.
+        var lastReload: (at: Int64, reason: String, result: ReloadResult)?
+    }
+
+    /// One file of the manifest in force, as read when it was loaded.
+    package struct ManifestFileText: Sendable {
+        package let path: String
+        package let text: String
+
+        /// The texts of `files`: at most `maxBytes` in all (what is past it is said, not kept).
+        static func read(_ files: [String], maxBytes: Int = 4 << 20) -> [ManifestFileText] {
+            var left = maxBytes
+            return files.map { path in
+                guard left > 0 else { return ManifestFileText(path: path, text: "# not shown: the manifest's files pass \(maxBytes) bytes\n") }
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    return ManifestFileText(path: path, text: "# cannot be read now\n")
+                }
+                let kept = data.prefix(left)
+                left -= kept.count
+                return ManifestFileText(path: path, text: String(decoding: kept, as: UTF8.self))
+            }
+        }
     }
 
     private let current: Mutex<Current>
 
     package var manifest: Manifest { current.withLock { $0.manifest } }
+    package var manifestTexts: [ManifestFileText] { current.withLock { $0.manifestTexts } }
+    package var lastReload: (at: Int64, reason: String, result: ReloadResult)? { current.withLock { $0.lastReload } }
+    package var conditionStates: ConditionEngine.Snapshot { conditions.snapshot }
     var host: String { current.withLock { $0.host } }
     package var instances: [MonitorInstance] { current.withLock { $0.instances } }
     package var sinks: [SinkRunner] { current.withLock { $0.sinks } }
@@ -185,7 +212,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
                           schedulesPolls: options.once == nil)
         }
         current = Mutex(Current(manifest: manifest, host: host, instances: instances, sinks: sinks, slots: slots,
-                                rules: resolution.rules))
+                                rules: resolution.rules, manifestTexts: ManifestFileText.read(manifest.files)))
         directory.attach(self)
     }
 
@@ -426,6 +453,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
                 let result = applyReload(reason: reason)
                 current.withLock { c in
                     if result.applied { c.reloads &+= 1 } else { c.failedReloads &+= 1 }
+                    c.lastReload = (realtimeNanoseconds(), reason, result)
                 }
                 done.resume(returning: result)
             }
@@ -552,6 +580,8 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
             }
         }
 
+        // Read before anything changes, outside the lock.
+        let texts = ManifestFileText.read(manifest.files)
         // 4. Sinks and routes in force at once; then the conditions, keeping
         //    the state of what did not change.
         bus.reconfigure(slots: slots, compiler: RouteCompiler(slots: slots.map { runner in
@@ -563,6 +593,7 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         }
         current.withLock { c in
             c.manifest = manifest
+            c.manifestTexts = texts
             c.host = plan.host
             c.instances = instances
             c.sinks = sinks

@@ -15,6 +15,12 @@ package enum HTTPServing {
     /// cannot hold a slot, which the idle timeout alone would allow.
     package static let requestDeadline = TimeAmount.seconds(10)
 
+    /// Sent outbound by a handler whose answer goes on (a stream of
+    /// Server-Sent Events): no deadline for a next request from then on.
+    package struct ResponseStreams: Sendable {
+        package init() {}
+    }
+
     package static func bootstrap<Handler: ChannelHandler & Sendable>(
         _ group: MultiThreadedEventLoopGroup, maxConnections: Int, idleTimeout: TimeAmount,
         requestDeadline: TimeAmount = HTTPServing.requestDeadline,
@@ -58,16 +64,32 @@ private final class OpenConnections: Sendable {
 
 /// Closes a connection that has not completed a request within `deadline`
 /// of opening or of its previous request (see `HTTPServing.requestDeadline`).
-package final class RequestDeadlineHandler: ChannelInboundHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
+package final class RequestDeadlineHandler: ChannelDuplexHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     package typealias InboundIn = HTTPServerRequestPart
     package typealias InboundOut = HTTPServerRequestPart
+    package typealias OutboundIn = HTTPServerResponsePart
+    package typealias OutboundOut = HTTPServerResponsePart
 
     private let deadline: TimeAmount
     private var timer: Scheduled<Void>?
+    /// The answer streams: no deadline any more.
+    private var streams = false
 
     init(deadline: TimeAmount) { self.deadline = deadline }
 
+    package func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        if event is HTTPServing.ResponseStreams {
+            streams = true
+            timer?.cancel()
+            timer = nil
+            promise?.succeed()
+        } else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+        }
+    }
+
     private func arm(_ context: ChannelHandlerContext) {
+        guard !streams else { return }
         timer?.cancel()
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(in: deadline) { bound.value.close(promise: nil) }

@@ -29,8 +29,10 @@ import Testing
         let process: RunningProcess
         var address: String { "tcp://127.0.0.1:\(port)" }
 
-        /// A heartbeat host serving its control API on the unix socket and on TCP, with `token` in its token file.
-        init(token: String = "s3cret-token-0123456789abcdef") throws {
+        /// A heartbeat host (or one of `monitors` and `sinks`) serving its
+        /// control API on the unix socket and on TCP, with `token` in its token file.
+        init(token: String = "s3cret-token-0123456789abcdef", monitors: String = "beat: { plugin: heartbeat, interval: 1h, isolation: none }",
+             sinks: String = "out: { type: null }", extra: String = "", for duration: String = "30s") throws {
             dir = try TestEnv.tempDir("tcp")
             port = try ControlTCPRunTests.freePort()
             tokenFile = dir + "/token"
@@ -40,15 +42,18 @@ import Testing
             try TestEnv.write("""
             plugin_dirs: [\(try TestEnv.cPlugins())]
             monitors:
-              beat: { plugin: heartbeat, interval: 1h, isolation: none }
+            \(monitors.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
             sinks:
-              out: { type: null }
+            \(sinks.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+            \(extra)
             """, to: dir + "/vigil.yaml")
             process = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--control", "unix:\(dir)/vigil.sock",
                                                         "--control-tcp", "tcp://127.0.0.1:\(port)", "--control-token-file", tokenFile,
-                                                        "--for", "30s"])
-            let port = self.port
-            guard SinkRunTests.waitUntil(10, { (try? Sockets.connect(.tcp(host: "127.0.0.1", port: UInt16(port)))).map { close($0); return true } ?? false }) else {
+                                                        "--for", duration])
+            let port = self.port, socket = dir + "/vigil.sock"
+            // Both listeners: TCP binds first, the unix socket after it.
+            guard SinkRunTests.waitUntil(10, { (try? Sockets.connect(.tcp(host: "127.0.0.1", port: UInt16(port)))).map { close($0); return true } ?? false }),
+                  SinkRunTests.waitUntil(10, { FileManager.default.fileExists(atPath: socket) }) else {
                 let output = process.wait(timeout: 1)
                 throw TestFailure("no TCP control API: \(output.stderr)")
             }

@@ -17,6 +17,9 @@ public struct SinkBufferReport: Codable, Sendable, Equatable {
     /// Segments (or their tails) skipped because they were corrupt, and their bytes.
     package var corruptSegments = 0
     package var corruptBytes: Int64 = 0
+    /// Bytes on disk not yet delivered, and the most it may hold (`max_size`).
+    package var bytes: Int64?
+    package var maxBytes: Int64?
 }
 
 /// `buffer: { type: disk }` of a network sink: the sink's thread appends
@@ -105,7 +108,8 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
         guard let buffer = state.withLock({ _ in opened }) else { return SinkBufferReport() }
         let r = buffer.recovery
         return SinkBufferReport(buffered: buffer.pendingRecords, replayed: r.pending, possibleDuplicates: r.possibleDuplicates,
-                                corruptSegments: buffer.corruptSegments, corruptBytes: buffer.corruptBytes)
+                                corruptSegments: buffer.corruptSegments, corruptBytes: buffer.corruptBytes,
+                                bytes: buffer.totalBytes, maxBytes: buffer.maxBytes)
     }
 
     package func attach(wake: @escaping @Sendable () -> Void) { inner.attach(wake: wake) }
