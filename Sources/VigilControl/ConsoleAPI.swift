@@ -200,15 +200,7 @@ extension ControlAPI {
             out += Array(",\"field\":".utf8)
             JSONLineEncoder.appendString(info.key.field, to: &out)
             out += Array(",\"counter\":\(info.counter),\"points\":[".utf8)
-            let answer = found.store.query(info.key, from: from, to: .max, step: step, rate: true)
-            for (j, bucket) in (answer?.buckets ?? []).enumerated() {
-                if j > 0 { out.append(UInt8(ascii: ",")) }
-                out.append(UInt8(ascii: "["))
-                JSONLineEncoder.appendInteger(bucket.time, to: &out)
-                out.append(UInt8(ascii: ","))
-                JSONLineEncoder.appendDouble(bucket.last, to: &out)
-                out.append(UInt8(ascii: "]"))
-            }
+            HistoryAPI.appendPairs(found.store.query(info.key, from: from, to: .max, step: step, rate: true)?.buckets ?? [], to: &out)
             out += Array("]}".utf8)
         }
         out += Array("}}\n".utf8)

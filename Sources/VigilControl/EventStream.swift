@@ -105,14 +105,7 @@ final class EventStream {
             out += Array("event: points\ndata: {\"series\":".utf8)
             JSONLineEncoder.appendString(s.id, to: &out)
             out += Array(",\"counter\":\(s.counter),\"points\":[".utf8)
-            for (j, bucket) in fresh.enumerated() {
-                if j > 0 { out.append(UInt8(ascii: ",")) }
-                out.append(UInt8(ascii: "["))
-                JSONLineEncoder.appendInteger(bucket.time, to: &out)
-                out.append(UInt8(ascii: ","))
-                JSONLineEncoder.appendDouble(bucket.last, to: &out)
-                out.append(UInt8(ascii: "]"))
-            }
+            HistoryAPI.appendPairs(fresh, to: &out)
             out += Array("]}\n\n".utf8)
         }
         return out

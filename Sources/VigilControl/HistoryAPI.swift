@@ -157,23 +157,35 @@ struct HistoryAPI {
         JSONLineEncoder.appendString(key.field, to: &out)
         out += Array(",\"counter\":\(answer.counter),\"rate\":\(answer.counter && rate),\"from\":\(from),\"to\":\(to),\"step_ms\":\(answer.step),\"tier\":\"\(answer.minutes ? "minutes" : "points")\",\"points\":[".utf8)
         out.reserveCapacity(out.count + answer.buckets.count * (answer.step == 0 ? 32 : 96))
-        for (i, bucket) in answer.buckets.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "["))
-            JSONLineEncoder.appendInteger(bucket.time, to: &out)
-            if answer.step == 0 {
-                out.append(UInt8(ascii: ","))
-                JSONLineEncoder.appendDouble(bucket.last, to: &out)
-            } else {
+        if answer.step == 0 {
+            Self.appendPairs(answer.buckets, to: &out)
+        } else {
+            for (i, bucket) in answer.buckets.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(UInt8(ascii: "["))
+                JSONLineEncoder.appendInteger(bucket.time, to: &out)
                 for value in [bucket.min, bucket.max, bucket.mean, bucket.last] {
                     out.append(UInt8(ascii: ","))
                     JSONLineEncoder.appendDouble(value, to: &out)
                 }
+                out.append(UInt8(ascii: "]"))
             }
-            out.append(UInt8(ascii: "]"))
         }
         out += Array("]}\n".utf8)
         return ControlResponse(status: 200, contentType: "application/json", body: out)
+    }
+
+    /// `[time,value],…`: each bucket's time and last value, as every
+    /// answer that gives points one by one writes them.
+    static func appendPairs(_ buckets: some Sequence<HistoryStore.Bucket>, to out: inout [UInt8]) {
+        for (i, bucket) in buckets.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "["))
+            JSONLineEncoder.appendInteger(bucket.time, to: &out)
+            out.append(UInt8(ascii: ","))
+            JSONLineEncoder.appendDouble(bucket.last, to: &out)
+            out.append(UInt8(ascii: "]"))
+        }
     }
 
     /// ms since the epoch, or a duration before `now` (`-5m`).

@@ -8,6 +8,12 @@
 // hour (every point) and over a day at one minute.
 //
 //     vigil-history-bench [SERIES] [SECONDS]     # 10000 3600; prints JSON
+//     vigil-history-bench [SERIES] [SECONDS] --files DIR
+//
+// With --files the points end now rather than at a fixed date, and the two
+// stores are written as history files (DIR/hour.vhst, DIR/day.vhst) that a
+// history sink's `path:` reads at start: what `scripts/bench --only
+// console` queries over HTTP.
 import Dispatch
 import Foundation
 import VigilHistory
@@ -26,12 +32,17 @@ struct SplitMix: RandomNumberGenerator {
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
+let filesDirectory = CommandLine.arguments.firstIndex(of: "--files").flatMap {
+    $0 + 1 < CommandLine.arguments.count ? CommandLine.arguments[$0 + 1] : nil
+}
 let seriesCount = arguments.first ?? 10_000
 let seconds = arguments.dropFirst().first ?? 3600
 let fieldsPerStream = 10
 let streams = max(1, seriesCount / fieldsPerStream)
 let names = (0..<fieldsPerStream).map { "f\($0)" }
-let start: Int64 = 1_764_460_800_000
+/// A fixed day, or (for files a host reads) an hour before now, on a second.
+let start: Int64 = filesDirectory == nil ? 1_764_460_800_000
+    : (Int64(Date().timeIntervalSince1970) - Int64(seconds)) * 1000
 
 /// One stream's state: what its next point says.
 struct Source {
@@ -106,12 +117,23 @@ var dayLimits = HistoryLimits()
 dayLimits.maxMemory = 1 << 40
 let day = HistoryStore(limits: dayLimits)
 var daySources = [Source](repeating: Source(), count: 100)
+let dayStart = filesDirectory == nil ? start : start + Int64(seconds) * 1000 - 86_400_000
 for step in 0..<(86_400 / 10) {
-    day.append((0..<100).map { s in (keys[s], (start + Int64(step) * 10_000) * 1_000_000, fields(&daySources[s], &rng)) })
+    day.append((0..<100).map { s in (keys[s], (dayStart + Int64(step) * 10_000) * 1_000_000, fields(&daySources[s], &rng)) })
 }
 let daySeries = day.series(limit: 100) { $0.field == "f4" }.series
 let dayQuery = median(101) { run in
-    day.query(daySeries[run % daySeries.count].key, from: start, to: start + 86_400_000, step: 60_000)?.buckets.count ?? 0
+    day.query(daySeries[run % daySeries.count].key, from: dayStart, to: dayStart + 86_400_000, step: 60_000)?.buckets.count ?? 0
+}
+
+if let filesDirectory {
+    for (name, kept) in [("hour.vhst", store), ("day.vhst", day)] {
+        let path = filesDirectory + "/" + name
+        guard FileManager.default.createFile(atPath: path, contents: Data(kept.fileBytes())) else {
+            FileHandle.standardError.write(Data("vigil-history-bench: cannot write \(path)\n".utf8))
+            exit(1)
+        }
+    }
 }
 
 let bytes = store.bytes
