@@ -139,6 +139,9 @@ let package = Package(
         // OTLP's messages, generated once from the official protos (scripts/gen-otlp).
         .target(name: "VigilOTLP", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf", condition: hostOnly)],
                 exclude: ["README.md"]),
+        // Prometheus' remote write messages, generated once from prompb (scripts/gen-prompb).
+        .target(name: "VigilPrompb", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf", condition: hostOnly)],
+                exclude: ["README.md"]),
         // The one child-process spawner (posix_spawn, a descriptor map, a
         // process group), and a child run to its end under a deadline with
         // its output captured: the host's children and the plugins that run
@@ -167,7 +170,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio", condition: hostOnly),
         ]),
         .target(name: "VigilSinks", dependencies: [
-            "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP", "VigilForeign", "VigilHistory",
+            "CVigilPlugin", "VigilCore", "VigilABI", "VigilIsolation", "VigilOTLP", "VigilPrompb", "VigilForeign", "VigilHistory",
             .target(name: "VigilHTTPClient", condition: hostOnly),
             .product(name: "Logging", package: "swift-log", condition: hostOnly),
             .product(name: "SystemPackage", package: "swift-system", condition: hostOnly),
