@@ -58,6 +58,13 @@ public struct ControlResponse: Sendable {
     static func error(_ status: Int, _ message: String) -> ControlResponse {
         json(status, ["error": message])
     }
+
+    /// 405 for a method `request`'s path does not take, with the one it does (`Allow`).
+    static func notAllowed(_ request: ControlRequest, _ allowed: String) -> ControlResponse {
+        var response = error(405, "\(request.method) \(request.path): only \(allowed)")
+        response.headers.append(("Allow", allowed))
+        return response
+    }
 }
 
 /// The control API of a running host (issue 13): what `vigil ctl` and an
@@ -97,22 +104,22 @@ package final class ControlAPI: Sendable {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let get = request.method == "GET", post = request.method == "POST"
         if parts == ["v1", "health"] {
-            return get ? health() : .error(405, "\(request.method) \(request.path): only GET")
+            return get ? health() : .notAllowed(request, "GET")
         }
         if parts == ["v1", "status"] {
-            return get ? .json(200, status()) : .error(405, "\(request.method) \(request.path): only GET")
+            return get ? .json(200, status()) : .notAllowed(request, "GET")
         }
         if parts.count == 4, parts[0] == "v1", parts[1] == "monitors" {
             return post ? await monitorAction(name: parts[2], verb: parts[3])
-                : .error(405, "\(request.method) \(request.path): only POST")
+                : .notAllowed(request, "POST")
         }
         if parts == ["v1", "reload"] {
-            guard post else { return .error(405, "\(request.method) \(request.path): only POST") }
+            guard post else { return .notAllowed(request, "POST") }
             let result = await runtime.reload(reason: "asked over the control API")
             return .json(result.applied ? 200 : 422, result)
         }
         if parts == ["v1", "series"] || parts == ["v1", "query"] || parts == ["v1", "events"] {
-            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            guard get else { return .notAllowed(request, "GET") }
             let api = historyAPI
             switch parts[1] {
             case "series": return api.series(request.query)
@@ -121,7 +128,7 @@ package final class ControlAPI: Sendable {
             }
         }
         if parts == ["v1", "conditions"] || parts == ["v1", "manifest"] || parts == ["v1", "sparklines"] {
-            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            guard get else { return .notAllowed(request, "GET") }
             switch parts[1] {
             case "conditions": return conditions()
             case "manifest": return manifestAnswer()
@@ -129,11 +136,11 @@ package final class ControlAPI: Sendable {
             }
         }
         if parts == ["v1", "openapi.json"] {
-            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            guard get else { return .notAllowed(request, "GET") }
             return ControlResponse(status: 200, contentType: "application/json", body: Array(OpenAPI.document.utf8) + [0x0A])
         }
         if parts == ["metrics"] {
-            guard get else { return .error(405, "\(request.method) \(request.path): only GET") }
+            guard get else { return .notAllowed(request, "GET") }
             return ControlResponse(status: 200, contentType: PrometheusText.contentType,
                                    body: SelfMetrics(runtime: runtime).exposition() + figures.exposition())
         }

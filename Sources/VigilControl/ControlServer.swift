@@ -257,7 +257,7 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             } else if head.method == .GET, let asset = ConsoleAssets.asset(at: request.path) {
                 serve(asset, to: head, context: context)
             } else if request.path == "/v1/session" {
-                respond(session(request, context: context), to: head, context: context)
+                respond(session(request, head: head, context: context), to: head, context: context)
             } else if request.path == "/v1/stream" && head.method == .GET {
                 startStream(request, head: head, context: context)
             } else {
@@ -281,14 +281,15 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
 
     /// `GET /v1/session`: who is in, and the CSRF value for changes;
     /// `POST`: a log-in with the token, kept in a cookie; `DELETE`: a log-out.
-    private func session(_ request: ControlRequest, context: ChannelHandlerContext) -> ControlResponse {
+    private func session(_ request: ControlRequest, head: HTTPRequestHead, context: ChannelHandlerContext) -> ControlResponse {
         switch request.method {
         case "GET":
             // Not being in is an answer, not an error: the page asks this first.
             guard let credential else { return .json(200, ["auth": "required"]) }
             return .json(200, ["csrf": access.csrf, "auth": credential.rawValue])
         case "POST":
-            switch access.logIn(body: request.body, peer: peer(context)) {
+            switch access.logIn(body: request.body, contentType: head.headers["Content-Type"], origin: head.headers["Origin"],
+                                fetchSite: head.headers["Sec-Fetch-Site"], host: head.headers["Host"], peer: peer(context)) {
             case .success(let cookie?):
                 var response = ControlResponse.json(200, ["csrf": access.csrf, "auth": "cookie"])
                 response.headers.append(("Set-Cookie", cookie))
@@ -299,11 +300,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
                 return .error(refusal.status, refusal.message)
             }
         case "DELETE":
+            access.logOut(cookie: head.headers["Cookie"])
             var response = ControlResponse.json(200, ["status": "logged out"])
             response.headers.append(("Set-Cookie", ConsoleAccess.clearCookie))
             return response
         default:
-            return .error(405, "\(request.method) /v1/session: GET, POST (log in) or DELETE (log out)")
+            var response = ControlResponse.error(405, "\(request.method) /v1/session: GET, POST (log in) or DELETE (log out)")
+            response.headers.append(("Allow", "GET, POST, DELETE"))
+            return response
         }
     }
 
@@ -356,7 +360,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
                 task.cancel()
                 return
             }
-            var bytes = events.next()
+            guard var bytes = events.next(current: handler.api.historyAPI) else {
+                // Its history sink was replaced or removed by a reload: the client asks again.
+                task.cancel()
+                let end = "event: reset\ndata: {\"reason\":\"the history sink was replaced or removed by a reload\"}\n\n"
+                context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: end)))))
+                    .whenComplete { _ in context.close(promise: nil) }
+                return
+            }
             if bytes.isEmpty {
                 handler.quietTicks += 1
                 // A comment now and then keeps the connection (and proxies) from timing it out.

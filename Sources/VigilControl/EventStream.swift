@@ -20,11 +20,12 @@ final class EventStream {
     /// The most series one stream follows.
     static let maxSeries = 64
     /// The most events sent at one tick; more wait for the next.
-    static let maxEventsPerTick = 1000
+    static let maxEventsPerTick = 2000
 
     private let ring: EventRing<Event>?
     private let store: HistoryStore
     private let host: String
+    private let sinkName: String
     private let events: Bool
     private var lastSeq: UInt64
     private let monitor: Glob?, kind: Glob?
@@ -36,13 +37,15 @@ final class EventStream {
     /// A stream for `query` on one of `sinks`, or why not.
     init(query: [String: String], lastEventID: String?, sinks: HistoryAPI) throws(HistoryAPI.Refused) {
         let found = try sinks.store(query)
+        sinkName = found.name
         store = found.store
         ring = found.events
         host = found.events?.host ?? ""
         events = query["events"].map { $0 != "0" && $0 != "false" } ?? (query["series"] == nil)
         if events && ring == nil { throw HistoryAPI.Refused(404, "history sink '\(found.name)' keeps no events (events: 0)") }
-        monitor = query["monitor"].map(Glob.init)
-        kind = query["kind"].map(Glob.init)
+        let globs = try HistoryAPI.globs(query, "monitor", "kind")
+        monitor = globs[0]
+        kind = globs[1]
         var atLeast: UInt8 = 0
         if let text = query["severity"] {
             guard let severity = Severity(name: text) else {
@@ -71,25 +74,32 @@ final class EventStream {
         seen = found.store.newest
     }
 
-    /// The SSE text of what is new since the last call; empty when nothing is.
-    func next() -> [UInt8] {
+    /// The SSE text of what is new since the last call (empty when nothing
+    /// is), or nil when the history sink it reads is no longer the one in
+    /// force (a reload replaced or removed it): the stream ends, and a
+    /// client asks again (its series' ids are the old sink's).
+    func next(current sinks: HistoryAPI) -> [UInt8]? {
+        guard let now = sinks.sinks.first(where: { $0.name == sinkName }), now.store === store else { return nil }
         var out: [UInt8] = []
         if events, let ring {
             let (monitor, kind, atLeast) = (monitor, kind, atLeast)
-            let entries = ring.recent(limit: Self.maxEventsPerTick, since: lastSeq) { entry in
+            let found = ring.after(lastSeq, limit: Self.maxEventsPerTick) { entry in
                 entry.severity >= atLeast && (monitor?.matches(entry.monitor) ?? true) && (kind?.matches(entry.kind) ?? true)
             }
-            if !entries.isEmpty {
+            // Fell behind the ring: what it let go is said, never silently skipped.
+            if found.oldest > lastSeq &+ 1 && lastSeq > 0 {
+                out += Array("event: gap\ndata: {\"after\":\(lastSeq),\"resumed_at\":\(found.oldest)}\n\n".utf8)
+            }
+            if !found.entries.isEmpty {
                 var encoder = JSONLineEncoder(host: host)
-                for entry in entries {
+                for entry in found.entries {
                     out += Array("id: \(entry.seq)\nevent: event\ndata: ".utf8)
                     encoder.encode(entry.payload, into: &out)  // ends in its newline
                     out.append(0x0A)
                 }
-                lastSeq = entries.last!.seq
             }
             // Events the filter passed over still move the stream on.
-            if let newest = ring.recent(limit: 1).last?.seq, newest > lastSeq, entries.count < Self.maxEventsPerTick { lastSeq = newest }
+            lastSeq = max(lastSeq, found.scanned)
         }
         let newest = store.newest
         guard !series.isEmpty, newest != seen else { return out }

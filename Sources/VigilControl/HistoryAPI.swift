@@ -81,7 +81,8 @@ struct HistoryAPI {
             }
             atLeast = severity.rawValue
         }
-        let monitor = query["monitor"].map(Glob.init), kind = query["kind"].map(Glob.init)
+        let globs = try Self.globs(query, "monitor", "kind")
+        let (monitor, kind) = (globs[0], globs[1])
         let entries = ring.recent(limit: limit, since: since) { entry in
             entry.severity >= atLeast && (monitor?.matches(entry.monitor) ?? true) && (kind?.matches(entry.kind) ?? true)
         }
@@ -107,7 +108,8 @@ struct HistoryAPI {
             }
             limit = n
         }
-        let monitor = query["monitor"].map(Glob.init), kind = query["kind"].map(Glob.init), field = query["field"].map(Glob.init)
+        let globs = try Self.globs(query, "monitor", "kind", "field")
+        let (monitor, kind, field) = (globs[0], globs[1], globs[2])
         let (list, more) = found.store.series(limit: limit) { key in
             (monitor?.matches(key.stream.monitor) ?? true) && (kind?.matches(key.stream.kind) ?? true)
                 && (field?.matches(key.field) ?? true)
@@ -173,6 +175,24 @@ struct HistoryAPI {
         }
         out += Array("]}\n".utf8)
         return ControlResponse(status: 200, contentType: "application/json", body: out)
+    }
+
+    /// The longest glob taken (`monitor`, `kind`, `field`): a glob's match
+    /// costs its length times the name's.
+    static let maxGlob = 256
+
+    /// The globs of `names` in `query`, refused when one is longer than `maxGlob`.
+    static func globs(_ query: [String: String], _ names: String...) throws(Refused) -> [Glob?] {
+        var out: [Glob?] = []
+        for name in names {
+            guard let text = query[name] else {
+                out.append(nil)
+                continue
+            }
+            guard text.utf8.count <= maxGlob else { throw Refused(400, "\(name) is a glob of at most \(maxGlob) bytes, not \(text.utf8.count)") }
+            out.append(Glob(text))
+        }
+        return out
     }
 
     /// `[time,value],…`: each bucket's time and last value, as every

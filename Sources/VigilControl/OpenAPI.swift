@@ -13,7 +13,7 @@ enum OpenAPI {
       "components": {
         "securitySchemes": {
           "token": { "type": "http", "scheme": "bearer", "description": "Over TCP only (--control-tcp): the token of --control-token-file." },
-          "session": { "type": "apiKey", "in": "cookie", "name": "vigil_token", "description": "The console's log-in (POST /v1/session): an HttpOnly, SameSite=Strict cookie. A POST or DELETE it authenticates must also carry X-Vigil-CSRF (GET /v1/session gives it)." } },
+          "session": { "type": "apiKey", "in": "cookie", "name": "vigil_session", "description": "A console session (POST /v1/session with the token): a random id in an HttpOnly, SameSite=Strict cookie, ended by DELETE /v1/session or 12 idle hours. A POST or DELETE it authenticates must also carry X-Vigil-CSRF (GET /v1/session gives it)." } },
         "schemas": {
           "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "string", "description": "What is wrong, in words." } } },
           "Health": { "type": "object", "required": ["status", "reasons"], "properties": {
@@ -45,9 +45,9 @@ enum OpenAPI {
           "Events": { "type": "object", "required": ["sink", "last_seq", "events"], "properties": {
             "sink": { "type": "string" }, "last_seq": { "type": "integer" },
             "events": { "type": "array", "items": { "type": "object", "description": "An event as the JSON Lines sinks write it." } } } },
-          "Session": { "type": "object", "required": ["csrf", "auth"], "properties": {
-            "csrf": { "type": "string", "description": "The value of X-Vigil-CSRF for changes the cookie authenticates." },
-            "auth": { "type": "string", "enum": ["none", "bearer", "cookie"] } } },
+          "Session": { "type": "object", "required": ["auth"], "properties": {
+            "csrf": { "type": "string", "description": "The value of X-Vigil-CSRF for changes the cookie authenticates; absent when not logged in." },
+            "auth": { "type": "string", "enum": ["none", "bearer", "cookie", "required"], "description": "How the request was let in; `required`: it was not (log in)." } } },
           "Conditions": { "type": "object", "required": ["thresholds", "rules"], "properties": {
             "thresholds": { "type": "array", "items": { "type": "object", "required": ["monitor", "kind", "field", "per", "state"], "properties": {
               "monitor": { "type": "string" }, "kind": { "type": "string" }, "field": { "type": "string" },
@@ -117,22 +117,22 @@ enum OpenAPI {
             { "name": "monitor", "in": "query", "schema": { "type": "string" }, "description": "a glob" },
             { "name": "kind", "in": "query", "schema": { "type": "string" }, "description": "a glob" },
             { "name": "severity", "in": "query", "schema": { "type": "string", "enum": ["debug", "info", "notice", "warning", "error", "critical"] }, "description": "this or worse" },
-            { "name": "since", "in": "query", "schema": { "type": "integer" }, "description": "after this sequence number (last_seq of an earlier answer)" },
+            { "name": "since", "in": "query", "schema": { "type": "integer", "minimum": 0 }, "description": "after this sequence number (last_seq of an earlier answer)" },
             { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 10000, "default": 100 } },
             { "name": "sink", "in": "query", "schema": { "type": "string" } } ],
           "responses": {
             "200": { "description": "the events", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Events" } } } },
             "400": { "$ref": "#/components/responses/Error" }, "404": { "$ref": "#/components/responses/Error" } } } },
         "/v1/session": {
-          "get": { "summary": "who is in, and the CSRF value for changes", "responses": {
-            "200": { "description": "in", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Session" } } } },
-            "401": { "$ref": "#/components/responses/Error" } } },
+          "get": { "summary": "who is in, and the CSRF value for changes; answered to anyone", "security": [ {} ], "responses": {
+            "200": { "description": "in, or `auth: required`", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Session" } } } } } },
           "post": { "summary": "the console's log-in: the token, kept in an HttpOnly, SameSite=Strict cookie", "security": [ {} ],
-            "requestBody": { "content": { "application/json": { "schema": { "type": "object", "required": ["token"], "properties": { "token": { "type": "string" } } } } } },
+            "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["token"], "properties": { "token": { "type": "string" } } } } } },
             "responses": {
               "200": { "description": "in: Set-Cookie", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Session" } } } },
               "400": { "$ref": "#/components/responses/Error" }, "401": { "$ref": "#/components/responses/Error" },
-              "404": { "$ref": "#/components/responses/Error" }, "429": { "$ref": "#/components/responses/Error" } } },
+              "403": { "$ref": "#/components/responses/Error" }, "415": { "$ref": "#/components/responses/Error" },
+              "429": { "$ref": "#/components/responses/Error" } } },
           "delete": { "summary": "the console's log-out: the cookie cleared", "responses": { "200": { "description": "out" } } } },
         "/v1/stream": { "get": { "summary": "Server-Sent Events: events (event: event, id: seq) and new points (event: points) as they come; a ping comment every 15 s",
           "parameters": [
@@ -141,7 +141,7 @@ enum OpenAPI {
             { "name": "monitor", "in": "query", "schema": { "type": "string" }, "description": "a glob" },
             { "name": "kind", "in": "query", "schema": { "type": "string" }, "description": "a glob" },
             { "name": "severity", "in": "query", "schema": { "type": "string", "enum": ["debug", "info", "notice", "warning", "error", "critical"] } },
-            { "name": "since", "in": "query", "schema": { "type": "integer" }, "description": "events after this sequence number (or the Last-Event-ID header)" },
+            { "name": "since", "in": "query", "schema": { "type": "integer", "minimum": 0 }, "description": "events after this sequence number (or the Last-Event-ID header)" },
             { "name": "sink", "in": "query", "schema": { "type": "string" } } ],
           "responses": {
             "200": { "description": "text/event-stream, until the client goes; a client whose unread data passes 256 KiB is dropped" },

@@ -90,6 +90,34 @@ public final class EventRing<Payload: Sendable>: Sendable {
         }
     }
 
+    /// The oldest `limit` events after sequence number `since` that `keep`
+    /// says yes to (oldest first); the sequence number of the oldest event
+    /// held (0: none), by which a reader that fell behind sees that events
+    /// it had not read were let go; and the last sequence number looked at
+    /// (where the next call goes on from).
+    package func after(_ since: UInt64, limit: Int, _ keep: (Entry) -> Bool = { _ in true }) -> (entries: [Entry], oldest: UInt64, scanned: UInt64) {
+        state.withLock { state in
+            guard state.count > 0 else { return ([], 0, 0) }
+            let first = (state.next - state.count + capacity * 2) % capacity
+            let newestIndex = (state.next - 1 + capacity) % capacity
+            let oldest = state.slots[first]?.seq ?? 0, newest = state.slots[newestIndex]?.seq ?? 0
+            guard newest > since else { return ([], oldest, newest) }
+            // The first after `since`: sequence numbers rise along the ring, so a binary search.
+            var low = 0, high = state.count
+            while low < high {
+                let mid = (low + high) / 2
+                if (state.slots[(first + mid) % capacity]?.seq ?? 0) <= since { low = mid + 1 } else { high = mid }
+            }
+            var out: [Entry] = []
+            var i = low
+            while i < state.count, out.count < limit {
+                if let entry = state.slots[(first + i) % capacity], keep(entry) { out.append(entry) }
+                i += 1
+            }
+            return (out, oldest, i < state.count ? (state.slots[(first + i - 1) % capacity]?.seq ?? newest) : newest)
+        }
+    }
+
     package var figures: (count: Int, bytes: Int, evicted: UInt64) {
         state.withLock { ($0.count, $0.bytes, $0.evicted) }
     }

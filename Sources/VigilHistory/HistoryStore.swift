@@ -311,7 +311,8 @@ public final class HistoryStore: Sendable {
             if let c = out.last, c.time == start {
                 let count = c.count + bucket.count
                 out[out.count - 1] = Bucket(time: start, min: Swift.min(c.min, bucket.min), max: Swift.max(c.max, bucket.max),
-                                            mean: (c.mean * Double(c.count) + bucket.mean * Double(bucket.count)) / Double(count),
+                                            // Weights, not sums: no overflow near the largest double.
+                                            mean: c.mean * (Double(c.count) / Double(count)) + bucket.mean * (Double(bucket.count) / Double(count)),
                                             last: bucket.last, count: count)
             } else {
                 out.append(Bucket(time: start, min: bucket.min, max: bucket.max, mean: bucket.mean, last: bucket.last, count: bucket.count))
@@ -386,14 +387,25 @@ struct MinuteAggregate {
     var sum = 0.0
     var count = 0
     var last = 0.0
+    /// Once the sum of finite values would overflow (values near the
+    /// largest double), the mean is kept instead, each value weighted in.
+    var runningMean: Double?
 
     mutating func add(_ value: Double) {
         min = Swift.min(min, value)
         max = Swift.max(max, value)
-        sum += value
         count += 1
         last = value
+        let next = sum + value
+        if runningMean == nil && (next.isFinite || !value.isFinite || !sum.isFinite) {
+            sum = next
+        } else {
+            let before = runningMean ?? sum / Double(count - 1)
+            runningMean = before * (Double(count - 1) / Double(count)) + value / Double(count)
+        }
     }
+
+    var mean: Double { runningMean ?? sum / Double(count) }
 }
 
 struct Stream {
@@ -539,7 +551,7 @@ struct State {
                 row.append(contentsOf: [nil, nil, nil, nil])
             } else {
                 row.append(contentsOf: [.double(aggregate.min), .double(aggregate.max),
-                                        .double(aggregate.sum / Double(aggregate.count)), .double(aggregate.last)])
+                                        .double(aggregate.mean), .double(aggregate.last)])
             }
         }
         for i in streams[s].aggregates.indices { streams[s].aggregates[i] = MinuteAggregate() }

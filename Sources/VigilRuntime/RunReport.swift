@@ -60,6 +60,10 @@ public struct RunSummary: Codable, Sendable {
         public var retriedEvents: UInt64?
         /// Removed by a reload: its counts are the run's, but it no longer runs.
         public var retired: Bool = false
+        /// A `history` sink's points it did not keep, by reason (`max_series`,
+        /// `out_of_order`) and those it let go for room (`max_memory`): its
+        /// events were delivered, so these are no events lost, but said.
+        public var historyDropped: [String: UInt64]?
     }
 
     public struct Monitor: Codable, Sendable {
@@ -195,6 +199,11 @@ extension VigilRuntime {
                 if b.replayed > 0 { tail += ", \(b.replayed) replayed from the last run (\(b.possibleDuplicates) possibly sent twice)" }
                 if b.corruptSegments > 0 { tail += ", \(b.corruptSegments) corrupt segment parts skipped (\(b.corruptBytes) bytes)" }
             }
+            if let dropped = s.historyDropped, dropped.values.contains(where: { $0 > 0 }) {
+                // Points, not events: the events reached the history; what it did not keep of them is said.
+                tail += "; history: points not kept: " + dropped.sorted { $0.key < $1.key }.filter { $0.value > 0 }
+                    .map { "\($0.value) \($0.key == "max_memory" ? "let go for max_memory" : $0.key)" }.joined(separator: ", ")
+            }
             if s.lost.total > 0 {
                 logger.warning("\(head), \(s.lost.total) lost: \(s.lost.description); \(tail)")
             } else {
@@ -230,7 +239,12 @@ extension SinkRunner {
                                buffer: sink.bufferReport,
                                firstWriteNs: firstWrite, lastWriteNs: lastWrite,
                                isolation: s.isolation?.rawValue, crashes: s.crashes, restarts: s.restarts,
-                               retries: s.retries, retriedEvents: s.retriedEvents)
+                               retries: s.retries, retriedEvents: s.retriedEvents,
+                               historyDropped: sink.history.map { store in
+                                   let losses = store.losses
+                                   return ["max_series": losses.seriesRefused, "out_of_order": losses.outOfOrder,
+                                           "max_memory": losses.memoryPoints]
+                               })
     }
 }
 
@@ -260,6 +274,7 @@ extension RunSummary.Sink {
         restarts = sum(restarts, later.restarts)
         retries = sum(retries, later.retries)
         retriedEvents = sum(retriedEvents, later.retriedEvents)
+        if let more = later.historyDropped { historyDropped = (historyDropped ?? [:]).merging(more) { $0 &+ $1 } }
     }
 
     /// One entry per name, in the order names first appear.

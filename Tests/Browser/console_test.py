@@ -122,9 +122,11 @@ def main():
         page.fill("#token", TOKEN)
         page.press("#token", "Enter")
         page.wait_for_selector("#monitors tbody tr[data-monitor]")
-        cookie = next((c for c in context.cookies() if c["name"] == "vigil_token"), None)
+        cookie = next((c for c in context.cookies() if c["name"] == "vigil_session"), None)
         check(cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict", f"the session cookie: {cookie}")
-        check(page.evaluate("document.cookie").find("vigil_token") < 0, "the page's script cannot read the token")
+        check(cookie is not None and TOKEN not in cookie["value"] and TOKEN.encode().hex() not in cookie["value"],
+              "the cookie holds a session's id, never the token")
+        check(page.evaluate("document.cookie").find("vigil_session") < 0, "the page's script cannot read the session")
 
         # The overview: every monitor of the manifest, every sink, the host's figures.
         status, body = api(page, "/v1/status")
@@ -238,7 +240,11 @@ def main():
         page.wait_for_selector("#monitors tbody tr[data-monitor]")
         page.click("#logout")
         page.wait_for_selector("#login:visible")
-        check(not [c for c in context.cookies() if c["name"] == "vigil_token" and c["value"]], "log-out clears the cookie")
+        check(not [c for c in context.cookies() if c["name"] == "vigil_session" and c["value"]], "log-out clears the cookie")
+        if cookie is not None:
+            # The session ended on the host too: a copy of the cookie is no longer let in.
+            copied = page.request.fetch(BASE + "/v1/status", headers={"Cookie": f"vigil_session={cookie['value']}"})
+            check(copied.status == 401, f"a copy of the logged-out cookie is refused ({copied.status})")
         page.wait_for_timeout(500)
         browser.close()
     check(not refusals, f"the refusals asked for were seen: {refusals} left")

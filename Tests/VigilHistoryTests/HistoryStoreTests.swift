@@ -40,6 +40,20 @@ import Testing
         #expect(rates.map(\.value) == [200, 50, 100])
     }
 
+    @Test func aMinutesMeanOfValuesNearTheLargestDoubleIsNoInfinity() throws {
+        var limits = HistoryLimits()
+        limits.retention = 60_000
+        let store = HistoryStore(limits: limits)
+        for i in 0..<180 as Range<Int64> {
+            store.append(Self.eth0, time: Self.ns(Self.t0 + i * 1000), fields: [HistoryField("huge", .double(i % 2 == 0 ? 1.7e308 : 1.6e308))])
+        }
+        let answer = try #require(store.query(SeriesKey(stream: Self.eth0, field: "huge"), from: Self.t0, to: Self.t0 + 180_000, step: 120_000))
+        #expect(!answer.buckets.isEmpty)
+        for bucket in answer.buckets {
+            #expect(bucket.mean.isFinite && bucket.mean >= 1.6e308 && bucket.mean <= 1.7e308, "\(bucket)")
+        }
+    }
+
     @Test func theMinuteTierKeepsMinMaxMeanAndLastPastTheRetention() throws {
         var limits = HistoryLimits()
         limits.retention = 10 * 60_000

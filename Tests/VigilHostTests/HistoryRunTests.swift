@@ -181,6 +181,21 @@ import Testing
         #expect(stopped.stderr.contains("history file \(file) refused: its checksum does not match"), "\(stopped.stderr)")
     }
 
+    @Test func pointsTheHistoryDidNotKeepAreSaidAtExitWithoutCountingEventsLost() throws {
+        let host = try ControlRunTests.Host(
+            "  net: { plugin: netdev, interval: 100ms, options: { procfs: \(Self.capture)/proc, sysfs: \(Self.capture)/sys } }",
+            sink: "history: { type: history, max_series: 3 }")
+        #expect(SinkRunTests.waitUntil(10) {
+            let status = (try? TestEnv.unixHTTP(socket: host.socket, "GET", "/v1/status").body) ?? ""
+            return status.contains("\"max_series\":") && !status.contains("\"max_series\":0")
+        })
+        let out = host.stop()
+        // The events reached the sink: none lost, exit 0; the points it refused are said.
+        #expect(out.status == 0, "\(out.stderr)")
+        let line = out.stderr.split(separator: "\n").first { $0.contains("sink history (history)") }.map(String.init) ?? ""
+        #expect(line.contains("none lost") && line.contains("history: points not kept: ") && line.contains(" max_series"), "\(line)")
+    }
+
     @Test func withoutAHistorySinkTheAnswerSaysSo() throws {
         let host = try ControlRunTests.Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
         defer { _ = host.stop() }

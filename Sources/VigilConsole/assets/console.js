@@ -24,6 +24,15 @@ function el(tag, props, ...children) {
   return node;
 }
 
+/**
+ * Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE…) shown as such, in
+ * texts that plugins, checks and files write: they cannot reverse on screen
+ * what follows them ("Trojan Source").
+ */
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+const revealControls = (text) =>
+  String(text).replace(BIDI_CONTROLS, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+
 /** Writes only on change: refreshing 200 rows every 2 s stays cheap. */
 function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 function setTitle(node, title) { if (title) node.title = title; else node.removeAttribute("title"); }
@@ -97,7 +106,7 @@ function badge(text, kind, allowed) {
 }
 
 const monitorHref = (name) => "#/monitor/" + encodeURIComponent(name);
-const monitorLink = (name) => el("a", { href: monitorHref(name), text: name });
+const monitorLink = (name) => el("a", { href: monitorHref(name), class: "name", title: name.length > 40 ? name : null, text: name });
 
 /** A glob for the API that matches `name` (glob characters made `?`); the page then filters exactly. */
 const exactGlob = (name) => encodeURIComponent(name.replace(/[*?[\]]/g, "?"));
@@ -168,6 +177,33 @@ async function api(path, options = {}) {
   return answer.data;
 }
 
+// ===== What the daemon keeps: a history sink or not =====
+
+/**
+ * Charts, sparklines and events come from a sink of type "history"; without
+ * one their endpoints answer 404. The page asks /v1/status (every 2 s for the
+ * health badge anyway) whether there is one before it asks them.
+ */
+const HISTORY_HINT = "Add one to the manifest (sinks: { history: { type: history } }) to have them.";
+const daemon = { history: null, at: 0 }; // history: null (not known yet), true or false; at: when a status said
+
+function noteStatus(status) {
+  if (status && Array.isArray(status.sinks)) {
+    daemon.history = status.sinks.some((s) => s && s.type === "history");
+    daemon.at = Date.now();
+  }
+  return status;
+}
+
+/** GET /v1/status, noting whether there is a history sink. */
+const getStatus = async () => noteStatus(await api("/v1/status"));
+
+/** Whether the daemon has a history sink: from a status at most 5 s old, else asked now. */
+async function hasHistory() {
+  if (daemon.history === null || Date.now() - daemon.at > 5000) await getStatus();
+  return daemon.history === true;
+}
+
 /** A view's lifetime: the timers, streams and graphs it opened, closed together. */
 function newScope() {
   const cleanups = [];
@@ -218,6 +254,9 @@ function liveStream(scope, url, handlers) {
     if (handlers.onEvent) on("event", handlers.onEvent);
     if (handlers.onPoints) on("points", handlers.onPoints);
     on("dropped", (d) => { say("error", `dropped by the daemon (${d.reason || "too slow"}), reconnecting`); reopen(1000); });
+    // The history sink was replaced by a reload: its series ids are new, so the view is drawn again.
+    on("reset", () => { shut(); closed = true; if (scope.alive) route(false); });
+    if (handlers.onGap) on("gap", handlers.onGap);
     source.addEventListener("error", () => {
       if (source && source.readyState === EventSource.CLOSED) diagnose();
       else say("connecting", "reconnecting…");
@@ -246,6 +285,12 @@ function liveStream(scope, url, handlers) {
       else {
         const why = response.status === 503 ? "the daemon has too many live streams open"
           : errorText({ status: response.status, data: await response.json().catch(() => null) });
+        // A refusal of the request itself (no history sink, one that keeps no
+        // events, a series gone) will not change by asking again.
+        if (response.status >= 400 && response.status < 500 && response.status !== 429) {
+          say("error", `unavailable: ${why}`);
+          return;
+        }
         say("error", `unavailable: ${why}; retrying in 10 s`);
       }
     } catch (err) {
@@ -387,9 +432,9 @@ async function refreshHealth() {
   const node = $("#health");
   try {
     // The status carries the health, always with 200: an unhealthy host is news, not a failed request.
-    const health = ((await api("/v1/status")) || {}).health || {};
+    const health = ((await getStatus()) || {}).health || {};
     const ok = health.status === "ok";
-    const reasons = Array.isArray(health.reasons) ? health.reasons.map(String) : [];
+    const reasons = Array.isArray(health.reasons) ? health.reasons.map(revealControls) : [];
     node.dataset.status = ok ? "ok" : "unhealthy";
     setText(node, ok ? "Healthy" : `Unhealthy: ${reasons.join("; ") || "no reason given"}`);
     setTitle(node, ok ? "" : reasons.join("\n"));
@@ -451,19 +496,31 @@ function setNavCurrent(hash) {
   }
 }
 
-/** A fresh view section: its h1 (focused on navigation) and a notice line for errors. */
+/**
+ * A fresh view section: its h1 (focused on navigation) and a notice line for
+ * errors. Each part of a view has its own slot in the notice (`key`), so that
+ * the status refreshed every 2 s does not wipe what the charts said.
+ */
 function mountSection(id, title) {
   const heading = el("h1", { id: id + "-title", tabindex: -1, text: title });
   const notice = el("p", { class: "notice", role: "alert", hidden: true });
   const section = el("section", { id, "aria-labelledby": id + "-title" }, heading, notice);
+  const slots = new Map();
   $("#view").append(section);
   document.title = `${title} · Vigil`;
-  return { section, heading, notice(text) { notice.hidden = !text; setText(notice, text || ""); } };
+  return {
+    section, heading,
+    notice(text, key = "") {
+      if (text) slots.set(key, text); else slots.delete(key);
+      notice.hidden = !slots.size;
+      setText(notice, [...slots.values()].join("\n"));
+    },
+  };
 }
 
-/** A catch handler showing an error in the view's notice (not a 401: the login form says it). */
-const reportTo = (view, what) => (err) => {
-  if (err.status !== 401 && err.status !== -1) view.notice(`${what}: ${err.message}`);
+/** A catch handler showing an error in the view's notice, in slot `key` (not a 401: the login form says it). */
+const reportTo = (view, what, key = what) => (err) => {
+  if (err.status !== 401 && err.status !== -1) view.notice(`${what}: ${err.message}`, key);
 };
 
 // ===== View: overview (the daemon, sinks, monitors) =====
@@ -475,14 +532,16 @@ function overviewView(scope) {
   const sinks = tableIn("sinks", "Sinks", ["Sink", "Type", "Queue", "Accepted", "Delivered", "Lost", "Retries", "Disk buffer", "History"]);
   const monitors = tableIn("monitors", "Monitors",
     ["Monitor", "State", "Last poll", "Events", "Errors", "Isolation", "Restarts / crashes", "Last 5 min"]);
-  view.section.append(host, attention, sinks.wrap, monitors.wrap);
+  const noHistory = el("p", { id: "no-history", class: "muted", hidden: true, text: `No history sink: no charts, sparklines or events are kept. ${HISTORY_HINT}` });
+  view.section.append(host, attention, sinks.wrap, noHistory, monitors.wrap);
 
   const rows = new Map(), sparks = sparklines(scope);
   let previous = null, rates = { cpu: null, eventsPerSecond: null };
 
   async function refresh() {
-    const status = await api("/v1/status");
-    view.notice("");
+    const status = await getStatus();
+    view.notice("", "status");
+    noHistory.hidden = daemon.history !== false;
     rates = hostRates(status, previous, rates);
     previous = { uptime: status.uptime_s, events: status.events, cpu: (status.process || {}).cpu_s };
     renderHost(host, status, rates);
@@ -491,8 +550,9 @@ function overviewView(scope) {
     renderAttention(attention, status.monitors || []);
   }
 
-  every(scope, 2000, () => refresh().catch(reportTo(view, "Could not read the status")));
-  every(scope, 10000, () => sparks.refresh().catch(reportTo(view, "Could not read the sparklines")));
+  every(scope, 2000, () => refresh().catch(reportTo(view, "Could not read the status", "status")));
+  every(scope, 10000, () => sparks.refresh().then(() => view.notice("", "sparklines"))
+    .catch(reportTo(view, "Could not read the sparklines", "sparklines")));
 }
 
 /** CPU % and events/s from two successive status answers, over the daemon's own uptime. */
@@ -561,7 +621,7 @@ function monitorFigures(m) {
     poll: m.last_poll_time ? `${fmtAge(m.last_poll_time)} · ${fmtDuration(m.last_poll_s)}` : "never",
     events: fmtInt(m.events) + (m.refused ? ` (${fmtInt(m.refused)} refused)` : ""),
     errors: fmtInt(m.poll_errors),
-    error: m.last_error ? `${m.last_error}${m.last_error_time ? ` (${fmtAge(m.last_error_time)})` : ""}` : "",
+    error: m.last_error ? `${revealControls(m.last_error)}${m.last_error_time ? ` (${fmtAge(m.last_error_time)})` : ""}` : "",
     isolation: m.isolation ? String(m.isolation) : "—",
     restarts: `${fmtInt(m.restarts)} / ${fmtInt(m.crashes)}`,
   };
@@ -601,7 +661,7 @@ function renderAttention(box, monitors) {
   box.dataset.key = key;
   box.replaceChildren(el("strong", { text: `${bad.length} monitor${bad.length === 1 ? " needs" : "s need"} attention` }),
     el("ul", null, bad.map((m) => el("li", null, monitorLink(String(m.name)), " ", badge(m.state, "state", STATES),
-      m.last_error ? el("span", { class: "muted", text: " " + m.last_error }) : null))));
+      m.last_error ? el("span", { class: "muted", text: " " + revealControls(m.last_error) }) : null))));
 }
 
 function renderSinks(tbody, sinks) {
@@ -657,6 +717,17 @@ function sparklines(scope) {
     entries.set(name, entry);
     byDiv.set(div, entry);
     observer.observe(div);
+    if (daemon.history === false) none(entry);
+  }
+
+  /** No history sink: a dash, and why. */
+  function none(entry) {
+    dropGraph(entry.graph);
+    entry.graph = null;
+    entry.dirty = false;
+    entry.div.textContent = "—";
+    entry.div.setAttribute("aria-label", "no history sink: no sparkline");
+    entry.div.title = "no history sink";
   }
 
   function remove(name) {
@@ -669,6 +740,11 @@ function sparklines(scope) {
   }
 
   async function refresh() {
+    if (!(await hasHistory())) {
+      data = null;
+      for (const entry of entries.values()) none(entry);
+      return;
+    }
     data = ((await api("/v1/sparklines?from=-5m&step=10s")) || {}).monitors || {};
     for (const entry of entries.values()) {
       entry.dirty = true;
@@ -684,6 +760,8 @@ function sparklines(scope) {
       dropGraph(entry.graph);
       entry.graph = null;
       entry.div.textContent = "—";
+      entry.div.setAttribute("aria-label", "no numeric series");
+      entry.div.removeAttribute("title");
       return;
     }
     const rows = points.map(([t, v]) => [new Date(t), v === null ? NaN : v]);
@@ -716,6 +794,7 @@ function monitorView(scope, name) {
   const view = mountSection("monitor", name);
   view.section.dataset.monitor = name;
   view.heading.replaceChildren(el("span", { class: "muted", text: "Monitor " }), name);
+  if (name.length > 40) view.heading.title = name;
   const figures = el("dl", { id: "monitor-status", class: "figures", "aria-label": "Status" });
   const actionResult = el("p", { id: "action-result", role: "status" });
   const buttons = ["poll", "restart", "stop", "start"].map((action) =>
@@ -737,9 +816,9 @@ function monitorView(scope, name) {
   let busy = false, running = false;
   const pollButton = buttons[0];
   async function refreshStatus() {
-    const monitor = ((await api("/v1/status")).monitors || []).find((m) => m.name === name);
-    if (!monitor) { view.notice(`No monitor named “${name}” runs in this daemon.`); return; }
-    view.notice("");
+    const monitor = (((await getStatus()) || {}).monitors || []).find((m) => m.name === name);
+    if (!monitor) { view.notice(`No monitor named “${name}” runs in this daemon.`, "status"); return; }
+    view.notice("", "status");
     running = monitor.state === "running";
     pollButton.disabled = busy || !running;
     renderMonitorStatus(figures, monitor);
@@ -761,7 +840,7 @@ function monitorView(scope, name) {
       busy = false;
       for (const b of buttons) b.disabled = b === pollButton && !running;
     }
-    await refreshStatus().catch(reportTo(view, "Could not read the status"));
+    await refreshStatus().catch(reportTo(view, "Could not read the status", "status"));
   }
   for (const b of buttons) b.addEventListener("click", () => act(b.dataset.action));
 
@@ -773,8 +852,15 @@ function monitorView(scope, name) {
     });
   }
 
-  every(scope, 2000, () => refreshStatus().catch(reportTo(view, "Could not read the status")));
-  every(scope, 5000, () => loadMonitorEvents(events.tbody, name).catch(reportTo(view, "Could not read the events")));
+  every(scope, 2000, () => refreshStatus().catch(reportTo(view, "Could not read the status", "status")));
+  // A 404 here is a history sink that keeps no events (events: 0): said once, not asked again.
+  let eventsKept = true;
+  every(scope, 5000, () => (!eventsKept ? Promise.resolve() : loadMonitorEvents(events.tbody, name).then(() => view.notice("", "events"))
+    .catch((err) => {
+      if (err.status !== 404) return reportTo(view, "Could not read the events", "events")(err);
+      eventsKept = false;
+      events.tbody.replaceChildren(el("tr", { class: "empty" }, el("td", { colspan: 5, text: err.message })));
+    })));
   loadMonitorManifest(name, manifestSource, manifest).catch(reportTo(view, "Could not read the manifest"));
   charts.load("5m");
 }
@@ -798,6 +884,12 @@ function renderMonitorStatus(dl, m) {
 }
 
 async function loadMonitorEvents(tbody, name) {
+  if (!(await hasHistory())) {
+    if (!tbody.querySelector("tr.no-history")) {
+      tbody.replaceChildren(el("tr", { class: "empty no-history" }, el("td", { colspan: 5, text: `No history sink: no events are kept. ${HISTORY_HINT}` })));
+    }
+    return;
+  }
   const answer = await api(`/v1/events?monitor=${exactGlob(name)}&limit=50`);
   const list = ((answer && answer.events) || []).filter((e) => e.monitor === name).reverse();
   tbody.replaceChildren(...(list.length ? list.map(eventRow) : [emptyRow(5, "No recent events.")]));
@@ -807,7 +899,7 @@ async function loadMonitorManifest(name, source, pre) {
   const part = ((await api("/v1/manifest")) || {}).monitors?.[name];
   if (!part) { pre.textContent = "This monitor is not in the manifest."; return; }
   source.textContent = `${part.file || "?"}${part.line ? `:${part.line}` : ""}`;
-  pre.textContent = String(part.text || "");
+  pre.textContent = revealControls(part.text || "");
 }
 
 // ===== Monitor charts: a dygraph per field, zoom and crosshair in step, live points =====
@@ -816,7 +908,7 @@ const RANGE_MS = { "5m": 300000, "1h": 3600000, "24h": 86400000 };
 const MAX_LINES = 12, MAX_LIVE = 64;
 
 function monitorCharts(pageScope, view, name, box, note) {
-  let seriesList = null, loadScope = null, generation = 0;
+  let loadScope = null, generation = 0;
   pageScope.onClose(() => { generation++; if (loadScope) loadScope.close(); });
 
   /** (Re)loads every chart for a range; a later call cancels an earlier one still loading. */
@@ -826,13 +918,21 @@ function monitorCharts(pageScope, view, name, box, note) {
     const scope = loadScope = newScope();
     vigil.charts = [];
     box.replaceChildren();
+    view.notice("", "charts");
     view.section.dataset.charts = "loading";
     setText(note, "Loading…");
     try {
-      if (!seriesList) {
-        const answer = await api(`/v1/series?monitor=${exactGlob(name)}&limit=1000`);
-        seriesList = ((answer && answer.series) || []).filter((s) => s.monitor === name);
+      if (!(await hasHistory())) {
+        if (mine !== generation) return;
+        view.section.dataset.charts = "none";
+        setText(note, `No history sink: no charts. ${HISTORY_HINT}`);
+        return;
       }
+      if (mine !== generation) return;
+      // Asked at each load: a reload that changes the history sink starts it
+      // anew, and an id may then name another series.
+      const answer = await api(`/v1/series?monitor=${exactGlob(name)}&limit=1000`);
+      const seriesList = ((answer && answer.series) || []).filter((s) => s.monitor === name);
       if (mine !== generation) return;
       const charts = buildCharts(seriesList);
       vigil.charts = charts.map((c) => c.exposed);
@@ -842,7 +942,7 @@ function monitorCharts(pageScope, view, name, box, note) {
       for (const chart of charts) drawChart(chart, charts, scope);
       view.section.dataset.charts = "ready";
       const failed = shown.filter((s) => s.error);
-      if (failed.length) view.notice(`${failed.length} series could not be read: ${failed[0].error}`);
+      view.notice(failed.length ? `${failed.length} series could not be read: ${failed[0].error}` : "", "charts");
       if (!charts.length) setText(note, "No numeric series kept for this monitor.");
       else if (range === "24h") setText(note, "Means per minute; not live.");
       else startLive(scope, shown, charts, range);
@@ -850,7 +950,7 @@ function monitorCharts(pageScope, view, name, box, note) {
       if (mine !== generation) return;
       view.section.dataset.charts = "error";
       setText(note, "");
-      reportTo(view, "Could not load the charts")(err);
+      reportTo(view, "Could not load the charts", "charts")(err);
     }
   }
 
@@ -888,7 +988,9 @@ function monitorCharts(pageScope, view, name, box, note) {
   function drawChart(chart, charts, scope) {
     const px = rootFontPx();
     chart.graph = addGraph(new Dygraph(chart.div, mergeRows(chart.series), Object.assign({
-      labels: ["Time", ...chart.series.map((s) => s.label)],
+      // Labels of our own: dygraphs keys options by label and refuses some
+      // ("__proto__"), and the legend under the chart shows the real ones.
+      labels: ["Time", ...chart.series.map((s, i) => `s${i + 1}`)],
       legend: "never", connectSeparatedPoints: true, drawGapEdgePoints: true,
       strokeWidth: 1.5, highlightCircleSize: 3, animatedZooms: false, includeZero: true, resizable: "passive",
       axisLabelFontSize: Math.round(px * 0.75),
@@ -975,10 +1077,10 @@ function monitorCharts(pageScope, view, name, box, note) {
 /** "0", "eth0 / rx": the identity's values; the field when it has none. */
 function seriesLabel(s) {
   const values = Object.values(s.identity || {}).map(String);
-  return values.length ? values.join(" / ") : String(s.field);
+  return revealControls(values.length ? values.join(" / ") : String(s.field));
 }
 
-/** Dygraphs needs distinct labels (and none called "Time"): a second "x" becomes "x (2)". */
+/** Distinct labels for the legend: a second "x" becomes "x (2)" ("Time" is kept for the time). */
 function uniqueLabels(series) {
   const used = new Set(["Time"]);
   for (const s of series) {
@@ -1033,7 +1135,7 @@ const ENVELOPE = new Set(["time", "host", "monitor", "plugin", "kind", "severity
 /** "k=v" pairs: the event's "fields", or its top-level keys beyond the envelope. */
 function fieldsText(e) {
   const pairs = e.fields && typeof e.fields === "object" ? Object.entries(e.fields) : Object.entries(e).filter(([k]) => !ENVELOPE.has(k));
-  return pairs.map(([k, v]) => `${k}=${typeof v === "string" && !/[\s"=]|^$/.test(v) ? v : JSON.stringify(v)}`).join("  ");
+  return revealControls(pairs.map(([k, v]) => `${k}=${typeof v === "string" && !/[\s"=]|^$/.test(v) ? v : JSON.stringify(v)}`).join("  "));
 }
 
 function eventRow(e) {
@@ -1132,6 +1234,8 @@ function eventsView(scope) {
     stream = liveStream(scope, "/v1/stream?events=1" + (severity ? `&severity=${encodeURIComponent(severity)}` : ""), {
       onState: (state, text) => { setText(streamState, `Live updates: ${text}`); streamState.dataset.state = state; },
       onEvent: (e) => { if (historyLoaded) receive([e]); else early.push(e); },
+      // Events came faster than the page read them and the daemon's ring let some go: said, not hidden.
+      onGap: (g) => { setText(streamState, `Live updates: on (events ${g.after + 1}…${g.resumed_at - 1} came too fast and were not shown)`); },
     });
   }
 
@@ -1141,6 +1245,15 @@ function eventsView(scope) {
       receive(events);
       if (!events.length && !early.length) tbody.append(emptyRow(5, "No events yet."));
     } catch (err) {
+      if (err.status === 404) { // the history sink keeps no events (events: 0): nothing will come
+        if (stream) stream.close();
+        stream = null;
+        setText(streamState, err.message);
+        streamState.dataset.state = "error";
+        tbody.append(emptyRow(5, err.message));
+        pause.disabled = true;
+        return;
+      }
       reportTo(view, "Could not read the events")(err);
     }
     historyLoaded = true;
@@ -1155,10 +1268,21 @@ function eventsView(scope) {
     updateCount();
   });
   for (const control of [monitorInput, kindInput, textInput]) control.addEventListener("input", applyFilters);
-  severitySelect.addEventListener("change", () => { applyFilters(); connect(); });
+  severitySelect.addEventListener("change", () => { applyFilters(); if (stream) connect(); });
 
-  connect(); // before the history: nothing falls between the two
-  loadHistory();
+  // Without a history sink no event is kept: nothing to ask, nothing to stream.
+  hasHistory().then((yes) => {
+    if (!scope.alive) return;
+    if (!yes) {
+      setText(streamState, "No history sink: events are not kept.");
+      tbody.append(emptyRow(5, `No history sink: no events are kept. ${HISTORY_HINT}`));
+      pause.disabled = true;
+      updateCount();
+      return;
+    }
+    connect(); // before the history: nothing falls between the two
+    loadHistory();
+  }).catch(reportTo(view, "Could not read the status"));
 }
 
 // ===== View: rules (thresholds and rules, refreshed every 2 s) =====
@@ -1178,7 +1302,8 @@ function rulesView(scope) {
   every(scope, 2000, () => refresh().catch(reportTo(view, "Could not read the conditions")));
 }
 
-const limitText = (l) => (!l ? "—" : `${l.op || ""} ${fmtValue(l.value)}${l.clear == null ? "" : ` (clears at ${fmtValue(l.clear)})`}`);
+const limitText = (l) => (!l ? "—"
+  : `${l.direction ? String(l.direction) + " " : ""}${fmtValue(l.value)}${l.clear == null || l.clear === l.value ? "" : ` (clears at ${fmtValue(l.clear)})`}`);
 
 function thresholdRow(t) {
   return el("tr", null,
@@ -1214,27 +1339,30 @@ function manifestView(scope) {
     for (const file of (answer || {}).files || []) {
       const path = String(file.path);
       files.append(el("h2", null, el("span", { class: "muted", text: path === answer.file ? "Main file " : "Included file " }), el("code", { text: path })),
-        el("pre", { class: "manifest-file manifest-text", dataset: { path }, tabindex: 0, text: String(file.text || "") }));
+        el("pre", { class: "manifest-file manifest-text", dataset: { path }, tabindex: 0, text: revealControls(file.text || "") }));
     }
   }).catch(reportTo(view, "Could not read the manifest"));
 }
 
+/** The last reload: /v1/manifest's last_reload is {at, reason, result}, result as POST /v1/reload answers. */
 function renderLastReload(box, reload) {
   if (!reload) { box.append(el("p", { class: "muted", text: "No reload since the daemon started." })); return; }
+  const result = reload.result && typeof reload.result === "object" ? reload.result : {};
   const list = (title, items, cls) => (Array.isArray(items) && items.length
-    ? el("div", { class: cls }, el("h3", { text: title }), el("ul", null, items.map((x) => el("li", { text: String(x) })))) : null);
-  const status = reload.applied ? "applied" : "refused";
+    ? el("div", { class: cls }, el("h3", { text: title }), el("ul", null, items.map((x) => el("li", { text: revealControls(String(x)) })))) : null);
+  const status = result.applied === true ? "applied" : "refused";
   box.append(el("p", null, el("span", { class: `badge result-${status}`, text: status }), " ",
     el("time", { datetime: String(reload.at), text: `${fmtClock(parseTime(reload.at), false)} (${fmtAge(reload.at)})` }),
-    ` · ${reload.reason || ""} · ${fmtInt(reload.thresholds)} thresholds, ${fmtInt(reload.rules)} rules`),
-  ...[list("Errors", reload.errors, "bad-text"), list("Warnings", reload.warnings, "warn-text")].filter(Boolean));
+    ` · ${reload.reason || ""}`, result.applied === true ? ` · ${fmtInt(result.thresholds)} thresholds, ${fmtInt(result.rules)} rules` : ""),
+  ...[list("Errors", result.errors, "bad-text"), list("Warnings", result.warnings, "warn-text")].filter(Boolean));
+  if (result.applied !== true) return; // nothing changed: no diff to show
   for (const part of ["monitors", "sinks"]) {
-    const diff = reload[part] || {};
+    const diff = result[part] || {};
     const kinds = ["added", "removed", "changed"].filter((k) => Array.isArray(diff[k]) && diff[k].length);
     box.append(el("div", { class: "diff" }, el("h3", { text: part[0].toUpperCase() + part.slice(1) }),
       kinds.length ? el("dl", null, kinds.map((k) => [el("dt", { text: k }), el("dd", { text: diff[k].map(String).join(", ") })]))
         : el("p", { class: "muted", text: "no change" }),
-      el("p", { class: "muted", text: `${(diff.unchanged || []).length} unchanged` })));
+      el("p", { class: "muted", text: `${(Array.isArray(diff.unchanged) ? diff.unchanged : []).length} unchanged` })));
   }
 }
 

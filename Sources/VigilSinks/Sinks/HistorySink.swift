@@ -114,22 +114,20 @@ package final class HistorySink: EventSink {
             var asked: [String: MonitorFacts?] = [:]
             for event in batch {
                 let key = PlanKey(monitor: event.monitor, kind: event.kind)
-                var plan: Plan
-                if let known = plans[key] {
-                    plan = known
-                    // Another point in a millisecond this stream has: passed over at once.
-                    if plan.stream != nil, event.time / 1_000_000 <= plan.lastMillisecond {
-                        for field in event.fields {
-                            if case .string = field.value { continue }
-                            passedOver += 1
-                        }
-                        continue
+                let known = plans[key]
+                // Another point in a millisecond this stream has: passed over at once.
+                if let known, known.stream != nil, event.time / 1_000_000 <= known.lastMillisecond {
+                    for field in event.fields {
+                        if case .string = field.value { continue }
+                        passedOver += 1
                     }
+                    continue
                 }
                 let current: MonitorFacts? = if let known = asked[event.monitor] { known } else {
                     { let f = facts(event.monitor); asked[event.monitor] = f; return f }()
                 }
-                if let known = plans[key], known.instance == current.map(\.instance) {
+                var plan: Plan
+                if let known, known.instance == current.map(\.instance) {
                     plan = known
                 } else {
                     let spec = current?.description.events.first { $0.kind == event.kind }
