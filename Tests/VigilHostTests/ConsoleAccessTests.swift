@@ -33,7 +33,7 @@ import VigilHistory
         // A planted cookie of the same name beside it does not lock the session out.
         #expect(access.admit(authorization: [], cookie: ["vigil_session=00; vigil_session=\(id)"], peer: "p1", now: 2) == .allowed(.cookie))
         // Another id, the token as a cookie, an empty one: refused, and not counted against the address.
-        for cookie in ["vigil_session=\(String(id.dropLast()))0", "vigil_session=the-token-0123456789abcdef", "vigil_session=",
+        for cookie in ["vigil_session=\(String(id.dropLast()))\(id.last == "0" ? "1" : "0")", "vigil_session=the-token-0123456789abcdef", "vigil_session=",
                        "xvigil_session=\(id)"] {
             guard case .refused(401, _) = access.admit(authorization: [], cookie: [cookie], peer: "p2", now: 3) else {
                 Issue.record("\(cookie) let in")
