@@ -95,6 +95,9 @@ package final class PrometheusSeries: Sendable {
         fileprivate var state: State
         fileprivate var changed = false
 
+        /// One of no series: what a writer holds while it is swapped out (see `PrometheusSink.write`).
+        package static var empty: Updater { Updater(state: State()) }
+
         /// Sets the series `labels` (already escaped: `a="x",b="y"`) of the
         /// family `shape` names to `value`; returns false when the series is
         /// new and `limit` series are held (it is not made).

@@ -93,76 +93,9 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     private var server: MetricsHTTPServer?
     private var lastBindAttempt: Int64 = 0
     private var loggedBindFailure = false
-    /// Per monitor and kind: the family of each field, for the instance it was made for.
-    private var plans: [String: [String: KindPlan]] = [:]
+    /// How events become series (the mapping a `remote_write` sink will share, issue 32).
+    private let mapping: PrometheusMapping
     private var loggedRefusal = false
-
-    /// Where one field's value goes: a family, under the sink's usual
-    /// labels (`labels` nil) or the ones a `names:` entry lists. A class, so
-    /// that a value's way out is one reference, and the family it found is
-    /// kept for the next value (only inside `series.update`, under its lock).
-    package final class Output: @unchecked Sendable {  // `family` is read and written only by the sink's thread inside `series.update`
-        let shape: PrometheusNaming.Shape
-        let labels: [PrometheusNameMap.Label]?
-        var family: PrometheusSeries.Family?
-
-        init(shape: PrometheusNaming.Shape, labels: [PrometheusNameMap.Label]?) {
-            self.shape = shape
-            self.labels = labels
-        }
-    }
-
-    package final class KindPlan {
-        let instance: ObjectIdentifier?
-        /// Per field: where its value goes (none: not served).
-        var fields: [String: [Output]] = [:]
-        /// The same for the undeclared fields an event names as counters.
-        var counterFields: [String: [Output]] = [:]
-        /// The fields of the kind's last event in their order, and where
-        /// each goes: a monitor emits a kind's fields in the same order
-        /// poll after poll, so a field is found by its place (and its name
-        /// compared), not hashed into `fields`.
-        var layout: [(name: String, outputs: [Output])] = []
-        let identities: [(field: String, label: String)]
-        /// The info gauges `names:` makes of the kind.
-        let infos: [Output]
-        /// The native info gauge of a kind with strings that are no
-        /// identity (`vigil_system_device_info{kernel_release=…}`), and those strings.
-        let nativeInfo: (shape: PrometheusNaming.Shape, fields: [(field: String, label: String)])?
-        let onChange: Bool
-        let ttl: Int64
-        let specs: [String: FieldSpec]
-        let mapped: [PrometheusNameMap.Entry]
-        /// Of a kind with dynamic fields (VIGIL_EVENT_DYNAMIC_FIELDS).
-        let dynamic: Bool
-        /// Of a kind whose events name their own series (`prometheus_name`,
-        /// `prometheus_labels`: textfile, scrape): served as they say.
-        let passThrough: Bool
-        /// Pass-through families by sample name, and the label texts found valid.
-        var passThroughShapes: [String: PrometheusNaming.Shape] = [:]
-        var validLabels: Set<String> = []
-
-        init(instance: ObjectIdentifier?, identities: [(field: String, label: String)], infos: [Output],
-             nativeInfo: (shape: PrometheusNaming.Shape, fields: [(field: String, label: String)])?, onChange: Bool,
-             ttl: Int64, specs: [String: FieldSpec], mapped: [PrometheusNameMap.Entry], dynamic: Bool, passThrough: Bool = false) {
-            self.instance = instance
-            self.identities = identities
-            self.infos = infos
-            self.nativeInfo = nativeInfo
-            self.onChange = onChange
-            self.ttl = ttl
-            self.specs = specs
-            self.mapped = mapped
-            self.dynamic = dynamic
-            self.passThrough = passThrough
-        }
-    }
-
-    /// The fields by which an event names its own series.
-    static let passThroughName = "prometheus_name", passThroughLabels = "prometheus_labels"
-
-    /// The string field in which an event of a dynamic kind names its counters.
-    static let countersField = "counters"
 
     init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable (String) -> MonitorFacts?,
          selfMetrics: (@Sendable () -> [UInt8])? = nil) {
@@ -171,6 +104,8 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
         self.facts = facts
         self.selfMetrics = selfMetrics
         self.series = PrometheusSeries(maxSeries: config.maxSeries)
+        self.mapping = PrometheusMapping(settings: .init(names: config.names, dropUnmapped: config.dropUnmapped,
+                                                         expireAfter: config.expireAfter, host: host), facts: facts)
     }
 
     /// The series as the control API's `/metrics` appends them.
@@ -224,278 +159,18 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     }
 
     package func write(_ batch: [Event], context: SinkContext) throws {
-        var known: [String: MonitorFacts?] = [:]
-        func facts(of monitor: String) -> MonitorFacts? {
-            if let asked = known[monitor] { return asked }
-            let asked = self.facts(monitor)
-            known[monitor] = asked
-            return asked
-        }
-        let now = monotonicNanoseconds()
-        let limit = config.maxSeries
-        var value: [UInt8] = []
-        value.reserveCapacity(32)
+        var writer = SeriesWriter(updater: .empty, now: monotonicNanoseconds(), limit: config.maxSeries)
         series.update { updater in
-            // The host's own events (started, reloaded…) are figures of the
-            // control API's /metrics, not values to keep.
-            for event in batch where event.monitor != Manifest.hostMonitorName {
-                let plan = self.plan(for: event, facts: facts(of: event.monitor))
-                if plan.passThrough {
-                    guard let (shape, labels, number) = Self.passThrough(event, plan: plan) else { continue }
-                    value.removeAll(keepingCapacity: true)
-                    Self.appendNumber(number, to: &value)
-                    _ = updater.set(shape, labels: labels, value: value[...], now: now, ttl: plan.ttl, monitor: event.monitor,
-                                    onChange: false, limit: limit)
-                    continue
-                }
-                // Each label set made once per event: the usual labels, and
-                // each set a names file lists (the many families of one
-                // kind mostly list the same, `device` or `cpu` and `mode`).
-                var usual: String?
-                var made: [(listed: [PrometheusNameMap.Label], text: String)] = []
-                func labels(_ listed: [PrometheusNameMap.Label]?) -> String {
-                    guard let listed else {
-                        if let usual { return usual }
-                        let text = self.usualLabels(event, plan)
-                        usual = text
-                        return text
-                    }
-                    if let known = made.first(where: { $0.listed == listed }) { return known.text }
-                    let text = Self.labels(listed, of: event)
-                    made.append((listed, text))
-                    return text
-                }
-                if let native = plan.nativeInfo {
-                    let entity = labels(nil)
-                    var all = entity
-                    for (field, label) in native.fields {
-                        PrometheusSeries.appendLabel(label, Self.labelText(event[field: field]), to: &all)
-                    }
-                    updater.setInfo(native.shape, entity: entity, labels: all, now: now, ttl: plan.ttl, monitor: event.monitor,
-                                    onChange: plan.onChange, limit: limit)
-                }
-                for info in plan.infos {
-                    _ = updater.set(info.shape, family: &info.family, labels: labels(info.labels), value: [UInt8(ascii: "1")],
-                                    now: now, ttl: plan.ttl, monitor: event.monitor, onChange: plan.onChange, limit: limit)
-                }
-                // A kind with dynamic fields names its undeclared counters
-                // in `counters` (VIGIL_EVENT_DYNAMIC_FIELDS): such a field is
-                // planned apart from a gauge of the same name.
-                var counters: Substring?
-                if plan.dynamic, case .string(let list)? = event[field: Self.countersField] { counters = list[...] }
-                for (place, field) in event.fields.enumerated() {
-                    let counter = counters.map { list in
-                        plan.specs[field.name] == nil && list.split(separator: ",").contains { $0 == field.name }
-                    } ?? false
-                    let outputs: [Output]
-                    if counters == nil, place < plan.layout.count, plan.layout[place].name == field.name {
-                        outputs = plan.layout[place].outputs
-                    } else {
-                        if let known = counter ? plan.counterFields[field.name] : plan.fields[field.name] {
-                            outputs = known
-                        } else {
-                            outputs = self.outputs(event: event, field: field, plan: plan, counter: counter)
-                            if counter { plan.counterFields[field.name] = outputs } else { plan.fields[field.name] = outputs }
-                        }
-                        if counters == nil {
-                            if place < plan.layout.count { plan.layout[place] = (field.name, outputs) } else { plan.layout.append((field.name, outputs)) }
-                        }
-                    }
-                    for output in outputs {
-                        let scale = output.shape.scale
-                        value.removeAll(keepingCapacity: true)
-                        switch field.value {
-                        case .int(let i) where scale == 1: Self.appendInteger(i, to: &value)
-                        case .int(let i): Self.appendNumber(Double(i) * scale, to: &value)
-                        case .double(let d): Self.appendNumber(scale == 1 ? d : d * scale, to: &value)
-                        case .bool(let b): value.append(b ? UInt8(ascii: "1") : UInt8(ascii: "0"))
-                        case .string: continue
-                        }
-                        _ = updater.set(output.shape, family: &output.family, labels: labels(output.labels), value: value[...],
-                                        now: now, ttl: plan.ttl, monitor: event.monitor, onChange: plan.onChange, limit: limit)
-                    }
-                }
-            }
+            // Swapped in and out, not copied: the series' tables stay uniquely held.
+            swap(&writer.updater, &updater)
+            mapping.map(batch, into: &writer)
+            swap(&writer.updater, &updater)
         }
+        let limit = config.maxSeries
         if !loggedRefusal, series.refused > 0 {
             loggedRefusal = true
             context.logger.warning("\(limit) series held (max_series): new series are not made; counted in the exposition as vigil_prometheus_series_refused_total")
         }
-    }
-
-    /// A series an event names itself: its family (by `prometheus_name`,
-    /// with the `type` and `help` fields), its labels exactly as
-    /// `prometheus_labels` gives them, and its value; nil when the name or
-    /// the labels are not valid in the exposition (checked once each, with
-    /// the one reader of the format) or there is no number.
-    static func passThrough(_ event: Event, plan: KindPlan) -> (PrometheusNaming.Shape, String, Double)? {
-        guard case .string(let name)? = event[field: passThroughName],
-              case .string(let labels)? = event[field: passThroughLabels] else { return nil }
-        let number: Double
-        switch event[field: "value"] {
-        case .double(let d)?: number = d
-        case .int(let i)?: number = Double(i)
-        default: return nil
-        }
-        let shape: PrometheusNaming.Shape
-        if let known = plan.passThroughShapes[name] {
-            shape = known
-        } else {
-            guard PrometheusNaming.isValidMetricName(name) else { return nil }
-            var kind = PrometheusNaming.MetricKind.untyped
-            if case .string(let type)? = event[field: "type"] { kind = PrometheusNaming.MetricKind(rawValue: type) ?? .untyped }
-            var help = ""
-            if case .string(let text)? = event[field: "help"] { help = text }
-            var family = name
-            if kind == .counter, name.hasSuffix("_total") { family = String(name.dropLast(6)) }
-            if kind.isWhole, let suffix = ["_bucket", "_sum", "_count", "_created"].first(where: { name.hasSuffix($0) }) {
-                family = String(name.dropLast(suffix.count))
-            }
-            shape = PrometheusNaming.Shape(name: name, family: family, kind: kind, scale: 1, help: help)
-            if plan.passThroughShapes.count < 100_000 { plan.passThroughShapes[name] = shape }
-        }
-        if !plan.validLabels.contains(labels) {
-            // Read back and written again by the one writer of such label sets: the same text or refused.
-            guard let read = try? PrometheusExposition.parse(Array("x{\(labels)} 0\n".utf8)).families.first?.samples.first,
-                  PrometheusExposition.labelText(read.labels) == labels else { return nil }
-            if plan.validLabels.count < 100_000 { plan.validLabels.insert(labels) }
-        }
-        return (shape, labels, number)
-    }
-
-    /// `monitor`, `host`, then the kind's identities.
-    private func usualLabels(_ event: Event, _ plan: KindPlan) -> String {
-        var labels = ""
-        PrometheusSeries.appendLabel("monitor", event.monitor, to: &labels)
-        PrometheusSeries.appendLabel("host", host, to: &labels)
-        for (field, label) in plan.identities {
-            PrometheusSeries.appendLabel(label, Self.labelText(event[field: field]), to: &labels)
-        }
-        return labels
-    }
-
-    /// The labels a `names:` entry lists, from the event's fields and constants.
-    static func labels(_ listed: [PrometheusNameMap.Label], of event: Event) -> String {
-        var labels = ""
-        for label in listed {
-            switch label.source {
-            case .constant(let text): PrometheusSeries.appendLabel(label.name, text, to: &labels)
-            case .field(let name): PrometheusSeries.appendLabel(label.name, labelText(event[field: name]), to: &labels)
-            }
-        }
-        return labels
-    }
-
-    /// A field's value as a label's: a string (cut at `maxLabelBytes`), a
-    /// number as the exposition writes one, a bool as 0 or 1; empty when absent.
-    static func labelText(_ value: FieldValue?) -> String {
-        switch value {
-        case .string(let s): return labelValue(s)
-        case .int(let i): return String(i)
-        case .double(let d):
-            var bytes: [UInt8] = []
-            appendNumber(d, to: &bytes)
-            return String(decoding: bytes, as: UTF8.self)
-        case .bool(let b): return b ? "1" : "0"
-        case nil: return ""
-        }
-    }
-
-    /// The longest label value kept, in bytes: with `max_series` it bounds
-    /// the memory a plugin's identities can take (a longer one is cut on a
-    /// character boundary and ends in `…`).
-    static let maxLabelBytes = 256
-
-    static func labelValue(_ s: String) -> String {
-        guard s.utf8.count > maxLabelBytes else { return s }
-        var out = ""
-        for c in s.unicodeScalars {
-            if out.utf8.count + c.utf8.count > maxLabelBytes - 3 { break }
-            out.unicodeScalars.append(c)
-        }
-        return out + "…"
-    }
-
-    /// How the fields of an event of this monitor and kind are exposed.
-    private func plan(for event: Event, facts: MonitorFacts?) -> KindPlan {
-        if let plan = plans[event.monitor]?[event.kind], plan.instance == facts?.instance { return plan }
-        let spec = facts?.description.events.first { $0.kind == event.kind }
-            ?? PluginDescription.hostKinds.first { $0.kind == event.kind && facts != nil }
-        var specs: [String: FieldSpec] = [:]
-        for field in spec?.fields ?? [] { specs[field.name] = field }
-        let identities = (spec?.fields ?? []).filter(\.identity).map { ($0.name, PrometheusNaming.labelName($0.name)) }
-        let interval = facts?.interval ?? 0
-        let ttl = config.expireAfter ?? (interval > 0 ? interval.multipliedSaturating(by: 5) : 300_000_000_000)
-        let mapped = config.names?.entries(plugin: event.plugin, kind: event.kind) ?? []
-        let infos = mapped.filter { $0.field == nil }.map { entry in
-            Output(shape: PrometheusNaming.Shape(name: entry.name, family: entry.name, kind: .gauge, scale: 1,
-                                                 help: entry.help ?? (spec.map { $0.doc.isEmpty ? "" : $0.doc + " " } ?? "") + "(\(entry.plugin) \(entry.kind))"),
-                   labels: entry.labels)
-        }
-        // A kind's strings that are no identity: one info gauge, unless a
-        // names file says what to make of the kind or serves only what it names.
-        var nativeInfo: (shape: PrometheusNaming.Shape, fields: [(field: String, label: String)])?
-        let strings = (spec?.fields ?? []).filter { $0.type == .string && !$0.identity }
-        if !strings.isEmpty, mapped.isEmpty, !(config.names != nil && config.dropUnmapped),
-           let shape = PrometheusNaming.infoShape(plugin: event.plugin, kind: event.kind, doc: spec?.doc ?? "") {
-            let taken = Set(["monitor", "host"] + identities.map(\.1))
-            nativeInfo = (shape, strings.map { ($0.name, PrometheusNaming.labelName($0.name)) }.filter { !taken.contains($0.1) })
-        }
-        let plan = KindPlan(instance: facts?.instance, identities: identities, infos: infos, nativeInfo: nativeInfo,
-                            onChange: spec?.onChange == true, ttl: ttl, specs: specs, mapped: mapped,
-                            dynamic: spec?.dynamicFields == true,
-                            passThrough: specs[Self.passThroughName]?.type == .string && specs[Self.passThroughLabels]?.type == .string)
-        plans[event.monitor, default: [:]][event.kind] = plan
-        return plan
-    }
-
-    /// Where a field goes: the families `names:` makes of it, else its
-    /// native family (unless `unmapped: drop`); strings go nowhere.
-    private func outputs(event: Event, field: Field, plan: KindPlan, counter: Bool = false) -> [Output] {
-        var isBool = false
-        switch field.value {
-        case .string: return []
-        case .bool: isBool = true
-        default: break
-        }
-        let spec = plan.specs[field.name] ?? (counter ? FieldSpec(name: field.name, type: .int, counter: true) : nil)
-        let entries = plan.mapped.filter { $0.field == field.name }
-        if !entries.isEmpty {
-            return entries.map { Output(shape: PrometheusNaming.shape(mapped: $0, spec: spec, valueIsBool: isBool), labels: $0.labels) }
-        }
-        if config.names != nil && config.dropUnmapped { return [] }
-        guard let shape = PrometheusNaming.shape(plugin: event.plugin, kind: event.kind, field: field.name, spec: spec, valueIsBool: isBool)
-        else { return [] }
-        return [Output(shape: shape, labels: nil)]
-    }
-
-    /// A float as both formats read it: `NaN`, `+Inf`, `-Inf`, else the
-    /// shortest text that reads back as the same Double.
-    static func appendNumber(_ d: Double, to out: inout [UInt8]) {
-        if d.isNaN { out += "NaN".utf8; return }
-        if d.isInfinite { out += (d > 0 ? "+Inf" : "-Inf").utf8; return }
-        if d == d.rounded(.towardZero), abs(d) < 1e15 {
-            appendInteger(Int64(d), to: &out)
-        } else {
-            out += d.description.utf8
-        }
-    }
-
-    /// An integer's decimal digits, written without making a String.
-    static func appendInteger(_ i: Int64, to out: inout [UInt8]) {
-        if i < 0 { out.append(UInt8(ascii: "-")) }
-        var magnitude = i.magnitude
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 20 digits at most, kept in 24 bytes
-        let count = withUnsafeMutableBytes(of: &digits) { buffer -> Int in
-            var n = 0
-            repeat {
-                buffer[buffer.count - 1 - n] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-                n += 1
-            } while magnitude > 0
-            return n
-        }
-        withUnsafeBytes(of: &digits) { out += $0[($0.count - count)...] }
     }
 
     package func shutdown(context: SinkContext) {
@@ -802,3 +477,49 @@ extension PrometheusSinkConfig: SinkType {
         return PrometheusSink(config: self, host: build.host, facts: { directory?.facts(of: $0) }, selfMetrics: figures)
     }
 }
+
+/// The `prometheus` sink's side of `PrometheusMapping.map`: each sample's
+/// value written as the exposition has it, into its series.
+private struct SeriesWriter: PrometheusSampleSink {
+    var updater: PrometheusSeries.Updater
+    let now: Int64
+    let limit: Int
+    var value: [UInt8] = []
+
+    init(updater: PrometheusSeries.Updater, now: Int64, limit: Int) {
+        self.updater = updater
+        self.now = now
+        self.limit = limit
+        value.reserveCapacity(32)
+    }
+
+    mutating func sample(_ output: PrometheusMapping.Output, _ labels: String, _ field: PrometheusMapping.Value,
+                         _ plan: PrometheusMapping.KindPlan, _ event: Event) {
+        let scale = output.shape.scale
+        value.removeAll(keepingCapacity: true)
+        switch field {
+        case .int(let i) where scale == 1: PrometheusMapping.appendInteger(i, to: &value)
+        case .int(let i): PrometheusMapping.appendNumber(Double(i) * scale, to: &value)
+        case .double(let d): PrometheusMapping.appendNumber(scale == 1 ? d : d * scale, to: &value)
+        case .bool(let b): value.append(b ? UInt8(ascii: "1") : UInt8(ascii: "0"))
+        }
+        _ = updater.set(output.shape, family: &output.family, labels: labels, value: value[...], now: now, ttl: plan.ttl,
+                        monitor: event.monitor, onChange: plan.onChange, limit: limit)
+    }
+
+    mutating func named(_ shape: PrometheusNaming.Shape, _ labels: String, _ number: Double, _ plan: PrometheusMapping.KindPlan,
+                        _ event: Event) {
+        value.removeAll(keepingCapacity: true)
+        PrometheusMapping.appendNumber(number, to: &value)
+        // Kept by its ttl alone.
+        _ = updater.set(shape, labels: labels, value: value[...], now: now, ttl: plan.ttl, monitor: event.monitor,
+                        onChange: false, limit: limit)
+    }
+
+    mutating func info(_ shape: PrometheusNaming.Shape, entity: String, labels: String, _ plan: PrometheusMapping.KindPlan,
+                       _ event: Event) {
+        updater.setInfo(shape, entity: entity, labels: labels, now: now, ttl: plan.ttl, monitor: event.monitor,
+                        onChange: plan.onChange, limit: limit)
+    }
+}
+
