@@ -36,7 +36,9 @@ struct SplitMix: RandomNumberGenerator {
         let compact = writer.compacted()
         #expect(compact == writer)
         #expect(compact.words.count == (1000 * 13 + 63) / 64)
-        #expect(compact.words.capacity <= compact.words.count + 2, "at most malloc's rounding")
+        // At most malloc's rounding (glibc's chunks were seen to add 3 words
+        // to 204), where the writer's doubling would have left up to twice the count.
+        #expect(compact.words.capacity <= compact.words.count + 4, "\(compact.words.capacity) for \(compact.words.count)")
     }
 }
 
