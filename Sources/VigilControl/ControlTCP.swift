@@ -153,6 +153,13 @@ public struct ControlToken: Sendable {
         // The system's generator: getrandom(2), cryptographically secure.
         var generator = SystemRandomNumberGenerator()
         let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        // Its folder is made when missing (0700: the token's alone), as a
+        // file sink makes its own: a first run names `.vigil/token` before
+        // any sink has made `.vigil`.
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
+            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ControlError("token file \(path): cannot create it: \(String(cString: strerror(errno)))") }
         defer { close(fd) }

@@ -222,6 +222,11 @@ import Testing
         let again = try run(["--control-tcp", "tcp://127.0.0.1:0", "--control-token-file", path])
         #expect(again.status == 0 && !again.stderr.contains("token created"), "\(again.stderr)")
         #expect(try String(contentsOfFile: path, encoding: .utf8) == token)
+        // In a folder not made yet (the README's `.vigil/token` on a first run): the folder too, 0700.
+        let nested = dir + "/state/token"
+        let first = try run(["--control-tcp", "tcp://127.0.0.1:0", "--control-token-file", nested])
+        #expect(first.status == 0 && first.stderr.contains("control API token created in \(nested)"), "\(first.stderr)")
+        #expect(stat(dir + "/state", &st) == 0 && st.st_mode & 0o777 == 0o700)
     }
 
     @Test func addressesOtherThanLoopbackAndBadCommandLinesAreRefused() throws {
