@@ -56,7 +56,9 @@ final class Progress: Sendable {
         q.requestDrain { drained.signal() }
         #expect(drained.wait(timeout: .now() + 5) == .success)
         #expect(popped.withLock { $0.map(\.events) } == [10])
-        // A batch's worth wakes it without a drain.
+        // A batch's worth wakes it without a drain (once it sleeps again: a
+        // consumer still running after the drain takes whatever is queued).
+        for _ in 0..<1000 where !q.consumerWaiting { usleep(5_000) }
         for i in 11...(10 + SinkQueue.batchThreshold) { q.push(Self.event(i)) }
         var waited = 0
         while popped.withLock({ $0.count }) < 2 && waited < 500 { usleep(10_000); waited += 1 }
