@@ -229,6 +229,8 @@ package final class ControlAPI: Sendable {
             var history: History?
             /// A disk buffer's figures.
             var buffer: SinkBufferReport?
+            /// A `remote_write` sink's queue of shards and its samples.
+            var sendQueue: SendQueueReport?
         }
 
         /// The host process itself.
@@ -315,7 +317,7 @@ package final class ControlAPI: Sendable {
                                                                    "out_of_order": f.losses.outOfOrder],
                                                          problem: store.problem)
                                },
-                               buffer: runner.sink.bufferReport)
+                               buffer: runner.sink.bufferReport, sendQueue: runner.sink.sendQueue)
         }
         let started = runtime.started
         let uptime = started > 0 ? Double(max(0, monotonicNanoseconds() - started)) / 1e9 : 0

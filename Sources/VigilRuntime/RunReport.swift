@@ -64,6 +64,8 @@ public struct RunSummary: Codable, Sendable {
         /// `out_of_order`) and those it let go for room (`max_memory`): its
         /// events were delivered, so these are no events lost, but said.
         public var historyDropped: [String: UInt64]?
+        /// A `remote_write` sink's queue and samples (absent for other sinks).
+        public var sendQueue: SendQueueReport?
     }
 
     public struct Monitor: Codable, Sendable {
@@ -204,6 +206,12 @@ extension VigilRuntime {
                 tail += "; history: points not kept: " + dropped.sorted { $0.key < $1.key }.filter { $0.value > 0 }
                     .map { "\($0.value) \($0.key == "max_memory" ? "let go for max_memory" : $0.key)" }.joined(separator: ", ")
             }
+            if let q = s.sendQueue {
+                tail += "; remote write: \(q.samplesSent) of \(q.samplesIn) samples sent in \(counted(q.requests, "request")), \(counted(q.retries, "attempt")) retried"
+                let lost = q.samplesLost.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+                if !lost.isEmpty { tail += ", samples lost: " + lost.map { "\($0.value) \($0.key)" }.joined(separator: ", ") }
+                if q.staleMarkers > 0 { tail += ", \(counted(q.staleMarkers, "series", plural: "series")) ended with a stale marker" }
+            }
             if s.lost.total > 0 {
                 logger.warning("\(head), \(s.lost.total) lost: \(s.lost.description); \(tail)")
             } else {
@@ -244,7 +252,8 @@ extension SinkRunner {
                                    let losses = store.losses
                                    return ["max_series": losses.seriesRefused, "out_of_order": losses.outOfOrder,
                                            "max_memory": losses.memoryPoints]
-                               })
+                               },
+                               sendQueue: sink.sendQueue)
     }
 }
 
@@ -275,6 +284,7 @@ extension RunSummary.Sink {
         retries = sum(retries, later.retries)
         retriedEvents = sum(retriedEvents, later.retriedEvents)
         if let more = later.historyDropped { historyDropped = (historyDropped ?? [:]).merging(more) { $0 &+ $1 } }
+        if let more = later.sendQueue { sendQueue = sendQueue.map { $0.adding(more) } ?? more }
     }
 
     /// One entry per name, in the order names first appear.

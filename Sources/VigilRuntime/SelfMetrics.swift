@@ -118,6 +118,43 @@ package struct SelfMetrics {
         out.family("vigil_sink_queue_capacity", .gauge, "The bound of a sink's queue.")
         for runner in live { out.sample("vigil_sink_queue_capacity", ["sink": runner.config.name], Double(runner.config.queueCapacity)) }
 
+        let senders = live.compactMap { runner in runner.sink.sendQueue.map { (runner.config.name, $0) } }
+        if !senders.isEmpty {
+            out.family("vigil_remote_write_samples_total", .counter,
+                       "Samples a remote_write sink made of its events, by outcome: in (made), sent (answered 2xx), or lost by reason.")
+            for (name, r) in senders {
+                out.sample("vigil_remote_write_samples_total", [("sink", name), ("outcome", "in")], Double(r.samplesIn))
+                out.sample("vigil_remote_write_samples_total", [("sink", name), ("outcome", "sent")], Double(r.samplesSent))
+                for (reason, n) in r.samplesLost.sorted(by: { $0.key < $1.key }) {
+                    out.sample("vigil_remote_write_samples_total", [("sink", name), ("outcome", reason)], Double(n))
+                }
+            }
+            func each(_ family: String, _ type: PrometheusText.Kind, _ help: String, _ value: (SendQueueReport) -> Double) {
+                out.family(family, type, help)
+                for (name, r) in senders { out.sample(family, ["sink": name], value(r)) }
+            }
+            each("vigil_remote_write_samples_pending", .gauge, "Samples queued in a remote_write sink's shards or in a request not yet answered.") {
+                Double($0.pendingSamples)
+            }
+            each("vigil_remote_write_samples_retried_total", .counter, "Samples in requests that were retried (5xx, 429, no answer).") {
+                Double($0.samplesRetried)
+            }
+            each("vigil_remote_write_requests_total", .counter, "Requests a remote_write receiver answered 2xx.") { Double($0.requests) }
+            each("vigil_remote_write_retries_total", .counter, "Attempts retried: answered 5xx or 429, or not answered.") { Double($0.retries) }
+            each("vigil_remote_write_refused_requests_total", .counter, "Requests refused for good with a 4xx other than 429 (their samples lost, rejected).") {
+                Double($0.refusedRequests)
+            }
+            each("vigil_remote_write_sent_bytes_total", .counter, "Compressed bytes of the requests delivered.") { Double($0.bytesSent) }
+            each("vigil_remote_write_stale_markers_total", .counter, "Series ended with Prometheus' stale marker.") { Double($0.staleMarkers) }
+            each("vigil_remote_write_series", .gauge, "Series a remote_write sink keeps alive.") { Double($0.series) }
+            each("vigil_remote_write_shards", .gauge, "Shards sending now.") { Double($0.shards) }
+            each("vigil_remote_write_shards_desired", .gauge, "Shards the last reckoning asked for (10 s apart).") { $0.desiredShards }
+            each("vigil_remote_write_shards_max", .gauge, "The most shards (queue.max_shards).") { Double($0.maxShards) }
+            each("vigil_remote_write_shards_min", .gauge, "The fewest shards (queue.min_shards).") { Double($0.minShards) }
+            each("vigil_remote_write_shard_capacity", .gauge, "Samples a shard holds at most (queue.capacity).") { Double($0.capacity) }
+            each("vigil_remote_write_behind_seconds", .gauge, "How far the newest sample delivered is behind the newest queued.") { $0.behindS }
+        }
+
         let histories = live.compactMap { runner in runner.sink.history.map { (runner.config.name, $0.figures) } }
         if !histories.isEmpty {
             out.family("vigil_history_series", .gauge, "Series a history sink keeps.")

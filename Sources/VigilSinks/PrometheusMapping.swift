@@ -8,8 +8,8 @@ import VigilForeign
 /// other number a gauge, a boolean 0 or 1; strings that are no identity an
 /// info gauge; events that name their own series (`prometheus_name`) as
 /// they say. Taken out of the `prometheus` sink, which serves each series'
-/// latest value, so that the `remote_write` sink (issue 32), which pushes
-/// every sample, names and labels alike by being the same code.
+/// latest value, so that the `remote_write` sink, which pushes every sample,
+/// names and labels alike by being the same code.
 ///
 /// Used by one sink's thread: its plans (one per monitor and kind, made
 /// once per monitor instance) are kept without a lock.
@@ -134,7 +134,8 @@ package final class PrometheusMapping: @unchecked Sendable {  // its plans are r
             known[monitor] = asked
             return asked
         }
-        for event in batch where event.monitor != Manifest.hostMonitorName {
+        for (index, event) in batch.enumerated() where event.monitor != Manifest.hostMonitorName {
+            sink.begin(index)
             let plan = self.plan(for: event, facts: facts(of: event.monitor))
             if plan.passThrough {
                 guard let (shape, labels, number) = Self.passThrough(event, plan: plan) else { continue }
@@ -395,4 +396,12 @@ package protocol PrometheusSampleSink {
     /// An entity's one info series.
     mutating func info(_ shape: PrometheusNaming.Shape, entity: String, labels: String, _ plan: PrometheusMapping.KindPlan,
                        _ event: Event)
+    /// The samples that follow are the batch's event at `index` (a sink
+    /// that answers for each event's samples: `remote_write`).
+    mutating func begin(_ index: Int)
+}
+
+extension PrometheusSampleSink {
+    @inline(__always)
+    package mutating func begin(_ index: Int) {}
 }

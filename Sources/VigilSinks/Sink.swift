@@ -62,6 +62,9 @@ public protocol EventSink: AnyObject, Sendable {
     func appendExposition(to bytes: inout [UInt8])
     /// A disk buffer's figures (nil for a sink without one).
     var bufferReport: SinkBufferReport? { get }
+    /// The figures of a sink that sends through a queue of its own (a
+    /// `remote_write` sink's shards); nil for every other sink.
+    var sendQueue: SendQueueReport? { get }
     /// False for a sink whose events matter only when someone reads them
     /// (a scrape): its thread is not woken for each event, only when a
     /// batch's worth is queued, at its tick, at the close, or when the sink
@@ -100,6 +103,7 @@ extension EventSink {
     public var outputRunner: (any OutputRunnerReporting)? { nil }
     public func appendExposition(to bytes: inout [UInt8]) {}
     public var bufferReport: SinkBufferReport? { nil }
+    public var sendQueue: SendQueueReport? { nil }
     public var ticksBehindBuffer: Bool { false }
     public var history: HistoryStore? { nil }
     public var recentEvents: EventRing<Event>? { nil }

@@ -16,7 +16,7 @@ import VigilCore
     /// or its example).
     @Test func everySinkTypeHasItsRowAndEveryKeyIsDocumented() throws {
         let sinks = try String(contentsOf: Self.root.appending(path: "docs/sinks.md"), encoding: .utf8)
-        #expect(Set(SinkTypes.standard.names).isSuperset(of: ["file", "log", "null", "otlp", "plugin", "prometheus", "socket", "syslog"]))
+        #expect(Set(SinkTypes.standard.names).isSuperset(of: ["file", "log", "null", "otlp", "plugin", "prometheus", "remote_write", "socket", "syslog"]))
         for type in SinkTypes.standard.types {
             #expect(sinks.contains("| `\(type.type)` |") || sinks.contains("| `\(type.type)` `"),
                     "docs/sinks.md's table of sink types has no row for '\(type.type)'")
@@ -47,11 +47,12 @@ import VigilCore
           f: { type: prometheus, listen: "tcp://127.0.0.1:19798" }
           g: { type: otlp, endpoint: "http://127.0.0.1:9" }
           h: { type: plugin, plugin: nothing-here }
+          i: { type: remote_write, url: "http://127.0.0.1:9/api/v1/write" }
         """
         let (manifest, diagnostics) = ManifestLoader(file: "m.yaml").load(text)
         #expect(!diagnostics.contains { $0.level == .error }, "\(diagnostics)")
         let sinks = try #require(manifest?.sinks)
-        #expect(sinks.map(\.type) == ["null", "log", "file", "socket", "syslog", "prometheus", "otlp", "plugin"])
+        #expect(sinks.map(\.type) == ["null", "log", "file", "socket", "syslog", "prometheus", "otlp", "plugin", "remote_write"])
         for sink in sinks {
             let built = SinkBuild.make(sink, host: "h", logger: .init(label: "t"), bindNow: false)
             #expect(String(describing: Swift.type(of: built)).contains("Sink"), "\(sink.type): \(Swift.type(of: built))")

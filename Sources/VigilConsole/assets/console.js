@@ -673,13 +673,18 @@ const breakdown = (pairs) => pairs.map(([k, v]) => `${k} ${fmtInt(v)}`).join(" �
 const small = (text, cls) => el("small", { class: "breakdown " + (cls || ""), text });
 
 function sinkRow(s) {
-  const name = String(s.name), lost = nonZero(s.lost), b = s.buffer, h = s.history;
+  const name = String(s.name), lost = nonZero(s.lost), b = s.buffer, h = s.history, q = s.send_queue;
   const lostTotal = lost.reduce((sum, [, v]) => sum + v, 0);
+  // A remote_write sink's shards: their samples queued, how many, how far behind.
+  const shards = q ? small(`${fmtInt(q.pending_samples)} samples in ${fmtInt(q.shards)} shards (${fmtInt(q.min_shards)}–${fmtInt(q.max_shards)})` +
+    (isNum(q.behind_s) && q.behind_s >= 1 ? ` · ${q.behind_s.toFixed(1)} s behind` : "")) : null;
   const queue = isNum(s.queue_capacity)
     ? el("td", { class: "queue", title: isNum(s.high_water) ? `high water ${fmtInt(s.high_water)}` : null },
-      bar(s.queue_depth / s.queue_capacity, `queue of ${name}`), `${fmtInt(s.queue_depth)} / ${fmtInt(s.queue_capacity)}`)
+      bar(s.queue_depth / s.queue_capacity, `queue of ${name}`), `${fmtInt(s.queue_depth)} / ${fmtInt(s.queue_capacity)}`, shards)
     : el("td", { text: "—" });
-  const retries = s.retries == null ? "—" : fmtInt(s.retries) + (s.retried_events == null ? "" : ` (${fmtInt(s.retried_events)} events)`);
+  const retries = q ? `${fmtInt(q.retries)} (${fmtInt(q.samples_retried)} samples)`
+    : s.retries == null ? "—" : fmtInt(s.retries) + (s.retried_events == null ? "" : ` (${fmtInt(s.retried_events)} events)`);
+  const samplesLost = q ? nonZero(q.samples_lost) : [];
   const buffer = b ? [bar(b.max_bytes ? b.bytes / b.max_bytes : 0, `disk buffer of ${name}`),
     `${fmtInt(b.buffered)} events · ${fmtBytes(b.bytes)} / ${fmtBytes(b.max_bytes)}`] : "—";
   const history = h ? [
@@ -687,13 +692,15 @@ function sinkRow(s) {
     nonZero(h.dropped).length ? small("dropped: " + breakdown(nonZero(h.dropped)), "bad-text") : null,
     h.problem ? small(String(h.problem), "bad-text") : null] : "—";
   return el("tr", { dataset: { sink: name } },
-    el("th", { scope: "row" }, name, s.failure ? small(String(s.failure), "bad-text") : null),
+    el("th", { scope: "row" }, name, s.failure ? small(String(s.failure), "bad-text") : null,
+      q ? small("→ " + String(q.url)) : null, q && q.last_error ? small(String(q.last_error), "bad-text") : null),
     el("td", { text: String(s.type || "—") }),
     queue,
     el("td", { class: "num", text: fmtInt(s.accepted) }),
     el("td", { class: "num", text: fmtInt(s.written) }),
     el("td", { class: "num" }, el("span", { class: lostTotal ? "bad-text" : null, text: fmtInt(lostTotal) }),
-      lost.length ? small(breakdown(lost)) : null),
+      lost.length ? small(breakdown(lost)) : null,
+      samplesLost.length ? small("samples: " + breakdown(samplesLost), "bad-text") : null),
     el("td", { class: "num", text: retries }),
     el("td", null, buffer), el("td", null, history));
 }

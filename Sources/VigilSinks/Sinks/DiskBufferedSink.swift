@@ -333,5 +333,6 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
     package func requestReopen() { inner.requestReopen() }
     package func bind(logger: Logger) { inner.bind(logger: logger) }
     package var outputRunner: (any OutputRunnerReporting)? { inner.outputRunner }
+    package var sendQueue: SendQueueReport? { inner.sendQueue }
     package func appendExposition(to bytes: inout [UInt8]) { inner.appendExposition(to: &bytes) }
 }

@@ -200,7 +200,7 @@ package final class OTLPSink: EventSink, @unchecked Sendable {  // an EventSink,
                     }
                 default:
                     if primary { lose(events, .writeFailed, context) }
-                    context.logger.error("\(endpoint(path)) refused \(events) events with \(response.status): \(Self.shown(response.body)); not retried")
+                    context.logger.error("\(endpoint(path)) refused \(events) events with \(response.status): \(HTTPPosting.shown(response.body)); not retried")
                     return
                 }
             } catch {
@@ -236,43 +236,19 @@ package final class OTLPSink: EventSink, @unchecked Sendable {  // an EventSink,
         }
         guard rejected > 0 || !message.isEmpty else { return }
         let what = signal == .logs ? "log records" : "data points"
-        context.logger.warning("\(endpoint(config.basePath + "/v1/" + signal.rawValue)) rejected \(rejected) of the \(what) sent: \(Self.shown(Array(message.utf8))) (partial success; not retried)")
+        context.logger.warning("\(endpoint(config.basePath + "/v1/" + signal.rawValue)) rejected \(rejected) of the \(what) sent: \(HTTPPosting.shown(Array(message.utf8))) (partial success; not retried)")
         if primary && rejected > 0 { lose(Int(min(rejected, Int64(events))), .rejected, context) }
     }
 
-    /// The answer's `Retry-After` (seconds, or an HTTP date), at least
-    /// `retry_min` and at most ten minutes; else exponential backoff from
-    /// `retry_min` to `retry_max` with up to half of it as jitter.
+    /// The answer's `Retry-After`, at least `retry_min`; else exponential
+    /// backoff from `retry_min` to `retry_max` with up to half of it as jitter.
     func retryDelay(_ headers: HTTPHeaders?, attempt: Int) -> Int64 {
-        if let value = headers?["Retry-After"].first?.trimmingCharacters(in: .whitespaces), !value.isEmpty {
-            var seconds: Double?
-            if let n = Int64(value), n >= 0 { seconds = Double(n) }
-            else if let date = Self.httpDate(value) { seconds = max(0, date.timeIntervalSinceNow) }
-            if let seconds {
-                return max(config.retryMin, Int64(min(seconds, 600) * 1e9))
-            }
-        }
+        if let asked = HTTPPosting.retryAfter(headers) { return max(config.retryMin, asked) }
         return Backoff(min: config.retryMin, max: config.retryMax).wait(attempt: attempt)
-    }
-
-    /// An IMF-fixdate (`Wed, 21 Oct 2015 07:28:00 GMT`).
-    static func httpDate(_ text: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.date(from: text)
     }
 
     private func endpoint(_ path: String) -> String {
         "http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(config.port)\(path)"
-    }
-
-    /// A server's words for the log: at most 300 characters, on one line.
-    static func shown(_ bytes: [UInt8]) -> String {
-        var text = String(decoding: bytes.prefix(300), as: UTF8.self)
-        text = String(text.map { $0.isNewline ? " " : $0 })
-        return bytes.count > 300 ? text + "…" : text
     }
 }
 
@@ -311,56 +287,7 @@ package struct OTLPSinkConfig: Sendable {
         self.port = port
         self.basePath = basePath
     }
-
-    /// `http://HOST[:PORT][/PATH]`, port 4318 by default; nil with why not.
-    package static func parseEndpoint(_ text: String) -> Result<(host: String, port: UInt16, path: String), EndpointError> {
-        if text.hasPrefix("https://") { return .failure(.https) }
-        guard text.hasPrefix("http://") else { return .failure(.scheme) }
-        var rest = Substring(text.dropFirst(7))
-        var path = ""
-        if let slash = rest.firstIndex(of: "/") {
-            path = String(rest[slash...])
-            rest = rest[..<slash]
-        }
-        while path.hasSuffix("/") { path.removeLast() }
-        if path.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0.asciiValue.map { $0 < 0x21 } ?? false }) {
-            return .failure(.path)
-        }
-        var host = rest
-        var port: UInt16 = 4318
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return .failure(.host) }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":"), let p = UInt16(after.dropFirst()), p > 0 else { return .failure(.port) }
-                port = p
-            }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = rest[..<colon]
-            guard let p = UInt16(rest[rest.index(after: colon)...]), p > 0 else { return .failure(.port) }
-            port = p
-        }
-        guard !host.isEmpty, host.count <= 253 else { return .failure(.host) }
-        return .success((String(host), port, path))
-    }
-
-    package enum EndpointError: Error, CustomStringConvertible {
-        case https, scheme, host, port, path
-        package var description: String {
-            switch self {
-            case .https: "https is not supported by this build (no TLS library): send to a collector on loopback or through a TLS-terminating proxy"
-            case .scheme: "an endpoint is http://HOST[:PORT][/PATH]"
-            case .host: "the endpoint has no host"
-            case .port: "the endpoint's port is not 1-65535"
-            case .path: "the endpoint's path may not hold a query, a fragment or spaces"
-            }
-        }
-    }
 }
-
-/// `type: syslog`: RFC 5424 to `connect` (udp://, tcp:// with octet
-/// counting, or unix: datagrams, as /dev/log takes them).
 
 extension OTLPSinkConfig: SinkType, DiskBufferable {
     package static let type = "otlp"
@@ -373,8 +300,8 @@ extension OTLPSinkConfig: SinkType, DiskBufferable {
             return nil
         }
         guard let text = d.string(node, what: "'endpoint'") else { return nil }
-        let endpoint: (host: String, port: UInt16, path: String)
-        switch OTLPSinkConfig.parseEndpoint(text) {
+        let endpoint: HTTPPosting.Endpoint
+        switch HTTPPosting.parse(text, defaultPort: 4318) {
         case .success(let e): endpoint = e
         case .failure(let why):
             d.error(node.location, "bad 'endpoint' '\(text)': \(why)", hint: "endpoint: http://127.0.0.1:4318")
@@ -400,35 +327,8 @@ extension OTLPSinkConfig: SinkType, DiskBufferable {
             config.compression = d.choice(n, what: "'compression'", of: OTLPSinkConfig.Compression.self) ?? .gzip
         }
         if let n = keys["headers"] {
-            if case .mapping(let entries, _) = n {
-                for entry in entries {
-                    let key = entry.key.text
-                    // RFC 9110 token characters; a value without line breaks.
-                    let tokenOK = !key.isEmpty && key.utf8.allSatisfy { b in
-                        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
-                    }
-                    guard tokenOK else {
-                        d.error(entry.key.location, "\(ManifestLoader.shown(key)) is not an HTTP header name")
-                        continue
-                    }
-                    // The sink writes these itself; a second one makes a request receivers refuse.
-                    let own = ["content-length", "content-type", "content-encoding", "transfer-encoding", "host", "connection"]
-                    guard !own.contains(key.lowercased()) else {
-                        d.error(entry.key.location, "header '\(key)' is the sink's own to set",
-                                hint: "use 'encoding' and 'compression' for the body's type and encoding")
-                        continue
-                    }
-                    guard let value = d.string(entry.value, what: "header '\(key)'") else { continue }
-                    if value.utf8.contains(where: { $0 < 0x20 && $0 != 0x09 || $0 >= 0x7F }) {
-                        d.error(entry.value.location, "header '\(key)' must be printable ASCII (a line break, a control character or non-ASCII text cannot be sent as is)")
-                        continue
-                    }
-                    config.headers.append((key, value))
-                }
-            } else {
-                d.error(n.location, "'headers' must be a mapping of names to values, not \(n.kindName)",
-                        hint: "headers: { Authorization: \"Bearer ${OTLP_TOKEN}\" }")
-            }
+            config.headers = HTTPPosting.readHeaders(n, ownHint: "use 'encoding' and 'compression' for the body's type and encoding",
+                                                     example: "headers: { Authorization: \"Bearer ${OTLP_TOKEN}\" }", &d)
         }
         if let n = keys["batch"],
            let b = Keys(nested: n, what: "'batch'", of: "sink '\(name)'", known: ["events", "bytes", "timeout"],

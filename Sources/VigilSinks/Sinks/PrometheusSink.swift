@@ -93,7 +93,7 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     private var server: MetricsHTTPServer?
     private var lastBindAttempt: Int64 = 0
     private var loggedBindFailure = false
-    /// How events become series (the mapping a `remote_write` sink will share, issue 32).
+    /// How events become series (the mapping the `remote_write` sink shares).
     private let mapping: PrometheusMapping
     private var loggedRefusal = false
 

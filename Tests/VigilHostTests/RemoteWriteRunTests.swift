@@ -1,0 +1,456 @@
+import Foundation
+import Synchronization
+import Testing
+import VigilForeign
+@testable import VigilIsolation
+@testable import VigilSinks
+
+/// The `remote_write` sink through the real binary, against Debian's
+/// VictoriaMetrics and Prometheus' own receiver started here on loopback:
+/// 10,000 series at 1 s for 60 s arrive with every sample, named and
+/// valued as the `prometheus` sink serves them, and a query gives them
+/// back; a receiver away for 20 s costs nothing behind a disk buffer and
+/// is counted without one; a refusal is counted `rejected`; series that go
+/// away end with the stale marker; retries wait as a receiver asks, and
+/// the credentials go with every request.
+@Suite(.startsProcesses, .offThePool) struct RemoteWriteRunTests {
+    /// A receiver on loopback, stopped by `stop`.
+    final class Receiver: @unchecked Sendable {  // used by its test's thread only
+        let port: Int
+        let dir: String
+        let program: String
+        let arguments: [String]
+        var process: RunningProcess?
+
+        /// VictoriaMetrics, its data in `dir`; a restart keeps it and the port.
+        static func victoriaMetrics(_ dir: String) throws -> Receiver {
+            let vm = try #require(PrometheusRunTests.tool("victoria-metrics"), "no victoria-metrics: scripts/test-deps installs it")
+            let port = try ControlTCPRunTests.freePort()
+            let r = Receiver(port: port, dir: dir, program: vm,
+                             arguments: ["-storageDataPath=\(dir)/vm", "-httpListenAddr=127.0.0.1:\(port)", "-loggerLevel=ERROR",
+                                         "-search.latencyOffset=0s", "-search.disableCache"])
+            try r.start()
+            return r
+        }
+
+        /// Prometheus with its remote write receiver (or without, `receiver: false`).
+        static func prometheus(_ dir: String, receiver: Bool = true) throws -> Receiver {
+            let prometheus = try #require(PrometheusRunTests.tool("prometheus"), "no prometheus: scripts/test-deps installs it")
+            let port = try ControlTCPRunTests.freePort()
+            try TestEnv.write("global: { scrape_interval: 1h }\n", to: dir + "/prometheus.yml")
+            let r = Receiver(port: port, dir: dir, program: prometheus,
+                             arguments: ["--config.file=\(dir)/prometheus.yml", "--storage.tsdb.path=\(dir)/tsdb",
+                                         "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"]
+                                 + (receiver ? ["--web.enable-remote-write-receiver"] : []))
+            try r.start()
+            return r
+        }
+
+        init(port: Int, dir: String, program: String, arguments: [String]) {
+            self.port = port
+            self.dir = dir
+            self.program = program
+            self.arguments = arguments
+        }
+
+        var isVictoriaMetrics: Bool { program.hasSuffix("victoria-metrics") }
+
+        func start() throws {
+            process = try TestEnv.start(program, arguments)
+            let ready = isVictoriaMetrics ? "/health" : "/-/ready"
+            guard SinkRunTests.waitUntil(60, { (try? TestEnv.httpGet(port: port, ready))?.status == 200 }) else {
+                throw TestFailure("\(program) did not come up on port \(port): \(process?.wait(timeout: 5).stderr ?? "")")
+            }
+        }
+
+        func stop(_ signal: Int32 = SIGTERM) {
+            process?.signal(signal)
+            _ = process?.wait(timeout: 60)
+            process = nil
+        }
+
+        var url: String { "http://127.0.0.1:\(port)/api/v1/write" }
+
+        /// `GET path` as HTTP/1.0: the whole body, however long (no chunks).
+        func get(_ path: String) throws -> String {
+            let fd = try Sockets.connect(.tcp(host: "127.0.0.1", port: UInt16(port)))
+            defer { close(fd) }
+            let reply = try TestEnv.exchange(fd, Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8), stopReadingAfter: 120,
+                                             what: "127.0.0.1:\(port)", sendMayFail: false)
+            let parts = TestEnv.parts(ofReply: reply)
+            guard parts.status == 200 else { throw TestFailure("GET \(path): \(parts.status) \(parts.body.prefix(300))") }
+            return parts.body
+        }
+
+        /// Every stored sample of the series `selector` matches, by series
+        /// (its labels), in time order: VictoriaMetrics' /api/v1/export, or
+        /// a Prometheus range selector over the last `span`. Stale markers left out.
+        func samples(_ selector: String, span: String = "10m") throws -> [[String: String]: [(time: Int64, value: Double)]] {
+            var out: [[String: String]: [(time: Int64, value: Double)]] = [:]
+            if isVictoriaMetrics {
+                _ = try? TestEnv.httpGet(port: port, "/internal/force_flush")
+                let body = try get("/api/v1/export?match[]=" + Self.encoded(selector))
+                for line in body.split(separator: "\n") {
+                    // A stale marker is exported as a bare NaN, which JSON has not.
+                    let line = line.replacingOccurrences(of: "NaN", with: "null")
+                    guard let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                          let metric = json["metric"] as? [String: String],
+                          let times = json["timestamps"] as? [Any], let values = json["values"] as? [Any] else { continue }
+                    var points: [(Int64, Double)] = out[metric] ?? []
+                    for (t, v) in zip(times, values) {
+                        guard let time = (t as? NSNumber)?.int64Value, let value = (v as? NSNumber)?.doubleValue, !value.isNaN else { continue }
+                        points.append((time, value))
+                    }
+                    out[metric] = points.sorted { $0.0 < $1.0 }
+                }
+            } else {
+                let body = try get("/api/v1/query?query=" + Self.encoded("\(selector)[\(span)]"))
+                let json = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+                let result = (json?["data"] as? [String: Any])?["result"] as? [[String: Any]] ?? []
+                for series in result {
+                    guard let metric = series["metric"] as? [String: String] else { continue }
+                    out[metric] = (series["values"] as? [[Any]] ?? []).compactMap { pair in
+                        guard pair.count == 2, let t = (pair[0] as? NSNumber)?.doubleValue,
+                              let v = (pair[1] as? String).flatMap(Double.init) else { return nil }
+                        return (Int64((t * 1000).rounded()), v)
+                    }
+                }
+            }
+            return out
+        }
+
+        static func encoded(_ text: String) -> String {
+            text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
+        }
+    }
+
+    /// The events a file sink wrote.
+    static func events(_ path: String) -> [[String: Any]] {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    }
+
+    /// Milliseconds since the epoch of a file sink's time (RFC 3339, nine digits).
+    static func milliseconds(_ event: [String: Any]) -> Int64 {
+        Int64((OTLPRunTests.nanoseconds(event["time"] as? String ?? "") ?? 0) / 1_000_000)
+    }
+
+    static func summary(_ path: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path)))) as? [String: Any] ?? [:]
+    }
+
+    /// Per flood series (entity, field), the samples its events make: (ms, value).
+    static func expected(_ events: [[String: Any]], fields: Int) -> [String: [(time: Int64, value: Double)]] {
+        var out: [String: [(time: Int64, value: Double)]] = [:]
+        for event in events where event["monitor"] as? String == "flood" {
+            guard let f = event["fields"] as? [String: Any], let entity = f["entity"] as? Int else { continue }
+            let time = milliseconds(event)
+            for k in 0..<fields {
+                guard let v = (f["v\(k)"] as? NSNumber)?.doubleValue else { continue }
+                out["\(entity)/v\(k)", default: []].append((time, v))
+            }
+        }
+        return out
+    }
+
+    /// The key `expected` uses for a stored series of the flood (its
+    /// name ends in the field's, its `entity` label).
+    static func key(_ metric: [String: String]) -> String? {
+        guard let name = metric["__name__"], let entity = metric["entity"], let v = name.split(separator: "_").last, v.hasPrefix("v") else { return nil }
+        return "\(entity)/\(v)"
+    }
+
+    /// 10,000 series (1,000 entities of 10 fields) at 1 s for 60 s, to
+    /// VictoriaMetrics and to Prometheus at once: each has every sample of
+    /// every event the file sink wrote, at its event's time, with its
+    /// value, under the names and labels the prometheus sink serves (its
+    /// scrape at the end is the reference); a query_range gives them back.
+    @Test func tenThousandSeriesAtOneSecondArriveWithEverySample() throws {
+        let dir = try TestEnv.tempDir("rw-10k")
+        let vm = try Receiver.victoriaMetrics(dir)
+        defer { vm.stop() }
+        let prom = try Receiver.prometheus(dir)
+        defer { prom.stop() }
+        let scrapePort = try ControlTCPRunTests.freePort()
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        host: rw-box
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 60000, rate: 1000, fields: 10, entities: 1000 } }
+          beat: { plugin: heartbeat, interval: 1s, isolation: none }   # keeps the run going once the flood is done
+        sinks:
+          file: { type: file, path: \(dir)/events.jsonl, match: [flood] }
+          scrape: { type: prometheus, listen: "tcp://127.0.0.1:\(scrapePort)", match: [flood] }
+          vm: { type: remote_write, url: "\(vm.url)", match: [flood], external_labels: { fleet: test } }
+          prom: { type: remote_write, url: "\(prom.url)", match: [flood], external_labels: { fleet: test } }
+        """, to: dir + "/vigil.yaml")
+        let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "66s", "--control", "none",
+                                                    "--summary", dir + "/summary.json"])
+        // The prometheus sink's series once the flood is done: the reference.
+        Thread.sleep(forTimeInterval: 63)
+        let scrape = try TestEnv.httpGet(port: scrapePort, "/metrics").body
+        let output = run.wait(timeout: 120)
+        #expect(output.status == 0, "\(output.stderr.suffix(3000))")
+        #expect(output.stderr.contains("none lost"), "\(output.stderr.suffix(3000))")
+        let events = Self.events(dir + "/events.jsonl")
+        #expect(events.count == 60_000)
+        let expected = Self.expected(events, fields: 10)
+        #expect(expected.count == 10_000)
+        // name{labels} value, as the prometheus sink served them.
+        let served = try PrometheusExposition.parse(Array(scrape.utf8)).families.flatMap(\.samples)
+        #expect(served.count == 10_000, "\(served.count) series scraped")
+        let summary = Self.summary(dir + "/summary.json")
+        for receiver in [vm, prom] {
+            let what = receiver.isVictoriaMetrics ? "victoria-metrics" : "prometheus"
+            let stored = try receiver.samples("{fleet=\"test\"}")
+            #expect(stored.count == 10_000, "\(what): \(stored.count) series")
+            // Every series the prometheus sink served, under the same name
+            // and labels (and the external one), its last value the one served.
+            for sample in served.prefix(2_000) {
+                var labels = Dictionary(uniqueKeysWithValues: sample.labels.map { ($0.name, $0.value) })
+                labels["__name__"] = sample.name
+                labels["fleet"] = "test"
+                let points = stored[labels]
+                #expect(points?.last?.value == sample.value, "\(what): \(labels) last \(String(describing: points?.last)), served \(sample.value)")
+            }
+            var missing = 0, wrong = 0, extra = 0
+            for (labels, points) in stored {
+                guard let key = Self.key(labels), let want = expected[key] else {
+                    extra += points.count
+                    continue
+                }
+                let got = Dictionary(points.map { ($0.time, $0.value) }, uniquingKeysWith: { a, _ in a })
+                for sample in want {
+                    if let value = got[sample.time] {
+                        if value != sample.value { wrong += 1 }
+                    } else {
+                        missing += 1
+                    }
+                }
+                extra += max(0, points.count - want.count)
+            }
+            #expect(missing == 0 && wrong == 0 && extra == 0, "\(what): \(missing) samples missing, \(wrong) wrong, \(extra) extra")
+            let sink = OTLPRunTests.sink(summary, receiver.isVictoriaMetrics ? "vm" : "prom")
+            let queue = sink["send_queue"] as? [String: Any] ?? [:]
+            #expect(queue["samples_in"] as? Int == 600_000 && queue["samples_sent"] as? Int == 600_000, "\(what): \(queue)")
+            #expect(queue["stale_markers"] as? Int == 10_000, "\(what): every series ended at exit: \(queue)")
+        }
+        // A query_range over one series gives its values back at its steps.
+        let last = try #require(served.first)
+        let selector = last.name + "{" + last.labels.map { "\($0.name)=\"\($0.value)\"" }.joined(separator: ",") + "}"
+        for receiver in [vm, prom] {
+            let end = Double(Self.milliseconds(events.last ?? [:])) / 1000
+            let body = try receiver.get("/api/v1/query_range?query=\(Receiver.encoded(selector))&start=\(end - 30)&end=\(end)&step=1")
+            let json = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+            let result = (json?["data"] as? [String: Any])?["result"] as? [[String: Any]] ?? []
+            let values = (result.first?["values"] as? [[Any]] ?? []).compactMap { ($0.last as? String).flatMap(Double.init) }
+            #expect(values.count >= 29 && values.last == last.value, "\(receiver.program): \(body.prefix(500))")
+        }
+    }
+
+    /// VictoriaMetrics stopped 20 s in the middle of a minute, then started
+    /// again on its data: behind a disk buffer every sample arrives (and the
+    /// ones sent twice are counted); without one, what the sink's queue
+    /// could not hold is counted lost by reason and the run exits 3.
+    @Test func aReceiverAwayTwentySecondsCostsNothingBehindADiskBufferAndIsCountedWithout() throws {
+        let dir = try TestEnv.tempDir("rw-away")
+        let vm = try Receiver.victoriaMetrics(dir)
+        defer { vm.stop() }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        host: rw-box
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 0, rate: 1000, fields: 10, entities: 1000 } }
+        sinks:
+          file: { type: file, path: \(dir)/events.jsonl, match: [flood] }
+          buffered:
+            type: remote_write
+            url: "\(vm.url)"
+            match: [flood]
+            external_labels: { path: buffered }
+            buffer: { type: disk, path: \(dir)/buffer }
+          direct: { type: remote_write, url: "\(vm.url)", match: [flood], external_labels: { path: direct }, queue_size: 2000 }
+        """, to: dir + "/vigil.yaml")
+        let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "60s", "--control", "none",
+                                                    "--summary", dir + "/summary.json"])
+        Thread.sleep(forTimeInterval: 20)
+        vm.stop()
+        Thread.sleep(forTimeInterval: 20)
+        try vm.start()
+        let output = run.wait(timeout: 180)
+        // The direct sink lost what its queue could not hold: exit status 3.
+        #expect(output.status == 3, "\(output.stderr.suffix(3000))")
+        let summary = Self.summary(dir + "/summary.json")
+        let buffered = OTLPRunTests.sink(summary, "buffered"), direct = OTLPRunTests.sink(summary, "direct")
+        let bufferedLost = (buffered["lost"] as? [String: Int] ?? [:]).values.reduce(0, +)
+        let directLost = direct["lost"] as? [String: Int] ?? [:]
+        #expect(bufferedLost == 0, "\(buffered)")
+        #expect((directLost["queue_full"] ?? 0) > 0, "\(direct)")
+        let events = Self.events(dir + "/events.jsonl")
+        let expected = Self.expected(events, fields: 10)
+        // Behind the buffer: every sample of every event; the duplicates counted.
+        let stored = try vm.samples("{path=\"buffered\"}")
+        var missing = 0, duplicates = 0, wrong = 0
+        for (labels, points) in stored {
+            guard let key = Self.key(labels), let want = expected[key] else { continue }
+            let got = Dictionary(points.map { ($0.time, $0.value) }, uniquingKeysWith: { a, _ in a })
+            duplicates += points.count - got.count
+            for sample in want {
+                if let value = got[sample.time] { if value != sample.value { wrong += 1 } } else { missing += 1 }
+            }
+        }
+        let total = expected.values.reduce(0) { $0 + $1.count }
+        #expect(missing == 0 && wrong == 0, "buffered: \(missing) of \(total) samples missing, \(wrong) wrong")
+        print("remote write behind a disk buffer, VictoriaMetrics away 20 s: \(total) samples, \(missing) missing, \(duplicates) stored twice")
+        // Without: every sample is delivered or counted; VictoriaMetrics has those delivered.
+        let queue = direct["send_queue"] as? [String: Any] ?? [:]
+        let sent = queue["samples_sent"] as? Int ?? -1, made = queue["samples_in"] as? Int ?? -1
+        let lostSamples = (queue["samples_lost"] as? [String: Int] ?? [:]).values.reduce(0, +)
+        #expect(made == sent + lostSamples && queue["pending_samples"] as? Int == 0, "\(queue)")
+        let directStored = try vm.samples("{path=\"direct\"}")
+        let unique = directStored.values.reduce(0) { n, points in n + Set(points.map(\.time)).count }
+        #expect(unique == sent, "direct: VictoriaMetrics holds \(unique) samples, the sink sent \(sent)")
+        let written = direct["written"] as? Int ?? 0
+        #expect(written * 10 == made, "direct: \(written) events written, \(made) samples made")
+        #expect(output.stderr.contains("queue_full"), "\(output.stderr.suffix(2000))")
+    }
+
+    /// A receiver that refuses (a Prometheus without its remote write
+    /// receiver answers 404): the requests are not retried, their samples
+    /// and events counted lost (`rejected`), the answer's first line logged.
+    @Test func aRefusalIsCountedRejectedAndNotRetried() throws {
+        let dir = try TestEnv.tempDir("rw-refused")
+        let prom = try Receiver.prometheus(dir, receiver: false)
+        defer { prom.stop() }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 300, rate: 1000, fields: 2, entities: 10 } }
+        sinks:
+          prom: { type: remote_write, url: "\(prom.url)", queue: { batch_send_deadline: 100ms } }
+        """, to: dir + "/vigil.yaml")
+        let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "2s", "--control", "none",
+                                                     "--summary", dir + "/summary.json"], timeout: 60)
+        #expect(output.status == 3, "\(output.stderr)")
+        let sink = OTLPRunTests.sink(Self.summary(dir + "/summary.json"), "prom")
+        #expect((sink["lost"] as? [String: Int])?["rejected"] == 300, "\(sink)")
+        let queue = sink["send_queue"] as? [String: Any] ?? [:]
+        #expect((queue["samples_lost"] as? [String: Int])?["rejected"] == 600 && queue["retries"] as? Int == 0, "\(queue)")
+        #expect(output.stderr.contains("refused") && output.stderr.contains("remote write receiver needs to be enabled"), "\(output.stderr)")
+    }
+
+    /// Answers 503 with Retry-After: 1, then 503, 429 and 500 without:
+    /// retried after the second asked for, then by the backoff (30 ms…);
+    /// each request carries the protocol's headers, the manifest's, and
+    /// the bearer token of its file as the file says it now.
+    @Test func retriesWaitAsAskedAndTheCredentialsGoWithEveryRequest() throws {
+        let dir = try TestEnv.tempDir("rw-retry")
+        let out = dir + "/requests.jsonl"
+        try TestEnv.write("first-token\n", to: dir + "/token")
+        let receiver = try TestEnv.start("/usr/bin/python3", [TestEnv.fixture("remote_write/receiver.py"), out,
+                                                               "--answers", "503:1,503,429,500"])
+        defer {
+            receiver.signal(SIGTERM)
+            _ = receiver.wait(timeout: 10)
+        }
+        guard SinkRunTests.waitUntil(30, { FileManager.default.fileExists(atPath: out + ".port") }),
+              let port = Int((try? String(contentsOfFile: out + ".port", encoding: .utf8)) ?? "") else {
+            throw TestFailure("the receiver did not start")
+        }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 0, rate: 20, fields: 1, entities: 2 } }
+        sinks:
+          rw:
+            type: remote_write
+            url: "http://127.0.0.1:\(port)/receive"
+            headers: { X-Scope-OrgID: fleet-a }
+            bearer_token_file: \(dir)/token
+            queue: { batch_send_deadline: 200ms }
+        """, to: dir + "/vigil.yaml")
+        let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "8s", "--control", "none",
+                                                    "--summary", dir + "/summary.json"])
+        // Once the scripted answers are through, the token changes: the requests after carry the new one.
+        #expect(SinkRunTests.waitUntil(8) { Self.events(out).count >= 5 })
+        try TestEnv.write("second-token\n", to: dir + "/token")
+        let output = run.wait(timeout: 60)
+        #expect(output.status == 0, "\(output.stderr)")
+        let requests = Self.events(out)
+        #expect(requests.count >= 6, "\(requests.count) requests")
+        let statuses = requests.map { $0["status"] as? Int ?? 0 }
+        #expect(Array(statuses.prefix(5)) == [503, 503, 429, 500, 204], "\(statuses)")
+        let times = requests.map { $0["time"] as? Double ?? 0 }
+        if times.count >= 5 {
+            #expect(times[1] - times[0] >= 0.95, "Retry-After: 1 was not waited: \(times[1] - times[0]) s")
+            #expect(times[2] - times[1] < 0.5 && times[4] - times[3] < 1.0, "the backoff starts at 30 ms: \(zip(times.dropFirst(), times).map { $0 - $1 })")
+        }
+        // The same samples, retried as they were.
+        #expect(Set(requests.prefix(5).map { $0["body"] as? String ?? "" }).count == 1)
+        for request in requests {
+            let headers = request["headers"] as? [String: String] ?? [:]
+            #expect(headers["content-encoding"] == "snappy" && headers["content-type"] == "application/x-protobuf"
+                    && headers["x-prometheus-remote-write-version"] == "0.1.0" && headers["x-scope-orgid"] == "fleet-a", "\(headers)")
+            #expect(headers["user-agent"]?.hasPrefix("vigil/") == true)
+        }
+        let tokens = requests.map { ($0["headers"] as? [String: String])?["authorization"] ?? "" }
+        #expect(tokens.first == "Bearer first-token" && tokens.last == "Bearer second-token", "\(tokens)")
+        // Every sample of the run, in order per series, in the bodies answered 204.
+        var seen: [String: [Int64]] = [:]
+        for request in requests where request["status"] as? Int == 204 {
+            let body = Array(Data(base64Encoded: request["body"] as? String ?? "") ?? Data())
+            for series in try RemoteWriteRequest.decode(body) {
+                let key = series.labels.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
+                seen[key, default: []] += series.samples.filter { !$0.value.isNaN }.map(\.time)
+            }
+        }
+        #expect(seen.count == 2 && seen.values.allSatisfy { $0 == $0.sorted() && Set($0).count == $0.count }, "\(seen.keys)")
+        let queue = OTLPRunTests.sink(Self.summary(dir + "/summary.json"), "rw")["send_queue"] as? [String: Any] ?? [:]
+        #expect(queue["retries"] as? Int == 4 && queue["samples_sent"] as? Int == seen.values.reduce(0) { $0 + $1.count }, "\(queue)")
+    }
+
+    /// A monitor stopped by `vigil ctl stop`: its series end with the stale
+    /// marker within the sweep's second (a Prometheus query at that time
+    /// finds nothing), while the others go on; the control API's status
+    /// and /metrics show the queue.
+    @Test func seriesThatGoAwayEndWithTheStaleMarker() throws {
+        let dir = try TestEnv.tempDir("rw-stale")
+        let prom = try Receiver.prometheus(dir)
+        defer { prom.stop() }
+        let socket = dir + "/control.sock"
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        host: rw-box
+        monitors:
+          a: { plugin: flood, isolation: none, options: { count: 0, rate: 10, fields: 1, entities: 1 } }
+          b: { plugin: flood, isolation: none, options: { count: 0, rate: 10, fields: 1, entities: 1 } }
+        sinks:
+          prom: { type: remote_write, url: "\(prom.url)", queue: { batch_send_deadline: 100ms }, stale_on_exit: false }
+        """, to: dir + "/vigil.yaml")
+        let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "30s", "--control", "unix:\(socket)"])
+        defer {
+            run.signal(SIGTERM)
+            _ = run.wait(timeout: 30)
+        }
+        func live(_ monitor: String) -> Bool {
+            !PrometheusRunTests.query(port: prom.port, "{monitor=\"\(monitor)\"}").isEmpty
+        }
+        #expect(SinkRunTests.waitUntil(20) { live("a") && live("b") }, "both series arrive")
+        let stop = try TestEnv.run(TestEnv.vigil, ["ctl", "stop", "a", "--control", "unix:\(socket)"])
+        #expect(stop.status == 0, "\(stop.stderr)")
+        // Without the marker Prometheus would go on answering with a's last value for 5 minutes.
+        #expect(SinkRunTests.waitUntil(10) { !live("a") }, "a's series did not end")
+        Thread.sleep(forTimeInterval: 1)
+        #expect(live("b"), "b's series ended with a's")
+        let status = try TestEnv.unixHTTP(socket: socket, "GET", "/v1/status")
+        let json = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any]
+        let queue = ((json?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "prom" })?["send_queue"] as? [String: Any]
+        #expect(queue?["stale_markers"] as? Int == 1 && queue?["series"] as? Int == 1 && queue?["shards"] as? Int == 1, "\(String(describing: queue))")
+        #expect(queue?["url"] as? String == prom.url)
+        let metrics = try TestEnv.unixHTTP(socket: socket, "GET", "/metrics").body
+        #expect(metrics.contains("vigil_remote_write_samples_total{sink=\"prom\",outcome=\"sent\"}")
+                && metrics.contains("vigil_remote_write_stale_markers_total{sink=\"prom\"} 1"), "\(metrics.suffix(3000))")
+        let ctl = try TestEnv.run(TestEnv.vigil, ["ctl", "status", "--control", "unix:\(socket)"])
+        #expect(ctl.stdout.contains("sink prom → \(prom.url): 1 shards"), "\(ctl.stdout)")
+    }
+}
