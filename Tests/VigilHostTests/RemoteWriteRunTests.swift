@@ -409,6 +409,31 @@ import VigilForeign
         #expect(queue["retries"] as? Int == 4 && queue["samples_sent"] as? Int == seen.values.reduce(0) { $0 + $1.count }, "\(queue)")
     }
 
+    /// `vigil validate` says where the sink sends and from how many
+    /// shards, and refuses credentials it cannot read, at their place.
+    @Test func validateSaysWhereItSendsAndRefusesCredentialsItCannotRead() throws {
+        let dir = try TestEnv.tempDir("rw-validate")
+        try TestEnv.write("secret\n", to: dir + "/password")
+        try TestEnv.write("""
+        monitors: { cpu: { plugin: cpu } }
+        sinks:
+          a: { type: remote_write, url: "http://127.0.0.1:8428/api/v1/write", basic_auth: { username: u, password_file: \(dir)/password } }
+          b: { type: remote_write, url: "http://127.0.0.1:8428/api/v1/write", queue: { min_shards: 4, max_shards: 4 }, buffer: { type: disk, path: \(dir)/buf } }
+        """, to: dir + "/ok.yaml")
+        let ok = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/ok.yaml"])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(ok.stdout.contains("sink a: remote write to http://127.0.0.1:8428/api/v1/write from 1 to 50 shards (threads of its own), its samples in memory only"), "\(ok.stdout)")
+        #expect(ok.stdout.contains("sink b: remote write to http://127.0.0.1:8428/api/v1/write from 4 shards (threads of its own), behind its disk buffer \(dir)/buf"), "\(ok.stdout)")
+        try TestEnv.write("""
+        monitors: { cpu: { plugin: cpu } }
+        sinks:
+          a: { type: remote_write, url: "http://127.0.0.1:8428/api/v1/write", bearer_token_file: \(dir)/missing }
+        """, to: dir + "/bad.yaml")
+        let bad = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/bad.yaml"])
+        #expect(bad.status != 0)
+        #expect(bad.stderr.contains("bad.yaml:3:90: error: sink 'a': 'bearer_token_file': cannot read \(dir)/missing"), "\(bad.stderr)")
+    }
+
     /// A monitor stopped by `vigil ctl stop`: its series end with the stale
     /// marker within the sweep's second (a Prometheus query at that time
     /// finds nothing), while the others go on; the control API's status

@@ -707,6 +707,13 @@ extension RemoteWriteSinkConfig: SinkType, DiskBufferable {
         return out
     }
 
+    /// Where it sends, from which threads, and what keeps its events.
+    package func placement(in manifest: Manifest, catalog: PluginCatalog) -> String? {
+        let shards = minShards == maxShards ? "\(minShards) shards" : "\(minShards) to \(maxShards) shards"
+        return "remote write to \(endpoint.shown) from \(shards) (threads of its own)"
+            + (buffer.map { ", behind its disk buffer \($0.path)" } ?? ", its samples in memory only")
+    }
+
     /// With `names:`, what the prometheus sink would say of the families it will not make.
     package func validate(_ sink: SinkConfig, in manifest: Manifest, probes: PluginProbes) -> [Diagnostic] {
         var served = PrometheusSinkConfig()

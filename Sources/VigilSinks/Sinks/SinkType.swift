@@ -25,7 +25,8 @@ package protocol SinkType: SinkSettings {
     /// plugin found, described, and taking its options).
     func validate(_ sink: SinkConfig, in manifest: Manifest, probes: PluginProbes) -> [Diagnostic]
     /// Where it will run, for `validate`'s summary ("isolation: process
-    /// (why)"); nil for sinks that always run in the host's threads.
+    /// (why)"; a remote_write sink's shards and receiver); nil for sinks
+    /// that run in their one thread of the host's.
     func placement(in manifest: Manifest, catalog: PluginCatalog) -> String?
 }
 

@@ -7,18 +7,21 @@ its arrival time, path, headers, the status answered and its body (base64,
 as sent: snappy-compressed protobuf, decoded by the test).
 
     receiver.py OUT [--port P] [--answers 503,503:1,429,400] [--then 204]
-                    [--authorization VALUE]
+                    [--authorization VALUE] [--discard]
 
 --answers: the statuses of the first requests, in order; `503:1` adds
 `Retry-After: 1`. --then: the status of every request after them.
 --authorization: a request without this exact Authorization header is
-answered 401 (and counted among the scripted answers). Writes its port to
-OUT.port once listening on loopback.
+answered 401 (and counted among the scripted answers). --discard: answer
+204 at once and record nothing but the requests' and bytes' counts in
+OUT.counts at exit (scripts/bench). Writes its port to OUT.port once
+listening on loopback.
 """
 import argparse
 import base64
 import json
 import os
+import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,7 +34,9 @@ def main():
     ap.add_argument("--answers", default="")
     ap.add_argument("--then", type=int, default=204)
     ap.add_argument("--authorization")
+    ap.add_argument("--discard", action="store_true")
     args = ap.parse_args()
+    counts = {"requests": 0, "bytes": 0}
     script = [a for a in args.answers.split(",") if a]
     lock = threading.Lock()
     out = open(args.out, "a", buffering=1)
@@ -45,6 +50,14 @@ def main():
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
+            if args.discard:
+                with lock:
+                    counts["requests"] += 1
+                    counts["bytes"] += len(body)
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             retry_after = None
             with lock:
                 if args.authorization is not None and self.headers.get("Authorization") != args.authorization:
@@ -72,7 +85,10 @@ def main():
     with open(args.out + ".port.tmp", "w") as f:
         f.write(str(server.server_address[1]))
     os.rename(args.out + ".port.tmp", args.out + ".port")
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever()
+    with open(args.out + ".counts", "w") as f:
+        json.dump(counts, f)
 
 
 if __name__ == "__main__":
