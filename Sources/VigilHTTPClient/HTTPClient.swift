@@ -115,8 +115,23 @@ package final class HTTPClient: @unchecked Sendable {  // called from one thread
             self.collector = collector
             return (channel, collector)
         } catch {
-            throw Failure(description: "cannot connect to \(host):\(port): \(error)")
+            throw Failure(description: "cannot connect to \(host):\(port): \(Self.reason(error))")
         }
+    }
+
+    /// Why a connection failed, in a few words (`connection refused`),
+    /// rather than NIO's description of every address it tried.
+    static func reason(_ error: any Error) -> String {
+        if let failed = error as? NIOConnectionError {
+            if let first = failed.connectionErrors.first { return reason(first.error) }
+            if let dns = failed.dnsAAAAError ?? failed.dnsAError { return "the name did not resolve: \(dns)" }
+            return "no address to connect to"
+        }
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+        if case ChannelError.connectTimeout(let after)? = error as? ChannelError {
+            return "no connection within \(after.nanoseconds / 1_000_000) ms"
+        }
+        return "\(error)"
     }
 
     package func drop() {

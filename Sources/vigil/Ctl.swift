@@ -5,6 +5,7 @@ import NIOHTTP1
 import VigilIsolation
 import VigilRuntime
 import VigilControl
+import VigilCore
 
 /// `vigil ctl`: asks a running host over its control socket.
 struct Ctl: AsyncParsableCommand {
@@ -157,7 +158,7 @@ struct Ctl: AsyncParsableCommand {
                 let lost = (q["samples_lost"] as? [String: Int] ?? [:]).filter { $0.value > 0 }.sorted { $0.key < $1.key }
                 print()
                 print("sink \(s["name"] as? String ?? "") → \(q["url"] as? String ?? "?"): "
-                      + "\(q["shards"] as? Int ?? 0) shards (\(q["min_shards"] as? Int ?? 0)-\(q["max_shards"] as? Int ?? 0), wanted \(String(format: "%.2f", q["desired_shards"] as? Double ?? 0))), "
+                      + "\(counted(q["shards"] as? Int ?? 0, "shard")) (\(q["min_shards"] as? Int ?? 0)-\(q["max_shards"] as? Int ?? 0), wanted \(String(format: "%.2f", q["desired_shards"] as? Double ?? 0))), "
                       + "\(q["pending_samples"] as? Int ?? 0) samples queued, \(q["series"] as? Int ?? 0) series, \(String(format: "%.1f", q["behind_s"] as? Double ?? 0)) s behind")
                 print("  samples: \(q["samples_in"] as? Int ?? 0) made, \(q["samples_sent"] as? Int ?? 0) sent in \(q["requests"] as? Int ?? 0) requests, "
                       + "\(q["retries"] as? Int ?? 0) attempts retried (\(q["samples_retried"] as? Int ?? 0) samples), lost: "

@@ -136,6 +136,18 @@ def main():
             check(page.locator(f"#monitors tr[data-monitor='{name}']").count() == 1, f"overview shows monitor {name}")
         for name in sinks:
             check(page.locator(f"#sinks tr[data-sink='{name}']").count() == 1, f"overview shows sink {name}")
+        # A remote_write sink's row: where it sends, its shards, its retries and why.
+        for s in body["sinks"]:
+            q = s.get("send_queue")
+            if not q:
+                continue
+            row = page.locator(f"#sinks tr[data-sink='{s['name']}']")
+            page.wait_for_function("(name) => /shards? \\(/.test(document.querySelector(`#sinks tr[data-sink='${name}']`).textContent)",
+                                   arg=s["name"], timeout=10000)
+            text = row.text_content()
+            check(q["url"] in text and "shard (1–50)" in text, f"the remote_write row shows its receiver and shards: {text!r}")
+            if q.get("retries"):
+                check("samples)" in text, f"the remote_write row shows its retries: {text!r}")
         page.wait_for_function("() => document.querySelectorAll('#monitors .spark canvas').length > 0", timeout=15000)
         page.wait_for_timeout(2500)  # a second status: events/s and CPU %
         check("%" in page.text_content("#host"), f"the host's CPU: {page.text_content('#host')[:200]!r}")
@@ -232,7 +244,9 @@ def main():
         shoot(page, "rules-1280-light")
         page.goto(BASE + "/#/manifest")
         page.wait_for_selector("section#manifest pre.manifest-file")
-        check("monitors:" in page.text_content("pre.manifest-file"), "the manifest view shows the manifest")
+        files = page.locator("pre.manifest-file").all_text_contents()
+        check(any("monitors:" in f for f in files) and any("include:" in f for f in files),
+              f"the manifest view shows the manifest and its included file: {[f[:80] for f in files]!r}")
         shoot(page, "manifest-1280-light")
 
         # Log out: the log-in again, and the API refuses the old page.

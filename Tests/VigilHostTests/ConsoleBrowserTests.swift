@@ -3,7 +3,7 @@ import Testing
 import VigilIsolation
 
 /// The console in a real browser (issue 31): the real `vigil` with
-/// manifests/default.yaml and its TCP listener, Debian's Chromium driven
+/// manifests/default.yaml (and a remote_write sink) and its TCP listener, Debian's Chromium driven
 /// headless by PyPI's playwright (Tests/Browser/console_test.py): the
 /// log-in with a wrong token and the right one, the overview with every
 /// monitor and sink, a monitor's charts against `/v1/query`, "poll" and its
@@ -33,7 +33,14 @@ import VigilIsolation
         _ = write(fd, token + "\n", token.utf8.count + 1)
         close(fd)
         let port = try ControlTCPRunTests.freePort()
-        let host = try TestEnv.start(TestEnv.vigil, ["run", TestEnv.repoRoot + "/manifests/default.yaml",
+        // The default manifest, and a remote_write sink whose receiver is
+        // away (its row shows its shards, its retries and why).
+        try TestEnv.write("""
+        include: [\(TestEnv.repoRoot)/manifests/default.yaml]
+        sinks:
+          central: { type: remote_write, url: "http://127.0.0.1:9/api/v1/write", queue: { batch_send_deadline: 500ms } }
+        """, to: dir + "/vigil.yaml")
+        let host = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml",
                                                      "--control", "unix:\(dir)/vigil.sock",
                                                      "--control-tcp", "tcp://127.0.0.1:\(port)", "--control-token-file", tokenFile,
                                                      "--for", "600s"],

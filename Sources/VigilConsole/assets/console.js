@@ -676,7 +676,7 @@ function sinkRow(s) {
   const name = String(s.name), lost = nonZero(s.lost), b = s.buffer, h = s.history, q = s.send_queue;
   const lostTotal = lost.reduce((sum, [, v]) => sum + v, 0);
   // A remote_write sink's shards: their samples queued, how many, how far behind.
-  const shards = q ? small(`${fmtInt(q.pending_samples)} samples in ${fmtInt(q.shards)} shards (${fmtInt(q.min_shards)}–${fmtInt(q.max_shards)})` +
+  const shards = q ? small(`${fmtInt(q.pending_samples)} samples in ${fmtInt(q.shards)} ${q.shards === 1 ? "shard" : "shards"} (${fmtInt(q.min_shards)}–${fmtInt(q.max_shards)})` +
     (isNum(q.behind_s) && q.behind_s >= 1 ? ` · ${q.behind_s.toFixed(1)} s behind` : "")) : null;
   const queue = isNum(s.queue_capacity)
     ? el("td", { class: "queue", title: isNum(s.high_water) ? `high water ${fmtInt(s.high_water)}` : null },
