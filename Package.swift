@@ -244,6 +244,6 @@ let package = Package(
         .testTarget(name: "VigilJSONTests", dependencies: ["VigilJSON"]),
         .testTarget(name: "VigilHistoryTests", dependencies: ["VigilHistory"]),
         .testTarget(name: "VigilKitTests", dependencies: ["VigilKit", "VigilKitTesting", "VigilCore", "VigilABI"]),
-        .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilChildProcess", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting", "VigilForeign"]),
+        .testTarget(name: "VigilHostTests", dependencies: ["vigil", "VigilChildProcess", "VigilIsolation", "VigilSinks", "VigilRuntime", "VigilControl", "VigilConformance", "VigilABI", "VigilCore", "LinuxProbes", "CVigilPlugin", "VigilKit", "VigilKitTesting", "VigilForeign", "VigilPrompb"]),
     ] + plugins.map(\.1)
 )

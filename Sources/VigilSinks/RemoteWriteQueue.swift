@@ -14,10 +14,11 @@ import VigilPrompb
 /// when the series appears; and the number that picks its shard, so that
 /// its samples leave in the order they were made.
 package final class RemoteWriteSeries: Sendable {
-    let labels: [Prometheus_Label]
+    /// Its labels as a serialized `TimeSeries` of them alone (`RemoteWriteRequest.Builder`).
+    let labels: [UInt8]
     let shardKey: Int
 
-    init(labels: [Prometheus_Label], shardKey: Int) {
+    init(labels: [UInt8], shardKey: Int) {
         self.labels = labels
         self.shardKey = shardKey
     }
@@ -451,9 +452,11 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
     /// One request of `items`, a series' samples together in their order;
     /// delivered, or given up and counted.
     private func send(_ items: [RemoteWriteItem]) {
-        var request = Prometheus_WriteRequest()
+        // A series' samples together, in their order.
         var place: [ObjectIdentifier: Int] = [:]
         place.reserveCapacity(items.count)
+        var series: [(RemoteWriteSeries, [Prometheus_Sample])] = []
+        series.reserveCapacity(items.count)
         var newest: Int64 = 0
         for item in items {
             var sample = Prometheus_Sample()
@@ -462,18 +465,17 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
             newest = max(newest, item.time)
             let key = ObjectIdentifier(item.series)
             if let i = place[key] {
-                request.timeseries[i].samples.append(sample)
+                series[i].1.append(sample)
             } else {
-                place[key] = request.timeseries.count
-                var series = Prometheus_TimeSeries()
-                series.labels = item.series.labels
-                series.samples = [sample]
-                request.timeseries.append(series)
+                place[key] = series.count
+                series.append((item.series, [sample]))
             }
         }
         let body: [UInt8]
         do {
-            body = try Snappy.compress(try request.serializedBytes())
+            var request = RemoteWriteRequest.Builder(capacity: items.count * 24 + series.reduce(0) { $0 + $1.0.labels.count })
+            for (s, samples) in series { try request.append(labels: s.labels, samples: samples) }
+            body = try Snappy.compress(request.bytes)
         } catch {
             logger.error("cannot encode a remote write request of \(items.count) samples: \(error); they are lost")
             settle(items, lost: .writeFailed, reportAs: "write_failed")

@@ -58,6 +58,44 @@ package struct RemoteWriteRequest {
         return try Snappy.compress(bytes)
     }
 
+    /// A request built of series whose labels were serialized once (the
+    /// sink's way: a series' labels are the bulk of each request, and
+    /// swift-protobuf sizes every nested message again at each level).
+    /// Each entry of `timeseries` (field 1) is the series' labels, as
+    /// swift-protobuf serialized a `TimeSeries` holding only them, followed
+    /// by a `TimeSeries` holding only the samples, as it serializes them:
+    /// two serialized messages one after the other are the two merged
+    /// (protobuf's rule), so the entry is the whole series. Only the field's
+    /// tag and length are written here.
+    package struct Builder {
+        package private(set) var bytes: [UInt8] = []
+        private var samples = Prometheus_TimeSeries()
+
+        package init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+
+        /// `labels` serialized as a `TimeSeries` of them alone.
+        package static func labelBytes(_ labels: [Prometheus_Label]) throws -> [UInt8] {
+            var series = Prometheus_TimeSeries()
+            series.labels = labels
+            return try series.serializedBytes()
+        }
+
+        /// One series: its labels (`labelBytes`) and these samples, oldest first.
+        package mutating func append(labels: [UInt8], samples: [Prometheus_Sample]) throws {
+            self.samples.samples = samples
+            let tail: [UInt8] = try self.samples.serializedBytes()
+            bytes.append(0x0A)  // field 1 (timeseries), length-delimited
+            var n = UInt64(labels.count + tail.count)
+            while n >= 0x80 {
+                bytes.append(UInt8(truncatingIfNeeded: n) | 0x80)
+                n >>= 7
+            }
+            bytes.append(UInt8(n))
+            bytes += labels
+            bytes += tail
+        }
+    }
+
     /// The series of a request's body (snappy, then protobuf), for tests and
     /// a receiver of our own; refused when it is not one.
     package static func decode(_ body: [UInt8]) throws -> [Series] {

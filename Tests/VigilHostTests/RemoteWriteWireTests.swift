@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VigilPrompb
 @testable import VigilIsolation
 @testable import VigilSinks
 
@@ -59,6 +60,46 @@ import Testing
         let stale = try RemoteWriteRequest.decode(try RemoteWriteRequest.body([.init(labels: [("__name__", "x")],
                                                                                     samples: [(RemoteWriteRequest.staleMarker, Int64(1))])]))
         #expect(stale.first?.samples.first?.value.bitPattern == RemoteWriteRequest.staleMarker.bitPattern)
+    }
+
+    /// The sink's requests (labels serialized once per series, each entry
+    /// its labels then its samples) decode, by swift-protobuf, as the
+    /// request swift-protobuf makes whole.
+    @Test func aRequestOfLabelsSerializedOnceIsTheWholeRequest() throws {
+        let series = Self.series(now: 1_764_460_800_000)
+        var builder = RemoteWriteRequest.Builder()
+        var whole = Prometheus_WriteRequest()
+        for s in series {
+            let labels = s.labels.map { pair -> Prometheus_Label in
+                var label = Prometheus_Label()
+                label.name = pair.name
+                label.value = pair.value
+                return label
+            }
+            let samples = s.samples.map { pair -> Prometheus_Sample in
+                var sample = Prometheus_Sample()
+                sample.value = pair.value
+                sample.timestamp = pair.time
+                return sample
+            }
+            try builder.append(labels: try RemoteWriteRequest.Builder.labelBytes(labels), samples: samples)
+            var ts = Prometheus_TimeSeries()
+            ts.labels = labels
+            ts.samples = samples
+            whole.timeseries.append(ts)
+        }
+        #expect(try Prometheus_WriteRequest(serializedBytes: builder.bytes) == whole)
+        // A series long enough that its entry's length takes three bytes.
+        let many = (0..<3000).map { i -> Prometheus_Sample in
+            var sample = Prometheus_Sample()
+            sample.value = Double(i) / 3
+            sample.timestamp = Int64(i)
+            return sample
+        }
+        var long = RemoteWriteRequest.Builder()
+        try long.append(labels: try RemoteWriteRequest.Builder.labelBytes(whole.timeseries[0].labels), samples: many)
+        let decoded = try Prometheus_WriteRequest(serializedBytes: long.bytes)
+        #expect(decoded.timeseries.count == 1 && decoded.timeseries[0].samples == many && decoded.timeseries[0].labels == whole.timeseries[0].labels)
     }
 
     @Test func victoriaMetricsTakesItAndGivesEveryValueBack() throws {

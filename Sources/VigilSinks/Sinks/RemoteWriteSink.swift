@@ -48,6 +48,12 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     /// The series alive, by sample name, then labels (as the mapping writes them).
     private var families: [String: Family] = [:]
     private var seriesCount = 0
+    /// Series alive per monitor, and the earliest a series could expire
+    /// (seen + ttl, as of the last sweep or the newest series since): the
+    /// sweep goes through the series only when a monitor stopped or that
+    /// time came, not every second.
+    private var seriesOf: [String: Int] = [:]
+    private var nextExpiry = Int64.max
     private var loggedLimit = false
     private var loggedOrder = false
     /// Every event numbered below it was returned by an earlier `write`.
@@ -222,6 +228,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
             outbox.figures.withLock { $0.staleMarkers &+= UInt64(markers) }
             families.removeAll()
             seriesCount = 0
+            seriesOf.removeAll()
         }
         for shard in shards { shard.stop() }
         for shard in shards { shard.join() }
@@ -291,12 +298,13 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
             pairs.append((label, value))
         }
         pairs.sort { Array($0.0.utf8).lexicographicallyPrecedes(Array($1.0.utf8)) }
-        let protoLabels = pairs.map { pair -> Prometheus_Label in
+        // Serialized once: every request carries them as they are.
+        guard let protoLabels = try? RemoteWriteRequest.Builder.labelBytes(pairs.map({ pair -> Prometheus_Label in
             var label = Prometheus_Label()
             label.name = pair.0
             label.value = pair.1
             return label
-        }
+        })) else { return nil }
         var hasher = Hasher()
         hasher.combine(shape.name)
         hasher.combine(labels)
@@ -305,6 +313,8 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
                           monitor: monitor, seen: now, lastTime: time - 1, ttl: plan.ttl, onChange: plan.onChange)
         family.entries[labels] = entry
         seriesCount += 1
+        seriesOf[monitor, default: 0] += 1
+        if !plan.onChange { nextExpiry = min(nextExpiry, now.addingSaturating(plan.ttl)) }
         return (entry, true)
     }
 
@@ -315,6 +325,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         family.infoOf[entity] = labels
         guard let old, old != labels, let entry = family.entries.removeValue(forKey: old) else { return }
         seriesCount -= 1
+        seriesOf[entry.monitor, default: 1] -= 1
         collector.end(entry)
     }
 
@@ -329,21 +340,23 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     private func sweep(now: Int64) {
         guard seriesCount > 0, !shards.isEmpty else { return }
         var running: [String: Bool] = [:]
-        func runs(_ monitor: String) -> Bool {
-            if let known = running[monitor] { return known }
-            let runs = facts(monitor)?.running == true
-            running[monitor] = runs
-            return runs
-        }
+        for monitor in seriesOf.keys { running[monitor] = facts(monitor)?.running == true }
+        guard now >= nextExpiry || running.values.contains(false) else { return }
         var ended: [[RemoteWriteItem]] = Array(repeating: [], count: shards.count)
         let nowMs = realtimeNanoseconds() / 1_000_000
         var count = 0
+        nextExpiry = .max
         for family in families.values {
             var gone: [String] = []
             for (labels, entry) in family.entries {
-                let alive = runs(entry.monitor) && (entry.onChange || now.subtractingSaturating(entry.seen) <= entry.ttl)
-                guard !alive else { continue }
+                let expires = entry.seen.addingSaturating(entry.ttl)
+                let alive = running[entry.monitor] == true && (entry.onChange || now <= expires)
+                guard !alive else {
+                    if !entry.onChange { nextExpiry = min(nextExpiry, expires) }
+                    continue
+                }
                 gone.append(labels)
+                seriesOf[entry.monitor, default: 1] -= 1
                 ended[entry.series.shardKey % shards.count].append(staleMarker(entry, nowMs: nowMs))
                 count += 1
             }
@@ -352,6 +365,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
                 family.infoOf = family.infoOf.filter { family.entries[$0.value] != nil }
             }
         }
+        seriesOf = seriesOf.filter { $0.value > 0 }
         guard count > 0, let context = outbox.context else { return }
         seriesCount -= count
         for family in families.values where family.entries.isEmpty { families[family.shape.name] = nil }
