@@ -18,6 +18,10 @@ package final class HTTPClient: @unchecked Sendable {  // called from one thread
 
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
+        /// The connection ended before any byte of an answer came: on a
+        /// kept-alive connection the server may have closed it as the
+        /// request left, and the request is sent again on a new one, once.
+        var closedBeforeAnswer = false
     }
 
     /// What to do with an answer whose body is longer than `maxBody`.
@@ -58,7 +62,21 @@ package final class HTTPClient: @unchecked Sendable {  // called from one thread
     package func request(_ method: HTTPMethod, _ path: String, body: ByteBuffer? = nil, headers: [(String, String)],
                          timeout: TimeAmount, maxBody: Int, overflow: Overflow,
                          giveUp: () -> Bool = { false }) throws -> Response {
-        let (channel, collector) = try connection(timeout: timeout)
+        let reused = channel?.isActive == true
+        do {
+            return try send(method, path, body: body, headers: headers, timeout: timeout, maxBody: maxBody, overflow: overflow,
+                            giveUp: giveUp)
+        } catch let failure as Failure where reused && failure.closedBeforeAnswer && !giveUp() {
+            // A kept-alive connection the server closed as the request left
+            // (its idle timeout): sent again on a new connection, once.
+            return try send(method, path, body: body, headers: headers, timeout: timeout, maxBody: maxBody, overflow: overflow,
+                            giveUp: giveUp)
+        }
+    }
+
+    private func send(_ method: HTTPMethod, _ path: String, body: ByteBuffer?, headers: [(String, String)],
+                      timeout: TimeAmount, maxBody: Int, overflow: Overflow, giveUp: () -> Bool) throws -> Response {
+        let (channel, collector) = try connection(timeout: timeout, giveUp: giveUp)
         let promise = channel.eventLoop.makePromise(of: Response.self)
         // On the loop, before the request's writes (which queue behind it).
         channel.eventLoop.execute { collector.expect(promise, maxBody: maxBody, overflow: overflow) }
@@ -95,12 +113,15 @@ package final class HTTPClient: @unchecked Sendable {  // called from one thread
         }
     }
 
-    private func connection(timeout: TimeAmount) throws -> (Channel, ResponseCollector) {
+    /// The kept-alive connection, or a new one: waited for in short steps,
+    /// so that a shutdown past its drain deadline does not wait out a
+    /// connection attempt that is never answered (a peer whose backlog is full).
+    private func connection(timeout: TimeAmount, giveUp: () -> Bool) throws -> (Channel, ResponseCollector) {
         if let channel, channel.isActive, let collector { return (channel, collector) }
         drop()
         let collector = ResponseCollector()
         do {
-            let channel = try ClientBootstrap(group: group)
+            let connecting = ClientBootstrap(group: group)
                 .connectTimeout(timeout)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
@@ -110,10 +131,20 @@ package final class HTTPClient: @unchecked Sendable {  // called from one thread
                     }
                 }
                 .connect(host: host, port: port)
-                .wait()
+            let done = DispatchSemaphore(value: 0)
+            connecting.whenComplete { _ in done.signal() }
+            while done.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+                if giveUp() {
+                    connecting.whenSuccess { $0.close(promise: nil) }
+                    throw Failure(description: "given up at shutdown")
+                }
+            }
+            let channel = try connecting.wait()
             self.channel = channel
             self.collector = collector
             return (channel, collector)
+        } catch let failure as Failure {
+            throw failure
         } catch {
             throw Failure(description: "cannot connect to \(host):\(port): \(Self.reason(error))")
         }
@@ -195,7 +226,8 @@ private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendabl
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        promise?.fail(HTTPClient.Failure(description: "the server closed the connection before answering"))
+        promise?.fail(HTTPClient.Failure(description: "the server closed the connection before answering",
+                                         closedBeforeAnswer: response.status == 0))
         promise = nil
     }
 

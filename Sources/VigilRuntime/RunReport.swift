@@ -225,7 +225,20 @@ extension VigilRuntime {
         let corrupt = summary.corruptBufferParts
         // Written, but not confirmed delivered: said beside "none lost", never hidden by it.
         let unconfirmed = summary.sinks.reduce(UInt64(0)) { $0 &+ $1.unconfirmed }
-        let still = unconfirmed > 0 ? "; \(unconfirmed) still in the kernel's send queues at exit, unconfirmed" : ""
+        var still = unconfirmed > 0 ? "; \(unconfirmed) still in the kernel's send queues at exit, unconfirmed" : ""
+        // Samples a remote_write sink could not send though their events
+        // were delivered (the protocol carries one sample a millisecond per
+        // series; max_series): said beside "none lost" too.
+        var unsent: [String: UInt64] = [:]
+        for s in summary.sinks {
+            for (reason, n) in s.sendQueue?.samplesLost ?? [:] where n > 0 && (reason == "out_of_order" || reason == "max_series") {
+                unsent[reason, default: 0] &+= n
+            }
+        }
+        if !unsent.isEmpty {
+            let total = unsent.values.reduce(0, &+)
+            still += "; \(total) samples not sent by remote_write sinks (" + unsent.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ") + ")"
+        }
         if summary.lost == 0 && corrupt == 0 {
             logger.info("stopped; \(summary.events) events, none lost\(still)")
         } else if corrupt > 0 {

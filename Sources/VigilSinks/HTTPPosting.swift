@@ -30,7 +30,8 @@ package enum HTTPPosting {
             rest = rest[..<slash]
         }
         while path.hasSuffix("/") { path.removeLast() }
-        if path.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0.asciiValue.map { $0 < 0x21 } ?? false }) {
+        // Printable ASCII only (a request line carries it as it is; percent-encode the rest).
+        if path.utf8.contains(where: { $0 < 0x21 || $0 >= 0x7F || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) {
             return .failure(.path)
         }
         // user:password@host is not taken: credentials go in their own keys, never in a URL that is logged.
@@ -47,10 +48,16 @@ package enum HTTPPosting {
             }
         } else if let colon = rest.lastIndex(of: ":") {
             host = rest[..<colon]
-            guard let p = UInt16(rest[rest.index(after: colon)...]), p > 0 else { return .failure(.port) }
+            let digits = rest[rest.index(after: colon)...]
+            guard digits.allSatisfy({ $0 >= "0" && $0 <= "9" }), let p = UInt16(digits), p > 0 else { return .failure(.port) }
             port = p
         }
-        guard !host.isEmpty, host.count <= 253 else { return .failure(.host) }
+        // A name (letters, digits, '-', '.', '_') or an address; IPv6 in brackets.
+        let bracketed = rest.hasPrefix("[")
+        guard !host.isEmpty, host.count <= 253, host.utf8.allSatisfy({ b in
+            (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")
+                || b == UInt8(ascii: "_") || (bracketed && (b == UInt8(ascii: ":") || b == UInt8(ascii: "%")))
+        }) else { return .failure(.host) }
         return .success(Endpoint(host: String(host), port: port, path: path))
     }
 
@@ -62,7 +69,7 @@ package enum HTTPPosting {
             case .scheme: "an endpoint is http://HOST[:PORT][/PATH]"
             case .host: "the endpoint has no host (credentials go in basic_auth or headers, not in the URL)"
             case .port: "the endpoint's port is not 1-65535"
-            case .path: "the endpoint's path may not hold a query, a fragment or spaces"
+            case .path: "the endpoint's path may not hold a query, a fragment, spaces or characters other than printable ASCII (percent-encode them)"
             }
         }
     }
@@ -250,6 +257,7 @@ package final class HTTPCredentialReader: @unchecked Sendable {  // one thread a
         guard stat(path, &st) == 0 else {
             throw Failure(description: "cannot read \(path): \(String(cString: strerror(errno)))")
         }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw Failure(description: "\(path) is not a regular file") }
         let stamp = [Int64(st.st_size), Int64(st.st_mtim.tv_sec), Int64(st.st_mtim.tv_nsec), Int64(st.st_ino)]
         if let cached, cached.stamp == stamp { return cached.value }
         let value = try Self.readSecret(path)
@@ -260,11 +268,24 @@ package final class HTTPCredentialReader: @unchecked Sendable {  // one thread a
     /// The file's first line, without its line break; refused when empty,
     /// larger than 64 KiB or not printable ASCII (it goes in a header).
     static func readSecret(_ path: String) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw Failure(description: "cannot read \(path): \(String(cString: strerror(errno)))")
+        // Opened without waiting (a FIFO would block the open until a
+        // writer came) and read only if it is a regular file.
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure(description: "cannot read \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            throw Failure(description: "\(path) is not a regular file")
         }
-        defer { try? handle.close() }
-        let data = (try? handle.read(upToCount: 65_537)) ?? Data()
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while data.count <= 65_536 {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw Failure(description: "cannot read \(path): \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            data += chunk[0..<n]
+        }
         guard data.count <= 65_536 else { throw Failure(description: "\(path) is larger than 64KiB: not a secret") }
         let line = data.prefix { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: "\r") }
         guard !line.isEmpty else { throw Failure(description: "\(path) is empty") }

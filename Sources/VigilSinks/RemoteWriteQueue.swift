@@ -38,7 +38,10 @@ struct RemoteWriteItem {
 /// settled once each of its samples was delivered or given up; lost, under
 /// the first reason, when any was. Events leave the account in order, and
 /// only those `write` has returned (`release`): so a loss is taken off the
-/// runner's `written` only after the runner counted the event there.
+/// runner's `written` only after the runner counted the event there. Who
+/// takes events out reports them (`RemoteWriteOutbox.settle`) before a
+/// `wait` for them returns: a disk buffer reads the losses of a batch as
+/// soon as its write returns.
 final class RemoteWriteLedger: Sendable {
     static let none = UInt64.max
 
@@ -50,7 +53,11 @@ final class RemoteWriteLedger: Sendable {
         var lost = CircularBuffer<UInt8>()
         /// Events numbered below it were returned by `write`.
         var released: UInt64 = 0
+        /// Takers of events not done reporting them.
+        var reporting = 0
         var waiting = 0
+        /// Given up whole (`abandonAll`): nothing is counted after.
+        var closed = false
     }
 
     private let state = Mutex(State())
@@ -67,9 +74,6 @@ final class RemoteWriteLedger: Sendable {
     /// The number the next event will have (sink's thread).
     var next: UInt64 { state.withLock { $0.base + UInt64($0.remaining.count) } }
 
-    /// Every event before this one has settled.
-    var settledThrough: UInt64 { state.withLock { $0.base } }
-
     /// Opens the events of a batch, each with its number of samples (none:
     /// settled once released). Sink's thread, before their samples are queued.
     func open(_ samples: [Int32]) {
@@ -81,9 +85,12 @@ final class RemoteWriteLedger: Sendable {
         }
     }
 
-    /// Settles one sample of each of `events` (as delivered, or lost under `reason`).
+    /// Settles one sample of each of `events` (as delivered, or lost under
+    /// `reason`); the events that leave. When some did, the caller reports
+    /// them, then calls `reported`.
     func settle(_ events: some Sequence<UInt64>, lost reason: LossReason?) -> Settled {
-        let (out, wake) = state.withLock { s -> (Settled, Int) in
+        state.withLock { s -> Settled in
+            guard !s.closed else { return Settled() }
             let mark = reason.map { UInt8($0.rawValue + 1) } ?? 0
             for event in events where event != Self.none && event >= s.base {
                 let offset = Int(event - s.base)
@@ -95,26 +102,52 @@ final class RemoteWriteLedger: Sendable {
             }
             return pop(&s)
         }
-        settled.wake(wake)
-        return out
     }
 
     /// The events numbered below `end` were returned by `write`: those
-    /// settled leave the account.
+    /// settled leave (reported as by `settle`).
     func release(through end: UInt64) -> Settled {
-        let (out, wake) = state.withLock { s -> (Settled, Int) in
+        state.withLock { s -> Settled in
+            guard !s.closed else { return Settled() }
             s.released = max(s.released, end)
             return pop(&s)
         }
-        settled.wake(wake)
-        return out
     }
 
-    /// Waits until every event before `end` settled, or `deadline` (monotonic ns); whether they did.
+    /// Every event not settled yet, counted lost (`shutdown`), the account
+    /// closed: a shard that ends later counts nothing.
+    func abandonAll() -> Settled {
+        state.withLock { s -> Settled in
+            guard !s.closed else { return Settled() }
+            var out = Settled()
+            for (n, mark) in zip(s.remaining, s.lost) {
+                if mark != 0 { out.lost[Int(mark) - 1] += 1 } else if n > 0 { out.lost[LossReason.shutdown.rawValue] += 1 } else { out.delivered += 1 }
+            }
+            s.base += UInt64(s.remaining.count)
+            s.remaining.removeAll()
+            s.lost.removeAll()
+            s.closed = true
+            return out
+        }
+    }
+
+    /// What `settle` or `release` took out was reported: a wait may end.
+    func reported() {
+        let wake = state.withLock { s -> Int in
+            s.reporting -= 1
+            guard s.reporting == 0 else { return 0 }
+            defer { s.waiting = 0 }
+            return s.waiting
+        }
+        settled.wake(wake)
+    }
+
+    /// Waits until every event before `end` settled and was reported, or
+    /// `deadline` (monotonic ns); whether they were.
     func wait(through end: UInt64, until deadline: Int64) -> Bool {
         while true {
             let done = state.withLock { s -> Bool in
-                if s.base >= end { return true }
+                if s.closed || (s.base >= end && s.reporting == 0) { return true }
                 s.waiting += 1
                 return false
             }
@@ -130,8 +163,8 @@ final class RemoteWriteLedger: Sendable {
         }
     }
 
-    /// Events at the front, released and settled, taken out and counted; and the waiters to wake.
-    private func pop(_ s: inout State) -> (Settled, Int) {
+    /// Events at the front, released and settled, taken out and counted (one more reporting, when any).
+    private func pop(_ s: inout State) -> Settled {
         var out = Settled()
         while s.base < s.released, let n = s.remaining.first, n <= 0 {
             let mark = s.lost.removeFirst()
@@ -139,9 +172,8 @@ final class RemoteWriteLedger: Sendable {
             s.base += 1
             if mark == 0 { out.delivered += 1 } else { out.lost[Int(mark) - 1] += 1 }
         }
-        guard !out.isEmpty || s.waiting > 0 else { return (out, 0) }
-        defer { s.waiting = 0 }
-        return (out, s.waiting)
+        if !out.isEmpty { s.reporting += 1 }
+        return out
     }
 }
 
@@ -242,6 +274,13 @@ final class RemoteWriteOutbox: @unchecked Sendable {  // `context` is set once, 
         var lastFailure: Int64 = 0
         var lastRefusalLog: Int64 = 0
         var refusalsNotLogged = 0
+        /// When a failure was last logged, and whether the recovery is to be.
+        var lastFailureLog: Int64 = 0
+        var failureLogged = false
+        /// A shard has logged that it gave up at shutdown (one line a sink).
+        var gaveUpLogged = false
+        /// Given up whole (`abandonAll`): nothing is counted after.
+        var closed = false
     }
 
     let settings: Settings
@@ -255,18 +294,47 @@ final class RemoteWriteOutbox: @unchecked Sendable {  // `context` is set once, 
         if self.context == nil { self.context = context }
     }
 
-    /// Events that left the account, told to the runner.
-    func report(_ settled: RemoteWriteLedger.Settled) {
-        guard let context else { return }
-        for reason in LossReason.allCases where settled.lost[reason.rawValue] > 0 {
-            context.countLostAfterWrite(settled.lost[reason.rawValue], reason)
+    /// Settles one sample of each of `events` and tells the runner of the
+    /// events that left the account, before a `wait` for them may end.
+    func settle(_ events: some Sequence<UInt64>, lost reason: LossReason?) {
+        report(ledger.settle(events, lost: reason))
+    }
+
+    /// Events `write` returned before `end`: those settled, told to the runner.
+    func release(through end: UInt64) {
+        report(ledger.release(through: end))
+    }
+
+    /// The shards did not end by the drain deadline (a call that does not
+    /// return): every event and sample not settled is lost to the shutdown.
+    func abandonAll() {
+        let settled = ledger.abandonAll()
+        figures.withLock { f in
+            let pending = f.samplesIn &- f.samplesSent &- f.samplesLost.values.reduce(0, &+)
+            if pending > 0 && pending < UInt64(Int64.max) { f.samplesLost["shutdown", default: 0] &+= pending }
+            f.closed = true
         }
+        if let context {
+            for reason in LossReason.allCases where settled.lost[reason.rawValue] > 0 {
+                context.countLostAfterWrite(settled.lost[reason.rawValue], reason)
+            }
+        }
+    }
+
+    private func report(_ settled: RemoteWriteLedger.Settled) {
+        guard !settled.isEmpty else { return }
+        if let context {
+            for reason in LossReason.allCases where settled.lost[reason.rawValue] > 0 {
+                context.countLostAfterWrite(settled.lost[reason.rawValue], reason)
+            }
+        }
+        ledger.reported()
     }
 
     /// Samples given up, by the reason the report names.
     func countLost(_ n: Int, _ reason: String) {
         guard n > 0 else { return }
-        figures.withLock { $0.samplesLost[reason, default: 0] &+= UInt64(n) }
+        figures.withLock { f in if !f.closed { f.samplesLost[reason, default: 0] &+= UInt64(n) } }
     }
 
     var shouldAbandon: Bool { context?.shouldAbandon ?? false }
@@ -328,7 +396,8 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
 
     /// Queues `items`, waiting for room while the shard is full; how many
     /// were queued (fewer only when the host gave up at its drain deadline).
-    func push(_ items: ArraySlice<RemoteWriteItem>, context: SinkContext) -> Int {
+    /// `blocked` grows by the time it waited (the shards' reckoning).
+    func push(_ items: ArraySlice<RemoteWriteItem>, context: SinkContext, blocked: inout Int64) -> Int {
         var queued = 0
         let capacity = outbox.settings.capacity, batch = outbox.settings.maxSamplesPerSend
         while queued < items.count {
@@ -361,9 +430,11 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
                     state.withLock { if $0.producersWaiting > 0 { $0.producersWaiting -= 1 } }
                     return queued
                 }
-                if !room.wait(until: monotonicNanoseconds() + 50_000_000) {
+                let start = monotonicNanoseconds()
+                if !room.wait(until: start + 50_000_000) {
                     state.withLock { if $0.producersWaiting > 0 { $0.producersWaiting -= 1 } }
                 }
+                blocked = blocked.addingSaturating(monotonicNanoseconds() - start)
                 context.whileWaiting()
             }
         }
@@ -388,7 +459,14 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
         wakeConsumer()
     }
 
-    func join() { ended.wait() }
+    /// Waits for the thread to end, until `deadline` (monotonic ns); whether it did.
+    func join(until deadline: Int64) -> Bool {
+        if deadline == .max {
+            ended.wait()
+            return true
+        }
+        return ended.wait(timeout: .now() + .nanoseconds(Int(max(0, deadline - monotonicNanoseconds())))) == .success
+    }
 
     private func wakeConsumer() {
         let asleep = state.withLock { s -> Bool in
@@ -484,8 +562,10 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
         let outcome = post(body, what: "\(items.count) samples", samples: items.count)
         switch outcome {
         case .delivered(let took):
+            let markers = items.count { $0.event == RemoteWriteLedger.none }
             outbox.figures.withLock { f in
-                f.samplesSent &+= UInt64(items.count { $0.event != RemoteWriteLedger.none })
+                f.samplesSent &+= UInt64(items.count - markers)
+                f.staleMarkers &+= UInt64(markers)
                 f.requests &+= 1
                 f.bytesSent &+= UInt64(body.count)
                 f.sendNanos = f.sendNanos.addingSaturating(took)
@@ -521,7 +601,7 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
     /// Stale markers are no event's samples: neither sent nor lost in the figures.
     private func settle(_ items: [RemoteWriteItem], lost reason: LossReason?, reportAs name: String) {
         if reason != nil { outbox.countLost(items.count { $0.event != RemoteWriteLedger.none }, name) }
-        outbox.report(outbox.ledger.settle(items.lazy.map(\.event), lost: reason))
+        outbox.settle(items.lazy.map(\.event), lost: reason)
     }
 
     private enum Outcome {
@@ -541,7 +621,11 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
         let buffer = ByteBuffer(bytes: body)
         while true {
             if outbox.shouldAbandon {
-                logger.error("gave up sending \(what) to \(settings.endpoint.shown) at shutdown")
+                let first = outbox.figures.withLock { f -> Bool in
+                    defer { f.gaveUpLogged = true }
+                    return !f.gaveUpLogged
+                }
+                if first { logger.error("gave up sending to \(settings.endpoint.shown) at the drain deadline: what the shards still held is lost (shutdown)") }
                 return .abandoned
             }
             var headers = RemoteWriteRequest.headers + settings.headers
@@ -565,6 +649,7 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
                     return .refused
                 }
             } catch {
+                if outbox.shouldAbandon { continue }  // given up at shutdown: said once, above
                 problem = "\(error)"
                 wait = backoff.next()
             }
@@ -579,30 +664,37 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
         }
     }
 
-    /// A retried attempt: counted, and logged when the sink was sending well.
+    /// A retried attempt: counted; logged when the sink was sending well,
+    /// at most once a minute (a receiver that comes and goes does not fill
+    /// the log: the recovery is logged only after a logged failure).
     private func failed(_ problem: String, samples: Int) {
-        let first = outbox.figures.withLock { f -> Bool in
+        let now = monotonicNanoseconds()
+        let log = outbox.figures.withLock { f -> Bool in
             f.retries &+= 1
             f.samplesRetried &+= UInt64(samples)
             f.lastError = problem
-            f.lastFailure = monotonicNanoseconds()
+            f.lastFailure = now
             f.failing += 1
-            return f.failing == 1
+            guard f.failing == 1, !f.failureLogged, f.lastFailureLog == 0 || now - f.lastFailureLog >= 60_000_000_000 else { return false }
+            f.lastFailureLog = now
+            f.failureLogged = true
+            return true
         }
-        if first {
+        if log {
             logger.warning("cannot send to \(outbox.settings.endpoint.shown): \(problem); retrying with backoff up to \(Units.formatDuration(outbox.settings.maxBackoff))")
         }
     }
 
     private func recovered() {
-        let after = outbox.figures.withLock { f -> Int in
+        let (after, log) = outbox.figures.withLock { f -> (Int, Bool) in
             defer {
                 f.failing = 0
                 f.lastError = nil
+                f.failureLogged = false
             }
-            return f.failing
+            return (f.failing, f.failureLogged)
         }
-        if after > 0 { logger.notice("\(outbox.settings.endpoint.shown) takes requests again (after \(after) retried attempts)") }
+        if log { logger.notice("\(outbox.settings.endpoint.shown) takes requests again (after \(after) retried attempts)") }
     }
 
     /// A 4xx other than 429: the receiver will not take the request as it

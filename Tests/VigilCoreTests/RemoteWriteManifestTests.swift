@@ -87,6 +87,19 @@ import Testing
         expectDiagnostic(d, at: 12, 33, "the endpoint has no host (credentials go in basic_auth or headers")
     }
 
+    /// URLs a request line could not carry as they are, refused at once
+    /// (they were retried forever, as if the receiver were away).
+    @Test(arguments: ["http://127.0.0.1:80/pâth", "http://127.0.0.1:80/a\u{7F}b", "http://a b:80/", "http://host:80:80/w",
+                      "http://host:+80/w", "http://ho\tst/w", "http://[::1/w", "http://:80/w"])
+    func urlsThatCannotBeSentAreRefused(url: String) {
+        let (_, d) = load("""
+            monitors: { cpu: { plugin: cpu } }
+            sinks:
+              a: { type: remote_write, url: "\(url.replacingOccurrences(of: "\t", with: "\\t").replacingOccurrences(of: "\u{7F}", with: "\\x7F"))" }
+            """)
+        #expect(d.contains { $0.level == .error && $0.message.contains("bad 'url'") && $0.location.line == 3 }, "\(url): \(d)")
+    }
+
     @Test func externalLabelsMustBeLabelNamesWithValues() {
         let (_, d) = load("""
             monitors: { cpu: { plugin: cpu } }

@@ -238,8 +238,12 @@ import VigilForeign
         // A query_range over one series gives its values back at its steps.
         let last = try #require(served.first)
         let selector = last.name + "{" + last.labels.map { "\($0.name)=\"\($0.value)\"" }.joined(separator: ",") + "}"
+        var labels = Dictionary(uniqueKeysWithValues: last.labels.map { ($0.name, $0.value) })
+        labels["__name__"] = last.name
+        // Up to the series' last sample: its stale marker, a millisecond after, ends it.
+        let lastTime = try #require(Self.key(labels).flatMap { expected[$0]?.last?.time })
         for receiver in [vm, prom] {
-            let end = Double(Self.milliseconds(events.last ?? [:])) / 1000
+            let end = Double(lastTime) / 1000
             let body = try receiver.get("/api/v1/query_range?query=\(Receiver.encoded(selector))&start=\(end - 30)&end=\(end)&step=1")
             let json = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
             let result = (json?["data"] as? [String: Any])?["result"] as? [[String: Any]] ?? []
@@ -339,6 +343,77 @@ import VigilForeign
         #expect(output.stderr.contains("refused") && output.stderr.contains("remote write receiver needs to be enabled"), "\(output.stderr)")
     }
 
+    /// The scripted receiver (Tests/Fixtures/remote_write/receiver.py) and its port.
+    static func scripted(_ out: String, _ arguments: [String]) throws -> (RunningProcess, Int) {
+        let receiver = try TestEnv.start("/usr/bin/python3", [TestEnv.fixture("remote_write/receiver.py"), out] + arguments)
+        guard SinkRunTests.waitUntil(30, { FileManager.default.fileExists(atPath: out + ".port") }),
+              let port = Int((try? String(contentsOfFile: out + ".port", encoding: .utf8)) ?? "") else {
+            receiver.signal(SIGKILL)
+            throw TestFailure("the receiver did not start: \(receiver.wait(timeout: 5).stderr)")
+        }
+        return (receiver, port)
+    }
+
+    /// A receiver whose host never answers a connection attempt: the stop
+    /// takes the drain deadline, no more, and what the shards held is
+    /// counted lost (shutdown), exit status 3, never "none lost".
+    @Test func aReceiverThatNeverAnswersCostsTheDrainDeadlineAndIsCounted() throws {
+        let dir = try TestEnv.tempDir("rw-never")
+        let (receiver, port) = try Self.scripted(dir + "/r", ["--never-accept"])
+        defer {
+            receiver.signal(SIGKILL)
+            _ = receiver.wait(timeout: 10)
+        }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 0, rate: 200, fields: 2, entities: 10 } }
+        sinks:
+          rw: { type: remote_write, url: "http://127.0.0.1:\(port)/api/v1/write", queue: { batch_send_deadline: 100ms }, match: [flood] }
+        """, to: dir + "/vigil.yaml")
+        let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--control", "none", "--drain-timeout", "2s",
+                                                    "--summary", dir + "/summary.json"])
+        Thread.sleep(forTimeInterval: 3)
+        let stopping = Date()
+        run.signal(SIGTERM)
+        let output = run.wait(timeout: 60)
+        let took = Date().timeIntervalSince(stopping)
+        #expect(output.status == 3, "\(output.stderr.suffix(2000))")
+        #expect(took < 5, "the stop took \(took) s with a drain timeout of 2 s")
+        let sink = OTLPRunTests.sink(Self.summary(dir + "/summary.json"), "rw")
+        let accepted = sink["accepted"] as? Int ?? -1, written = sink["written"] as? Int ?? -1
+        let lost = (sink["lost"] as? [String: Int] ?? [:]).values.reduce(0, +)
+        #expect(accepted > 0 && written == 0 && lost == accepted, "accepted \(accepted), written \(written), lost \(lost): \(sink)")
+        let queue = sink["send_queue"] as? [String: Any] ?? [:]
+        #expect(queue["samples_sent"] as? Int == 0 && queue["pending_samples"] as? Int == 0, "\(queue)")
+        #expect(!output.stderr.contains("none lost"))
+    }
+
+    /// Behind a disk buffer, a receiver that refuses every request: each
+    /// event is counted lost (rejected), none written, and the buffer lets
+    /// them go (a refusal is final).
+    @Test func behindADiskBufferEveryRefusedEventIsCounted() throws {
+        let dir = try TestEnv.tempDir("rw-buffer-refused")
+        let (receiver, port) = try Self.scripted(dir + "/r", ["--then", "400"])
+        defer {
+            receiver.signal(SIGTERM)
+            _ = receiver.wait(timeout: 10)
+        }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 600, rate: 300, fields: 2, entities: 600 } }
+        sinks:
+          rw: { type: remote_write, url: "http://127.0.0.1:\(port)/api/v1/write", buffer: { type: disk, path: \(dir)/buffer }, match: [flood] }
+        """, to: dir + "/vigil.yaml")
+        let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "4s", "--control", "none",
+                                                     "--summary", dir + "/summary.json"], timeout: 60)
+        #expect(output.status == 3, "\(output.stderr.suffix(2000))")
+        let sink = OTLPRunTests.sink(Self.summary(dir + "/summary.json"), "rw")
+        #expect(sink["written"] as? Int == 0 && (sink["lost"] as? [String: Int])?["rejected"] == 600, "\(sink)")
+        #expect((sink["buffer"] as? [String: Any])?["buffered"] as? Int == 0, "\(sink)")
+    }
+
     /// Answers 503 with Retry-After: 1, then 503, 429 and 500 without:
     /// retried after the second asked for, then by the backoff (30 ms…);
     /// each request carries the protocol's headers, the manifest's, and
@@ -347,15 +422,10 @@ import VigilForeign
         let dir = try TestEnv.tempDir("rw-retry")
         let out = dir + "/requests.jsonl"
         try TestEnv.write("first-token\n", to: dir + "/token")
-        let receiver = try TestEnv.start("/usr/bin/python3", [TestEnv.fixture("remote_write/receiver.py"), out,
-                                                               "--answers", "503:1,503,429,500"])
+        let (receiver, port) = try Self.scripted(out, ["--answers", "503:1,503,429,500"])
         defer {
             receiver.signal(SIGTERM)
             _ = receiver.wait(timeout: 10)
-        }
-        guard SinkRunTests.waitUntil(30, { FileManager.default.fileExists(atPath: out + ".port") }),
-              let port = Int((try? String(contentsOfFile: out + ".port", encoding: .utf8)) ?? "") else {
-            throw TestFailure("the receiver did not start")
         }
         try TestEnv.write("""
         plugin_dirs: [\(try TestEnv.cPlugins())]
@@ -376,6 +446,9 @@ import VigilForeign
         try TestEnv.write("second-token\n", to: dir + "/token")
         let output = run.wait(timeout: 60)
         #expect(output.status == 0, "\(output.stderr)")
+        // Four failures in a row are one warning, and their end one notice.
+        #expect(output.stderr.components(separatedBy: "cannot send to").count == 2
+                && output.stderr.components(separatedBy: "takes requests again").count == 2, "\(output.stderr)")
         let requests = Self.events(out)
         #expect(requests.count >= 6, "\(requests.count) requests")
         let statuses = requests.map { $0["status"] as? Int ?? 0 }
@@ -432,6 +505,17 @@ import VigilForeign
         let bad = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/bad.yaml"])
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("bad.yaml:3:90: error: sink 'a': 'bearer_token_file': cannot read \(dir)/missing"), "\(bad.stderr)")
+        // A FIFO (or a directory) is no secret file: refused at once, never waited on.
+        #expect(mkfifo(dir + "/fifo", 0o600) == 0)
+        try TestEnv.write("""
+        monitors: { cpu: { plugin: cpu } }
+        sinks:
+          a: { type: remote_write, url: "http://127.0.0.1:8428/api/v1/write", bearer_token_file: \(dir)/fifo }
+          b: { type: remote_write, url: "http://127.0.0.1:8428/api/v1/write", basic_auth: { username: u, password_file: \(dir) } }
+        """, to: dir + "/fifo.yaml")
+        let fifo = try TestEnv.run(TestEnv.vigil, ["validate", dir + "/fifo.yaml"], timeout: 20)
+        #expect(fifo.status == 1 && fifo.stderr.contains("\(dir)/fifo is not a regular file")
+                && fifo.stderr.contains("'basic_auth.password_file': \(dir) is not a regular file"), "\(fifo.stderr)")
     }
 
     /// A monitor stopped by `vigil ctl stop`: its series end with the stale

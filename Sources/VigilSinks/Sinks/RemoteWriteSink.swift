@@ -61,6 +61,11 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     private var lastSweep: Int64 = 0
     private var lastMetadata: Int64 = 0
     private var reckoning = ShardReckoning()
+    /// Nanoseconds the sink's thread waited for room in a shard: since the
+    /// last reckoning, and since the last sweep (a series is not expired
+    /// while its samples may wait in the sink's queue).
+    private var blocked: Int64 = 0
+    private var blockedAtSweep: Int64 = 0
 
     final class Family {
         let shape: PrometheusNaming.Shape
@@ -138,23 +143,55 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
 
     /// What earlier writes returned, settled since: told to the runner.
     private func settleReturned() {
-        outbox.report(outbox.ledger.release(through: returnedThrough))
+        outbox.release(through: returnedThrough)
+    }
+
+    /// Events mapped and queued at a time: a runner's batch after an outage
+    /// can be tens of thousands, whose samples would all be held at once.
+    static let chunk = 1024
+
+    private struct GaveUp: Error, CustomStringConvertible {
+        var description: String { "the drain deadline passed with the receiver away" }
     }
 
     package func write(_ batch: [Event], context: SinkContext) throws {
         start(context)
         settleReturned()
         let first = outbox.ledger.next
-        var collector = Collector(sink: self, now: monotonicNanoseconds(), first: first, events: batch.count,
+        var done = 0
+        while done < batch.count {
+            // Past the drain deadline nothing more can leave: the rest is
+            // lost to the shutdown, not mapped first.
+            if context.shouldAbandon {
+                returnedThrough = first + UInt64(done)
+                throw SinkWriteError(delivered: done, reason: .shutdown, GaveUp())
+            }
+            let end = min(batch.count, done + Self.chunk)
+            queue(done == 0 && end == batch.count ? batch : Array(batch[done..<end]), context: context)
+            done = end
+        }
+        returnedThrough = first + UInt64(batch.count)
+        guard synchronous else { return }  // settled once the runner counted them written: at the next call
+        settleReturned()
+        for shard in shards { shard.flush() }
+        while !outbox.ledger.wait(through: returnedThrough, until: monotonicNanoseconds() + 100_000_000) {
+            context.whileWaiting()
+        }
+    }
+
+    /// Maps `events` into samples, opens their account, and queues each
+    /// sample in its series' shard.
+    private func queue(_ events: [Event], context: SinkContext) {
+        let first = outbox.ledger.next
+        var collector = Collector(sink: self, now: monotonicNanoseconds(), first: first, events: events.count,
                                   shards: shards.count)
-        mapping.map(batch, into: &collector)
+        mapping.map(events, into: &collector)
         outbox.ledger.open(collector.perEvent)
         var made = 0
         for part in collector.perShard { made += part.count }
         outbox.figures.withLock { f in
             // Every sample made, those not sent (out of order, past max_series) too.
             f.samplesIn &+= UInt64(made - collector.markers + collector.outOfOrder + collector.refused)
-            f.staleMarkers &+= UInt64(collector.markers)
             f.newestIn = max(f.newestIn, collector.newest)
             if f.oldestIn == 0 || (collector.oldest > 0 && collector.oldest < f.oldestIn) { f.oldestIn = collector.oldest }
             if collector.outOfOrder > 0 { f.samplesLost["out_of_order", default: 0] &+= UInt64(collector.outOfOrder) }
@@ -169,30 +206,17 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
             logger.warning("\(collector.outOfOrder) samples not after their series' last one (two events in the same millisecond, or a clock set back) are not sent: receivers refuse a whole request for one; counted as samples lost (out_of_order)")
         }
         for (index, part) in collector.perShard.enumerated() where !part.isEmpty {
-            let queued = shards[index].push(part[...], context: context)
+            let queued = shards[index].push(part[...], context: context, blocked: &blocked)
             if queued < part.count {
                 // The host gave up at its drain deadline with the receiver
                 // away: what was not queued is lost to the shutdown.
                 var rest = Array(part[queued...])
                 for later in collector.perShard[(index + 1)...] { rest += later }
                 outbox.countLost(rest.count { $0.event != RemoteWriteLedger.none }, "shutdown")
-                outbox.report(outbox.ledger.settle(rest.lazy.map(\.event), lost: .shutdown))
+                outbox.settle(rest.lazy.map(\.event), lost: .shutdown)
                 break
             }
         }
-        let end = first + UInt64(batch.count)
-        guard synchronous else {
-            // Settled once the runner counted them written: at the next call.
-            returnedThrough = end
-            return
-        }
-        returnedThrough = end
-        settleReturned()
-        for shard in shards { shard.flush() }
-        while !outbox.ledger.wait(through: end, until: monotonicNanoseconds() + 100_000_000) {
-            context.whileWaiting()
-        }
-        settleReturned()
     }
 
     package func tick(context: SinkContext) {
@@ -215,24 +239,30 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     package func shutdown(context: SinkContext) {
         start(context)
         settleReturned()
-        if config.staleOnExit {
+        if config.staleOnExit && !context.shouldAbandon {
             var ended: [[RemoteWriteItem]] = Array(repeating: [], count: shards.count)
-            let nowMs = realtimeNanoseconds() / 1_000_000
             for family in families.values {
                 for entry in family.entries.values {
-                    ended[entry.series.shardKey % shards.count].append(staleMarker(entry, nowMs: nowMs))
+                    ended[entry.series.shardKey % shards.count].append(staleMarker(entry))
                 }
             }
-            var markers = 0
-            for (i, part) in ended.enumerated() where !part.isEmpty { markers += shards[i].push(part[...], context: context) }
-            outbox.figures.withLock { $0.staleMarkers &+= UInt64(markers) }
+            for (i, part) in ended.enumerated() where !part.isEmpty { _ = shards[i].push(part[...], context: context, blocked: &blocked) }
             families.removeAll()
             seriesCount = 0
             seriesOf.removeAll()
         }
         for shard in shards { shard.stop() }
-        for shard in shards { shard.join() }
+        // A shard gives up at the drain deadline; one stuck in a call that
+        // does not return is left behind half a second later, and what it
+        // held counted lost (shutdown), before the host gives up on the sink.
+        let deadline = context.abandonDeadline == .max ? Int64.max : context.abandonDeadline.addingSaturating(500_000_000)
+        var stuck = 0
+        for shard in shards where !shard.join(until: deadline) { stuck += 1 }
         settleReturned()
+        if stuck > 0 {
+            logger.error("\(stuck) of the \(shards.count) shards did not end by the drain deadline: what they held is counted lost (shutdown)")
+            outbox.abandonAll()
+        }
         let lost = outbox.figures.withLock { $0.samplesLost }
         let lostTotal = lost.values.reduce(0, &+)
         if lostTotal > 0 {
@@ -329,8 +359,12 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         collector.end(entry)
     }
 
-    fileprivate func staleMarker(_ entry: Entry, nowMs: Int64) -> RemoteWriteItem {
-        RemoteWriteItem(series: entry.series, value: RemoteWriteRequest.staleMarker, time: max(nowMs, entry.lastTime &+ 1),
+    /// The marker that ends a series, a millisecond after its last sample:
+    /// so that no sample of it still on its way (in the sink's queue behind
+    /// a slow receiver, or in a sink a reload replaced) comes after its end,
+    /// which receivers refuse, a whole request with it.
+    fileprivate func staleMarker(_ entry: Entry) -> RemoteWriteItem {
+        RemoteWriteItem(series: entry.series, value: RemoteWriteRequest.staleMarker, time: entry.lastTime &+ 1,
                         event: RemoteWriteLedger.none)
     }
 
@@ -341,23 +375,26 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         guard seriesCount > 0, !shards.isEmpty else { return }
         var running: [String: Bool] = [:]
         for monitor in seriesOf.keys { running[monitor] = facts(monitor)?.running == true }
-        guard now >= nextExpiry || running.values.contains(false) else { return }
+        // While the sink waited for room in its shards, its series' samples
+        // may be in its queue: none expires by time until it caught up.
+        let backlogged = blocked != blockedAtSweep
+        blockedAtSweep = blocked
+        guard (now >= nextExpiry && !backlogged) || running.values.contains(false) else { return }
         var ended: [[RemoteWriteItem]] = Array(repeating: [], count: shards.count)
-        let nowMs = realtimeNanoseconds() / 1_000_000
         var count = 0
         nextExpiry = .max
         for family in families.values {
             var gone: [String] = []
             for (labels, entry) in family.entries {
                 let expires = entry.seen.addingSaturating(entry.ttl)
-                let alive = running[entry.monitor] == true && (entry.onChange || now <= expires)
+                let alive = running[entry.monitor] == true && (entry.onChange || now <= expires || backlogged)
                 guard !alive else {
                     if !entry.onChange { nextExpiry = min(nextExpiry, expires) }
                     continue
                 }
                 gone.append(labels)
                 seriesOf[entry.monitor, default: 1] -= 1
-                ended[entry.series.shardKey % shards.count].append(staleMarker(entry, nowMs: nowMs))
+                ended[entry.series.shardKey % shards.count].append(staleMarker(entry))
                 count += 1
             }
             for labels in gone { family.entries[labels] = nil }
@@ -369,9 +406,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         guard count > 0, let context = outbox.context else { return }
         seriesCount -= count
         for family in families.values where family.entries.isEmpty { families[family.shape.name] = nil }
-        var markers = 0
-        for (i, part) in ended.enumerated() where !part.isEmpty { markers += shards[i].push(part[...], context: context) }
-        outbox.figures.withLock { $0.staleMarkers &+= UInt64(markers) }
+        for (i, part) in ended.enumerated() where !part.isEmpty { _ = shards[i].push(part[...], context: context, blocked: &blocked) }
     }
 
     /// Each family's type and help, as Prometheus sends them (`metadata`).
@@ -401,11 +436,16 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
 
     // MARK: - shards
 
-    /// Prometheus' reckoning of the shards a queue needs, every 10 s: the
-    /// time a sample takes to send times the rate samples come in, plus a
-    /// tenth of the backlog (how far the newest sent is behind the newest
-    /// made) per period; changed only when off by more than 30 %, never
-    /// down while more than 10 s behind, never while sending fails.
+    /// The shards a queue needs, reckoned every 10 s as Prometheus' queue
+    /// manager does: the time a sample takes to send (the shards' time in
+    /// requests that delivered, per sample) times the rate samples come in,
+    /// plus a tenth of the backlog a second. The backlog is how far the
+    /// newest sample delivered is behind the clock times that rate, while
+    /// samples wait (in the shards, or in the sink's queue while it waited
+    /// for room: then the rate mapped is the rate sent, and only the
+    /// backlog tells that more shards are needed). Changed only when off by
+    /// more than 30 %; never down while more than 10 s behind, never while
+    /// sending fails.
     struct ShardReckoning {
         static let period: Int64 = 10_000_000_000
         var last: Int64 = 0
@@ -415,6 +455,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         var samplesSent: UInt64 = 0
         var samplesDropped: UInt64 = 0
         var sendNanos: Int64 = 0
+        var blocked: Int64 = 0
         /// Rates per second, smoothed (an EWMA of weight 0.2 per period).
         var inRate: Double?
         var outRate: Double?
@@ -424,7 +465,8 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         static func smooth(_ old: Double?, _ new: Double) -> Double { old.map { $0 + 0.2 * (new - $0) } ?? new }
 
         /// The shards wanted, given the figures now; `shards` when no change is due.
-        mutating func reckon(_ f: RemoteWriteOutbox.Figures, now: Int64, minShards: Int, maxShards: Int) -> Int {
+        mutating func reckon(_ f: RemoteWriteOutbox.Figures, now: Int64, wallMs: Int64, blocked: Int64, minShards: Int,
+                             maxShards: Int) -> Int {
             let seconds = Double(max(1, now - last)) / 1e9
             last = now
             let dropped = f.samplesLost.filter { $0.key == "rejected" || $0.key == "write_failed" }.values.reduce(0, &+)
@@ -432,16 +474,18 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
             outRate = Self.smooth(outRate, Double(f.samplesSent &- samplesSent) / seconds)
             dropRate = Self.smooth(dropRate, Double(dropped &- samplesDropped) / seconds)
             busyRate = Self.smooth(busyRate, Double(f.sendNanos - sendNanos) / 1e9 / seconds)
+            let waited = blocked - self.blocked
             samplesIn = f.samplesIn
             samplesSent = f.samplesSent
             samplesDropped = dropped
             sendNanos = f.sendNanos
+            self.blocked = blocked
             guard let inRate, let outRate, let dropRate, let busyRate, outRate > 0 else { return shards }
+            let pending = f.samplesIn &- f.samplesSent &- f.samplesLost.values.reduce(0, &+)
+            let behind = pending > 0 || waited > 0 ? Double(max(0, wallMs - max(f.newestSent, f.oldestIn))) / 1000 : 0
             let kept = outRate / (outRate + dropRate)
             let timePerSample = busyRate / outRate
-            let behind = Double(max(0, f.newestIn - max(f.newestSent, f.oldestIn))) / 1000
-            let backlog = behind * inRate * kept
-            desired = timePerSample * (inRate * kept + 0.01 * backlog)
+            desired = timePerSample * inRate * kept * (1 + 0.1 * behind)
             let lower = Double(shards) * 0.7, upper = Double(shards) * 1.3
             if desired >= lower && desired <= upper { return shards }
             let wanted = min(maxShards, max(minShards, Int(desired.rounded(.up))))
@@ -452,7 +496,8 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
 
     private func reshard(now: Int64, context: SinkContext) {
         let f = outbox.figures.withLock { $0 }
-        let wanted = reckoning.reckon(f, now: now, minShards: config.minShards, maxShards: config.maxShards)
+        let wanted = reckoning.reckon(f, now: now, wallMs: realtimeNanoseconds() / 1_000_000, blocked: blocked,
+                                      minShards: config.minShards, maxShards: config.maxShards)
         // Not while sending fails: more shards would only knock harder.
         guard wanted != shards.count, f.failing == 0, now - f.lastFailure > 2 * ShardReckoning.period || f.lastFailure == 0 else { return }
         // A series' shard changes with their number: what is queued goes
@@ -470,10 +515,10 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
             let gone = shards[wanted...]
             shards.removeLast(before - wanted)
             for shard in gone { shard.stop() }
-            for shard in gone { shard.join() }
+            for shard in gone { _ = shard.join(until: .max) }  // idle: they end at once
         }
         reckoning.shards = shards.count
-        logger.info("remote write to \(config.endpoint.shown): \(before) shards → \(shards.count) (wanted \(String(format: "%.2f", reckoning.desired)))")
+        logger.info("remote write to \(config.endpoint.shown): \(counted(before, "shard")) → \(shards.count) (wanted \(String(format: "%.2f", reckoning.desired)))")
     }
 }
 
@@ -550,9 +595,7 @@ private struct Collector: PrometheusSampleSink {
     /// A series ended before its time: its stale marker goes with the samples.
     mutating func end(_ entry: RemoteWriteSink.Entry) {
         markers += 1
-        let nowMs = max(realtimeNanoseconds() / 1_000_000, entry.lastTime &+ 1)
-        perShard[entry.series.shardKey % perShard.count].append(
-            RemoteWriteItem(series: entry.series, value: RemoteWriteRequest.staleMarker, time: nowMs, event: RemoteWriteLedger.none))
+        perShard[entry.series.shardKey % perShard.count].append(sink.staleMarker(entry))
     }
 }
 
@@ -677,6 +720,11 @@ extension RemoteWriteSinkConfig: SinkType, DiskBufferable {
                     config.maxBackoff = ns
                 }
             }
+        }
+        if let n = keys["queue"], config.capacity.multipliedReportingOverflow(by: config.maxShards).partialValue > 10_000_000 {
+            let most = config.capacity * config.maxShards
+            d.warning(n.location, "'queue' lets the shards hold up to \(most) samples (about \(Units.formatSize(Int64(most) * 48)) of memory) while the receiver is away",
+                      hint: "a disk buffer keeps what an outage holds on disk instead: buffer: { type: disk, path: ... }")
         }
         if let n = keys["timeout"], let ns = d.duration(n, what: "'timeout'", atLeast: 100_000_000) { config.timeout = ns }
         if let n = keys["headers"] {

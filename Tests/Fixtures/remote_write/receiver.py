@@ -7,12 +7,13 @@ its arrival time, path, headers, the status answered and its body (base64,
 as sent: snappy-compressed protobuf, decoded by the test).
 
     receiver.py OUT [--port P] [--answers 503,503:1,429,400] [--then 204]
-                    [--authorization VALUE] [--discard]
+                    [--authorization VALUE] [--discard] [--never-accept] [--delay S]
 
 --answers: the statuses of the first requests, in order; `503:1` adds
 `Retry-After: 1`. --then: the status of every request after them.
 --authorization: a request without this exact Authorization header is
-answered 401 (and counted among the scripted answers). --discard: answer
+answered 401 (and counted among the scripted answers). --never-accept: listen with a full backlog and never accept,
+so that a connection attempt is never answered. --discard: answer
 204 at once and record nothing but the requests' and bytes' counts in
 OUT.counts at exit (scripts/bench). Writes its port to OUT.port once
 listening on loopback.
@@ -35,7 +36,32 @@ def main():
     ap.add_argument("--then", type=int, default=204)
     ap.add_argument("--authorization")
     ap.add_argument("--discard", action="store_true")
+    ap.add_argument("--never-accept", action="store_true")
+    ap.add_argument("--delay", type=float, default=0, help="seconds each answer waits (a slow receiver)")
     args = ap.parse_args()
+    if args.never_accept:
+        import socket
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", args.port))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        # The backlog filled by connections of our own, never accepted: a
+        # new attempt's SYN is dropped, as by a host that is away.
+        held = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            held.append(c)
+        time.sleep(0.5)
+        with open(args.out + ".port.tmp", "w") as f:
+            f.write(str(port))
+        os.rename(args.out + ".port.tmp", args.out + ".port")
+        while True:
+            time.sleep(3600)
     counts = {"requests": 0, "bytes": 0}
     script = [a for a in args.answers.split(",") if a]
     lock = threading.Lock()
@@ -50,6 +76,8 @@ def main():
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
+            if args.delay:
+                time.sleep(args.delay)
             if args.discard:
                 with lock:
                     counts["requests"] += 1
