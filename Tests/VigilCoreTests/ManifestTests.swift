@@ -468,7 +468,7 @@ struct DuplicateTests {
         expectInvalid(d)
         expectCount(d, 2)
         expectDiagnostic(d, at: 6, 3, "duplicate key 'out': names must be unique", hint: .equals("first defined at test.yaml:4:3"))
-        expectDiagnostic(d, at: 9, 11, "sink type must be one of file, history, log, null, otlp, plugin, prometheus, socket, syslog, not 'nul'",
+        expectDiagnostic(d, at: 9, 11, "sink type must be one of file, history, log, null, otlp, plugin, prometheus, remote_write, socket, syslog, not 'nul'",
                          hint: .equals("did you mean 'null'?"))
     }
 
@@ -851,10 +851,10 @@ struct NameTests {
             """)
         expectInvalid(d)
         expectCount(d, 4)
-        expectDiagnostic(d, at: 4, 3, "sink 'a' has no 'type'", hint: .equals("one of: file, history, log, null, otlp, plugin, prometheus, socket, syslog"))
+        expectDiagnostic(d, at: 4, 3, "sink 'a' has no 'type'", hint: .equals("one of: file, history, log, null, otlp, plugin, prometheus, remote_write, socket, syslog"))
         expectDiagnostic(d, at: 5, 6, "sink 'b' must be a mapping with at least 'type:', not a string")
-        expectDiagnostic(d, at: 7, 11, "sink type must be one of file, history, log, null, otlp, plugin, prometheus, socket, syslog, not 'lag'", hint: .equals("did you mean 'log'?"))
-        expectDiagnostic(d, at: 9, 11, "sink type must be one of file, history, log, null, otlp, plugin, prometheus, socket, syslog, not a list", hint: .none)
+        expectDiagnostic(d, at: 7, 11, "sink type must be one of file, history, log, null, otlp, plugin, prometheus, remote_write, socket, syslog, not 'lag'", hint: .equals("did you mean 'log'?"))
+        expectDiagnostic(d, at: 9, 11, "sink type must be one of file, history, log, null, otlp, plugin, prometheus, remote_write, socket, syslog, not a list", hint: .none)
     }
 
     @Test("at most 64 sinks")

@@ -219,9 +219,15 @@ import Testing
         let host = try ControlTCPRunTests.Host(monitors: "beat: { plugin: heartbeat, interval: 1h, isolation: none }",
                                                sinks: "history: { type: history }")
         defer { _ = host.stop() }
-        let series = try TestEnv.unixHTTP(socket: host.dir + "/vigil.sock", "GET", "/v1/series?monitor=beat").body
-        let list = try #require(try JSONSerialization.jsonObject(with: Data(series.utf8)) as? [String: Any])
-        let ids = ((list["series"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
+        // The start's poll, once the history sink has written it (under the suite's load, not at once).
+        var series = ""
+        var ids: [String] = []
+        _ = SinkRunTests.waitUntil(10) {
+            series = (try? TestEnv.unixHTTP(socket: host.dir + "/vigil.sock", "GET", "/v1/series?monitor=beat").body) ?? ""
+            let list = (try? JSONSerialization.jsonObject(with: Data(series.utf8))) as? [String: Any]
+            ids = ((list?["series"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
+            return !ids.isEmpty
+        }
         #expect(!ids.isEmpty, "\(series)")
         let stream = try StreamClient(port: host.port, target: "/v1/stream?events=1&monitor=beat&series=\(ids.joined(separator: ","))")
         #expect(stream.read(for: 5) { $0.contains(": vigil\n\n") }, "\(stream.text)")
