@@ -152,7 +152,7 @@ package struct SelfMetrics {
             each("vigil_remote_write_shards_max", .gauge, "The most shards (queue.max_shards).") { Double($0.maxShards) }
             each("vigil_remote_write_shards_min", .gauge, "The fewest shards (queue.min_shards).") { Double($0.minShards) }
             each("vigil_remote_write_shard_capacity", .gauge, "Samples a shard holds at most (queue.capacity).") { Double($0.capacity) }
-            each("vigil_remote_write_behind_seconds", .gauge, "How far the newest sample delivered is behind the newest queued.") { $0.behindS }
+            each("vigil_remote_write_behind_seconds", .gauge, "While samples wait: how far the newest sample delivered is behind the clock.") { $0.behindS }
         }
 
         let histories = live.compactMap { runner in runner.sink.history.map { (runner.config.name, $0.figures) } }

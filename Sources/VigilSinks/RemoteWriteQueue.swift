@@ -213,7 +213,7 @@ public struct SendQueueReport: Codable, Sendable, Equatable {
     /// Series ended with Prometheus' stale marker, and metadata requests delivered.
     package var staleMarkers: UInt64 = 0
     package var metadataSent: UInt64 = 0
-    /// How far the newest sample delivered is behind the newest queued (s).
+    /// While samples wait: how far the newest sample delivered is behind the clock (s).
     package var behindS = 0.0
     /// The last error (an answer or no answer), while not yet followed by a success.
     package var lastError: String?
@@ -264,9 +264,8 @@ final class RemoteWriteOutbox: @unchecked Sendable {  // `context` is set once, 
         var metadataSent: UInt64 = 0
         /// Nanoseconds spent in requests that delivered (for the shards' reckoning).
         var sendNanos: Int64 = 0
-        /// The oldest and newest sample time (ms) queued, and the newest delivered.
+        /// The oldest sample time (ms) queued, and the newest delivered.
         var oldestIn: Int64 = 0
-        var newestIn: Int64 = 0
         var newestSent: Int64 = 0
         var lastError: String?
         /// Retried attempts since the last success (the log says the first and the recovery).

@@ -192,7 +192,6 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         outbox.figures.withLock { f in
             // Every sample made, those not sent (out of order, past max_series) too.
             f.samplesIn &+= UInt64(made - collector.markers + collector.outOfOrder + collector.refused)
-            f.newestIn = max(f.newestIn, collector.newest)
             if f.oldestIn == 0 || (collector.oldest > 0 && collector.oldest < f.oldestIn) { f.oldestIn = collector.oldest }
             if collector.outOfOrder > 0 { f.samplesLost["out_of_order", default: 0] &+= UInt64(collector.outOfOrder) }
             if collector.refused > 0 { f.samplesLost["max_series", default: 0] &+= UInt64(collector.refused) }
@@ -293,7 +292,9 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         report.bytesSent = f.bytesSent
         report.staleMarkers = f.staleMarkers
         report.metadataSent = f.metadataSent
-        report.behindS = Double(max(0, f.newestIn - max(f.newestSent, f.oldestIn))) / 1000
+        // While samples wait: how far the newest delivered is behind the clock.
+        report.behindS = report.pendingSamples > 0
+            ? Double(max(0, realtimeNanoseconds() / 1_000_000 - max(f.newestSent, f.oldestIn))) / 1000 : 0
         report.lastError = f.lastError
         return report
     }
@@ -304,7 +305,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     /// mapping's text, with `__name__` and the external labels); nil when
     /// `max_series` are alive.
     fileprivate func entry(_ shape: PrometheusNaming.Shape, _ labels: String, _ plan: PrometheusMapping.KindPlan,
-                           monitor: String, now: Int64, time: Int64) -> (Entry, new: Bool)? {
+                           monitor: String, now: Int64, time: Int64) -> Entry? {
         let family: Family
         if let known = families[shape.name] {
             family = known
@@ -316,7 +317,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
             entry.seen = now
             entry.ttl = plan.ttl
             entry.onChange = plan.onChange
-            return (entry, false)
+            return entry
         }
         guard seriesCount < config.maxSeries else { return nil }
         var pairs: [(String, String)] = [("__name__", shape.name)]
@@ -345,7 +346,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         seriesCount += 1
         seriesOf[monitor, default: 0] += 1
         if !plan.onChange { nextExpiry = min(nextExpiry, now.addingSaturating(plan.ttl)) }
-        return (entry, true)
+        return entry
     }
 
     /// An info series whose strings changed: the one it had under the old labels ends.
@@ -531,7 +532,6 @@ private struct Collector: PrometheusSampleSink {
     var perEvent: [Int32]
     var perShard: [[RemoteWriteItem]]
     var index = 0
-    var newest: Int64 = 0
     var oldest: Int64 = 0
     var outOfOrder = 0
     var refused = 0
@@ -574,7 +574,7 @@ private struct Collector: PrometheusSampleSink {
     private mutating func add(_ shape: PrometheusNaming.Shape, _ labels: String, _ value: Double, _ plan: PrometheusMapping.KindPlan,
                               _ event: Event) {
         let time = event.time / 1_000_000
-        guard let (entry, _) = sink.entry(shape, labels, plan, monitor: event.monitor, now: now, time: time) else {
+        guard let entry = sink.entry(shape, labels, plan, monitor: event.monitor, now: now, time: time) else {
             refused += 1
             return
         }
@@ -585,7 +585,6 @@ private struct Collector: PrometheusSampleSink {
             return
         }
         entry.lastTime = time
-        if time > newest { newest = time }
         if oldest == 0 || time < oldest { oldest = time }
         perEvent[index] += 1
         perShard[entry.series.shardKey % perShard.count].append(
