@@ -23,12 +23,12 @@ import VigilForeign
         var process: RunningProcess?
 
         /// VictoriaMetrics, its data in `dir`; a restart keeps it and the port.
-        static func victoriaMetrics(_ dir: String) throws -> Receiver {
+        static func victoriaMetrics(_ dir: String, _ extra: [String] = []) throws -> Receiver {
             let vm = try #require(PrometheusRunTests.tool("victoria-metrics"), "no victoria-metrics: scripts/test-deps installs it")
             let port = try ControlTCPRunTests.freePort()
             let r = Receiver(port: port, dir: dir, program: vm,
                              arguments: ["-storageDataPath=\(dir)/vm", "-httpListenAddr=127.0.0.1:\(port)", "-loggerLevel=ERROR",
-                                         "-search.latencyOffset=0s", "-search.disableCache"])
+                                         "-search.latencyOffset=0s", "-search.disableCache"] + extra)
             try r.start()
             return r
         }
@@ -480,6 +480,50 @@ import VigilForeign
         #expect(seen.count == 2 && seen.values.allSatisfy { $0 == $0.sorted() && Set($0).count == $0.count }, "\(seen.keys)")
         let queue = OTLPRunTests.sink(Self.summary(dir + "/summary.json"), "rw")["send_queue"] as? [String: Any] ?? [:]
         #expect(queue["retries"] as? Int == 4 && queue["samples_sent"] as? Int == seen.values.reduce(0) { $0 + $1.count }, "\(queue)")
+    }
+
+    /// VictoriaMetrics asking for HTTP basic auth: the password of a
+    /// `password_file` lets every sample in; a wrong one is answered 401,
+    /// counted `rejected`, never retried.
+    @Test func basicAuthIsWhatVictoriaMetricsAsksFor() throws {
+        let dir = try TestEnv.tempDir("rw-auth")
+        let vm = try Receiver.victoriaMetrics(dir, ["-httpAuth.username=vigil", "-httpAuth.password=s3cret"])
+        defer { vm.stop() }
+        try TestEnv.write("s3cret\n", to: dir + "/password")
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { count: 200, rate: 400, fields: 2, entities: 200 } }
+        sinks:
+          good: { type: remote_write, url: "\(vm.url)", match: [flood], basic_auth: { username: vigil, password_file: \(dir)/password }, external_labels: { via: good } }
+          bad: { type: remote_write, url: "\(vm.url)", match: [flood], basic_auth: { username: vigil, password: wrong }, external_labels: { via: bad } }
+        """, to: dir + "/vigil.yaml")
+        let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "2s", "--control", "none",
+                                                     "--summary", dir + "/summary.json"], timeout: 60)
+        #expect(output.status == 3, "\(output.stderr.suffix(2000))")
+        let summary = Self.summary(dir + "/summary.json")
+        let good = OTLPRunTests.sink(summary, "good"), bad = OTLPRunTests.sink(summary, "bad")
+        #expect((good["send_queue"] as? [String: Any])?["samples_sent"] as? Int == 400, "\(good)")
+        #expect((bad["lost"] as? [String: Int])?["rejected"] == 200 && (bad["send_queue"] as? [String: Any])?["retries"] as? Int == 0, "\(bad)")
+        #expect(output.stderr.contains("with 401"), "\(output.stderr.suffix(2000))")
+        // What VictoriaMetrics holds, asked with the same credentials (its
+        // new series are searchable a moment after they came).
+        let authorization = "Authorization: Basic dmlnaWw6czNjcmV0\r\n"
+        var status = 0
+        var lines: [Substring] = []
+        _ = SinkRunTests.waitUntil(20) {
+            _ = try? TestEnv.httpGet(port: vm.port, "/internal/force_flush", headers: authorization)
+            guard let fd = try? Sockets.connect(.tcp(host: "127.0.0.1", port: UInt16(vm.port))) else { return false }
+            defer { close(fd) }
+            let request = "GET /api/v1/export?match[]=" + Receiver.encoded("{via=~\".+\"}") + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" + authorization + "\r\n"
+            guard let text = try? TestEnv.exchange(fd, Array(request.utf8), stopReadingAfter: 60, what: "victoria-metrics", sendMayFail: false)
+            else { return false }
+            let reply = TestEnv.parts(ofReply: text)
+            status = reply.status
+            lines = reply.body.split(separator: "\n")
+            return lines.count >= 400
+        }
+        #expect(status == 200 && lines.count == 400 && lines.allSatisfy { $0.contains("\"via\":\"good\"") }, "\(status): \(lines.count) series")
     }
 
     /// `vigil validate` says where the sink sends and from how many
