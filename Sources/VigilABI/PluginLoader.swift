@@ -118,7 +118,7 @@ public final class PluginCatalog: Sendable {
     /// that loaded it. A plugin found by name must describe itself by that name.
     package func load<Plugin: DescribedPlugin>(reference: String, using load: (String) -> Result<Plugin, PluginRefusal>)
         -> Result<Plugin, PluginRefusal> {
-        let isPath = reference.contains("/") || reference.hasSuffix(".so")
+        let isPath = MonitorConfig.namesFile(reference)
         if isPath { return load(reference) }
         guard let path = locate(reference) else {
             return .failure(PluginRefusal(path: reference, reason:

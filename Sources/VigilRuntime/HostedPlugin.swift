@@ -68,7 +68,7 @@ extension ResolvedManifest where Plugin == HostedPlugin {
         var made: [String: IsolationDecision] = [:]
         let result = resolve(manifest, catalog: catalog) { monitor, reference -> Result<HostedPlugin, PluginRefusal> in
             if let running = reuse(monitor) { return .success(running) }
-            let isPath = reference.contains("/") || reference.hasSuffix(".so")
+            let isPath = MonitorConfig.namesFile(reference)
             let path = isPath ? reference : catalog.locate(reference)
             let decision = IsolationDecision.decide(for: monitor, in: manifest, path: path, hostDirectories: host)
             made[monitor.name] = decision
