@@ -121,6 +121,8 @@ package struct ChildRun: Sendable {
         let status = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
         defer { if status >= 0 { close(status) } }
         var peak = Self.highWater(status)
+        // vigil's own mark as the child's exec left it (see below).
+        let ownAtStart = Self.ownHighWater()
 
         while true {
             var fds: [pollfd] = []
@@ -170,10 +172,16 @@ package struct ChildRun: Sendable {
         repeat { reaped = wait4(pid, &raw, 0, &usage) } while reaped < 0 && errno == EINTR
         let known = reaped == pid
         // wait4's maxrss is the larger of the child's own peak and the image
-        // it was started from (at most vigil's own high-water mark): past
-        // that mark it is the child's own, and exact.
+        // it was started from: vigil's resident memory when the child's exec
+        // replaced it. Past that it is the child's own, and exact. vigil's
+        // VmHWM is no sure bound for it read later: the kernel updates the
+        // mark lazily, so it can read lower once vigil's memory has shrunk
+        // (a check's peak was read as 39 MB, vigil's at its start, in the
+        // suite). So the mark is read at the start and at the end, and
+        // maxrss counts only 2 MiB above both.
+        let ownMark = max(ownAtStart ?? .max, Self.ownHighWater() ?? .max)
         if known, case let (maxrss, overflow) = Int64(usage.ru_maxrss).multipliedReportingOverflow(by: 1024), !overflow,
-           maxrss > Self.ownHighWater() ?? .max {
+           ownMark < .max - Self.imageSlack, maxrss > ownMark + Self.imageSlack {
             peak = max(peak ?? 0, maxrss)
         }
         func ns(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_usec) * 1_000 }
@@ -183,6 +191,9 @@ package struct ChildRun: Sendable {
                       peakMemory: peak,
                       duration: duration)
     }
+
+    /// How far above vigil's own mark wait4's maxrss must be to be the child's.
+    static let imageSlack: Int64 = 2 << 20
 
     /// vigil's own VmHWM.
     static func ownHighWater() -> Int64? {

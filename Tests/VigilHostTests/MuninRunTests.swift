@@ -261,12 +261,13 @@ struct MuninRunTests {
                     // processes of the moment (munin-run's perl, vigil's other plugins).
                     let share = service == "memory" ? 0.25 : 0.1
                     // Established connections: the tests running beside it open and close dozens.
-                    // The host's threads and processes: other tests' vigils
-                    // (dozens of threads each) start and stop within a pass.
+                    // The host's threads, processes and open files: other tests'
+                    // vigils (dozens of threads each) start and stop within a pass.
                     let least: Double = switch (service, name) {
                     case ("netstat", "established"): 32
                     case ("threads", _): 96
                     case ("processes", _): 32
+                    case ("open_files", _): 256
                     default: 5
                     }
                     let slack = Self.volatile.contains(service) ? max(least, scale * share) : scale * 1e-9
