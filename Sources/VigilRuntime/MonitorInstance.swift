@@ -43,16 +43,10 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
     private let availabilityKind: Int
 
     // Touched only on `queue`.
-    /// Its own poll timer, for a monitor too slow for the rounds.
-    private var timer: DispatchSourceTimer?
-    /// Its membership of the poll rounds of its interval, while it has one.
-    private var roundTicket: UInt64?
-    /// A poll took longer than the rounds allow: it polls on its own timer.
-    private var pollsAlone = false
+    /// When its scheduled polls run: in the rounds of its interval, or on a timer of its own.
+    private let schedule: PollSchedule
     /// When the last poll began (monotonic ns).
     private var lastPollBegan: Int64 = 0
-    /// Where its scheduled polls are run from.
-    private let rounds: PollRounds
     /// Polls of the current instance (since its create), for crash reports.
     private var pollsOfInstance = 0
     /// Attempts of `retryLater` since the last success.
@@ -99,8 +93,7 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
     private var limitWatch: RunnerLimits
     /// The plugin file when the instance was quarantined: the quarantine
     /// holds until the file changes or a restart is asked for.
-    private var quarantinedFile: PluginFileIdentity?
-    private var quarantineCheck: DispatchSourceTimer?
+    private var quarantineWatch: QuarantineWatch?
     /// Runner crashes, hangs and limit kills so far.
     package let crashes = Atomic<UInt64>(0)
     /// Its create or start failed (not UNAVAILABLE, not TEMPORARY), the
@@ -136,7 +129,6 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
          clock: @escaping @Sendable () -> Int64 = realtimeNanoseconds, schedulesPolls: Bool = true,
          rounds: PollRounds = .shared) {
         self.name = config.name
-        self.rounds = rounds
         self.schedulesPolls = schedulesPolls
         self.conditions = conditions
         self.plugin = plugin
@@ -163,6 +155,7 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
         self.availabilityKind = kinds.firstIndex(of: "availability")!
         self.route = bus.route(source: config.name, kinds: kinds)
         self.queue = DispatchQueue(label: "vigil.monitor.\(config.name)")
+        self.schedule = PollSchedule(interval: interval, rounds: rounds, queue: queue)
         (transport as? RunnerTransport)?.whenDiedOutsideACall { [weak self] death, runner in self?.runnerDied(death, of: runner) }
     }
 
@@ -304,29 +297,11 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
     /// Polls every interval from now on: in the rounds of its interval
     /// (`PollRounds`), or on its own timer when a poll is too slow for them.
     private func schedulePolls(firstTook: Int64) {
-        stopPolling()
-        if pollsAlone || firstTook > PollRounds.slowPoll(interval: interval) {
-            pollsAlone = true
-            let timer = DispatchSource.makeTimerSource(queue: queue)
-            let leeway = DispatchTimeInterval.nanoseconds(Int(min(interval / 50, 10_000_000)))
-            timer.schedule(deadline: .now() + .nanoseconds(Int(interval)), repeating: .nanoseconds(Int(interval)), leeway: leeway)
-            timer.setEventHandler { [weak self] in self?.pollOnce() }
-            self.timer = timer
-            timer.resume()
-        } else {
-            roundTicket = rounds.join(self, interval: interval)
-        }
+        schedule.start(member: self, firstTook: firstTook) { [weak self] in self?.pollOnce() }
     }
 
     /// No more scheduled polls. On `queue`.
-    private func stopPolling() {
-        timer?.cancel()
-        timer = nil
-        if let ticket = roundTicket {
-            roundTicket = nil
-            rounds.leave(ticket: ticket, interval: interval)
-        }
-    }
+    private func stopPolling() { schedule.stop() }
 
     /// A round's poll (any thread): run here under its queue, unless a call
     /// is in flight (a hung poll holds one thread, not every round's) or the
@@ -336,9 +311,9 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
     func pollInRound(ticket: UInt64) {
         guard lock.withLock({ _ in inFlight == nil }) else { return }
         queue.sync {
-            guard roundTicket == ticket, monotonicNanoseconds() - lastPollBegan >= interval / 2 else { return }
+            guard schedule.holds(ticket), monotonicNanoseconds() - lastPollBegan >= interval / 2 else { return }
             let took = pollOnce()
-            guard roundTicket == ticket, took > PollRounds.slowPoll(interval: interval) else { return }
+            guard schedule.holds(ticket), schedule.tooSlowForRounds(took) else { return }
             logger.info("a poll took \(Units.formatDuration(took)): polled on its own timer from now on, not in the rounds of its interval")
             schedulePolls(firstTook: took)
         }
@@ -507,28 +482,23 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
         logger.error("quarantined: \(restarts) restarts within \(RunnerProcess.seconds(budget.config.restartWindow)); it stays stopped until \(description.path) changes or a restart is asked for")
         hostEvents.instanceQuarantined(monitor: name, plugin: description.path, restarts: restarts,
                                        window: budget.config.restartWindow)
-        quarantinedFile = PluginFileIdentity(path: description.path)
-        let check = DispatchSource.makeTimerSource(queue: queue)
-        check.schedule(deadline: .now() + .seconds(5), repeating: .seconds(5), leeway: .seconds(1))
-        check.setEventHandler { [weak self] in
+        quarantineWatch = QuarantineWatch(path: description.path, queue: queue) { [weak self] in
             guard let self, self.state == .quarantined else { return }
-            let now = PluginFileIdentity(path: self.description.path)
-            if now != nil && now != self.quarantinedFile {
-                self.logger.notice("\(self.description.path) changed: leaving quarantine")
-                self.leaveQuarantine()
-            }
+            self.logger.notice("\(self.description.path) changed: leaving quarantine")
+            self.leaveQuarantine()
         }
-        quarantineCheck = check
-        check.resume()
     }
 
     private func leaveQuarantine() {
-        quarantineCheck?.cancel()
-        quarantineCheck = nil
-        quarantinedFile = nil
+        endQuarantineWatch()
         budget.reset()
         move { $0.leftQuarantine() }
         launch()
+    }
+
+    private func endQuarantineWatch() {
+        quarantineWatch?.cancel()
+        quarantineWatch = nil
     }
 
     /// Whether the watchdog looks at this monitor's runner (limits that no
@@ -569,9 +539,7 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
         queue.sync { [self] in
             guard move({ $0.operatorStart() }) else { return false }
             finished.store(false, ordering: .releasing)
-            quarantineCheck?.cancel()
-            quarantineCheck = nil
-            quarantinedFile = nil
+            endQuarantineWatch()
             budget.reset()
             startRetries = 0
             logger.notice("started by an operator")
@@ -583,8 +551,7 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
     /// No more polls or quarantine checks; the instance stopped and destroyed. On `queue`.
     private func cancelTimersStopAndDestroy() {
         stopPolling()
-        quarantineCheck?.cancel()
-        quarantineCheck = nil
+        endQuarantineWatch()
         stopAndDestroy()
         logGate.flush()
     }

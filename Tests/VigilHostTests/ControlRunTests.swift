@@ -117,6 +117,31 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: host.socket))
     }
 
+    @Test func aQuarantinedMonitorStartsAgainWhenItsPluginFileChanges() throws {
+        let plugins = try TestEnv.tempDir("quarantine-plugin")
+        let file = plugins + "/faulty.so"
+        try FileManager.default.copyItem(atPath: try TestEnv.cPlugins() + "/faulty.so", toPath: file)
+        let host = try Host("""
+          bad:
+            plugin: \(file)
+            interval: 100ms
+            isolation: process
+            options: { fault: segv_poll, at: 2 }
+            max_restarts: 0
+        """)
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("bad")["state"] as? String) == "quarantined" })
+        #expect((try? host.monitor("bad")["crashes"] as? Int) == 1)
+        // A new build of the file, put in place as an install does (a new
+        // inode): within a check (every 5 s) it starts again, and crashing
+        // again it is quarantined again.
+        try FileManager.default.copyItem(atPath: file, toPath: file + ".new")
+        #expect(rename(file + ".new", file) == 0)
+        #expect(SinkRunTests.waitUntil(15) { (try? host.monitor("bad")["crashes"] as? Int) == 2 })
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("bad")["state"] as? String) == "quarantined" })
+        let output = host.stop()
+        #expect(output.stderr.contains("faulty.so changed: leaving quarantine"), "\(output.stderr)")
+    }
+
     @Test func theSocketIsTheGroupsAndOnlyOneHostHasIt() throws {
         let host = try Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
         // Bound 0600, then opened to the group: the test may look in between.
