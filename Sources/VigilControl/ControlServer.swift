@@ -365,7 +365,7 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
                 task.cancel()
                 let end = "event: reset\ndata: {\"reason\":\"the history sink was replaced or removed by a reload\"}\n\n"
                 context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: end)))))
-                    .whenComplete { _ in context.close(promise: nil) }
+                    .whenComplete { _ in bound.value.1.close(promise: nil) }  // on the channel's loop, as the write's future is
                 return
             }
             if bytes.isEmpty {

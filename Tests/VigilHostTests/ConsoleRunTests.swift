@@ -256,6 +256,28 @@ import Testing
         #expect(try Self.ask(host, "GET", "/v1/stream?severity=loud", headers: [StreamClient.cookieHeader]).status == 400)
     }
 
+    @Test func aStreamWhoseHistorySinkAReloadReplacedIsToldSoAndEnded() throws {
+        let host = try ControlTCPRunTests.Host(monitors: "beat: { plugin: heartbeat, interval: 1h, isolation: none }",
+                                               sinks: "history: { type: history }")
+        defer { _ = host.stop() }
+        let stream = try StreamClient(port: host.port, target: "/v1/stream?events=1")
+        #expect(stream.read(for: 5) { $0.contains(": vigil\n\n") }, "\(stream.text)")
+        // The history sink changed (its retention): the reload replaces it,
+        // and the stream, whose ring was that sink's, says so and ends.
+        let manifest = host.dir + "/vigil.yaml"
+        let text = try String(contentsOfFile: manifest, encoding: .utf8)
+        try TestEnv.write(text.replacingOccurrences(of: "history: { type: history }", with: "history: { type: history, retention: 30m }"),
+                          to: manifest)
+        let reload = try TestEnv.unixHTTP(socket: host.dir + "/vigil.sock", "POST", "/v1/reload")
+        #expect(reload.status == 200, "\(reload.body)")
+        #expect(stream.read(for: 5) { $0.contains("event: reset\ndata: {\"reason\":\"the history sink was replaced or removed by a reload\"}") },
+                "\(stream.text)")
+        #expect(stream.closed(within: 5))
+        // A new stream reads the new sink.
+        let again = try StreamClient(port: host.port, target: "/v1/stream?events=1")
+        #expect(again.read(for: 5) { $0.contains(": vigil\n\n") }, "\(again.text)")
+    }
+
     @Test func streamsAreBoundedAClientThatNeverReadsIsDroppedAndTheHostGoesOn() throws {
         // 5,000 events a second of 16 fields: more than a stalled client can be kept for.
         let host = try ControlTCPRunTests.Host(
