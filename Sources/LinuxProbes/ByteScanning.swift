@@ -11,6 +11,16 @@ extension UInt8 {
 
 /// Iterates over the lines of a buffer, yielding 1-based line numbers.
 struct LineIterator {
+    /// Calls `body` with `text`'s bytes and a cursor at each line's first
+    /// field, line after line (a `return` in `body` goes on to the next).
+    static func forEachLine(of text: String, _ body: (UnsafeBufferPointer<UInt8>, inout FieldCursor) -> Void) {
+        var text = text
+        text.withUTF8 { bytes in
+            var lines = LineIterator(bytes)
+            while var (_, fields) = lines.next() { body(bytes, &fields) }
+        }
+    }
+
     let bytes: UnsafeBufferPointer<UInt8>
     private var position = 0
     private var number = 0

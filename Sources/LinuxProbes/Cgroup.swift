@@ -15,18 +15,13 @@ public enum Cgroup {
     public static func flatKeyed(_ text: String) -> (values: [String: UInt64], malformed: Int) {
         var values: [String: UInt64] = [:]
         var malformed = 0
-        var text = text
-        text.withUTF8 { bytes in
-            var lines = LineIterator(bytes)
-            while let (_, fieldsStart) = lines.next() {
-                var fields = fieldsStart
-                guard let key = fields.next() else { continue }
-                guard let value = fields.next(), fields.isAtEnd, let number = bytes.parseUInt64(value) else {
-                    malformed += 1
-                    continue
-                }
-                values[bytes.string(key)] = number
+        LineIterator.forEachLine(of: text) { bytes, fields in
+            guard let key = fields.next() else { return }
+            guard let value = fields.next(), fields.isAtEnd, let number = bytes.parseUInt64(value) else {
+                malformed += 1
+                return
             }
+            values[bytes.string(key)] = number
         }
         return (values, malformed)
     }
@@ -65,27 +60,22 @@ public enum Cgroup {
     public static func ioStat(_ text: String) -> (lines: [IOStatLine], malformed: Int) {
         var result: [IOStatLine] = []
         var malformed = 0
-        var text = text
-        text.withUTF8 { bytes in
-            var lines = LineIterator(bytes)
-            while let (_, fieldsStart) = lines.next() {
-                var fields = fieldsStart
-                guard let device = fields.next() else { continue }
-                var cursor = FieldCursor(bytes, device)
-                guard let major = cursor.upTo(UInt8(ascii: ":")), bytes.parseUInt64(major) != nil,
-                      bytes.parseUInt64(cursor.position..<device.upperBound) != nil else {
-                    malformed += 1
-                    continue
-                }
-                var values: [String: UInt64] = [:]
-                while let field = fields.next() {
-                    var pair = FieldCursor(bytes, field)
-                    guard let key = pair.upTo(UInt8(ascii: "=")),
-                          let number = bytes.parseUInt64(pair.position..<field.upperBound) else { continue }
-                    values[bytes.string(key)] = number
-                }
-                result.append(IOStatLine(device: bytes.string(device), values: values))
+        LineIterator.forEachLine(of: text) { bytes, fields in
+            guard let device = fields.next() else { return }
+            var cursor = FieldCursor(bytes, device)
+            guard let major = cursor.upTo(UInt8(ascii: ":")), bytes.parseUInt64(major) != nil,
+                  bytes.parseUInt64(cursor.position..<device.upperBound) != nil else {
+                malformed += 1
+                return
             }
+            var values: [String: UInt64] = [:]
+            while let field = fields.next() {
+                var pair = FieldCursor(bytes, field)
+                guard let key = pair.upTo(UInt8(ascii: "=")),
+                      let number = bytes.parseUInt64(pair.position..<field.upperBound) else { continue }
+                values[bytes.string(key)] = number
+            }
+            result.append(IOStatLine(device: bytes.string(device), values: values))
         }
         return (result, malformed)
     }

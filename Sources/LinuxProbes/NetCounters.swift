@@ -36,29 +36,23 @@ public enum NetCounters {
     /// or values on either line are ignored.
     public static func parseTables(_ text: String) -> [NetCounter] {
         var out: [NetCounter] = []
-        var copy = text
-        copy.withUTF8 { bytes in
-            var lines = LineIterator(bytes)
-            var pending: (label: Range<Int>, names: FieldCursor)?
-            while let (_, line) = lines.next() {
-                var fields = line
-                guard let label = fields.next(), label.count > 1, bytes[label.upperBound - 1] == UInt8(ascii: ":") else {
-                    pending = nil
-                    continue
+        var pending: (label: Range<Int>, names: FieldCursor)?
+        LineIterator.forEachLine(of: text) { bytes, fields in
+            guard let label = fields.next(), label.count > 1, bytes[label.upperBound - 1] == UInt8(ascii: ":") else {
+                pending = nil
+                return
+            }
+            let bare = label.lowerBound..<(label.upperBound - 1)
+            if let (prior, names) = pending, bytes.string(prior) == bytes.string(bare) {
+                pending = nil
+                let section = bytes.string(bare)
+                var nameCursor = names
+                while let name = nameCursor.next(), let value = fields.next() {
+                    guard let number = bytes.parseSaturatingInt64(value) else { continue }
+                    out.append(NetCounter(section: section, name: bytes.string(name), value: number))
                 }
-                let bare = label.lowerBound..<(label.upperBound - 1)
-                if let (prior, names) = pending, bytes.string(prior) == bytes.string(bare) {
-                    pending = nil
-                    let section = bytes.string(bare)
-                    var nameCursor = names
-                    var valueCursor = fields
-                    while let name = nameCursor.next(), let value = valueCursor.next() {
-                        guard let number = bytes.parseSaturatingInt64(value) else { continue }
-                        out.append(NetCounter(section: section, name: bytes.string(name), value: number))
-                    }
-                } else {
-                    pending = (bare, fields)
-                }
+            } else {
+                pending = (bare, fields)
             }
         }
         return out
@@ -70,19 +64,14 @@ public enum NetCounters {
     /// `InErrors`). A name without a `6` has an empty section.
     public static func parseSNMP6(_ text: String) -> [NetCounter] {
         var out: [NetCounter] = []
-        var copy = text
-        copy.withUTF8 { bytes in
-            var lines = LineIterator(bytes)
-            while let (_, line) = lines.next() {
-                var fields = line
-                guard let key = fields.next(), let value = fields.next(),
-                      let number = bytes.parseSaturatingInt64(value) else { continue }
-                var split = key.lowerBound
-                while split < key.upperBound, bytes[split] != UInt8(ascii: "6") { split += 1 }
-                if split == key.upperBound { split = key.lowerBound } else { split += 1 }
-                out.append(NetCounter(section: bytes.string(key.lowerBound..<split),
-                                      name: bytes.string(split..<key.upperBound), value: number))
-            }
+        LineIterator.forEachLine(of: text) { bytes, fields in
+            guard let key = fields.next(), let value = fields.next(),
+                  let number = bytes.parseSaturatingInt64(value) else { return }
+            var split = key.lowerBound
+            while split < key.upperBound, bytes[split] != UInt8(ascii: "6") { split += 1 }
+            if split == key.upperBound { split = key.lowerBound } else { split += 1 }
+            out.append(NetCounter(section: bytes.string(key.lowerBound..<split),
+                                  name: bytes.string(split..<key.upperBound), value: number))
         }
         return out
     }
@@ -92,17 +81,12 @@ public enum NetCounters {
     /// a number is skipped; so is a trailing name without a value.
     public static func parsePairs(_ text: String) -> [NetCounter] {
         var out: [NetCounter] = []
-        var copy = text
-        copy.withUTF8 { bytes in
-            var lines = LineIterator(bytes)
-            while let (_, line) = lines.next() {
-                var fields = line
-                guard let label = fields.next(), label.count > 1, bytes[label.upperBound - 1] == UInt8(ascii: ":") else { continue }
-                let section = bytes.string(label.lowerBound..<(label.upperBound - 1))
-                while let name = fields.next(), let value = fields.next() {
-                    guard let number = bytes.parseSaturatingInt64(value) else { continue }
-                    out.append(NetCounter(section: section, name: bytes.string(name), value: number))
-                }
+        LineIterator.forEachLine(of: text) { bytes, fields in
+            guard let label = fields.next(), label.count > 1, bytes[label.upperBound - 1] == UInt8(ascii: ":") else { return }
+            let section = bytes.string(label.lowerBound..<(label.upperBound - 1))
+            while let name = fields.next(), let value = fields.next() {
+                guard let number = bytes.parseSaturatingInt64(value) else { continue }
+                out.append(NetCounter(section: section, name: bytes.string(name), value: number))
             }
         }
         return out
