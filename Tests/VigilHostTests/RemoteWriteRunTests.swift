@@ -326,13 +326,9 @@ import VigilForeign
         let dir = try TestEnv.tempDir("rw-refused")
         let prom = try Receiver.prometheus(dir, receiver: false)
         defer { prom.stop() }
-        try TestEnv.write("""
-        plugin_dirs: [\(try TestEnv.cPlugins())]
-        monitors:
-          flood: { plugin: flood, isolation: none, options: { count: 300, rate: 1000, fields: 2, entities: 10 } }
-        sinks:
+        try Self.writeFloodManifest(dir, flood: "count: 300, rate: 1000, fields: 2, entities: 10", sinks: """
           prom: { type: remote_write, url: "\(prom.url)", queue: { batch_send_deadline: 100ms } }
-        """, to: dir + "/vigil.yaml")
+        """)
         let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "2s", "--control", "none",
                                                      "--summary", dir + "/summary.json"], timeout: 60)
         #expect(output.status == 3, "\(output.stderr)")
@@ -344,6 +340,19 @@ import VigilForeign
     }
 
     /// The scripted receiver (Tests/Fixtures/remote_write/receiver.py) and its port.
+    /// Writes `dir`/vigil.yaml: the C plugins, one flood monitor in the
+    /// host's process with the options `flood`, and `sinks` (the lines under
+    /// `sinks:`, indented by two).
+    static func writeFloodManifest(_ dir: String, flood: String, sinks: String) throws {
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          flood: { plugin: flood, isolation: none, options: { \(flood) } }
+        sinks:
+        \(sinks)
+        """, to: dir + "/vigil.yaml")
+    }
+
     static func scripted(_ out: String, _ arguments: [String]) throws -> (RunningProcess, Int) {
         let receiver = try TestEnv.start("/usr/bin/python3", [TestEnv.fixture("remote_write/receiver.py"), out] + arguments)
         guard SinkRunTests.waitUntil(30, { FileManager.default.fileExists(atPath: out + ".port") }),
@@ -364,13 +373,9 @@ import VigilForeign
             receiver.signal(SIGKILL)
             _ = receiver.wait(timeout: 10)
         }
-        try TestEnv.write("""
-        plugin_dirs: [\(try TestEnv.cPlugins())]
-        monitors:
-          flood: { plugin: flood, isolation: none, options: { count: 0, rate: 200, fields: 2, entities: 10 } }
-        sinks:
+        try Self.writeFloodManifest(dir, flood: "count: 0, rate: 200, fields: 2, entities: 10", sinks: """
           rw: { type: remote_write, url: "http://127.0.0.1:\(port)/api/v1/write", queue: { batch_send_deadline: 100ms }, match: [flood] }
-        """, to: dir + "/vigil.yaml")
+        """)
         let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--control", "none", "--drain-timeout", "2s",
                                                     "--summary", dir + "/summary.json"])
         Thread.sleep(forTimeInterval: 3)
@@ -399,13 +404,9 @@ import VigilForeign
             receiver.signal(SIGTERM)
             _ = receiver.wait(timeout: 10)
         }
-        try TestEnv.write("""
-        plugin_dirs: [\(try TestEnv.cPlugins())]
-        monitors:
-          flood: { plugin: flood, isolation: none, options: { count: 600, rate: 300, fields: 2, entities: 600 } }
-        sinks:
+        try Self.writeFloodManifest(dir, flood: "count: 600, rate: 300, fields: 2, entities: 600", sinks: """
           rw: { type: remote_write, url: "http://127.0.0.1:\(port)/api/v1/write", buffer: { type: disk, path: \(dir)/buffer }, match: [flood] }
-        """, to: dir + "/vigil.yaml")
+        """)
         let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "4s", "--control", "none",
                                                      "--summary", dir + "/summary.json"], timeout: 60)
         #expect(output.status == 3, "\(output.stderr.suffix(2000))")
@@ -427,18 +428,14 @@ import VigilForeign
             receiver.signal(SIGTERM)
             _ = receiver.wait(timeout: 10)
         }
-        try TestEnv.write("""
-        plugin_dirs: [\(try TestEnv.cPlugins())]
-        monitors:
-          flood: { plugin: flood, isolation: none, options: { count: 0, rate: 20, fields: 1, entities: 2 } }
-        sinks:
+        try Self.writeFloodManifest(dir, flood: "count: 0, rate: 20, fields: 1, entities: 2", sinks: """
           rw:
             type: remote_write
             url: "http://127.0.0.1:\(port)/receive"
             headers: { X-Scope-OrgID: fleet-a }
             bearer_token_file: \(dir)/token
             queue: { batch_send_deadline: 200ms }
-        """, to: dir + "/vigil.yaml")
+        """)
         let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "8s", "--control", "none",
                                                     "--summary", dir + "/summary.json"])
         // Once the scripted answers are through, the token changes: the requests after carry the new one.
@@ -490,14 +487,10 @@ import VigilForeign
         let vm = try Receiver.victoriaMetrics(dir, ["-httpAuth.username=vigil", "-httpAuth.password=s3cret"])
         defer { vm.stop() }
         try TestEnv.write("s3cret\n", to: dir + "/password")
-        try TestEnv.write("""
-        plugin_dirs: [\(try TestEnv.cPlugins())]
-        monitors:
-          flood: { plugin: flood, isolation: none, options: { count: 200, rate: 400, fields: 2, entities: 200 } }
-        sinks:
+        try Self.writeFloodManifest(dir, flood: "count: 200, rate: 400, fields: 2, entities: 200", sinks: """
           good: { type: remote_write, url: "\(vm.url)", match: [flood], basic_auth: { username: vigil, password_file: \(dir)/password }, external_labels: { via: good } }
           bad: { type: remote_write, url: "\(vm.url)", match: [flood], basic_auth: { username: vigil, password: wrong }, external_labels: { via: bad } }
-        """, to: dir + "/vigil.yaml")
+        """)
         let output = try TestEnv.run(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "2s", "--control", "none",
                                                      "--summary", dir + "/summary.json"], timeout: 60)
         #expect(output.status == 3, "\(output.stderr.suffix(2000))")
