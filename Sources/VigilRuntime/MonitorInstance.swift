@@ -91,7 +91,7 @@ package final class MonitorInstance: RunnerReceiver, RoundMember, @unchecked Sen
     private var budget: RestartBudget
     /// The runner's `limits:`, checked by the host's watchdog. Guarded by `lock`.
     private var limitWatch: RunnerLimits
-    /// The plugin file when the instance was quarantined: the quarantine
+    /// While quarantined, its watch of the plugin file: the quarantine
     /// holds until the file changes or a restart is asked for.
     private var quarantineWatch: QuarantineWatch?
     /// Runner crashes, hangs and limit kills so far.
