@@ -16,10 +16,32 @@ public final class LoadedPlugin: DescribedPlugin, @unchecked Sendable {  // immu
     public let description: PluginDescription
     /// The plugin's descriptor, copied into a zeroed struct of the host's size.
     package let descriptor: vigil_plugin_descriptor
+    /// What its load took, step by step.
+    public let phases: LoadPhases
 
-    init(description: PluginDescription, descriptor: vigil_plugin_descriptor) {
+    init(description: PluginDescription, descriptor: vigil_plugin_descriptor, phases: LoadPhases) {
         self.description = description
         self.descriptor = descriptor
+        self.phases = phases
+    }
+}
+
+/// The steps of one plugin's load, in nanoseconds: the file's checks
+/// (owner, permissions, ELF headers), `dlopen`, the entry point (the
+/// plugin builds its descriptor and chooses an ABI version), and the
+/// host's reading and checking of the description. `vigil plugins describe
+/// --timing` shows them (docs/performance.md, plugin load).
+public struct LoadPhases: Sendable, Equatable {
+    public var vetting: Int64 = 0
+    public var dlopen: Int64 = 0
+    public var entry: Int64 = 0
+    public var reading: Int64 = 0
+
+    public init(vetting: Int64 = 0, dlopen: Int64 = 0, entry: Int64 = 0, reading: Int64 = 0) {
+        self.vetting = vetting
+        self.dlopen = dlopen
+        self.entry = entry
+        self.reading = reading
     }
 }
 
@@ -180,6 +202,7 @@ package enum PluginLoader {
         func refuse(_ reason: String) -> Result<LoadedPlugin, PluginRefusal> {
             .failure(PluginRefusal(path: path, reason: reason))
         }
+        let began = monotonicNanoseconds()
         // Owner, permissions and ELF headers, checked on the open file (PluginFile.swift).
         let file: PluginFile
         switch vetting.open(path) {
@@ -187,6 +210,7 @@ package enum PluginLoader {
         case .success(let checked): file = checked
         }
         _ = dlerror()
+        let vetted = monotonicNanoseconds()
         guard let handle = dlopen(file.loadPath, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
             let why = dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
             return refuse("not a loadable shared object (\(why))")
@@ -197,15 +221,20 @@ package enum PluginLoader {
         }
         if let problem = PluginFile.entrySymbolProblem(symbol, name: VIGIL_ENTRY_SYMBOL) { return refuse(problem) }
         let entry = unsafeBitCast(symbol, to: vigil_plugin_entry_fn.self)
-        return negotiate(path: path) { args, result in entry(args, result) }
+        let opened = monotonicNanoseconds()
+        return negotiate(path: path, phases: LoadPhases(vetting: vetted - began, dlopen: opened - vetted)) { args, result in
+            entry(args, result)
+        }
     }
 
     /// Negotiation and validation through an entry function: the one a file
     /// exports, or a Swift type's in a test process (VigilKitTesting).
     package static func negotiate(
-        path: String,
+        path: String, phases: LoadPhases = LoadPhases(),
         entry: (UnsafePointer<vigil_entry_args>, UnsafeMutablePointer<vigil_entry_result>) -> vigil_status
     ) -> Result<LoadedPlugin, PluginRefusal> {
+        var phases = phases
+        let entered = monotonicNanoseconds()
         func refuse(_ reason: String) -> Result<LoadedPlugin, PluginRefusal> {
             .failure(PluginRefusal(path: path, reason: reason))
         }
@@ -226,6 +255,8 @@ package enum PluginLoader {
                 return entry(&args, &result)
             }
         }
+        let answered = monotonicNanoseconds()
+        phases.entry = answered - entered
         let pluginMessage = pluginMessage(message)
         let host = "\(VIGIL_ABI_MAJOR).\(VIGIL_ABI_MINOR)"
         guard status == VIGIL_OK else {
@@ -257,7 +288,8 @@ package enum PluginLoader {
                 if descriptor.start == nil { descriptor.start = { _, _ in VIGIL_OK } }
                 if descriptor.stop == nil { descriptor.stop = { _, _ in VIGIL_OK } }
             }
-            return .success(LoadedPlugin(description: description, descriptor: descriptor))
+            phases.reading = monotonicNanoseconds() - answered
+            return .success(LoadedPlugin(description: description, descriptor: descriptor, phases: phases))
         }
     }
 

@@ -29,7 +29,9 @@ import VigilCore
 ///                                             `ChildProcess.maxLineBytes`)
 ///     refused KIND  REASON                    the loader refused it (KIND: noentry, refused)
 ///     skip    MONITOR  REASON                 a monitor that was not created (options do not bind)
-///     timing  LOAD_NS  CREATE_NS|-            with --timing: load, and create with default options
+///     timing  LOAD_NS  CREATE_NS|-  VETTING_NS  DLOPEN_NS  ENTRY_NS  READING_NS
+///                                             with --timing: load, and create with default
+///                                             options; the load's steps (`LoadPhases`)
 ///     done
 public struct PluginProber: Sendable {
     /// The create that `--timing` measures, with default options.
@@ -181,6 +183,8 @@ public struct ProbeReport: Sendable {
     public var movedToRunner: [String: String] = [:]
     /// With timing: nanoseconds to load, and to create (and destroy) one instance with default options.
     public var timing: (load: Int64, create: Int64?)?
+    /// With timing: the load's steps.
+    public var loadPhases: LoadPhases?
 
     /// The plugin's self-description, when it loaded.
     public var pluginDescription: PluginDescription? {
@@ -257,6 +261,9 @@ package struct ProbeSession {
         case "moved": report.movedToRunner[field(1)] = field(2)
         case "timing":
             report.timing = (Int64(field(1)) ?? 0, field(2) == "-" ? nil : Int64(field(2)))
+            if let vetting = Int64(field(3)), let dlopen = Int64(field(4)), let entry = Int64(field(5)), let reading = Int64(field(6)) {
+                report.loadPhases = LoadPhases(vetting: vetting, dlopen: dlopen, entry: entry, reading: reading)
+            }
         case "done":
             done = true
             return .done

@@ -71,7 +71,8 @@ public enum PluginProbe {
             } else {
                 create = "-"
             }
-            out.send("timing", "\(loadTime)", create)
+            let p = plugin.phases
+            out.send("timing", "\(loadTime)", create, "\(p.vetting)", "\(p.dlopen)", "\(p.entry)", "\(p.reading)")
         }
         if let manifestPath = request.manifest, !request.creates.isEmpty {
             createInstances(request.creates, manifest: manifestPath, plugin: plugin, path: request.path, out: out)

@@ -127,7 +127,7 @@ struct Plugins: AsyncParsableCommand {
             """)
 
         @Argument(help: "A plugin name, or a path to a .so file.") var plugin: String
-        @Flag(help: "Also time loading (dlopen, negotiation, self-description) and creating one instance with default options.")
+        @Flag(help: "Also time loading, step by step (the file's checks, dlopen, the entry point, reading the description), and creating one instance with default options.")
         var timing = false
         @OptionGroup var plugins: PluginDirOptions
 
@@ -140,8 +140,12 @@ struct Plugins: AsyncParsableCommand {
             case .success(let probed):
                 print(Self.render(probed.description))
                 if timing, let t = probed.report.timing {
-                    let create = t.create.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "n/a (required options)"
-                    print(String(format: "timing: load %.3f ms, create ", Double(t.load) / 1e6) + create)
+                    let ms = { (ns: Int64) in String(format: "%.3f", Double(ns) / 1e6) }
+                    let create = t.create.map { "\(ms($0)) ms" } ?? "n/a (required options)"
+                    let steps = probed.report.loadPhases.map {
+                        " (vetting \(ms($0.vetting)), dlopen \(ms($0.dlopen)), entry \(ms($0.entry)), reading \(ms($0.reading)))"
+                    } ?? ""
+                    print("timing: load \(ms(t.load)) ms\(steps), create \(create)")
                 }
             }
         }
