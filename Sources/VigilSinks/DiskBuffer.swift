@@ -48,6 +48,9 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
 
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
+        /// Records of the refused `append` that were written before the
+        /// refusal: they are in the buffer.
+        package var written = 0
     }
 
     static let magic: UInt32 = 0x3147_4C56  // "VLG1" little endian
@@ -79,6 +82,8 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     private(set) var corruptBytes: Int64 = 0
     /// Segment numbers missing between two present (removed from under the buffer).
     private(set) var missingSegments = 0
+    /// Times the directory was made again after it was removed from under the buffer.
+    private(set) var directoryRecreated = 0
     private var dirty = false
     /// `DIR/lock`, held (flock) while the buffer is open: two sinks, or two
     /// hosts, never use one directory at once.
@@ -156,6 +161,12 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
         } else if let first = segments.first {
             ack = Position(segment: first.number, offset: 0)
             sent = ack
+            if FileManager.default.fileExists(atPath: directory + "/state") {
+                // A state that says nothing usable (cut short, or emptied):
+                // what it said was sent is unknown, so every record is.
+                recovery.stateDistrusted = true
+                sent = Position(segment: segments[segments.count - 1].number, offset: segments[segments.count - 1].size)
+            }
         }
         // Segments wholly before `ack` were delivered: remove them.
         while let first = segments.first, first.number < ack.segment {
@@ -238,14 +249,29 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
 
     /// `ack`, `sent`, and how many records wait: appends only add to those,
     /// so finding fewer at the next start means records went missing.
+    /// A state that could not be written whole (a full disk) replaces
+    /// nothing: the one before stays, which says less was sent than was,
+    /// so the next start sends more again (counted possible duplicates),
+    /// never less.
     private func writeState() {
         let text = "ack \(ack.segment) \(ack.offset)\nsent \(sent.segment) \(sent.offset)\nrecords \(pendingRecords)\n"
         let tmp = directory + "/state.tmp"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
-        _ = text.withCString { write(fd, $0, strlen($0)) }
-        if fsync == .always { _ = Glibc.fsync(fd) }
+        let bytes = Array(text.utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            done += n
+        }
+        let whole = done == bytes.count && (fsync != .always || Glibc.fsync(fd) == 0)
         Glibc.close(fd)
+        guard whole else {
+            unlink(tmp)
+            return
+        }
         rename(tmp, directory + "/state")
     }
 
@@ -256,33 +282,55 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     /// records from the first refused one on are not in the buffer.
     func append(_ payloads: [[UInt8]]) throws -> Int {
         try lock.withLock { _ in
+            // Records count as in the buffer once their bytes were written.
             var written = 0
+            var inChunk = 0
             var chunk: [UInt8] = []
             func flush() throws {
                 guard !chunk.isEmpty else { return }
                 try writeAll(chunk)
                 segments[segments.count - 1].size += Int64(chunk.count)
                 chunk.removeAll(keepingCapacity: true)
+                written += inChunk
+                pendingRecords += inChunk
+                inChunk = 0
+                dirty = true
             }
-            for payload in payloads {
-                if writeFD < 0 || (segments.last!.size + Int64(chunk.count) >= segmentBytes && (segments.last!.size + Int64(chunk.count)) > 0) {
-                    try flush()
-                    try roll()
+            do {
+                if writeFD >= 0 && segmentRemoved() {
+                    // Its segment (or the directory) was removed from under
+                    // the buffer: what it held is lost (counted when read);
+                    // what comes now goes to a fresh segment.
+                    Glibc.close(writeFD)
+                    writeFD = -1
                 }
-                var header = [UInt8](repeating: 0, count: Self.headerBytes)
-                Self.put(Self.magic, &header, 0)
-                Self.put(UInt32(payload.count), &header, 4)
-                Self.put(CRC32C.checksum(payload), &header, 8)
-                chunk += header
-                chunk += payload
-                written += 1
-                pendingRecords += 1
+                for payload in payloads {
+                    if writeFD < 0 || (segments.last!.size + Int64(chunk.count) >= segmentBytes && (segments.last!.size + Int64(chunk.count)) > 0) {
+                        try flush()
+                        try roll()
+                    }
+                    var header = [UInt8](repeating: 0, count: Self.headerBytes)
+                    Self.put(Self.magic, &header, 0)
+                    Self.put(UInt32(payload.count), &header, 4)
+                    Self.put(CRC32C.checksum(payload), &header, 8)
+                    chunk += header
+                    chunk += payload
+                    inChunk += 1
+                }
+                try flush()
+                if fsync == .always { try sync() }
+            } catch var failure as Failure {
+                failure.written = written
+                throw failure
             }
-            try flush()
-            dirty = true
-            if fsync == .always { try sync() }
             return written
         }
+    }
+
+    /// Whether the segment being written is no longer in the directory.
+    private func segmentRemoved() -> Bool {
+        var st = stat()
+        return fstat(writeFD, &st) == 0 && st.st_nlink == 0
     }
 
     private func writeAll(_ bytes: [UInt8]) throws {
@@ -307,6 +355,22 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
             Glibc.close(writeFD)
         }
         writeFD = open(path(next), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        if writeFD < 0 && errno == ENOENT && mkdir(directory, 0o700) == 0 {
+            // The directory was removed from under the buffer (its segments
+            // with it, counted lost when read): made again, as the file
+            // sink makes its directory again.
+            directoryRecreated += 1
+            // Its lock went with it: held again, so that no other sink or
+            // host takes the new directory.
+            let fd = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            if fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 {
+                if lockFD >= 0 { Glibc.close(lockFD) }
+                lockFD = fd
+            } else if fd >= 0 {
+                Glibc.close(fd)
+            }
+            writeFD = open(path(next), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        }
         guard writeFD >= 0 else { throw Failure(description: "cannot create \(path(next)): \(String(cString: strerror(errno)))") }
         segments.append((next, 0))
     }

@@ -55,6 +55,77 @@ import Testing
         #expect(Self.text(again.read(max: 1000)) == (30..<100).map { "record \($0) " })
     }
 
+    /// A disk that refuses in the middle of an append (here the next
+    /// segment's name is taken by a directory; on a full disk, ENOSPC):
+    /// what was written before counts as in the buffer, the rest does not.
+    @Test func aRefusedAppendCountsOnlyWhatReachedTheDisk() throws {
+        let dir = try TestEnv.tempDir("buffer-refused")
+        // 512 KiB: segments of 64 KiB.
+        let buffer = try DiskBuffer(directory: dir, maxBytes: 512 << 10, fsync: .never)
+        _ = try buffer.append(Self.payloads(0..<1))
+        try FileManager.default.createDirectory(atPath: dir + "/0000000000000002.seg", withIntermediateDirectories: false)
+        var written = -1
+        do {
+            _ = try buffer.append(Self.payloads(1..<3_000, size: 100))
+        } catch let failure as DiskBuffer.Failure {
+            written = failure.written
+        }
+        #expect(written > 0 && written < 2_999, "\(written)")
+        #expect(buffer.pendingRecords == 1 + written)
+        // What it counts is what comes back.
+        var back: [String] = []
+        while true {
+            let records = buffer.read(max: 1000)
+            if records.isEmpty { break }
+            back += Self.text(records)
+            buffer.acknowledge(upTo: records.last!.end, records: records.count)
+        }
+        #expect(back == (0..<(1 + written)).map { "record \($0) " })
+    }
+
+    /// A `state` cut to nothing (written when the disk was full, by an
+    /// earlier vigil) says nothing of what was sent: every record waiting
+    /// is sent again as a possible duplicate, never as a first send.
+    @Test func anEmptiedStateMakesEveryRecordAPossibleDuplicate() throws {
+        let dir = try TestEnv.tempDir("buffer-empty-state")
+        do {
+            let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .always)
+            _ = try buffer.append(Self.payloads(0..<50))
+            let sent = buffer.read(max: 50)
+            buffer.markSent(upTo: sent.last!.end)
+        }
+        try Data().write(to: URL(fileURLWithPath: dir + "/state"))
+        let again = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .always)
+        #expect(again.recovery.stateDistrusted)
+        #expect(again.recovery.pending == 50 && again.recovery.possibleDuplicates == 50)
+        #expect(Self.text(again.read(max: 100)) == (0..<50).map { "record \($0) " })
+    }
+
+    /// The directory removed while the buffer is in use: the next append
+    /// makes it again (with its lock) and goes on; what the removed
+    /// segments held is counted when it is read, not delivered.
+    @Test func aDirectoryRemovedFromUnderTheBufferIsMadeAgain() throws {
+        let parent = try TestEnv.tempDir("buffer-removed")
+        let dir = parent + "/buf"
+        let buffer = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
+        _ = try buffer.append(Self.payloads(0..<10))
+        try FileManager.default.removeItem(atPath: dir)
+        #expect(try buffer.append(Self.payloads(10..<20)) == 10)
+        #expect(buffer.directoryRecreated == 1)
+        #expect(FileManager.default.fileExists(atPath: dir + "/lock"))
+        var back: [String] = []
+        while true {
+            let records = buffer.read(max: 100)
+            if records.isEmpty { break }
+            back += Self.text(records)
+            buffer.acknowledge(upTo: records.last!.end, records: records.count)
+        }
+        #expect(back == (10..<20).map { "record \($0) " })
+        #expect(buffer.corruptSegments >= 1)
+        // A second buffer cannot take the new directory.
+        #expect(throws: DiskBuffer.Failure.self) { try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never) }
+    }
+
     @Test func aTornRecordAtTheEndIsCutAndNewRecordsFollowIt() throws {
         let dir = try TestEnv.tempDir("buffer-torn")
         do {

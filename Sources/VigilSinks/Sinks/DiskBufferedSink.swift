@@ -201,10 +201,17 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
             }
             break
         }
+        let recreated = buffer.directoryRecreated
         do {
             _ = try buffer.append(payloads)
         } catch {
-            throw SinkWriteError(delivered: storedBefore, reason: .writeFailed, error)
+            // What the disk took before it refused is in the buffer, to be delivered.
+            let written = (error as? DiskBuffer.Failure)?.written ?? 0
+            if written > 0 { signal.signal() }
+            throw SinkWriteError(delivered: storedBefore + written, reason: .writeFailed, error)
+        }
+        if buffer.directoryRecreated > recreated {
+            context.logger.warning("disk buffer \(config.path) was removed while in use: made again (the events it held are lost, counted when they are read)")
         }
         signal.signal()
         return true
