@@ -49,6 +49,7 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
                 FieldDecl("bad_lines", .int), FieldDecl("unsupported", .int, doc: "DogStatsD events and service checks"),
                 FieldDecl("oversized", .int, doc: "packets or TCP lines longer than max_packet, dropped"),
                 FieldDecl("dropped_keys", .int, doc: "metrics of new keys past max_keys, dropped"),
+                FieldDecl("dropped_members", .int, doc: "new members of sets already holding max_set_members, dropped"),
                 FieldDecl("keys", .int, doc: "keys flushed"),
                 FieldDecl("kernel_drops", .int, doc: "datagrams the kernel dropped on the UDP sockets since they opened (/proc/net/udp)"),
             ], policy: .samples),
@@ -154,6 +155,7 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
             }
         }
         udpInodes = []
+        udpSockets = sockets.filter(\.udp).map(\.fd)
         for socket in sockets where socket.udp {
             var st = stat()
             if fstat(socket.fd, &st) == 0 { udpInodes.insert(UInt64(st.st_ino)) }
@@ -175,10 +177,28 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         }
     }
 
-    /// What arrived since the last flush is flushed now, so a stop loses
-    /// none of it; the workers end and close their sockets when the SDK
-    /// joins them, right after this returns.
-    func stop() { flushNow() }
+    /// What arrived since the last flush is flushed now, so a stop (or a
+    /// reload) loses none of it: first the datagrams the kernel took that no
+    /// worker read yet, for at most two seconds. The workers end and close
+    /// their sockets when the SDK joins them, right after this returns.
+    func stop() {
+        let deadline = Worker.monotonicNow() + 2_000_000_000
+        var buffer = [UInt8](repeating: 0, count: Int(clamping: options.maxPacket.bytes) + 1)
+        var left = false
+        for fd in udpSockets {
+            while readDatagrams(fd, into: &buffer, limit: Int(clamping: options.maxPacket.bytes), upTo: 1024) == 1024 {
+                if Worker.monotonicNow() > deadline {
+                    left = true
+                    break
+                }
+            }
+        }
+        if left { context.log(.warning, "statsd: datagrams were still arriving 2s into the stop; those after it are not read") }
+        flushNow()
+    }
+
+    /// The UDP sockets of this start (their workers close them).
+    private var udpSockets: [Int32] = []
 
     /// When the last flush was (monotonic ns): the flush worker's and stop's.
     private let lastFlush = Mutex<Int64>(0)
@@ -246,21 +266,33 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         var buffer = [UInt8](repeating: 0, count: limit + 1)
         while !token.isCancelled {
             if token.waitFor(fd: fd, events: Int16(POLLIN), timeout: nil) == .cancelled { return }
-            // Up to 256 datagrams per wake, each aggregated under one lock.
-            for _ in 0..<256 {
-                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n < 0 { break }
-                if n > limit {
-                    state.withLock { $0.counts.oversized += 1 }
-                    continue
-                }
-                buffer.withUnsafeBytes { bytes in
-                    let packet = UnsafeRawBufferPointer(rebasing: bytes[0..<n])
-                    state.withLock { aggregate in aggregate.add(packet) }
-                }
-            }
+            // Up to 256 datagrams per wake.
+            _ = readDatagrams(fd, into: &buffer, limit: limit, upTo: 256)
         }
     }
+
+    /// Reads and aggregates datagrams waiting on `fd`, each under one lock,
+    /// until none waits or `most` were read; returns how many were read.
+    private func readDatagrams(_ fd: Int32, into buffer: inout [UInt8], limit: Int, upTo most: Int) -> Int {
+        var read = 0
+        while read < most {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n < 0 { break }
+            read += 1
+            if n > limit {
+                state.withLock { $0.counts.oversized += 1 }
+                continue
+            }
+            buffer.withUnsafeBytes { bytes in
+                let packet = UnsafeRawBufferPointer(rebasing: bytes[0..<n])
+                state.withLock { aggregate in aggregate.add(packet) }
+            }
+        }
+        return read
+    }
+
+    /// TCP connections served at once.
+    static let maxConnections = 1024
 
     private func serveTCP(_ listener: Int32, limit: Int, token: Worker.Token) {
         var connections: [(fd: Int32, pending: [UInt8], skipping: Bool)] = []
@@ -270,11 +302,16 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while !token.isCancelled {
-            var fds = [pollfd(fd: token.cancelFD, events: Int16(POLLIN), revents: 0), pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+            // At the most connections, new ones wait in the listener's backlog
+            // (the kernel refuses them past it) until one ends: the listener
+            // is not polled, or it would be ready on every poll.
+            let accepting = connections.count < Self.maxConnections
+            var fds = [pollfd(fd: token.cancelFD, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: listener, events: accepting ? Int16(POLLIN) : 0, revents: 0)]
             fds += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
             guard poll(&fds, nfds_t(fds.count), -1) >= 0 || errno == EINTR else { return }
             if fds[0].revents != 0 || token.isCancelled { return }
-            if fds[1].revents != 0, connections.count < 1024 {
+            if fds[1].revents != 0, accepting {
                 let fd = accept(listener, nil, nil)
                 if fd >= 0 {
                     _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -287,6 +324,11 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
             for i in 0..<(fds.count - 2) where fds[i + 2].revents != 0 {
                 let n = buffer.withUnsafeMutableBytes { Glibc.read(connections[i].fd, $0.baseAddress, $0.count) }
                 if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
+                    // A last line without its newline is a line (as statsd's and
+                    // Telegraf's TCP servers read it), unless it is being skipped.
+                    if n == 0, !connections[i].skipping, !connections[i].pending.isEmpty {
+                        connections[i].pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
+                    }
                     gone.append(i)
                     continue
                 }
@@ -348,7 +390,8 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         context.emit("stats", [
             "metrics": .int(Int64(counts.metrics)), "packets": .int(Int64(counts.packets)), "bad_lines": .int(Int64(counts.badLines)),
             "unsupported": .int(Int64(counts.unsupported)), "oversized": .int(Int64(counts.oversized)),
-            "dropped_keys": .int(Int64(counts.droppedKeys)), "keys": .int(Int64(entries.count)),
+            "dropped_keys": .int(Int64(counts.droppedKeys)), "dropped_members": .int(Int64(counts.droppedMembers)),
+            "keys": .int(Int64(entries.count)),
             "kernel_drops": .int(kernelDrops()),
         ])
     }
@@ -388,9 +431,18 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
 
 /// What arrived since the last flush, per key.
 struct Aggregate {
+    /// A name with its tags, of one type: as statsd keeps counters, gauges,
+    /// timers and sets apart, `a:1|c` and `a:5|g` are two keys, not one
+    /// that the later type takes over.
     struct Key: Hashable {
         var name: String
         var tags: String
+        var type: KeyType
+    }
+
+    enum KeyType: Hashable {
+        /// Timers, histograms and distributions are one (statsd reads `h` as `ms`).
+        case counter, gauge, timer, set
     }
 
     enum Entry {
@@ -398,11 +450,13 @@ struct Aggregate {
         case gauge(Double)
         /// ms, h or d; the values; their count weighted by sample rates.
         case timer(String, QuantileSketch, Double)
-        case set(Set<String>)
+        /// Only the members' count is sent: a member is held as a 64-bit
+        /// hash of its bytes, so a member's length costs nothing.
+        case set(Set<Int>)
     }
 
     struct Counts {
-        var metrics = 0, packets = 0, badLines = 0, unsupported = 0, oversized = 0, droppedKeys = 0
+        var metrics = 0, packets = 0, badLines = 0, unsupported = 0, oversized = 0, droppedKeys = 0, droppedMembers = 0
     }
 
     let maxKeys: Int
@@ -428,7 +482,13 @@ struct Aggregate {
     }
 
     mutating func add(_ metric: Statsd.Metric) {
-        let key = Key(name: String(decoding: metric.name, as: UTF8.self), tags: Self.tags(metric.tags))
+        let type: KeyType = switch metric.kind {
+        case .counter: .counter
+        case .gauge: .gauge
+        case .timer, .histogram, .distribution: .timer
+        case .set: .set
+        }
+        let key = Key(name: String(decoding: metric.name, as: UTF8.self), tags: Self.tags(metric.tags), type: type)
         if entries[key] == nil {
             guard entries.count < maxKeys else {
                 counts.droppedKeys += 1
@@ -455,10 +515,17 @@ struct Aggregate {
             sketch.add(metric.value)
             entries[key] = .timer(code, sketch, weighted + 1 / metric.sampleRate)
         case .set:
-            var members: Set<String> = []
+            var members: Set<Int> = []
             if case .set(let known)? = entries[key] { members = known }
             entries[key] = nil
-            if members.count < maxSetMembers { members.insert(String(decoding: metric.member, as: UTF8.self)) }
+            var hasher = Hasher()
+            hasher.combine(bytes: metric.member)
+            let member = hasher.finalize()
+            if members.count < maxSetMembers || members.contains(member) {
+                members.insert(member)
+            } else {
+                counts.droppedMembers += 1
+            }
             entries[key] = .set(members)
         }
     }
@@ -485,11 +552,23 @@ struct Aggregate {
             for (key, value) in gauges where entries[key] == nil { out.append((key, .gauge(value))) }
             for key in counters where entries[key] == nil { out.append((key, .counter(0))) }
         }
-        out.sort { ($0.0.name, $0.0.tags) < ($1.0.name, $1.0.tags) }
+        out.sort { ($0.0.name, $0.0.tags, $0.0.type.order) < ($1.0.name, $1.0.tags, $1.0.type.order) }
         let counts = self.counts
         entries.removeAll(keepingCapacity: true)
         self.counts = Counts()
         return (out, counts)
+    }
+}
+
+extension Aggregate.KeyType {
+    /// Flushed in this order within one name and tags.
+    var order: Int {
+        switch self {
+        case .counter: 0
+        case .gauge: 1
+        case .timer: 2
+        case .set: 3
+        }
     }
 }
 

@@ -279,19 +279,26 @@ public struct QuantileSketch: Sendable {
         let index = Int32(clamping: Int((log(magnitude) / logGamma).rounded(.up)))
         if value > 0 {
             positive[index, default: 0] &+= weight
-            if positive.count > maxBuckets { Self.collapse(&positive) }
+            if positive.count > maxBuckets { Self.collapse(&positive, to: collapsedBuckets) }
         } else {
             negative[index, default: 0] &+= weight
-            if negative.count > maxBuckets { Self.collapse(&negative) }
+            if negative.count > maxBuckets { Self.collapse(&negative, to: collapsedBuckets) }
         }
     }
 
-    /// Merges the two smallest buckets.
-    private static func collapse(_ buckets: inout [Int32: UInt64]) {
+    /// What a collapse leaves: an eighth of the buckets fewer, so that values
+    /// spread over more than `maxBuckets` buckets sort the keys once per
+    /// `maxBuckets / 8` new buckets, not once per value.
+    private var collapsedBuckets: Int { Swift.max(1, maxBuckets - Swift.max(1, maxBuckets / 8)) }
+
+    /// Merges the smallest buckets into the smallest one kept, leaving `target`.
+    private static func collapse(_ buckets: inout [Int32: UInt64], to target: Int) {
         let keys = buckets.keys.sorted()
-        guard keys.count >= 2 else { return }
-        buckets[keys[1], default: 0] &+= buckets[keys[0]] ?? 0
-        buckets[keys[0]] = nil
+        guard keys.count > target, target >= 1 else { return }
+        let kept = keys.count - target
+        var merged: UInt64 = 0
+        for key in keys[..<kept] { merged &+= buckets.removeValue(forKey: key) ?? 0 }
+        buckets[keys[kept], default: 0] &+= merged
     }
 
     /// The value at quantile `q` (0…1); nil when empty. q 0 and 1 are the
