@@ -303,8 +303,16 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         var peakMemory: Int64?
         var timedOut = false
         var cancelled = false
+        /// It printed more than `captureLimit`: the rest was dropped.
+        var stdoutCut = false
         /// Why it did not run, or how it ended other than by exiting.
         var error: String?
+    }
+
+    /// Output up to its last newline: a line cut off is not read.
+    static func wholeLines(_ bytes: [UInt8]) -> [UInt8] {
+        guard let end = bytes.lastIndex(of: 0x0A) else { return [] }
+        return Array(bytes[...end])
     }
 
     /// Runs `service` with `argument` (config, suggest, autoconf; nil: the
@@ -378,6 +386,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 if raw & 0x7f == 0 { ran.status = (raw >> 8) & 0xff } else if !ending.timedOut { ran.error = "ended by signal \(raw & 0x7f)" }
             }
             if ending.timedOut { ran.error = "timed out after \(Double(timeout) / 1e9)s and was ended" }
+            ran.stdoutCut = ending.stdoutCut
             if ending.stdoutCut { ran.error = ran.error ?? "printed more than \(Self.captureLimit / 1024) KiB: the rest was dropped" }
         } catch {
             ran.error = "cannot run: \(error)"
@@ -479,9 +488,16 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
             let fetch = run(service, argument: nil, token)
             if fetch.cancelled { return }
             ranFetch = fetch
-            values = Munin.parse(fetch.stdout, plugin: service.name)
+            // As munin-node: a fetch that timed out, was killed or exited
+            // other than 0 gives no values ("# Timed out", "# Bad exit"):
+            // a line cut in the middle would read as another number. One cut
+            // at the capture limit gives its whole lines.
+            let failed = fetch.timedOut || fetch.status != 0 || (fetch.error != nil && !fetch.stdoutCut)
+            values = failed ? Munin.Output()
+                : Munin.parse(fetch.stdoutCut ? Self.wholeLines(fetch.stdout) : fetch.stdout, plugin: service.name)
             if fetch.status != 0 || fetch.error != nil {
-                fail("fetch: " + (fetch.error ?? "exit status \(fetch.status)") + Self.stderrText(fetch.stderr))
+                fail("fetch: " + (fetch.error ?? "exit status \(fetch.status)") + (failed ? "; no values taken from it" : "")
+                     + Self.stderrText(fetch.stderr))
             }
         }
         for error in parsedConfig.errors { fail("config " + error) }

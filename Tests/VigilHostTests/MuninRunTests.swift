@@ -390,6 +390,13 @@ struct MuninRunTests {
                 echo fetched >> /tmp/vigil-munin-dirty-\(mark); echo d.value 6
                 """,
             "fails": config + "echo 'oops' >&2; exit 3",
+            // Values, then a bad exit: munin-node takes none of them ("# Bad exit").
+            "badexit": config + "echo a.value 7; exit 1",
+            // A value cut at the 1 MiB capture limit: "big.value 98" is not a value.
+            "cut": """
+                if [ "$1" = config ]; then echo graph_title t; echo big.label big; echo big.critical 1000; exit 0; fi
+                head -c 1048563 /dev/zero | tr '\\0' '#'; echo; echo big.value 987654321
+                """,
             // Numbers past what a rate can be: no rate, never an infinite one.
             "huge": """
                 if [ "$1" = config ]; then echo graph_title t; echo h.label h; echo h.type DERIVE; echo h.warning 5; echo s.label s; echo s.cdef h,0,/; exit 0; fi
@@ -471,7 +478,10 @@ struct MuninRunTests {
         #expect(first("stubborn")["timed_out"] as? Bool == true && first("stubborn")["ok"] as? Bool == false, "\(first("stubborn"))")
         #expect((first("noisy")["errors"] as? Int ?? 0) > 0 && first("noisy")["ok"] as? Bool == false, "\(first("noisy"))")
         #expect(first("liar")["errors"] as? Int == 3 && first("liar")["fields"] as? Int == 2, "\(first("liar"))")
-        #expect((first("fails")["error"] as? String ?? "").contains("exit status 3 (stderr: oops)"), "\(first("fails"))")
+        #expect((first("fails")["error"] as? String ?? "").contains("exit status 3; no values taken from it (stderr: oops)"), "\(first("fails"))")
+        let fields = NagiosRunTests.of(events, monitor: "h", kind: "field")
+        #expect(first("badexit")["ok"] as? Bool == false && fields.allSatisfy { $0["plugin"] as? String != "badexit" }, "\(first("badexit"))")
+        #expect(first("cut")["ok"] as? Bool == false && fields.allSatisfy { $0["plugin"] as? String != "cut" }, "\(first("cut"))")
         #expect((first("writable")["error"] as? String ?? "").contains("refused"), "\(first("writable"))")
         #expect(first("dirty")["dirty"] as? Bool == true)
         #expect(!FileManager.default.fileExists(atPath: "/tmp/vigil-munin-dirty-\(mark)"), "the fetch ran though the config had the values")
