@@ -78,8 +78,8 @@ final class TextfileMonitor: PolledMonitor {
         let listed = Self.list(options.directory, into: &names)
         if let why = listed { tell(options.directory, "cannot list the directory: \(why)") }
         var skipped = 0, series = 0
-        var families: [(name: String, type: PrometheusExposition.MetricType, help: String?, file: String)] = []
-        var events: [[(String, Value)]] = []
+        var families = Families()
+        var samples: [Sample] = []
         var fileEvents: [[(String, Value)]] = []
         for name in names.sorted() {
             let path = options.directory + "/" + name
@@ -87,10 +87,11 @@ final class TextfileMonitor: PolledMonitor {
             case .failure(let skip):
                 skipped += 1
                 tell(path, skip.why)
-            case .success(let (read, mtime)):
-                forget(path)
+            case .success(let (read, mtime, note)):
+                // What was skipped in a file that was read is said once, as a skip is.
+                if let note { tell(path, note) } else { forget(path) }
                 series += read.count
-                events += read
+                samples += read
                 fileEvents.append([("file", .string(path)), ("mtime", .double(mtime)), ("series", .int(Int64(read.count)))])
             }
         }
@@ -101,7 +102,17 @@ final class TextfileMonitor: PolledMonitor {
             let present = Set(names.map { options.directory + "/" + $0 })
             told.removeAll { !present.contains($0.file) }
         }
-        for fields in events { context.emit("sample", fields: fields) }
+        // A family without HELP is "Metric read from" every file that has
+        // it, as node_exporter says it once it has read them all.
+        for sample in samples {
+            let family = families.byName[sample.family]
+            let help = sample.help ?? family?.help ?? "Metric read from " + (family?.files ?? [sample.file]).joined(separator: ", ")
+            context.emit("sample", fields: [
+                ("prometheus_name", .string(sample.name)), ("prometheus_labels", .string(sample.labels)),
+                ("value", .double(sample.value)), ("type", .string(sample.type.rawValue)), ("help", .string(help)),
+                ("file", .string(sample.file)),
+            ])
+        }
         for fields in fileEvents { context.emit("file", fields: fields) }
         context.emit("scrape", ["error": .bool(listed != nil || skipped > 0), "files": .int(Int64(names.count)),
                                 "skipped": .int(Int64(skipped)), "series": .int(Int64(series))])
@@ -133,10 +144,30 @@ final class TextfileMonitor: PolledMonitor {
         return nil
     }
 
-    /// One file's sample events and its mtime, or why it is skipped.
-    private func read(_ path: String, seriesLeft: Int,
-                      families: inout [(name: String, type: PrometheusExposition.MetricType, help: String?, file: String)])
-        -> Result<([[(String, Value)]], Double), Skip> {
+    /// One file's sample events, its mtime and what of it was left out, or
+    /// why it is skipped.
+    /// The families of the files read so far in a poll, by name, and their
+    /// series (name and labels): looked up, not searched, so a poll costs
+    /// time linear in what it reads.
+    struct Families {
+        /// The first file's type and help, and every file that has the family.
+        var byName: [String: (type: PrometheusExposition.MetricType, help: String?, files: [String])] = [:]
+        var series: Set<String> = []
+    }
+
+    /// One series as a file gave it; `help` nil when its family has none.
+    struct Sample {
+        var family: String
+        var name: String
+        var labels: String
+        var value: Double
+        var type: PrometheusExposition.MetricType
+        var help: String?
+        var file: String
+    }
+
+    private func read(_ path: String, seriesLeft: Int, families: inout Families)
+        -> Result<([Sample], Double, String?), Skip> {
         // O_NONBLOCK: a FIFO named x.prom cannot hold the poll.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { return .failure(Skip(String(cString: strerror(errno)))) }
@@ -166,31 +197,46 @@ final class TextfileMonitor: PolledMonitor {
         } catch {
             return .failure(Skip("line \(error.line), column \(error.column): \(error.message)"))
         }
-        var events: [[(String, Value)]] = []
-        var mine: [(name: String, type: PrometheusExposition.MetricType, help: String?, file: String)] = []
+        var events: [Sample] = []
+        var mine: [(name: String, type: PrometheusExposition.MetricType, help: String?)] = []
+        var series: [String] = []
+        var repeated: (series: String, count: Int)?
         for family in parsed.families {
-            if let other = families.first(where: { $0.name == family.name }) {
+            if let other = families.byName[family.name] {
                 if other.type != family.type || (family.help != nil && other.help != nil && other.help != family.help) {
-                    return .failure(Skip("family \(family.name) has another type or help in \(other.file)"))
+                    return .failure(Skip("family \(family.name) has another type or help in \(other.files[0])"))
                 }
             }
-            mine.append((family.name, family.type, family.help, path))
-            let help = family.help ?? "Metric read from \(path)"
+            mine.append((family.name, family.type, family.help))
             for sample in family.samples {
                 guard sample.timestamp == nil else {
                     return .failure(Skip("\(sample.name) has a client-side timestamp, which textfiles may not give"))
                 }
-                events.append([
-                    ("prometheus_name", .string(sample.name)), ("prometheus_labels", .string(PrometheusExposition.labelText(sample.labels))),
-                    ("value", .double(sample.value)), ("type", .string(family.type.rawValue)), ("help", .string(help)),
-                    ("file", .string(path)),
-                ])
+                let labels = PrometheusExposition.labelText(sample.labels)
+                // A series an earlier file gave is that file's (node_exporter
+                // keeps the first and says so): said once, not served twice.
+                let key = sample.name + "{" + labels + "}"
+                if families.series.contains(key) {
+                    repeated = (repeated?.series ?? key, (repeated?.count ?? 0) + 1)
+                    continue
+                }
+                series.append(key)
+                events.append(Sample(family: family.name, name: sample.name, labels: labels, value: sample.value,
+                                     type: family.type, help: family.help, file: path))
             }
         }
-        families += mine
+        for family in mine {
+            if let known = families.byName[family.name] {
+                families.byName[family.name] = (known.type, known.help ?? family.help, known.files + [path])
+            } else {
+                families.byName[family.name] = (family.type, family.help, [path])
+            }
+        }
+        families.series.formUnion(series)
+        let note = repeated.map { "\($0.count) series read before from another file (\($0.series)…): the earlier file's are kept" }
         // Whole seconds, as node_exporter gives them.
         let mtime = Double(st.st_mtim.tv_sec)
-        return .success((events, mtime))
+        return .success((events, mtime, note))
     }
 
     struct Skip: Error {

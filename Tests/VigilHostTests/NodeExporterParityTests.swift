@@ -52,6 +52,10 @@ import VigilForeign
 
             """#, to: dir + "/backup.prom")
         try TestEnv.write("half_written_metric{a=\"b\"} 1", to: dir + "/partial.prom")
+        // One series in two files: node_exporter serves the first file's
+        // (and logs the second), and the rest of the second file.
+        try TestEnv.write("backup_dup{a=\"1\"} 1\nbackup_only_a 1\n", to: dir + "/backup_dup_a.prom")
+        try TestEnv.write("backup_dup{a=\"1\"} 2\nbackup_only_b 2\n", to: dir + "/backup_dup_b.prom")
     }
 
     /// Families whose value may move by more than 1 % between two
@@ -288,7 +292,7 @@ import VigilForeign
         let ourTextfile = try textfileSamples(try #require(vigilText))
         let theirTextfile = try textfileSamples(try #require(neText))
         #expect(ourTextfile == theirTextfile, "ours only: \(Set(ourTextfile).subtracting(theirTextfile))\ntheirs only: \(Set(theirTextfile).subtracting(ourTextfile))")
-        #expect(ourTextfile.count == 13, "\(ourTextfile)")
+        #expect(ourTextfile.count == 18, "\(ourTextfile)")  // backup.prom 13, the two backup_dup files 3 series and 2 mtimes
         #expect(ourTextfile.contains("node_textfile_scrape_error gauge 1 if there was an error opening or reading a file, 0 otherwise node_textfile_scrape_error[] 1.0"),
                 "\(ourTextfile)")
 
