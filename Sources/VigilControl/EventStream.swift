@@ -33,6 +33,10 @@ final class EventStream {
     private var series: [(id: String, key: SeriesKey, counter: Bool, last: Int64)]
     /// The store's newest time at the last look: nothing newer, no query.
     private var seen: Int64?
+    /// A `since` past the newest event (a client resuming against a vigil
+    /// that started again, its numbers from 1): said at the first tick,
+    /// and the stream goes on from the newest event.
+    private var ahead: (asked: UInt64, newest: UInt64)?
 
     /// A stream for `query` on one of `sinks`, or why not.
     init(query: [String: String], lastEventID: String?, sinks: HistoryAPI) throws(HistoryAPI.Refused) {
@@ -56,7 +60,13 @@ final class EventStream {
         self.atLeast = atLeast
         if let text = lastEventID ?? query["since"] {
             guard let n = UInt64(text) else { throw HistoryAPI.Refused(400, "since (or Last-Event-ID) is a sequence number, not '\(text)'") }
-            lastSeq = n
+            let newest = found.events?.recent(limit: 1).last?.seq ?? 0
+            if n > newest {
+                ahead = (n, newest)
+                lastSeq = newest
+            } else {
+                lastSeq = n
+            }
         } else {
             lastSeq = found.events?.recent(limit: 1).last?.seq ?? 0
         }
@@ -81,6 +91,10 @@ final class EventStream {
     func next(current sinks: HistoryAPI) -> [UInt8]? {
         guard let now = sinks.sinks.first(where: { $0.name == sinkName }), now.store === store else { return nil }
         var out: [UInt8] = []
+        if let ahead, events {
+            out += Array("event: resume\ndata: {\"after\":\(ahead.asked),\"newest\":\(ahead.newest)}\n\n".utf8)
+            self.ahead = nil
+        }
         if events, let ring {
             let (monitor, kind, atLeast) = (monitor, kind, atLeast)
             let found = ring.after(lastSeq, limit: Self.maxEventsPerTick) { entry in

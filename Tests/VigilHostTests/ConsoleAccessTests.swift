@@ -184,6 +184,19 @@ import VigilHistory
         let caught = String(decoding: try #require(behind.next(current: api)), as: UTF8.self)
         #expect(caught.hasPrefix("event: gap\ndata: {\"after\":3,\"resumed_at\":51}\n\n"), "\(caught.prefix(200))")
         #expect(caught.components(separatedBy: "event: event\n").count - 1 == 100)
+        // Resumed after a number past the newest (a vigil that started again
+        // numbers from 1; a client that says 2^64-1): told so, then served
+        // from the newest on, never left silent.
+        for (i, asked) in ["99999999", "18446744073709551615"].enumerated() {
+            let newest = UInt64(150 + i)
+            let ahead = try EventStream(query: ["events": "1"], lastEventID: asked, sinks: api)
+            let told = String(decoding: try #require(ahead.next(current: api)), as: UTF8.self)
+            #expect(told == "event: resume\ndata: {\"after\":\(asked),\"newest\":\(newest)}\n\n", "\(told)")
+            add(newest + 1, monitor: "mem", value: 1)
+            let then = String(decoding: try #require(ahead.next(current: api)), as: UTF8.self)
+            #expect(then.hasPrefix("id: \(newest + 1)\nevent: event\n") && !then.contains("event: gap"), "\(then)")
+            #expect(try #require(ahead.next(current: api)).isEmpty)
+        }
         // Its history sink replaced by a reload: the stream ends.
         let replaced = HistoryAPI(sinks: [("history", HistoryStore(), ring)])
         #expect(behind.next(current: replaced) == nil)
