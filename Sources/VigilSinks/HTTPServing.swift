@@ -63,7 +63,11 @@ private final class OpenConnections: Sendable {
 }
 
 /// Closes a connection that has not completed a request within `deadline`
-/// of opening or of its previous request (see `HTTPServing.requestDeadline`).
+/// of opening or of its previous answer (see `HTTPServing.requestDeadline`).
+/// While a complete request is being answered there is no deadline: an
+/// answer that takes long (a reload that waits for a monitor to stop) is
+/// the handler's to bound, not cut off for the client to read as "no
+/// answer".
 package final class RequestDeadlineHandler: ChannelDuplexHandler, @unchecked Sendable {  // NIO calls a handler on its channel's event loop only
     package typealias InboundIn = HTTPServerRequestPart
     package typealias InboundOut = HTTPServerRequestPart
@@ -105,8 +109,17 @@ package final class RequestDeadlineHandler: ChannelDuplexHandler, @unchecked Sen
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .end = unwrapInboundIn(data) { arm(context) }
+        if case .end = unwrapInboundIn(data) {
+            timer?.cancel()
+            timer = nil
+        }
         context.fireChannelRead(data)
+    }
+
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let ends = if case .end = unwrapOutboundIn(data) { true } else { false }
+        context.write(data, promise: promise)
+        if ends { arm(context) }
     }
 
     package func channelInactive(context: ChannelHandlerContext) {

@@ -142,6 +142,27 @@ import Testing
         #expect(output.stderr.contains("faulty.so changed: leaving quarantine"), "\(output.stderr)")
     }
 
+    /// A reload that waits for a monitor that will not stop takes more than
+    /// the connection's 10 s request deadline: the answer still comes, and
+    /// `vigil ctl reload` says it was applied (exit 0), not "no answer"
+    /// (exit 2, which a script would take as "try again").
+    @Test func aReloadLongerThanTheRequestDeadlineIsAnswered() throws {
+        let host = try Host("""
+          hang: { plugin: hang_in_stop, interval: 1s, timeout: 25s, isolation: process }
+          beat: { plugin: heartbeat, interval: 1s, isolation: none }
+        """)
+        #expect(SinkRunTests.waitUntil(10) { (try? host.monitor("hang")["state"] as? String) == "running" })
+        let manifest = try String(contentsOfFile: host.dir + "/vigil.yaml", encoding: .utf8)
+        try TestEnv.write(manifest.split(separator: "\n").filter { !$0.contains("hang_in_stop") }.joined(separator: "\n") + "\n",
+                          to: host.dir + "/vigil.yaml")
+        let started = Date()
+        let reload = try host.ctl("reload")
+        #expect(reload.status == 0, "\(reload.stdout)\(reload.stderr)")
+        #expect(Date().timeIntervalSince(started) >= 9, "the reload did not wait for the monitor it removed")
+        #expect(try host.monitor("hang").isEmpty)
+        _ = host.stop()
+    }
+
     @Test func theSocketIsTheGroupsAndOnlyOneHostHasIt() throws {
         let host = try Host("  beat: { plugin: heartbeat, interval: 1h, isolation: none }")
         // Bound 0600, then opened to the group: the test may look in between.
