@@ -29,12 +29,19 @@ public struct NagiosOutput: Sendable, Equatable {
     }
 
     /// Reads a check's standard output. `cut`: the output was cut at a size
-    /// limit, so its last line is incomplete and is left out.
+    /// limit, so its last line is incomplete and is left out; when that is
+    /// its only line, its text is kept as far as it came (as Nagios keeps
+    /// the start of an output too long for it), its perfdata is not (a datum
+    /// cut in the middle would read as another).
     public static func parse(_ bytes: some Collection<UInt8>, cut: Bool = false) -> NagiosOutput {
         var bytes = Array(bytes)
+        var firstLineCut = false
         if cut {
-            let end = bytes.lastIndex(of: UInt8(ascii: "\n")) ?? 0
-            bytes.removeSubrange(end...)
+            if let end = bytes.lastIndex(of: UInt8(ascii: "\n")) {
+                bytes.removeSubrange(end...)
+            } else {
+                firstLineCut = true
+            }
         }
         // Split as bytes: "\r\n" is one Character to String.
         var lines: [Substring] = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { line in
@@ -47,7 +54,7 @@ public struct NagiosOutput: Sendable, Equatable {
         var perfText: [Substring] = []
         if let bar = first.firstIndex(of: "|") {
             result.text = trim(first[..<bar])
-            perfText.append(first[first.index(after: bar)...])
+            if !firstLineCut { perfText.append(first[first.index(after: bar)...]) }
         } else {
             result.text = trim(first)
         }

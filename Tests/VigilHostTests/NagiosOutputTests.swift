@@ -136,6 +136,11 @@ import Testing
         let out = NagiosOutput.parse(Array("OK | a=1\nlong\n| b=2\nc=12345".utf8), cut: true)
         #expect(out.perfdata.map(\.label) == ["a", "b"])
         #expect(out.longOutput == "long")
+        // One line longer than the limit: its text as far as it came, no
+        // datum (the last would be cut), never "printed nothing".
+        let long = "CRITICAL: " + String(repeating: "x", count: 65_000)
+        let one = NagiosOutput.parse(Array((long + " | a=1 b=123").utf8), cut: true)
+        #expect(one.text == long && one.perfdata.isEmpty && one.errors.isEmpty, "\(one.text.prefix(40))")
     }
 
     @Test func emptyAndBinaryOutputs() {
