@@ -99,6 +99,9 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
     private let environment: [String: String]
     /// The check's state across runs; the worker's alone.
     private var machine: NagiosStateMachine
+    /// Perfdata values left out of the last check event that said so: said
+    /// again only when their number changes, not at every run.
+    private var toldOmitted = 0
     /// The polls, handed to the worker.
     private let requests: PollRequests
 
@@ -341,23 +344,34 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
             ("state", .string(run.state.description)), ("status", .int(Int64(run.state.rawValue))),
             ("exit_status", .int(run.exitStatus)), ("state_type", .string(machine.type.rawValue)),
             ("attempt", .int(Int64(machine.attempt))), ("max_attempts", .int(Int64(machine.maxAttempts))),
-            ("output", .string(run.parsed.text)), ("long_output", .string(run.parsed.longOutput)),
+            ("output", .string(Self.capped(run.parsed.text))), ("long_output", .string(Self.capped(run.parsed.longOutput))),
             ("duration", seconds(run.duration)), ("waited", seconds(run.waited)),
             ("timed_out", .bool(run.timedOut)), ("output_cut", .bool(run.cut)),
             ("perfdata_errors", .int(Int64(run.parsed.errors.count))),
         ]
-        if !run.stderr.isEmpty { fields.append(("stderr", .string(run.stderr))) }
+        if !run.stderr.isEmpty { fields.append(("stderr", .string(Self.capped(run.stderr)))) }
         if let cpu = run.userCPU { fields.append(("cpu_user", seconds(cpu))) }
         if let cpu = run.systemCPU { fields.append(("cpu_system", seconds(cpu))) }
         if let peak = run.peakMemory { fields.append(("peak_memory", .int(peak))) }
         var names = Self.declared
+        // What the host takes of one event: a datum past it is in its
+        // perfdata event only, and the check event still goes.
+        var omitted = 0
         for datum in run.parsed.perfdata {
             guard let value = datum.base.value else { continue }
             let name = Self.fieldName(for: datum.label, taken: Self.declared)
             guard !names.contains(name) else { continue }  // a label given twice: the first
+            guard name.utf8.count <= Int(VIGIL_MAX_NAME_BYTES), fields.count < Int(VIGIL_MAX_EVENT_FIELDS) else {
+                omitted += 1
+                continue
+            }
             names.insert(name)
             fields.append((name, .double(value)))
         }
+        if omitted != toldOmitted, omitted > 0 {
+            context.log(.warning, "\(omitted) perfdata values of \(options.command[0]) are not fields of its check event (more than \(VIGIL_MAX_EVENT_FIELDS) fields, or a label over \(VIGIL_MAX_NAME_BYTES) bytes): each is in its perfdata event")
+        }
+        toldOmitted = omitted
         let severity = Self.severity(run.state)
         context.emit("check", severity: severity, fields: fields)
 
@@ -382,10 +396,28 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
             context.emit("state_change", severity: severity, fields: [
                 ("state", .string(run.state.description)), ("previous_state", .string(step.previous.description)),
                 ("state_type", .string(machine.type.rawValue)), ("previous_state_type", .string(step.previousType.rawValue)),
-                ("attempt", .int(Int64(machine.attempt))), ("output", .string(run.parsed.text)),
+                ("attempt", .int(Int64(machine.attempt))), ("output", .string(Self.capped(run.parsed.text))),
             ])
         }
         return step.retry
+    }
+
+    /// A text within what the host takes of one string field
+    /// (VIGIL_MAX_STRING_BYTES): cut on a character boundary, ending in `…`.
+    /// Invalid UTF-8 a check prints is repaired, each bad byte three bytes:
+    /// an output within the capture limit can pass it.
+    static func capped(_ text: String) -> String {
+        let most = Int(VIGIL_MAX_STRING_BYTES)
+        guard text.utf8.count > most else { return text }
+        var out = ""
+        var bytes = 0
+        for c in text.unicodeScalars {
+            let width = UTF8.width(c)
+            if bytes + width > most - 3 { break }
+            out.unicodeScalars.append(c)
+            bytes += width
+        }
+        return out + "…"
     }
 
     /// A perfdata label as a field name: letters, digits and _, not starting

@@ -404,6 +404,39 @@ struct NagiosRunTests {
 
     /// vigil stopped while a check runs: the check is ended with it, and no
     /// result of the cut run is reported.
+    /// Output past what one event may hold (1,024 fields, names of 256
+    /// bytes, strings of 64 KiB) still gives its check event: the data past
+    /// it in their perfdata events only, the text cut with an ellipsis.
+    @Test func aCheckPastTheEventLimitsStillGivesItsCheckEvent() throws {
+        let dir = try Self.dir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let many = try Self.script("check_many", in: dir, """
+            printf 'OK - many |'; i=0; while [ $i -lt 1500 ]; do printf ' l%d=%d' $i $i; i=$((i+1)); done; echo
+            """)
+        let long = try Self.script("check_long_label", in: dir, """
+            echo "OK - long | $(head -c 300 /dev/zero | tr '\\0' x)=1 good=2"
+            """)
+        // 30,000 bytes that are not UTF-8 in the long output: three bytes each, repaired.
+        let binary = try Self.script("check_binary", in: dir, """
+            echo 'CRITICAL - binary'; head -c 30000 /dev/zero | tr '\\0' '\\377'; echo; exit 2
+            """)
+        let (output, events) = try run("""
+              many: { plugin: nagios, interval: 1h, options: { command: [\(many)], spread: 0s } }
+              long: { plugin: nagios, interval: 1h, options: { command: [\(long)], spread: 0s } }
+              binary: { plugin: nagios, interval: 1h, options: { command: [\(binary)], spread: 0s } }
+            """, in: dir, for: "3s")
+        #expect(output.status == 0, "\(output.stderr)")
+        let checks = Self.of(events, monitor: "many", kind: "check")
+        #expect(checks.count == 1 && checks[0]["state"] as? String == "OK" && checks[0].count == 1024, "\(checks.first?.count ?? 0)")
+        #expect(Self.of(events, monitor: "many", kind: "perfdata").count == 1500)
+        let longCheck = Self.of(events, monitor: "long", kind: "check").first ?? [:]
+        #expect(longCheck["good"] as? Double == 2 && longCheck.count > 2, "\(longCheck)")
+        let binaryCheck = Self.of(events, monitor: "binary", kind: "check").first ?? [:]
+        let text = binaryCheck["long_output"] as? String ?? ""
+        #expect(binaryCheck["state"] as? String == "CRITICAL" && text.hasSuffix("…") && text.utf8.count <= 65_536, "\(text.utf8.count)")
+        #expect(output.stderr.contains("1 perfdata values of \(long) are not fields of its check event"), "\(output.stderr)")
+    }
+
     @Test func aRunningCheckEndsWithTheHost() throws {
         let dir = try Self.dir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
