@@ -208,8 +208,13 @@ extension VigilRuntime {
             }
             if let q = s.sendQueue {
                 tail += "; remote write: \(q.samplesSent) of \(q.samplesIn) samples sent in \(counted(q.requests, "request")), \(counted(q.retries, "attempt")) retried"
-                let lost = q.samplesLost.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+                // Samples of delivered events the protocol cannot carry are "not sent";
+                // those of events lost with their request, "lost".
+                let unsendable: Set<String> = ["out_of_order", "max_series"]
+                let notSent = q.samplesLost.filter { $0.value > 0 && unsendable.contains($0.key) }.sorted { $0.key < $1.key }
+                let lost = q.samplesLost.filter { $0.value > 0 && !unsendable.contains($0.key) }.sorted { $0.key < $1.key }
                 if !lost.isEmpty { tail += ", samples lost: " + lost.map { "\($0.value) \($0.key)" }.joined(separator: ", ") }
+                if !notSent.isEmpty { tail += ", samples not sent: " + notSent.map { "\($0.value) \($0.key)" }.joined(separator: ", ") }
                 if q.staleMarkers > 0 { tail += ", \(counted(q.staleMarkers, "series", plural: "series")) ended with a stale marker" }
             }
             if s.lost.total > 0 {

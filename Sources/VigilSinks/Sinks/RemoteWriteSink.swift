@@ -198,11 +198,11 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         }
         if collector.refused > 0, !loggedLimit {
             loggedLimit = true
-            logger.warning("\(config.maxSeries) series alive (max_series): samples of new series are not sent; counted as samples lost (max_series)")
+            logger.warning("\(config.maxSeries) series alive (max_series): samples of new series are not sent (their events were delivered to the sink; counted max_series)")
         }
         if collector.outOfOrder > 0, !loggedOrder {
             loggedOrder = true
-            logger.warning("\(collector.outOfOrder) samples not after their series' last one (two events in the same millisecond, or a clock set back) are not sent: receivers refuse a whole request for one; counted as samples lost (out_of_order)")
+            logger.warning("\(collector.outOfOrder) samples not after their series' last one (two events in the same millisecond, or a clock set back) are not sent: receivers refuse a whole request for one (their events were delivered to the sink; counted out_of_order)")
         }
         for (index, part) in collector.perShard.enumerated() where !part.isEmpty {
             let queued = shards[index].push(part[...], context: context, blocked: &blocked)
