@@ -223,12 +223,26 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             refused = nil
             credential = .unneeded
             let path = String(h.uri.prefix { $0 != "?" })
+            defer {
+                // A body declared past the limit, of a request not refused
+                // already: refused on its word, before any of it is read.
+                if self.head != nil, let declared = h.headers["Content-Length"].first.flatMap({ Int($0) }), declared > ControlServer.maxBody {
+                    self.head = nil
+                    tooLarge = true
+                    respond(.error(413, "a request body is at most \(ControlServer.maxBody) bytes"), to: h, context: context)
+                }
+            }
             guard !Self.isPublic(h, path: path) else { return }
             switch access.admit(authorization: h.headers["Authorization"], cookie: h.headers["Cookie"], peer: peer(context)) {
             case .refused where h.method == .GET && path == "/v1/session":
                 credential = nil  // answered: not in
             case .refused(let status, let why):
                 refused = (status, why)
+                // Answered now, the connection closed: no byte of its body is
+                // waited for (a client that declares 100 MB and sends none
+                // would hold the answer until the request deadline).
+                self.head = nil
+                respond(.error(status, why), to: h, context: context)
             case .allowed(let how):
                 credential = how
                 if let why = access.forgeryCheck(method: h.method.rawValue, credential: how, csrfHeader: h.headers[ConsoleAccess.csrfHeader],
@@ -240,6 +254,11 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
             if refused != nil || streaming {
                 // Not read into memory: the request is refused whatever it says.
             } else if body.count + buffer.readableBytes > ControlServer.maxBody {
+                // Answered at once, the connection closed: the rest is not read.
+                if !tooLarge, let head {
+                    self.head = nil
+                    respond(.error(413, "a request body is at most \(ControlServer.maxBody) bytes"), to: head, context: context)
+                }
                 tooLarge = true
                 body = []
             } else if !tooLarge {
@@ -396,7 +415,7 @@ private final class ControlHTTPHandler: ChannelInboundHandler, @unchecked Sendab
         for (name, value) in response.headers { out.headers.add(name: name, value: value) }
         if !response.headers.contains(where: { $0.0 == "Cache-Control" }) { out.headers.add(name: "Cache-Control", value: "no-store") }
         // A refused client gets no second try on this connection.
-        let keepAlive = head.isKeepAlive && response.status != 401 && response.status != 429
+        let keepAlive = head.isKeepAlive && response.status != 401 && response.status != 429 && response.status != 413
         if response.status == 401 && access.token != nil { out.headers.add(name: "WWW-Authenticate", value: "Bearer realm=\"vigil\"") }
         if response.status == 429 { out.headers.add(name: "Retry-After", value: "5") }
         if !keepAlive { out.headers.add(name: "Connection", value: "close") }

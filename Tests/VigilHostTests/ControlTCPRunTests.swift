@@ -144,6 +144,13 @@ import Testing
         let big = "POST /v1/reload HTTP/1.1\r\nHost: x\r\nContent-Length: 3000000\r\n\r\n" + String(repeating: "A", count: 3_000_000)
         let reply = try host.raw(big)
         #expect(reply.hasPrefix("HTTP/1.1 401 "), "\(reply.prefix(300))")
+        // A body declared and never sent: answered (and closed) at once, not
+        // at the request deadline; without a token 401, with one 413.
+        for (token, status) in [("", "401"), ("Authorization: Bearer \(Self.right)\r\n", "413")] {
+            let started = Date()
+            let answer = try host.raw("POST /v1/reload HTTP/1.1\r\nHost: x\r\n\(token)Content-Length: 100000000\r\n\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 \(status) ") && Date().timeIntervalSince(started) < 3, "\(answer.prefix(200))")
+        }
         // 64 connections at most, as on the unix socket.
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
