@@ -29,12 +29,13 @@ package enum HTTPServing {
         let open = OpenConnections(most: maxConnections)
         return ServerBootstrap(group: group)
             .childChannelInitializer { channel in
-                guard open.take() else { return channel.close() }
-                channel.closeFuture.whenComplete { _ in open.give() }
+                guard open.take(channel) else { return channel.close() }
+                let id = ObjectIdentifier(channel)
+                channel.closeFuture.whenComplete { _ in open.give(id) }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(RequestDeadlineHandler(deadline: requestDeadline))
+                    try channel.pipeline.syncOperations.addHandler(RequestDeadlineHandler(deadline: requestDeadline) { open.asked(id) })
                     try channel.pipeline.syncOperations.addHandler(handler())
                 }
             }
@@ -43,23 +44,56 @@ package enum HTTPServing {
 
 /// The connections a server holds, against its most. Counted on the event
 /// loops of the connections, which are several.
+///
+/// At the most, a new connection takes the place of the oldest one that has
+/// not asked anything in the second since it opened: a client that keeps
+/// connections open and silent cannot lock out one that asks (`vigil ctl`
+/// asks the moment it connects). Without such a one, the new one is closed.
 private final class OpenConnections: Sendable {
-    private let count = Mutex(0)
+    private struct State {
+        var count = 0
+        /// Connections that have not sent a request yet, with when they opened.
+        var silent: [ObjectIdentifier: (channel: Channel, opened: NIODeadline)] = [:]
+    }
+
+    private let state = Mutex(State())
     private let most: Int
+    /// How long a connection may be silent before a new one may take its place.
+    static let grace = TimeAmount.seconds(1)
 
     init(most: Int) { self.most = most }
 
-    /// Counts one more connection; false (not counted) when `most` are open.
-    func take() -> Bool {
-        count.withLock { count in
-            guard count < most else { return false }
-            count += 1
-            return true
+    /// Counts `channel`; false (not counted) when `most` are open and none
+    /// has been silent long enough to give its place.
+    func take(_ channel: Channel) -> Bool {
+        let now = NIODeadline.now()
+        let evicted: Channel? = state.withLock { state in
+            var evicted: Channel?
+            if state.count >= most {
+                guard let oldest = state.silent.min(by: { $0.value.opened < $1.value.opened }),
+                      oldest.value.opened + Self.grace <= now else { return nil }
+                state.silent[oldest.key] = nil
+                evicted = oldest.value.channel
+            }
+            state.count += 1
+            state.silent[ObjectIdentifier(channel)] = (channel, now)
+            return evicted ?? channel
         }
+        guard let evicted else { return false }
+        if evicted !== channel { evicted.close(promise: nil) }
+        return true
     }
 
+    /// The connection sent a request: it keeps its place.
+    func asked(_ id: ObjectIdentifier) { state.withLock { _ = $0.silent.removeValue(forKey: id) } }
+
     /// One closed.
-    func give() { count.withLock { $0 -= 1 } }
+    func give(_ id: ObjectIdentifier) {
+        state.withLock { state in
+            state.count -= 1
+            state.silent[id] = nil
+        }
+    }
 }
 
 /// Closes a connection that has not completed a request within `deadline`
@@ -75,11 +109,16 @@ package final class RequestDeadlineHandler: ChannelDuplexHandler, @unchecked Sen
     package typealias OutboundOut = HTTPServerResponsePart
 
     private let deadline: TimeAmount
+    /// Told at the first request's head.
+    private let asked: () -> Void
     private var timer: Scheduled<Void>?
     /// The answer streams: no deadline any more.
     private var streams = false
 
-    init(deadline: TimeAmount) { self.deadline = deadline }
+    init(deadline: TimeAmount, asked: @escaping () -> Void = {}) {
+        self.deadline = deadline
+        self.asked = asked
+    }
 
     package func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         if event is HTTPServing.ResponseStreams {
@@ -109,9 +148,14 @@ package final class RequestDeadlineHandler: ChannelDuplexHandler, @unchecked Sen
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .end = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            asked()
+        case .end:
             timer?.cancel()
             timer = nil
+        case .body:
+            break
         }
         context.fireChannelRead(data)
     }
