@@ -156,6 +156,7 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         }
         udpInodes = []
         udpSockets = sockets.filter(\.udp).map(\.fd)
+        intake.withLock { $0 = false }
         for socket in sockets where socket.udp {
             var st = stat()
             if fstat(socket.fd, &st) == 0 { udpInodes.insert(UInt64(st.st_ino)) }
@@ -185,11 +186,14 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         let deadline = Worker.monotonicNow() + 2_000_000_000
         var buffer = [UInt8](repeating: 0, count: Int(clamping: options.maxPacket.bytes) + 1)
         var left = false
-        for fd in udpSockets {
-            while readDatagrams(fd, into: &buffer, limit: Int(clamping: options.maxPacket.bytes), upTo: 1024) == 1024 {
-                if Worker.monotonicNow() > deadline {
-                    left = true
-                    break
+        intake.withLock { stopped in
+            stopped = true
+            for fd in udpSockets {
+                while readDatagrams(fd, into: &buffer, limit: Int(clamping: options.maxPacket.bytes), upTo: 1024) == 1024 {
+                    if Worker.monotonicNow() > deadline {
+                        left = true
+                        break
+                    }
                 }
             }
         }
@@ -266,10 +270,20 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         var buffer = [UInt8](repeating: 0, count: limit + 1)
         while !token.isCancelled {
             if token.waitFor(fd: fd, events: Int16(POLLIN), timeout: nil) == .cancelled { return }
-            // Up to 256 datagrams per wake.
-            _ = readDatagrams(fd, into: &buffer, limit: limit, upTo: 256)
+            // Up to 256 datagrams per wake, none once the stop has read the rest.
+            let stopped = intake.withLock { stopped in
+                if !stopped { _ = readDatagrams(fd, into: &buffer, limit: limit, upTo: 256) }
+                return stopped
+            }
+            if stopped { return }
         }
     }
+
+    /// Set by `stop` once it has read what the sockets held: from then on no
+    /// worker reads (each reads under this lock), so nothing a worker had read
+    /// reaches the aggregate after the last flush, where it would be lost
+    /// unsaid (seen under load: a batch read just before the flush).
+    private let intake = Mutex(false)
 
     /// Reads and aggregates datagrams waiting on `fd`, each under one lock,
     /// until none waits or `most` were read; returns how many were read.
@@ -320,44 +334,49 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
                 }
             }
             var gone: [Int] = []
-            // The connections polled: one accepted just now waits for the next poll.
-            for i in 0..<(fds.count - 2) where fds[i + 2].revents != 0 {
-                let n = buffer.withUnsafeMutableBytes { Glibc.read(connections[i].fd, $0.baseAddress, $0.count) }
-                if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
-                    // A last line without its newline is a line (as statsd's and
-                    // Telegraf's TCP servers read it), unless it is being skipped.
-                    if n == 0, !connections[i].skipping, !connections[i].pending.isEmpty {
-                        connections[i].pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
-                    }
-                    gone.append(i)
-                    continue
-                }
-                guard n > 0 else { continue }
-                // Whole lines to the aggregate; a line past the limit is dropped whole.
-                var start = 0
-                for j in 0..<n where buffer[j] == 0x0A {
-                    if connections[i].skipping {
-                        connections[i].skipping = false
-                    } else {
-                        connections[i].pending += buffer[start..<j]
-                        if connections[i].pending.count > limit {
-                            state.withLock { $0.counts.oversized += 1 }
-                        } else {
+            let stopped = intake.withLock { stopped -> Bool in
+                if stopped { return true }
+                // The connections polled: one accepted just now waits for the next poll.
+                for i in 0..<(fds.count - 2) where fds[i + 2].revents != 0 {
+                    let n = buffer.withUnsafeMutableBytes { Glibc.read(connections[i].fd, $0.baseAddress, $0.count) }
+                    if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
+                        // A last line without its newline is a line (as statsd's and
+                        // Telegraf's TCP servers read it), unless it is being skipped.
+                        if n == 0, !connections[i].skipping, !connections[i].pending.isEmpty {
                             connections[i].pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
                         }
+                        gone.append(i)
+                        continue
                     }
-                    connections[i].pending.removeAll(keepingCapacity: true)
-                    start = j + 1
-                }
-                if !connections[i].skipping {
-                    connections[i].pending += buffer[start..<n]
-                    if connections[i].pending.count > limit {
-                        state.withLock { $0.counts.oversized += 1 }
-                        connections[i].pending.removeAll()
-                        connections[i].skipping = true
+                    guard n > 0 else { continue }
+                    // Whole lines to the aggregate; a line past the limit is dropped whole.
+                    var start = 0
+                    for j in 0..<n where buffer[j] == 0x0A {
+                        if connections[i].skipping {
+                            connections[i].skipping = false
+                        } else {
+                            connections[i].pending += buffer[start..<j]
+                            if connections[i].pending.count > limit {
+                                state.withLock { $0.counts.oversized += 1 }
+                            } else {
+                                connections[i].pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
+                            }
+                        }
+                        connections[i].pending.removeAll(keepingCapacity: true)
+                        start = j + 1
+                    }
+                    if !connections[i].skipping {
+                        connections[i].pending += buffer[start..<n]
+                        if connections[i].pending.count > limit {
+                            state.withLock { $0.counts.oversized += 1 }
+                            connections[i].pending.removeAll()
+                            connections[i].skipping = true
+                        }
                     }
                 }
+                return false
             }
+            if stopped { return }
             for i in gone.reversed() {
                 close(connections[i].fd)
                 connections.remove(at: i)

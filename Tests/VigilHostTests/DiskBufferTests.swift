@@ -13,6 +13,19 @@ import Testing
         range.map { i in Array("record \(i) ".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: size) }
     }
 
+    /// Reads and acknowledges everything the buffer holds, `batch` at a
+    /// time, as the delivery thread does; the records' texts in order.
+    static func drain(_ buffer: DiskBuffer, batch: Int = 1000) -> [String] {
+        var seen: [String] = []
+        while true {
+            let records = buffer.read(max: batch)
+            if records.isEmpty { break }
+            seen += text(records)
+            buffer.acknowledge(upTo: records.last!.end, records: records.count)
+        }
+        return seen
+    }
+
     static func text(_ records: [(payload: [UInt8], end: DiskBuffer.Position)]) -> [String] {
         records.map { String(decoding: $0.payload.prefix { $0 != UInt8(ascii: "x") }, as: UTF8.self) }
     }
@@ -24,13 +37,7 @@ import Testing
         _ = try buffer.append(Self.payloads(0..<30_000))
         let segments = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".seg") }
         #expect(segments.count > 1)
-        var seen: [String] = []
-        while true {
-            let records = buffer.read(max: 1000)
-            if records.isEmpty { break }
-            seen += Self.text(records)
-            buffer.acknowledge(upTo: records.last!.end, records: records.count)
-        }
+        let seen = Self.drain(buffer)
         #expect(seen == (0..<30_000).map { "record \($0) " })
         #expect(buffer.pendingRecords == 0)
         // Only the segment being written is left.
@@ -73,13 +80,7 @@ import Testing
         #expect(written > 0 && written < 2_999, "\(written)")
         #expect(buffer.pendingRecords == 1 + written)
         // What it counts is what comes back.
-        var back: [String] = []
-        while true {
-            let records = buffer.read(max: 1000)
-            if records.isEmpty { break }
-            back += Self.text(records)
-            buffer.acknowledge(upTo: records.last!.end, records: records.count)
-        }
+        let back = Self.drain(buffer)
         #expect(back == (0..<(1 + written)).map { "record \($0) " })
     }
 
@@ -113,13 +114,7 @@ import Testing
         #expect(try buffer.append(Self.payloads(10..<20)) == 10)
         #expect(buffer.directoryRecreated == 1)
         #expect(FileManager.default.fileExists(atPath: dir + "/lock"))
-        var back: [String] = []
-        while true {
-            let records = buffer.read(max: 100)
-            if records.isEmpty { break }
-            back += Self.text(records)
-            buffer.acknowledge(upTo: records.last!.end, records: records.count)
-        }
+        let back = Self.drain(buffer, batch: 100)
         #expect(back == (10..<20).map { "record \($0) " })
         #expect(buffer.corruptSegments >= 1)
         // A second buffer cannot take the new directory.
@@ -156,13 +151,7 @@ import Testing
         let recordBytes = DiskBuffer.headerBytes + Self.payloads(9..<10)[0].count
         bytes[9 * recordBytes + DiskBuffer.headerBytes + 3] ^= 0xFF
         try bytes.write(to: URL(fileURLWithPath: first))
-        var seen: [String] = []
-        while true {
-            let records = buffer.read(max: 5000)
-            if records.isEmpty { break }
-            seen += Self.text(records)
-            buffer.acknowledge(upTo: records.last!.end, records: records.count)
-        }
+        let seen = Self.drain(buffer, batch: 5000)
         #expect(seen.prefix(9) == ArraySlice((0..<9).map { "record \($0) " }))
         #expect(buffer.corruptSegments == 1 && buffer.corruptBytes > 0)
         // Everything of the second segment on arrived.
