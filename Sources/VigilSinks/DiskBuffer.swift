@@ -114,7 +114,17 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
         guard lockFD >= 0 else {
             throw Failure(description: "cannot open \(directory)/lock: \(String(cString: strerror(errno)))")
         }
-        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+        // A child process forked by another thread of this process holds a
+        // copy of a lock's descriptor until its exec closes it: a lock let go
+        // a moment ago (a reload, a restart of the sink) may read as held
+        // for that moment. Asked again for a second before it is refused.
+        var held = flock(lockFD, LOCK_EX | LOCK_NB) != 0
+        let deadline = monotonicNanoseconds() + 1_000_000_000
+        while held && errno == EWOULDBLOCK && monotonicNanoseconds() < deadline {
+            usleep(5_000)
+            held = flock(lockFD, LOCK_EX | LOCK_NB) != 0
+        }
+        guard !held else {
             Glibc.close(lockFD)
             lockFD = -1
             throw Failure(description: "\(directory) is in use by another sink or another vigil (its lock is held)")
