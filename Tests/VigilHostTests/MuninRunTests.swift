@@ -266,7 +266,7 @@ struct MuninRunTests {
                     let least: Double = switch (service, name) {
                     case ("netstat", "established"): 32
                     case ("threads", _): 96
-                    case ("processes", _): 32
+                    case ("processes", _), ("proc_pri", _): 32
                     case ("open_files", _): 256
                     default: 5
                     }
