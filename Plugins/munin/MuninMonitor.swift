@@ -20,7 +20,7 @@ import VigilKit
 /// timeout, and its file is held to the rules plugins are (`FileTrust`).
 final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker alone touches the mutable state
     static let spec = PluginSpec(
-        name: "munin", version: "1.0.0",
+        name: "munin", version: "1.0.1",
         summary: "Runs munin plugins as munin-node does (config, fetch, plugin-conf.d, multigraph, dirtyconfig) and reports their fields",
         defaultInterval: .seconds(300),
         events: [
@@ -584,7 +584,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         if case .number(_, let own?) = value, own >= 0, own < Int64.max / 1_000_000_000 { time = own * 1_000_000_000 }
         var fields: [(String, Value)] = [
             ("plugin", .string(service.name)), ("graph", .string(graph.name)), ("field", .string(field.name)),
-            ("label", .string(field.label)), ("type", .string(field.type.rawValue)),
+            ("label", .text(field.label)), ("type", .string(field.type.rawValue)),
         ]
         if case .number(let number, _) = value { fields.append(("value", .double(number))) }
         var severity = Severity.info
@@ -595,7 +595,7 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
             let warning = field.attributes["warning"], critical = field.attributes["critical"]
             for (name, text) in [("warning", warning), ("critical", critical)] {
                 guard let text else { continue }
-                fields.append((name, .string(text)))
+                fields.append((name, .text(text)))
                 if Munin.Limit(text) == nil { problems.append("\(graph.name): \(field.name).\(name) '\(text.prefix(40))' is not min:max") }
             }
             let level = Munin.level(of: rate, warning: warning, critical: critical)
@@ -606,14 +606,14 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
                 context.emit("limit", severity: level == "ok" ? .notice : severity, time: time, [
                     "plugin": .string(service.name), "graph": .string(graph.name), "field": .string(field.name),
                     "level": .string(level), "previous_level": .string(previous), "rate": .double(rate),
-                    "limit": .string((level == "critical" ? critical : level == "warning" ? warning : nil) ?? ""),
+                    "limit": .text((level == "critical" ? critical : level == "warning" ? warning : nil) ?? ""),
                 ])
             }
         case .failure(let gap):
             fields.append(("gap", .string(gap.gap.rawValue)))
         }
-        if let vlabel = graph.attributes["graph_vlabel"] { fields.append(("vlabel", .string(vlabel))) }
-        if let category = graph.attributes["graph_category"] { fields.append(("category", .string(category))) }
+        if let vlabel = graph.attributes["graph_vlabel"] { fields.append(("vlabel", .text(vlabel))) }
+        if let category = graph.attributes["graph_category"] { fields.append(("category", .text(category))) }
         context.emit("field", severity: severity, time: time, fields: fields)
         return (newLevel, problems)
     }

@@ -344,12 +344,12 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
             ("state", .string(run.state.description)), ("status", .int(Int64(run.state.rawValue))),
             ("exit_status", .int(run.exitStatus)), ("state_type", .string(machine.type.rawValue)),
             ("attempt", .int(Int64(machine.attempt))), ("max_attempts", .int(Int64(machine.maxAttempts))),
-            ("output", .string(Self.capped(run.parsed.text))), ("long_output", .string(Self.capped(run.parsed.longOutput))),
+            ("output", .text(run.parsed.text)), ("long_output", .text(run.parsed.longOutput)),
             ("duration", seconds(run.duration)), ("waited", seconds(run.waited)),
             ("timed_out", .bool(run.timedOut)), ("output_cut", .bool(run.cut)),
             ("perfdata_errors", .int(Int64(run.parsed.errors.count))),
         ]
-        if !run.stderr.isEmpty { fields.append(("stderr", .string(Self.capped(run.stderr)))) }
+        if !run.stderr.isEmpty { fields.append(("stderr", .text(run.stderr))) }
         if let cpu = run.userCPU { fields.append(("cpu_user", seconds(cpu))) }
         if let cpu = run.systemCPU { fields.append(("cpu_system", seconds(cpu))) }
         if let peak = run.peakMemory { fields.append(("peak_memory", .int(peak))) }
@@ -396,28 +396,10 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
             context.emit("state_change", severity: severity, fields: [
                 ("state", .string(run.state.description)), ("previous_state", .string(step.previous.description)),
                 ("state_type", .string(machine.type.rawValue)), ("previous_state_type", .string(step.previousType.rawValue)),
-                ("attempt", .int(Int64(machine.attempt))), ("output", .string(Self.capped(run.parsed.text))),
+                ("attempt", .int(Int64(machine.attempt))), ("output", .text(run.parsed.text)),
             ])
         }
         return step.retry
-    }
-
-    /// A text within what the host takes of one string field
-    /// (VIGIL_MAX_STRING_BYTES): cut on a character boundary, ending in `…`.
-    /// Invalid UTF-8 a check prints is repaired, each bad byte three bytes:
-    /// an output within the capture limit can pass it.
-    static func capped(_ text: String) -> String {
-        let most = Int(VIGIL_MAX_STRING_BYTES)
-        guard text.utf8.count > most else { return text }
-        var out = ""
-        var bytes = 0
-        for c in text.unicodeScalars {
-            let width = UTF8.width(c)
-            if bytes + width > most - 3 { break }
-            out.unicodeScalars.append(c)
-            bytes += width
-        }
-        return out + "…"
     }
 
     /// A perfdata label as a field name: letters, digits and _, not starting

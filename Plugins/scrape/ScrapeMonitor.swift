@@ -20,7 +20,7 @@ import VigilKit
 /// its own next scrape.
 final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable but for what the worker alone touches
     static let spec = PluginSpec(
-        name: "scrape", version: "1.0.0",
+        name: "scrape", version: "1.1.0",
         summary: "Scrapes a Prometheus or OpenMetrics endpoint and passes its series on as they are",
         defaultInterval: .seconds(15),
         events: [
@@ -30,13 +30,14 @@ final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
                           identity: true),
                 FieldDecl("value", .double),
                 FieldDecl("type", .string, doc: "its family's type: counter, gauge, histogram, summary, untyped, or OpenMetrics' own"),
-                FieldDecl("help", .string, doc: "its family's help"),
+                FieldDecl("help", .string, doc: "its family's help, on the first sample of each name in a scrape; cut with … past 64 KiB"),
             ], policy: .samples),
             EventDecl("scrape", doc: "One per scrape: how it went.", fields: [
                 FieldDecl("up", .bool, doc: "the scrape succeeded (Prometheus' up)"),
                 FieldDecl("duration", .double, unit: "seconds", doc: "from the request to the whole answer"),
                 FieldDecl("samples", .int, doc: "samples in the answer"),
-                FieldDecl("kept", .int, doc: "of them, those `match` kept"),
+                FieldDecl("kept", .int, doc: "of them, those `match` kept and passed on"),
+                FieldDecl("too_large", .int, doc: "of them, those `match` kept but left out: a name or labels over 64 KiB, more than an event's string holds"),
                 FieldDecl("bytes", .int, unit: "bytes", doc: "of the answer's body"),
                 FieldDecl("error", .string, doc: "why it failed: the connection, the status, the size, or the line and column of a parse error"),
             ], policy: .samples),
@@ -187,6 +188,18 @@ final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
         guard response.status == 200 else {
             return failed("HTTP status \(response.status)", began: began, bytes: response.body.count)
         }
+        // Asked for identity; a target that compresses all the same is told
+        // by what it sent, not by the parser's first NUL byte.
+        let encoding = response.headers.first(name: "Content-Encoding") ?? ""
+        if !encoding.isEmpty && encoding.lowercased() != "identity" {
+            return failed("the answer is Content-Encoding: \(encoding.prefix(40)), though the request asked for identity",
+                          began: began, bytes: response.body.count)
+        }
+        if response.body.count >= 2 && response.body[response.body.startIndex] == 0x1f
+            && response.body[response.body.startIndex + 1] == 0x8b {
+            return failed("the answer is gzip data (it starts 1f 8b) without a Content-Encoding, though the request asked for identity",
+                          began: began, bytes: response.body.count)
+        }
         let contentType = response.headers.first(name: "Content-Type") ?? ""
         let format = PrometheusExposition.format(contentType: contentType)
         let parsed: PrometheusExposition
@@ -196,28 +209,50 @@ final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
             return failed("line \(error.line), column \(error.column): \(error.message)", began: began, bytes: response.body.count)
         }
         let duration = Worker.monotonicNow() - began
-        var kept = 0
+        var kept = 0, tooLarge = 0
+        // The help goes with a name's first sample of the scrape only, as
+        // the exposition gives it once per family: copied into each of
+        // 10,000 series a long HELP would be hundreds of megabytes a scrape.
+        var helped: Set<String> = []
         for family in parsed.families where options.match.isEmpty || options.match.contains(where: { fnmatch($0, family.name, 0) == 0 }) {
-            let help = family.help ?? ""
             for sample in family.samples {
+                let labels = PrometheusExposition.labelText(sample.labels)
+                // An identity cut would be another series: one past what an
+                // event's string holds is left out, and counted.
+                guard sample.name.utf8.count <= Self.largestText, labels.utf8.count <= Self.largestText else {
+                    tooLarge += 1
+                    continue
+                }
                 kept += 1
-                context.emit("sample", fields: [
-                    ("prometheus_name", .string(sample.name)), ("prometheus_labels", .string(PrometheusExposition.labelText(sample.labels))),
-                    ("value", .double(sample.value)), ("type", .string(family.type.rawValue)), ("help", .string(help)),
-                ])
+                var fields: [(String, Value)] = [
+                    ("prometheus_name", .string(sample.name)), ("prometheus_labels", .string(labels)),
+                    ("value", .double(sample.value)), ("type", .string(family.type.rawValue)),
+                ]
+                if helped.insert(sample.name).inserted { fields.append(("help", .text(family.help ?? ""))) }
+                context.emit("sample", fields: fields)
             }
+        }
+        if tooLarge > 0 {
+            say("\(tooLarge) samples of \(options.url) have a name or labels over \(Self.largestText) bytes: left out")
         }
         context.emit("scrape", ["up": .bool(true), "duration": .double(Double(duration) / 1e9),
                                 "samples": .int(Int64(parsed.sampleCount)), "kept": .int(Int64(kept)),
-                                "bytes": .int(Int64(response.body.count))])
+                                "too_large": .int(Int64(tooLarge)), "bytes": .int(Int64(response.body.count))])
     }
 
-    /// Told lines: the last error, so that the same one is logged once.
-    private var lastError = ""
+    /// The longest name or label text a sample event can carry.
+    static let largestText = Int(VIGIL_MAX_STRING_BYTES)
+
+    /// The last warning logged, so that the same one is logged once.
+    private var lastWarning = ""
+
+    private func say(_ warning: String) {
+        if warning != lastWarning { context.log(.warning, warning) }
+        lastWarning = warning
+    }
 
     private func failed(_ why: String, began: Int64, bytes: Int) {
-        if why != lastError { context.log(.warning, "scrape of \(options.url) failed: \(why)") }
-        lastError = why
+        say("scrape of \(options.url) failed: \(why)")
         context.emit("scrape", ["up": .bool(false), "duration": .double(Double(Worker.monotonicNow() - began) / 1e9),
                                 "samples": .int(0), "kept": .int(0), "bytes": .int(Int64(bytes)), "error": .string(why)])
     }

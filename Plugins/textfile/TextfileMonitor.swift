@@ -17,7 +17,7 @@ import VigilKit
 /// sees them as the event's identity.
 final class TextfileMonitor: PolledMonitor {
     static let spec = PluginSpec(
-        name: "textfile", version: "1.0.0",
+        name: "textfile", version: "1.1.0",
         summary: "node_exporter's textfile collector: the series of *.prom files in a directory",
         defaultInterval: .seconds(15),
         events: [
@@ -27,7 +27,7 @@ final class TextfileMonitor: PolledMonitor {
                           identity: true),
                 FieldDecl("value", .double),
                 FieldDecl("type", .string, doc: "its family's type: counter, gauge, histogram, summary or untyped"),
-                FieldDecl("help", .string, doc: "its family's help (node_exporter's 'Metric read from FILE' when the file gives none)"),
+                FieldDecl("help", .string, doc: "its family's help (node_exporter's 'Metric read from FILE' when the file gives none), on the first sample of each name in a poll; cut with … past 64 KiB"),
                 FieldDecl("file", .string, doc: "the file it came from"),
             ], policy: .samples),
             EventDecl("file", doc: "One per file read whole, each poll.", fields: [
@@ -103,15 +103,22 @@ final class TextfileMonitor: PolledMonitor {
             told.removeAll { !present.contains($0.file) }
         }
         // A family without HELP is "Metric read from" every file that has
-        // it, as node_exporter says it once it has read them all.
+        // it, as node_exporter says it once it has read them all. The help
+        // goes with a name's first sample of the poll only, as the
+        // exposition gives it once: copied into each of 10,000 series a
+        // long HELP would be hundreds of megabytes a poll.
+        var helped: Set<String> = []
         for sample in samples {
-            let family = families.byName[sample.family]
-            let help = sample.help ?? family?.help ?? "Metric read from " + (family?.files ?? [sample.file]).joined(separator: ", ")
-            context.emit("sample", fields: [
+            var fields: [(String, Value)] = [
                 ("prometheus_name", .string(sample.name)), ("prometheus_labels", .string(sample.labels)),
-                ("value", .double(sample.value)), ("type", .string(sample.type.rawValue)), ("help", .string(help)),
-                ("file", .string(sample.file)),
-            ])
+                ("value", .double(sample.value)), ("type", .string(sample.type.rawValue)), ("file", .string(sample.file)),
+            ]
+            if helped.insert(sample.name).inserted {
+                let family = families.byName[sample.family]
+                let help = sample.help ?? family?.help ?? "Metric read from " + (family?.files ?? [sample.file]).joined(separator: ", ")
+                fields.append(("help", .text(help)))
+            }
+            context.emit("sample", fields: fields)
         }
         for fields in fileEvents { context.emit("file", fields: fields) }
         context.emit("scrape", ["error": .bool(listed != nil || skipped > 0), "files": .int(Int64(names.count)),
@@ -201,6 +208,7 @@ final class TextfileMonitor: PolledMonitor {
         var mine: [(name: String, type: PrometheusExposition.MetricType, help: String?)] = []
         var series: [String] = []
         var repeated: (series: String, count: Int)?
+        var tooLarge: (series: String, count: Int)?
         for family in parsed.families {
             if let other = families.byName[family.name] {
                 if other.type != family.type || (family.help != nil && other.help != nil && other.help != family.help) {
@@ -213,6 +221,12 @@ final class TextfileMonitor: PolledMonitor {
                     return .failure(Skip("\(sample.name) has a client-side timestamp, which textfiles may not give"))
                 }
                 let labels = PrometheusExposition.labelText(sample.labels)
+                // An identity cut would be another series: one past what an
+                // event's string holds is left out, and said.
+                guard sample.name.utf8.count <= Self.largestText, labels.utf8.count <= Self.largestText else {
+                    tooLarge = (tooLarge?.series ?? String(sample.name.prefix(64)), (tooLarge?.count ?? 0) + 1)
+                    continue
+                }
                 // A series an earlier file gave is that file's (node_exporter
                 // keeps the first and says so): said once, not served twice.
                 let key = sample.name + "{" + labels + "}"
@@ -233,11 +247,16 @@ final class TextfileMonitor: PolledMonitor {
             }
         }
         families.series.formUnion(series)
-        let note = repeated.map { "\($0.count) series read before from another file (\($0.series)…): the earlier file's are kept" }
+        let notes = [repeated.map { "\($0.count) series read before from another file (\($0.series)…): the earlier file's are kept" },
+                     tooLarge.map { "\($0.count) series with a name or labels over \(Self.largestText) bytes (\($0.series)…) left out" }]
+        let note = notes.compactMap { $0 }.joined(separator: "; ")
         // Whole seconds, as node_exporter gives them.
         let mtime = Double(st.st_mtim.tv_sec)
-        return .success((events, mtime, note))
+        return .success((events, mtime, note.isEmpty ? nil : note))
     }
+
+    /// The longest name or label text a sample event can carry.
+    static let largestText = Int(VIGIL_MAX_STRING_BYTES)
 
     struct Skip: Error {
         var why: String

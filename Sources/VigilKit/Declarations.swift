@@ -175,6 +175,25 @@ public enum Value: Sendable, Equatable, ExpressibleByIntegerLiteral, Expressible
 
     /// A count or size that may exceed Int64 (clamped).
     public static func int<T: BinaryInteger>(clamping value: T) -> Value { .int(Int64(clamping: value)) }
+    /// A text from outside (a check's output, a family's HELP, a label):
+    /// as it is when it fits a field (`VIGIL_MAX_STRING_BYTES`), else cut on
+    /// a character boundary and ending in `…`, so that the event is not
+    /// refused for it. Names and identities are not cut: a plugin refuses
+    /// those itself (two cut names could be one).
+    public static func text(_ text: String) -> Value {
+        let most = Int(VIGIL_MAX_STRING_BYTES)
+        guard text.utf8.count > most else { return .string(text) }
+        var out = ""
+        var bytes = 0
+        for c in text.unicodeScalars {
+            let width = UTF8.width(c)
+            if bytes + width > most - 3 { break }
+            out.unicodeScalars.append(c)
+            bytes += width
+        }
+        return .string(out + "…")
+    }
+
     /// A duration, in seconds.
     public static func seconds(_ value: Duration) -> Value {
         let (s, atto) = value.components

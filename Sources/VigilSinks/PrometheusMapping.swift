@@ -222,9 +222,15 @@ package final class PrometheusMapping: @unchecked Sendable {  // its plans are r
         case .int(let i)?: number = Double(i)
         default: return nil
         }
-        let shape: PrometheusNaming.Shape
+        var shape: PrometheusNaming.Shape
         if let known = plan.passThroughShapes[name] {
             shape = known
+            // Help comes with a name's first sample of a poll: one seen
+            // first without it (a sink added between polls) gets it later.
+            if known.help.isEmpty, case .string(let text)? = event[field: "help"], !text.isEmpty {
+                shape.help = text
+                plan.passThroughShapes[name] = shape
+            }
         } else {
             guard PrometheusNaming.isValidMetricName(name) else { return nil }
             var kind = PrometheusNaming.MetricKind.untyped

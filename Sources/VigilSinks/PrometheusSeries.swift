@@ -13,9 +13,9 @@ import VigilForeign
 package final class PrometheusSeries: Sendable {
     /// One family's series, in the order they appeared.
     package final class Family {
-        let shape: PrometheusNaming.Shape
-        let textHeader: [UInt8]
-        let openMetricsHeader: [UInt8]
+        private(set) var shape: PrometheusNaming.Shape
+        private(set) var textHeader: [UInt8] = []
+        private(set) var openMetricsHeader: [UInt8] = []
         var series: [String: Int] = [:]
         var lines: [Series] = []
         /// Of an info family: per entity (its identity labels), the labels
@@ -27,6 +27,20 @@ package final class PrometheusSeries: Sendable {
 
         init(shape: PrometheusNaming.Shape) {
             self.shape = shape
+            writeHeaders()
+        }
+
+        /// The help a later sample brings to a family made without one:
+        /// events that name their own series carry their family's help on
+        /// the first sample of each poll only, and a sink added between
+        /// polls may see another sample first.
+        func fillHelp(from other: PrometheusNaming.Shape) {
+            guard shape.help.isEmpty, !other.help.isEmpty else { return }
+            shape.help = other.help
+            writeHeaders()
+        }
+
+        private func writeHeaders() {
             let help = PrometheusSeries.escapedHelp(shape.help, quote: false)
             // A histogram's or summary's samples are named apart from their family.
             let name = shape.kind.isWhole ? shape.family : shape.name
@@ -131,6 +145,11 @@ package final class PrometheusSeries: Sendable {
                 state.families[whole ? shape.family : shape.name] = family
                 state.order.append(family)
                 kept = family
+            }
+            if family.shape.help.isEmpty && !shape.help.isEmpty {
+                family.fillHelp(from: shape)
+                state.text = nil
+                state.openMetrics = nil
             }
             if let index = family.series[labels] {
                 family.lines[index].rewrite(value, now: now, ttl: ttl)

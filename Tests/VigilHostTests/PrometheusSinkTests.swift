@@ -125,11 +125,11 @@ import VigilForeign
         let facts = MonitorFacts(instance: ObjectIdentifier(Self.Marker.shared), description: textfile, interval: 1_000_000_000, running: true)
         let (sink, context, port) = try sink(facts: ["tf": facts])
         defer { sink.shutdown(context: context) }
-        func sample(_ name: String, _ labels: String, _ value: Double, _ type: String = "gauge", help: String = "h") -> Event {
+        func sample(_ name: String, _ labels: String, _ value: Double, _ type: String = "gauge", help: String? = "h") -> Event {
             Event(time: 0, monitor: "tf", plugin: "textfile", kind: "sample", fields: [
                 Field("prometheus_name", .string(name)), Field("prometheus_labels", .string(labels)), Field("value", .double(value)),
-                Field("type", .string(type)), Field("help", .string(help)),
-            ])
+                Field("type", .string(type)),
+            ] + (help.map { [Field("help", .string($0))] } ?? []))
         }
         try sink.write([
             sample("jobs_total", #"queue="a\"b""#, 7, "counter", help: "Jobs.\nDone."),
@@ -138,14 +138,17 @@ import VigilForeign
             // Refused: no metric name, labels not in the syntax, written otherwise than the sink writes them.
             sample("1bad", "", 1), sample("bad name", "", 1), sample("ok1", #"a="b"} evil 1\n#"#, 1), sample("ok2", "a=b", 1),
             sample("ok3", #"a="x",a="y""#, 1), sample("ok4", #"a = "b""#, 1), sample("ok5", #"__name__="x""#, 1),
+            // Help comes with a name's first sample of a poll: a sink that saw another first takes it when it comes.
+            sample("late", #"i="1""#, 1, help: nil), sample("late", #"i="2""#, 2, help: "Late help."),
         ], context: context)
         let body = try TestEnv.httpGet(port: port, "/metrics").body
+        #expect(body.contains("# HELP late Late help.\n# TYPE late gauge\nlate{i=\"1\"} 1\nlate{i=\"2\"} 2\n"), "\(body)")
         #expect(body.contains("# HELP jobs_total Jobs.\\nDone.\n# TYPE jobs_total counter\njobs_total{queue=\"a\\\"b\"} 7\n"), "\(body)")
         #expect(body.contains("# TYPE lat histogram\nlat_bucket{le=\"1\"} 3\nlat_bucket{le=\"+Inf\"} 4\nlat_sum 2.5\nlat_count 4\n"), "\(body)")
         for refused in ["1bad", "bad name", "ok1", "ok2", "ok3", "ok4", "ok5", "evil"] { #expect(!body.contains(refused), "\(refused): \(body)") }
         // The exposition reads back whole, with the one reader of the format.
         let read = try PrometheusExposition.parse(Array(body.utf8))
-        #expect(read.families.map(\.name) == ["jobs_total", "lat"])
+        #expect(read.families.map(\.name) == ["jobs_total", "lat", "late"])
     }
 
     @Test func openMetricsWhenAskedAndRefusalsByName() throws {

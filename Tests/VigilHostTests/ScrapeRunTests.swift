@@ -188,7 +188,9 @@ struct ScrapeRunTests {
         func scrapes(_ monitor: String) -> [[String: Any]] { NagiosRunTests.of(events, monitor: monitor, kind: "scrape") }
         func samples(_ monitor: String) -> [[String: Any]] { NagiosRunTests.of(events, monitor: monitor, kind: "sample") }
         for (name, says) in [("garbage", "line 1"), ("huge", "longer than 1048576 bytes"), ("hang", "no answer"), ("cut", "closed"),
-                             ("error", "HTTP status 500"), ("flood", "more than 1000 series"), ("refused", "cannot connect")] {
+                             ("error", "HTTP status 500"), ("flood", "more than 1000 series"), ("refused", "cannot connect"),
+                             ("gzipped", "Content-Encoding: gzip, though the request asked for identity"),
+                             ("gzipraw", "gzip data (it starts 1f 8b)")] {
             let all = scrapes(name)
             #expect(all.count >= 2, "\(name): \(all.count) scrapes")
             #expect(all.allSatisfy { $0["up"] as? Bool == false }, "\(name): \(all)")
@@ -202,6 +204,18 @@ struct ScrapeRunTests {
         let names = om.prefix(6).map { "\($0["prometheus_name"]!)/\($0["type"]!)" }
         #expect(names == ["jobs_total/counter", "jobs_created/counter", "temp_celsius/gauge", "lat_bucket/histogram", "lat_bucket/histogram",
                           "lat_count/histogram"], "\(names)")
+        // A 70 KB HELP: once per scrape, on the name's first sample, cut
+        // to what a field holds; labels no event can hold: left out and
+        // counted, the rest of the answer passed on (and vigil's exit 0
+        // above says no event was refused).
+        let long = scrapes("longhelp")
+        #expect(long.count >= 2 && long.allSatisfy { $0["up"] as? Bool == true && $0["too_large"] as? Int == 1 && $0["kept"] as? Int == 901 },
+                "\(long)")
+        let helped = samples("longhelp").compactMap { $0["help"] as? String }
+        #expect(helped.count == 2 * long.count, "\(helped.count) helps in \(long.count) scrapes")
+        #expect(helped.contains { $0.hasSuffix("…") && $0.utf8.count <= 65_536 && $0.hasPrefix("hhhh") })
+        #expect(samples("longhelp").count == 901 * long.count)
+        #expect(output.stderr.contains("samples of http://127.0.0.1:\(ports["longhelp"]!)/metrics have a name or labels over 65536 bytes"))
         let seen = samples("headers").first?["prometheus_labels"] as? String
         #expect(seen == #"accept_openmetrics="1",authorization="Bearer s3cret""#, "\(seen ?? "nil")")
     }

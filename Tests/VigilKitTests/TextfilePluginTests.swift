@@ -96,6 +96,33 @@ import VigilKitTesting
         try instance.stop()
     }
 
+    /// A long HELP goes with a name's first sample of each poll, cut to what
+    /// a field holds; a series whose labels no event can hold is left out
+    /// and said; every event emitted is one the host takes.
+    @Test func aLongHelpIsSentOncePerNameAndCutAndHugeLabelsAreLeftOut() throws {
+        let tree = try TempTree()
+        let help = String(repeating: "é", count: 50_000)  // 100,000 bytes
+        try Self.write(tree.path + "/a.prom", "# HELP wide \(help)\n# TYPE wide gauge\n"
+            + (0..<1000).map { "wide{i=\"\($0)\"} 1\n" }.joined()
+            + "huge{l=\"\(String(repeating: "x", count: 70_000))\"} 1\nafter 2\n")
+        let instance = try poll(tree.path, options: "max_bytes: 1MiB")
+        let samples = instance.events(kind: "sample")
+        #expect(samples.map { $0.string("prometheus_name") }.filter { $0 == "wide" }.count == 1000)
+        #expect(!samples.contains { $0.string("prometheus_name") == "huge" })
+        #expect(samples.last?.string("prometheus_name") == "after" && samples.last?.string("help")?.hasPrefix("Metric read from") == true)
+        let helped = samples.filter { $0.string("help") != nil }
+        #expect(helped.map { $0.string("prometheus_name") } == ["wide", "after"])
+        let cut = try #require(helped.first?.string("help"))
+        #expect(cut.hasSuffix("…") && cut.utf8.count <= 65_536 && cut.dropLast().allSatisfy { $0 == "é" })
+        #expect(instance.violations.isEmpty, "\(instance.violations.prefix(3))")
+        #expect(instance.logs.contains { $0.message.contains("1 series with a name or labels over 65536 bytes (huge…) left out") },
+                "\(instance.logs.map(\.message))")
+        // The next poll sends the help again, once.
+        try instance.poll()
+        #expect(instance.events(kind: "sample").filter { $0.string("help") != nil }.count == 4)
+        try instance.stop()
+    }
+
     /// No directory: an error, as node_exporter says it; an empty string:
     /// nothing read and no error (node_exporter without the flag).
     @Test func aMissingDirectoryIsAnErrorAndNoneIsNot() throws {

@@ -2,8 +2,11 @@
 """Hostile and odd /metrics endpoints for ScrapeRunTests, on 127.0.0.1, one
 port each: an OpenMetrics answer, garbage, a body past any bound, a
 server that never answers, one that closes in the middle of its body, a
-500, and a flood of series. Writes {"name": port, ...} to the file given
+500, a flood of series, gzip sent though identity was asked (with and
+without a Content-Encoding), and a family with a 70 KB HELP over 900
+series beside a series whose labels no event can hold. Writes {"name": port, ...} to the file given
 as the only argument once every socket listens, then serves until killed."""
+import gzip
 import http.server
 import json
 import os
@@ -72,6 +75,21 @@ def handler_for(name):
                 self.send_body(b"oops\n", status=500)
             elif name == "flood":
                 self.send_body(b"".join(b'flood{i="%d"} 1\n' % i for i in range(5000)))
+            elif name == "gzipped":
+                body = gzip.compress(b"gz 1\n")
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            elif name == "gzipraw":
+                self.send_body(gzip.compress(b"gz 1\n"))
+            elif name == "longhelp":
+                help = b"h" * 70000
+                self.send_body(b"# HELP wide " + help + b"\n# TYPE wide gauge\n"
+                               + b"".join(b'wide{i="%d"} 1\n' % i for i in range(900))
+                               + b'huge{l="' + b"x" * 70000 + b'"} 1\nafter 2\n')
             elif name == "headers":
                 auth = self.headers.get("Authorization", "")
                 accept = self.headers.get("Accept", "")
@@ -87,7 +105,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 def main():
     ports = {}
-    for name in ["openmetrics", "garbage", "huge", "hang", "cut", "error", "flood", "headers"]:
+    for name in ["openmetrics", "garbage", "huge", "hang", "cut", "error", "flood", "headers", "gzipped", "gzipraw", "longhelp"]:
         server = Server(("127.0.0.1", 0), handler_for(name))
         ports[name] = server.server_address[1]
         threading.Thread(target=server.serve_forever, daemon=True).start()
