@@ -392,14 +392,14 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
             let name: Value = .string(key.name), tags: Value = .string(key.tags)
             switch entry {
             case .counter(let sum):
-                context.emit("counter", ["name": name, "tags": tags, "value": .double(sum), "rate": .double(seconds > 0 ? sum / seconds : 0)])
+                context.emit("counter", ["name": name, "tags": tags, "value": .double(sum), "rate": .double(seconds > 0 ? Statsd.saturating(sum / seconds) : 0)])
             case .gauge(let value):
                 context.emit("gauge", ["name": name, "tags": tags, "value": .double(value)])
             case .timer(let kind, let sketch, let weighted):
                 guard sketch.count > 0 else { continue }
                 var fields: [(String, Value)] = [("name", name), ("tags", tags), ("type", .string(kind)), ("count", .double(weighted)),
                                                  ("sum", .double(sketch.sum)), ("min", .double(sketch.min)), ("max", .double(sketch.max)),
-                                                 ("mean", .double(sketch.sum / Double(sketch.count)))]
+                                                 ("mean", .double(Statsd.saturating(sketch.sum / Double(sketch.count))))]
                 for (q, field) in percentiles { if let v = sketch.quantile(q) { fields.append((field, .double(v))) } }
                 context.emit("timer", fields: fields)
             case .set(let members):
@@ -518,11 +518,11 @@ struct Aggregate {
         switch metric.kind {
         case .counter:
             if counters.count < maxKeys { counters.insert(key) }
-            let value = metric.value / metric.sampleRate
-            if case .counter(let sum)? = entries[key] { entries[key] = .counter(sum + value) } else { entries[key] = .counter(value) }
+            let value = Statsd.saturating(metric.value / metric.sampleRate)
+            if case .counter(let sum)? = entries[key] { entries[key] = .counter(Statsd.saturating(sum + value)) } else { entries[key] = .counter(value) }
         case .gauge:
             let last = gauges[key] ?? 0
-            let value = metric.delta ? last + metric.value : metric.value
+            let value = metric.delta ? Statsd.saturating(last + metric.value) : metric.value
             if gauges[key] != nil || gauges.count < maxKeys { gauges[key] = value }
             entries[key] = .gauge(value)
         case .timer, .histogram, .distribution:
@@ -532,7 +532,7 @@ struct Aggregate {
             if case .timer(_, let known, let w)? = entries[key] { sketch = known; weighted = w }
             entries[key] = nil  // keep the sketch uniquely referenced while it grows
             sketch.add(metric.value)
-            entries[key] = .timer(code, sketch, weighted + 1 / metric.sampleRate)
+            entries[key] = .timer(code, sketch, Statsd.saturating(weighted + 1 / metric.sampleRate))
         case .set:
             var members: Set<Int> = []
             if case .set(let known)? = entries[key] { members = known }

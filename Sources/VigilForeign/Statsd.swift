@@ -15,6 +15,16 @@ import Glibc
 /// Read from the bytes in place: nothing is allocated for a line but the
 /// tags' array when it has tags.
 public enum Statsd {
+    /// A sum, product or quotient of numbers a client sent, kept finite:
+    /// values and rates are finite one by one, but `big:1|c|@1e-310` or a
+    /// run of sums past 1e308 would be infinite, which no sink can write.
+    /// Saturates at the largest finite double, as the ABI's integers do at
+    /// their bounds.
+    @inline(__always)
+    public static func saturating(_ x: Double) -> Double {
+        x.isFinite ? x : x.isNaN ? 0 : x > 0 ? .greatestFiniteMagnitude : -.greatestFiniteMagnitude
+    }
+
     public enum Kind: UInt8, Sendable {
         case counter, gauge, timer, histogram, distribution, set
 
@@ -268,7 +278,7 @@ public struct QuantileSketch: Sendable {
     public mutating func add(_ value: Double, weight: UInt64 = 1) {
         guard value.isFinite, weight > 0 else { return }
         count &+= weight
-        sum += value * Double(weight)
+        sum = Statsd.saturating(sum + value * Double(weight))
         if value < min { min = value }
         if value > max { max = value }
         let magnitude = abs(value)

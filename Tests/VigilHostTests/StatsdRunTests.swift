@@ -126,6 +126,8 @@ struct StatsdRunTests {
         let (output, events) = try run(options: "flush_interval: 60s, max_set_members: 100", for: "120s", python: """
             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             u.sendto(b"mixed:10|c\\nmixed:10|c\\nmixed:5|g\\nmixed:1|c", UDP)
+            # Finite one by one, infinite once summed or divided: saturated, never inf (written as null).
+            u.sendto(b"big:1|c|@1e-310\\nhuge:1e308|c\\nhuge:1e308|c\\nup:1e308|g\\nup:+1e308|g\\nlat:1e308|ms\\nlat:1e308|ms|@1e-310", UDP)
             # Paced: the default receive buffer holds a few hundred datagrams,
             # and a loaded machine may leave the listener a moment behind.
             for i in range(500):
@@ -141,6 +143,12 @@ struct StatsdRunTests {
         }
         #expect(first("counter", "mixed")["value"] as? Double == 21, "\(first("counter", "mixed"))")
         #expect(first("gauge", "mixed")["value"] as? Double == 5, "\(first("gauge", "mixed"))")
+        let most = Double.greatestFiniteMagnitude
+        #expect(first("counter", "big")["value"] as? Double == most && first("counter", "huge")["value"] as? Double == most,
+                "\(first("counter", "big")) \(first("counter", "huge"))")
+        #expect(first("gauge", "up")["value"] as? Double == most, "\(first("gauge", "up"))")
+        let lat = first("timer", "lat")
+        #expect(lat["sum"] as? Double == most && lat["count"] as? Double == most && lat["mean"] as? Double == most / 2, "\(lat)")
         #expect(first("set", "users")["count"] as? Int == 100 && first("set", "wide")["count"] as? Int == 50)
         let stats = NagiosRunTests.of(events, monitor: "statsd", kind: "stats").first ?? [:]
         #expect(stats["dropped_members"] as? Int == 400 && stats["kernel_drops"] as? Int == 0, "\(stats)")
