@@ -265,10 +265,16 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     /// never less.
     private func writeState() {
         let text = "ack \(ack.segment) \(ack.offset)\nsent \(sent.segment) \(sent.offset)\nrecords \(pendingRecords)\n"
-        let tmp = directory + "/state.tmp"
+        _ = Self.replace(directory + "/state", with: Array(text.utf8), fsync: fsync == .always)
+    }
+
+    /// Writes `bytes` to `path` whole or not at all: into a file beside it,
+    /// renamed over it once every byte was written (and synced, `fsync`).
+    /// False, and `path` as it was, when the disk refused.
+    static func replace(_ path: String, with bytes: [UInt8], fsync: Bool) -> Bool {
+        let tmp = path + ".tmp"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
-        let bytes = Array(text.utf8)
+        guard fd >= 0 else { return false }
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
@@ -276,13 +282,13 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
             guard n > 0 else { break }
             done += n
         }
-        let whole = done == bytes.count && (fsync != .always || Glibc.fsync(fd) == 0)
+        let whole = done == bytes.count && (!fsync || Glibc.fsync(fd) == 0)
         Glibc.close(fd)
         guard whole else {
             unlink(tmp)
-            return
+            return false
         }
-        rename(tmp, directory + "/state")
+        return rename(tmp, path) == 0
     }
 
     // MARK: writing

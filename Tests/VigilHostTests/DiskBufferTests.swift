@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VigilCore
 @testable import VigilIsolation
 @testable import VigilSinks
 @testable import VigilRuntime
@@ -239,5 +240,41 @@ import Testing
         let again = try DiskBuffer(directory: dir, maxBytes: 8 << 20, fsync: .never)
         #expect(again.recovery.missingRecords == 400)
         #expect(again.corruptSegments == 1)
+    }
+
+    /// What the buffer remembers of its events' monitors: written once per
+    /// instance, read back by the next process, and a file left garbled or
+    /// hostile is not used (the events are mapped as without it).
+    @Test func theMonitorsOfBufferedEventsAreRememberedAndAGarbledFileIsNot() throws {
+        let dir = try TestEnv.tempDir("remembered")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let description = PluginDescription(
+            name: "flood", version: "1", summary: "", abiMajor: 1, abiMinor: 4, options: [],
+            events: [EventSpec(kind: "tick", doc: "", fields: [FieldSpec(name: "entity", type: .int, identity: true)])],
+            defaultInterval: 1_000_000_000, polled: false, path: "/x/flood.so")
+        final class Instance: Sendable {}
+        let instance = Instance()
+        let facts = MonitorFacts(instance: ObjectIdentifier(instance), description: description, interval: 2_000_000_000, running: true)
+        let batch = [Event(time: 0, monitor: "f", plugin: "flood", kind: "tick", fields: [Field("entity", .int(1))]),
+                     Event(time: 0, monitor: "gone", plugin: "x", kind: "tick", fields: [])]
+        var asked = 0
+        RememberedMonitors(bufferDirectory: dir).note(batch) { monitor in
+            asked += 1
+            return monitor == "f" ? facts : nil
+        }
+        #expect(asked == 2)
+        let next = RememberedMonitors(bufferDirectory: dir)
+        let kept = try #require(next.facts(of: "f"))
+        #expect(kept.description == description && kept.interval == 2_000_000_000 && !kept.running)
+        #expect(next.facts(of: "gone") == nil && next.facts().count == 1)
+        // Behind the process's directory: a running monitor's facts first, the remembered one's after.
+        let seen = MonitorDirectory(MonitorDirectory(), remembering: next)
+        #expect(seen.facts(of: "f")?.description == description)
+        // Garbled, hostile (a description the checks refuse) or too large: not used.
+        for text in ["{not json", #"[{"monitor":"f","interval_ns":1,"description":{"name":""}}]"#,
+                     String(repeating: " ", count: PluginDescription.maxJSONBytes * 4 + 1)] {
+            try TestEnv.write(text, to: dir + "/monitors.json")
+            #expect(RememberedMonitors(bufferDirectory: dir).facts().isEmpty, "\(text.prefix(40))")
+        }
     }
 }

@@ -319,6 +319,54 @@ import VigilForeign
         #expect(output.stderr.contains("queue_full"), "\(output.stderr.suffix(2000))")
     }
 
+    /// Events a disk buffer kept through a restart, of a monitor the new
+    /// manifest no longer has, are mapped with the description they were
+    /// emitted under: each entity its own series with every sample (without
+    /// it the entities merged into one series and most samples were refused
+    /// as out of order).
+    @Test func aBufferReplayedAfterItsMonitorWentKeepsItsIdentities() throws {
+        let dir = try TestEnv.tempDir("rw-replay")
+        let closed = try ControlTCPRunTests.freePort()
+        func manifest(url: String, flood: Bool) -> String {
+            """
+            plugin_dirs: [\(try! TestEnv.cPlugins())]
+            monitors:
+            \(flood ? "  flood: { plugin: flood, isolation: none, options: { count: 0, rate: 200, fields: 2, entities: 20 } }"
+                     : "  beat: { plugin: heartbeat, isolation: none, interval: 1s }")
+            sinks:
+              file: { type: file, path: \(dir)/events.jsonl, match: [flood] }
+              rw: { type: remote_write, url: "\(url)", match: [flood, beat], buffer: { type: disk, path: \(dir)/buffer } }
+            """
+        }
+        // The receiver away: the flood's events wait in the buffer.
+        try TestEnv.write(manifest(url: "http://127.0.0.1:\(closed)/api/v1/write", flood: true), to: dir + "/a.yaml")
+        let first = try TestEnv.run(TestEnv.vigil, ["run", dir + "/a.yaml", "--for", "2s", "--control", "none", "--drain-timeout", "1s"],
+                                    timeout: 60)
+        #expect(FileManager.default.fileExists(atPath: dir + "/buffer/monitors.json"), "\(first.stderr.suffix(2000))")
+        let events = Self.events(dir + "/events.jsonl")
+        let expected = Self.expected(events, fields: 2)
+        #expect(expected.count == 40, "\(expected.count) series")
+        // Then without the flood, the receiver there: the buffer is sent.
+        let vm = try Receiver.victoriaMetrics(dir)
+        defer { vm.stop() }
+        try TestEnv.write(manifest(url: vm.url, flood: false), to: dir + "/b.yaml")
+        let second = try TestEnv.run(TestEnv.vigil, ["run", dir + "/b.yaml", "--for", "4s", "--control", "none", "--summary", dir + "/summary.json"],
+                                     timeout: 60)
+        #expect(second.status == 0, "\(second.stderr.suffix(3000))")
+        let sink = OTLPRunTests.sink(Self.summary(dir + "/summary.json"), "rw")
+        let queue = sink["send_queue"] as? [String: Any] ?? [:]
+        #expect((queue["samples_lost"] as? [String: Int] ?? [:]).values.reduce(0, +) == 0, "\(queue)")
+        let stored = try vm.samples("{__name__=~\"vigil_flood_.*\"}")
+        var missing = 0
+        for (key, want) in expected {
+            let got = stored.first { Self.key($0.key) == key }?.value ?? []
+            let times = Set(got.map(\.time))
+            missing += want.filter { !times.contains($0.time) }.count
+        }
+        #expect(stored.keys.compactMap(Self.key).count == 40, "\(stored.keys.map { $0["entity"] ?? "-" })")
+        #expect(missing == 0, "\(missing) of \(expected.values.reduce(0) { $0 + $1.count }) samples missing")
+    }
+
     /// A receiver that refuses (a Prometheus without its remote write
     /// receiver answers 404): the requests are not retried, their samples
     /// and events counted lost (`rejected`), the answer's first line logged.

@@ -194,7 +194,8 @@ struct ScrapeRunTests {
             let all = scrapes(name)
             #expect(all.count >= 2, "\(name): \(all.count) scrapes")
             #expect(all.allSatisfy { $0["up"] as? Bool == false }, "\(name): \(all)")
-            #expect((all.first?["error"] as? String ?? "").contains(says), "\(name): \(all.first ?? [:])")
+            let error = all.first?["error"] as? String ?? ""
+            #expect(error.contains(says), "\(name): \(all.first ?? [:])")
             #expect(samples(name).isEmpty, "\(name)")
             // Logged once, however many scrapes failed the same way.
             #expect(output.stderr.components(separatedBy: "monitor=\(name) plugin=scrape: scrape of").count == 2, "\(name): \(output.stderr)")

@@ -64,8 +64,16 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
         var delivered = 0
     }
 
-    init(inner: any EventSink, config: SinkBufferConfig, name: String, host: String, logger: Logger) {
+    /// What the buffer keeps of the monitors whose events it holds, and
+    /// where the running ones are known.
+    private let remembered: RememberedMonitors?
+    private let live: MonitorDirectory?
+
+    init(inner: any EventSink, config: SinkBufferConfig, name: String, host: String, logger: Logger,
+         remembered: RememberedMonitors? = nil, live: MonitorDirectory? = nil) {
         self.inner = inner
+        self.remembered = remembered
+        self.live = live
         self.config = config
         self.whenFull = config.whenFull
         encoder = JSONLineEncoder(host: host)
@@ -147,6 +155,8 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
             throw SinkWriteError(delivered: 0, reason: .writeFailed,
                                  DiskBuffer.Failure(description: "the disk buffer \(config.path) cannot be opened: \(openError.map { "\($0)" } ?? "")"))
         }
+        // The monitors' descriptions go to disk before their events.
+        if let remembered, let live { remembered.note(batch) { live.facts(of: $0) } }
         // In parts of at most an eighth of max_size: a batch larger than the
         // whole buffer (the queue filled while the buffer was full) never
         // fits, and `block` waited for room for it until the drain deadline.

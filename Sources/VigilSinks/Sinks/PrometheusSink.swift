@@ -43,24 +43,44 @@ package protocol MonitorFactsSource: AnyObject, Sendable {
 package final class MonitorDirectory: Sendable {
     private let source = Mutex<WeakSource>(WeakSource())
     private struct WeakSource { weak var value: (any MonitorFactsSource)? }
+    /// Of a sink behind a disk buffer: the process's directory, and what
+    /// the buffer remembers of monitors that are not running.
+    private let live: MonitorDirectory?
+    private let remembered: RememberedMonitors?
 
-    package init() {}
+    package init() {
+        live = nil
+        remembered = nil
+    }
+
+    /// The directory a sink behind a disk buffer sees: `live`'s monitors,
+    /// then those `remembered` holds events of.
+    package init(_ live: MonitorDirectory?, remembering remembered: RememberedMonitors) {
+        self.live = live
+        self.remembered = remembered
+    }
 
     package func attach(_ source: any MonitorFactsSource) { self.source.withLock { $0.value = source } }
 
+    private var runtime: (any MonitorFactsSource)? { live?.runtime ?? source.withLock { $0.value } }
+
     /// The facts of the current instance of each monitor named.
     package func facts() -> [String: MonitorFacts] {
-        source.withLock { $0.value }?.monitorFacts() ?? [:]
+        var facts = runtime?.monitorFacts() ?? [:]
+        if let remembered {
+            for (monitor, kept) in remembered.facts() where facts[monitor] == nil { facts[monitor] = kept }
+        }
+        return facts
     }
 
     /// The facts of the current instance of `monitor`, if it has one.
     package func facts(of monitor: String) -> MonitorFacts? {
-        source.withLock { $0.value }?.monitorFacts(of: monitor)
+        runtime?.monitorFacts(of: monitor) ?? remembered?.facts(of: monitor)
     }
 
     /// The host's own figures (none before the runtime is attached).
     package func selfMetrics() -> [UInt8] {
-        source.withLock { $0.value }?.selfMetrics() ?? []
+        runtime?.selfMetrics() ?? []
     }
 }
 

@@ -82,14 +82,20 @@ extension SinkBuild {
                          hostEvents: (any SinkCrashReporting)? = nil, catalog: PluginCatalog? = nil) -> any EventSink {
         var sinkLogger = logger
         sinkLogger[metadataKey: "sink"] = "\(config.name)"
-        let build = SinkBuild(config: config, host: host, logger: logger, directory: directory, manifestDirectory: manifestDirectory,
+        var build = SinkBuild(config: config, host: host, logger: logger, directory: directory, manifestDirectory: manifestDirectory,
                               manifestIsolation: manifestIsolation, hostEvents: hostEvents, catalog: catalog)
+        let buffer = config.settings.diskBuffer.flatMap { $0.kind == .disk ? $0 : nil }
+        // Behind a disk buffer the sink also sees the monitors whose events
+        // the buffer holds from before a restart or reload.
+        let remembered = buffer.map { RememberedMonitors(bufferDirectory: $0.path) }
+        if let remembered { build.directory = MonitorDirectory(directory, remembering: remembered) }
         var sink = config.sinkType.makeSink(build)
         // Opened on the sink's thread: a buffer that cannot be opened is
         // logged as critical, and every event given to the sink is counted
         // lost, `write_failed`, never sent without the guarantee asked for.
-        if let buffer = config.settings.diskBuffer, buffer.kind == .disk {
-            sink = DiskBufferedSink(inner: sink, config: buffer, name: config.name, host: host, logger: logger)
+        if let buffer, let remembered {
+            sink = DiskBufferedSink(inner: sink, config: buffer, name: config.name, host: host, logger: logger,
+                                    remembered: remembered, live: directory)
         }
         if bindNow { sink.bind(logger: sinkLogger) }
         return sink
