@@ -581,12 +581,12 @@ final class MuninMonitor: PolledMonitor, @unchecked Sendable {  // the worker al
         var problems: [String] = []
         var newLevel = previous
         var time = now
-        if case .number(_, let own?) = value, own >= 0, own < Int64.max / 1_000_000_000 { time = own * 1_000_000_000 }
+        if case .number(_, let own?, _) = value, own >= 0, own < Int64.max / 1_000_000_000 { time = own * 1_000_000_000 }
         var fields: [(String, Value)] = [
             ("plugin", .string(service.name)), ("graph", .string(graph.name)), ("field", .string(field.name)),
             ("label", .text(field.label)), ("type", .string(field.type.rawValue)),
         ]
-        if case .number(let number, _) = value { fields.append(("value", .double(number))) }
+        if case .number(let number, _, _) = value { fields.append(("value", .double(number))) }
         var severity = Severity.info
         switch rate {
         case .success(let rate):

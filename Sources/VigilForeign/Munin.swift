@@ -10,7 +10,10 @@ public enum Munin {
     /// as `epoch:value`), or `U`, unknown.
     public enum Value: Sendable, Equatable {
         case unknown
-        case number(Double, time: Int64?)
+        /// `whole`: the number exactly, when it is written as an integer (a
+        /// counter near 2^64 is not exact as a double; RRD takes the
+        /// difference of COUNTER and DERIVE values on their digits).
+        case number(Double, time: Int64?, whole: Int128? = nil)
 
         /// `U`, `12`, `-1.5e3`, `1700000000:12`; nil for anything else.
         public init?(text: Substring) {
@@ -24,7 +27,7 @@ public enum Munin {
                 if number == "U" { self = .unknown; return }
             }
             guard let value = Munin.number(number) else { return nil }
-            self = .number(value, time: time)
+            self = .number(value, time: time, whole: number.utf8.count <= 21 ? Int128(number) : nil)
         }
     }
 
@@ -178,6 +181,11 @@ public enum Munin {
                 output.graphs[current].attributes[String(key)] = String(value)
                 continue
             }
+            // Longer names would be cut, and two that differ past the cut one field.
+            guard key[..<dot].utf8.count <= 255 else {
+                output.fail("line \(lineNumber): the field name '\(key.prefix(40))…' is longer than 255 bytes")
+                continue
+            }
             let fieldName = cleanFieldName(key[..<dot])
             let attribute = String(key[key.index(after: dot)...])
             guard !fieldName.isEmpty, !attribute.isEmpty, attribute.utf8.allSatisfy(isNameByte) else {
@@ -252,13 +260,13 @@ extension Munin {
             case range
         }
 
-        var last: (value: Double, time: Int64)?
+        var last: (value: Double, whole: Int128?, time: Int64)?
 
         public init() {}
 
         /// The rate of `value` printed at `time` (ns since the epoch).
         public mutating func sample(_ value: Value, at time: Int64, type: FieldType, min: Double?, max: Double?) -> Result<Double, GapError> {
-            guard case .number(let number, let own) = value else {
+            guard case .number(let number, let own, let whole) = value else {
                 if type != .gauge { last = nil }
                 return .failure(GapError(gap: .unknown))
             }
@@ -268,26 +276,29 @@ extension Munin {
             case .gauge:
                 rate = number
             case .derive, .counter, .absolute:
-                defer { last = (number, when) }
+                defer { last = (number, whole, when) }
                 guard let last else { return .failure(GapError(gap: .first)) }
                 guard when > last.time else { return .failure(GapError(gap: .time)) }
                 let seconds = Double(when - last.time) / 1e9
+                // Integers are subtracted exactly, as RRD does on their
+                // digits; anything else as doubles.
+                let exact = whole.flatMap { now in last.whole.map { now - $0 } }
                 switch type {
                 case .absolute:
                     rate = number / seconds
                 case .counter:
-                    var change = number - last.value
+                    var change = exact.map { Double($0) } ?? number - last.value
                     if change < 0 {
                         // RRD adds 2^32, and 2^64 where that is not enough. A
                         // reset reads the same; a counter that was not near
                         // the top of its width did not wrap, it was reset.
                         let width: Double = last.value < 4_294_967_296 ? 4_294_967_296 : 18_446_744_073_709_551_616
                         guard last.value >= width / 2 else { return .failure(GapError(gap: .reset)) }
-                        change += width
+                        if let exact { change = Double(exact + (width < 5e9 ? 1 << 32 : Int128(1) << 64)) } else { change += width }
                     }
                     rate = change / seconds
                 default:
-                    rate = (number - last.value) / seconds
+                    rate = (exact.map { Double($0) } ?? number - last.value) / seconds
                 }
             }
             guard rate.isFinite else { return .failure(GapError(gap: .range)) }

@@ -29,7 +29,7 @@ import VigilForeign
         #expect(graph.field("system")?.label == "system")
         let fetch = parse("user.value 4762030\nidle.value U\nsystem.value 1700000000:12.5\n", plugin: "cpu")
         #expect(fetch.errors == [])
-        #expect(fetch.graph("cpu")?.field("user")?.value == .number(4762030, time: nil))
+        #expect(fetch.graph("cpu")?.field("user")?.value == .number(4762030, time: nil, whole: 4762030))
         #expect(fetch.graph("cpu")?.field("idle")?.value == .unknown)
         #expect(fetch.graph("cpu")?.field("system")?.value == .number(12.5, time: 1_700_000_000))
     }
@@ -48,7 +48,7 @@ import VigilForeign
             """, plugin: "netstat")
         #expect(out.graphs.map(\.name) == ["netstat", "netstat.established"])
         #expect(out.graph("netstat")?.fields.map(\.name) == ["active", "passive"])
-        #expect(out.graph("netstat.established")?.field("established")?.value == .number(3, time: nil))
+        #expect(out.graph("netstat.established")?.field("established")?.value == .number(3, time: nil, whole: 3))
         // Before any multigraph line, the plugin's own graph.
         let mixed = parse("a.value 1\nmultigraph other\nb.value 2\n", plugin: "mine")
         #expect(mixed.graphs.map(\.name) == ["mine", "other"])
@@ -70,14 +70,19 @@ import VigilForeign
             multigraph fine
             e.value 1e3
             f.value inf
+            \(String(repeating: "x", count: 256))a.value 1
+            \(String(repeating: "x", count: 256))b.value 2
             """)
-        #expect(out.graph("p")?.field("a")?.value == .number(1, time: nil))
+        #expect(out.graph("p")?.field("a")?.value == .number(1, time: nil, whole: 1))
         #expect(out.graph("p")?.field("b")?.value == .unknown)
         #expect(out.graph("fine")?.field("e")?.value == .number(1000, time: nil))
         #expect(out.graph("p")?.field("d") == nil, "a refused section's lines are dropped")
-        #expect(out.errors.count == 5, "\(out.errors)")
+        #expect(out.errors.count == 7, "\(out.errors)")
         #expect(out.errors[0].hasPrefix("line 2:") && out.errors[1].hasPrefix("line 3:") && out.errors[2].hasPrefix("line 4:"))
         #expect(out.errors[3].hasPrefix("line 5:") && out.errors[4].hasPrefix("line 9:"))
+        // Names past 255 bytes are refused, not cut into one field.
+        #expect(out.errors[5].hasPrefix("line 10: the field name") && out.errors[6].hasPrefix("line 11:"))
+        #expect(out.graph("fine")?.fields.map(\.name) == ["e", "f"])
     }
 
     @Test func aFloodOfGraphsAndFieldsIsBounded() {
@@ -125,6 +130,16 @@ import VigilForeign
         } else {
             Issue.record("a 64-bit wrap gave no rate")
         }
+        // Written as integers, the change is exact, as RRD takes it on the digits.
+        func value(_ text: Substring) -> Munin.Value { Munin.Value(text: text)! }
+        var exact = Munin.Rate()
+        _ = exact.sample(value("18446744073709000000"), at: 0, type: .counter, min: nil, max: nil)
+        #expect(exact.sample(value("448384"), at: 1_000_000_000, type: .counter, min: nil, max: nil) == .success(1_000_000))
+        var near = Munin.Rate()
+        _ = near.sample(value("1000000000000000001"), at: 0, type: .derive, min: nil, max: nil)
+        #expect(near.sample(value("1000000000000000003"), at: 1_000_000_000, type: .derive, min: nil, max: nil) == .success(2))
+        #expect(near.sample(value("-9223372036854775808"), at: 2_000_000_000, type: .derive, min: nil, max: nil)
+                == .success(-10_223_372_036_854_775_811))
         var reset = Munin.Rate()
         _ = reset.sample(.number(1_000_000, time: nil), at: 0, type: .counter, min: nil, max: nil)
         #expect(reset.sample(.number(10, time: nil), at: 1_000_000_000, type: .counter, min: nil, max: nil) == .failure(.init(gap: .reset)))

@@ -63,7 +63,7 @@ struct MuninRunTests {
         for graph in output.graphs {
             for field in graph.fields {
                 guard let value = field.value else { continue }
-                if case .number(let n, _) = value { values[graph.name, default: [:]][field.name] = n } else { values[graph.name, default: [:]][field.name] = .some(nil) }
+                if case .number(let n, _, _) = value { values[graph.name, default: [:]][field.name] = n } else { values[graph.name, default: [:]][field.name] = .some(nil) }
             }
         }
         return values
