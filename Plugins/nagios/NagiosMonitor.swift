@@ -38,7 +38,7 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
                 FieldDecl("waited", .double, unit: "seconds", doc: "time the run waited for a slot (the bound on checks at once)"),
                 FieldDecl("cpu_user", .double, unit: "seconds", doc: "the check's own user CPU time (not what it left running)"),
                 FieldDecl("cpu_system", .double, unit: "seconds"),
-                FieldDecl("peak_memory", .int, unit: "bytes", doc: "the check's peak resident memory"),
+                FieldDecl("peak_memory", .int, unit: "bytes", doc: "the check's peak resident memory, as read while it ran (absent when it ended first)"),
                 FieldDecl("timed_out", .bool, doc: "ended for running past timeout: the state is UNKNOWN"),
                 FieldDecl("output_cut", .bool, doc: "the check printed more than 64 KiB; the rest was read and dropped"),
                 FieldDecl("perfdata_errors", .int, doc: "perfdata of this run that could not be read (each logged)"),

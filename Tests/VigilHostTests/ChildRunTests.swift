@@ -96,6 +96,19 @@ struct ChildRunTests {
         #expect(ballast.count == 96 << 20)
     }
 
+    /// A child that ends within a millisecond is told without a peak or
+    /// with one it really reached (its loader and libc mapped), never with
+    /// a reading taken between its exec and its loader (4 KiB).
+    @Test func aChildThatEndsAtOnceHasNoPeakFromItsExec() throws {
+        var told: [Int64] = []
+        for _ in 0..<40 {
+            let child = try ChildRun.spawn(argv: ["/bin/true"], environment: Self.environment, searchPath: false)
+            let ending = child.supervise(input: [], timeout: 5_000_000_000, killGrace: 200_000_000, captureLimit: 65_536)
+            if let peak = ending.peakMemory { told.append(peak) }
+        }
+        #expect(told.allSatisfy { $0 >= 256 << 10 }, "\(told)")
+    }
+
     @Test func aChildThatSleepsPastItsTimeoutIsEnded() throws {
         let began = Date()
         let (child, ending) = try Self.run("sleep 30", timeout: 300_000_000)

@@ -249,12 +249,14 @@ struct NagiosRunTests {
             }
             // The check's cost is told.
             // (Its peak memory is the check's own, not vigil's that it was
-            // started from; absent when it ended before it could be read.)
+            // started from, nor a reading taken between its exec and its
+            // loader; absent when it ended before it could be read, as most
+            // of these, which end within a few milliseconds, do.)
             #expect((check["duration"] as? Double ?? -1) >= 0, "\(c.name)")
-            if let peak = check["peak_memory"] as? Int { #expect(peak > 0 && peak < 32 << 20, "\(c.name): \(peak)") }
+            if let peak = check["peak_memory"] as? Int { #expect(peak >= 256 << 10 && peak < 32 << 20, "\(c.name): \(peak)") }
         }
         let measured = cases.filter { c in Self.of(events, monitor: c.name, kind: "check").first?["peak_memory"] != nil }
-        #expect(measured.count >= cases.count / 2, "peak memory read for only \(measured.map(\.name))")
+        #expect(!measured.isEmpty, "peak memory read for none")
         // A state other than OK on the first result is a change from the assumed OK.
         #expect(Self.of(events, monitor: "dummy_critical", kind: "state_change").first?["state"] as? String == "CRITICAL")
         #expect(Self.of(events, monitor: "dummy_ok", kind: "state_change").isEmpty)
