@@ -8,7 +8,7 @@ import VigilKit
 /// flags 0x0, too), as node_exporter counts them. A device with no entry has
 /// no event, and a line with fewer than six columns, or whose HW type and
 /// flags are not 0x-prefixed, is skipped.
-final class ARPMonitor: PolledMonitor {
+final class ARPMonitor: ProcfsMonitor, PolledMonitor {
     static let spec = PluginSpec(
         name: "arp", version: "1.0.0",
         summary: "ARP table entries per network device, from /proc/net/arp (node_exporter's arp)",
@@ -19,16 +19,6 @@ final class ARPMonitor: PolledMonitor {
                 FieldDecl("entries", .int, unit: "entries", doc: "the lines of <procfs>/net/arp naming this device"),
             ], policy: .samples, key: ["device"]),
         ])
-
-    typealias Options = ProcfsOptions
-
-    private let context: MonitorContext
-    private let root: FSRoot
-
-    init(options: Options, context: MonitorContext) throws(MonitorError) {
-        self.context = context
-        self.root = try .monitorRoot(options.procfs, option: "procfs")
-    }
 
     func start() throws(MonitorError) { try root.require("net/arp") }
 

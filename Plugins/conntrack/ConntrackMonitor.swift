@@ -13,7 +13,7 @@ import VigilKit
 /// without the file gives none. Each CPU's value is the kernel's 32-bit
 /// counter, wrapping at 2^32; the sum is reported as it comes, as
 /// node_exporter does.
-final class ConntrackMonitor: PolledMonitor {
+final class ConntrackMonitor: ProcfsMonitor, PolledMonitor {
     static let spec = PluginSpec(
         name: "conntrack", version: "1.0.0",
         summary: "Netfilter connection tracking: entries, limit and statistics summed over CPUs (node_exporter's conntrack)",
@@ -26,8 +26,6 @@ final class ConntrackMonitor: PolledMonitor {
                 FieldDecl($0.field, .int, unit: $0.unit, doc: $0.doc + " (<procfs>/net/stat/nf_conntrack's \($0.column), summed over CPUs)", counter: true)
             }, policy: .samples),
         ])
-
-    typealias Options = ProcfsOptions
 
     static let statistics: [(column: String, field: String, unit: String, doc: String)] = [
         ("found", "found", "lookups", "lookups that found an entry"),
@@ -43,14 +41,6 @@ final class ConntrackMonitor: PolledMonitor {
     static let countFile = "sys/net/netfilter/nf_conntrack_count"
     static let maxFile = "sys/net/netfilter/nf_conntrack_max"
     static let statFile = "net/stat/nf_conntrack"
-
-    private let context: MonitorContext
-    private let root: FSRoot
-
-    init(options: Options, context: MonitorContext) throws(MonitorError) {
-        self.context = context
-        self.root = try .monitorRoot(options.procfs, option: "procfs")
-    }
 
     func start() throws(MonitorError) { try root.require(Self.countFile, " (no connection tracking)") }
 

@@ -10,7 +10,7 @@ import VigilKit
 /// library mapped and one more monitor scheduled, for no separation gained:
 /// the kinds stay apart (`files`, `entropy`) and each is emitted when its
 /// files are there, the other's absence notwithstanding.
-final class KernelMonitor: PolledMonitor {
+final class KernelMonitor: ProcfsMonitor, PolledMonitor {
     static let spec = PluginSpec(
         name: "kernel", version: "1.0.0",
         summary: "File handles allocated and their limit, and the entropy pool, from /proc/sys",
@@ -26,19 +26,9 @@ final class KernelMonitor: PolledMonitor {
             ], policy: .samples),
         ])
 
-    typealias Options = ProcfsOptions
-
     private static let fileNr = "sys/fs/file-nr"
     private static let entropyAvail = "sys/kernel/random/entropy_avail"
     private static let poolSize = "sys/kernel/random/poolsize"
-
-    private let context: MonitorContext
-    private let root: FSRoot
-
-    init(options: Options, context: MonitorContext) throws(MonitorError) {
-        self.context = context
-        self.root = try .monitorRoot(options.procfs, option: "procfs")
-    }
 
     func start() throws(MonitorError) {
         guard root.exists(Self.fileNr) || root.exists(Self.entropyAvail) else {

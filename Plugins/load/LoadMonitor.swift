@@ -2,7 +2,7 @@ import LinuxProbes
 import VigilKit
 
 /// The load averages and runnable task count from /proc/loadavg.
-final class LoadMonitor: PolledMonitor {
+final class LoadMonitor: ProcfsMonitor, PolledMonitor {
     static let spec = PluginSpec(
         name: "load", version: "1.0.0",
         summary: "Load averages over 1, 5 and 15 minutes and runnable tasks, from /proc/loadavg",
@@ -16,16 +16,6 @@ final class LoadMonitor: PolledMonitor {
                 FieldDecl("entities", .int, unit: "tasks", doc: "scheduling entities (tasks) in the system"),
             ], policy: .samples),
         ])
-
-    typealias Options = ProcfsOptions
-
-    private let context: MonitorContext
-    private let root: FSRoot
-
-    init(options: Options, context: MonitorContext) throws(MonitorError) {
-        self.context = context
-        self.root = try .monitorRoot(options.procfs, option: "procfs")
-    }
 
     func start() throws(MonitorError) { try root.require("loadavg") }
 

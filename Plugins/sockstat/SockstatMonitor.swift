@@ -16,7 +16,7 @@ import VigilKit
 /// the plugin adds the same in bytes (`tcp_mem_bytes`, `udp_mem_bytes`) with
 /// the page size of the machine it runs on (sysconf), as node_exporter does.
 /// A figure the kernel lacks (no IPv6: no sockstat6) is absent.
-final class SockstatMonitor: PolledMonitor {
+final class SockstatMonitor: ProcfsMonitor, PolledMonitor {
     /// A figure of the files: its line label, its name there, the field.
     struct Figure: Sendable {
         var section: String, name: String, field: String, unit: String, doc: String
@@ -59,8 +59,6 @@ final class SockstatMonitor: PolledMonitor {
                       }, policy: .samples),
         ])
 
-    typealias Options = ProcfsOptions
-
     private static let files = ["net/sockstat", "net/sockstat6"]
     private static let index: [String: [String: Int]] = {
         var index: [String: [String: Int]] = [:]
@@ -68,16 +66,10 @@ final class SockstatMonitor: PolledMonitor {
         return index
     }()
 
-    private let context: MonitorContext
-    private let root: FSRoot
-    private let pageSize: Int64
-
-    init(options: Options, context: MonitorContext) throws(MonitorError) {
-        self.context = context
-        self.root = try .monitorRoot(options.procfs, option: "procfs")
+    private let pageSize: Int64 = {
         let size = sysconf(Int32(_SC_PAGESIZE))
-        self.pageSize = size > 0 ? Int64(size) : 4096
-    }
+        return size > 0 ? Int64(size) : 4096
+    }()
 
     func start() throws(MonitorError) { try root.require(Self.files[0]) }
 

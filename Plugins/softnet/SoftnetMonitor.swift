@@ -14,7 +14,7 @@ import VigilKit
 /// node_exporter 1.5 numbers them. The counters are the kernel's 32-bit
 /// values as written: they wrap at 2^32, and are reported wrapped
 /// (Prometheus' rate() sees a reset), as node_exporter reports them.
-final class SoftnetMonitor: PolledMonitor {
+final class SoftnetMonitor: ProcfsMonitor, PolledMonitor {
     static let spec = PluginSpec(
         name: "softnet", version: "1.0.0",
         summary: "Packets processed, dropped and squeezed per CPU by the network stack, from /proc/net/softnet_stat (node_exporter's softnet)",
@@ -31,16 +31,6 @@ final class SoftnetMonitor: PolledMonitor {
                 FieldDecl("backlog_length", .int, unit: "packets", doc: "packets waiting in the CPU's backlog now (column 12, 5.10+)"),
             ], policy: .samples, key: ["cpu"]),
         ])
-
-    typealias Options = ProcfsOptions
-
-    private let context: MonitorContext
-    private let root: FSRoot
-
-    init(options: Options, context: MonitorContext) throws(MonitorError) {
-        self.context = context
-        self.root = try .monitorRoot(options.procfs, option: "procfs")
-    }
 
     func start() throws(MonitorError) { try root.require("net/softnet_stat") }
 

@@ -9,7 +9,7 @@ import VigilKit
 /// memory its send and receive queues hold). A line that does not parse is
 /// skipped; a file that is missing (no IPv6) means no event for that
 /// version; sums saturate rather than wrap.
-final class UDPQueuesMonitor: PolledMonitor {
+final class UDPQueuesMonitor: ProcfsMonitor, PolledMonitor {
     static let spec = PluginSpec(
         name: "udp_queues", version: "1.0.0",
         summary: "Bytes queued in UDP sockets, IPv4 and IPv6, from /proc/net/udp and udp6 (node_exporter's udp_queues)",
@@ -23,17 +23,7 @@ final class UDPQueuesMonitor: PolledMonitor {
             ], policy: .samples, key: ["ip"]),
         ])
 
-    typealias Options = ProcfsOptions
-
     static let files = [("v4", "net/udp"), ("v6", "net/udp6")]
-
-    private let context: MonitorContext
-    private let root: FSRoot
-
-    init(options: Options, context: MonitorContext) throws(MonitorError) {
-        self.context = context
-        self.root = try .monitorRoot(options.procfs, option: "procfs")
-    }
 
     func start() throws(MonitorError) {
         guard Self.files.contains(where: { root.exists($0.1) }) else {

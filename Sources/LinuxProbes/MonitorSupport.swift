@@ -17,6 +17,26 @@ public struct ProcfsOptions: DeclaredOptions {
         .option("procfs", \.procfs, doc: "Root of the proc filesystem (a fixture tree in tests)."))
 }
 
+/// What a monitor that reads only under the proc filesystem's root is made
+/// of: `options: { procfs: … }`, its context, and its root (files kept open
+/// between polls). A collector subclasses it and is its `start` (the file it
+/// needs) and its `poll`:
+///
+///     final class LoadMonitor: ProcfsMonitor, PolledMonitor {
+///         static let spec = PluginSpec(…)
+///         func start() throws(MonitorError) { try root.require("loadavg") }
+///         func poll() throws(MonitorError) { … try root.pollText("loadavg") … }
+///     }
+open class ProcfsMonitor {
+    public let context: MonitorContext
+    public let root: FSRoot
+
+    public required init(options: ProcfsOptions, context: MonitorContext) throws(MonitorError) {
+        self.context = context
+        self.root = try .monitorRoot(options.procfs, option: "procfs")
+    }
+}
+
 extension FSRoot {
     /// The root an option names (`option`, for the error), its files kept
     /// open between polls (`keepingFilesOpen`); an empty one is refused.
