@@ -95,7 +95,7 @@ package final class ControlServer: Service, @unchecked Sendable {  // immutable 
         self.logger = logger
         let pathLock = try SocketPathLock.claim(address.path)
         self.pathLock = pathLock
-        let fd = try Sockets.listen(.unix(path: address.path), backlog: 16)
+        let fd = try Sockets.listen(.unix(path: address.path), backlog: HTTPServing.backlog)
         var gid: gid_t = getegid()
         if let groupName {
             guard let entry = getgrnam(groupName) else {
@@ -136,7 +136,7 @@ package final class ControlServer: Service, @unchecked Sendable {  // immutable 
             let socketAddress = try SocketAddress(ipAddress: listener.address.host, port: listener.address.port)
             channel = try Self.bootstrap(group, api: api, token: listener.token)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .serverChannelOption(.backlog, value: 16)
+                .serverChannelOption(.backlog, value: HTTPServing.backlog)
                 .bind(to: socketAddress)
                 .wait()
         } catch {

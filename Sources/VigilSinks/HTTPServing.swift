@@ -15,6 +15,13 @@ package enum HTTPServing {
     /// cannot hold a slot, which the idle timeout alone would allow.
     package static let requestDeadline = TimeAmount.seconds(10)
 
+    /// The listen backlog of the HTTP servers: connections the kernel
+    /// completes before the event loop accepts them. A client that opens
+    /// connections in a burst fills a short one within a millisecond, and
+    /// every SYN past it (`vigil ctl`'s too) waits a second for its
+    /// retransmission; the connection cap is `OpenConnections`' to keep.
+    package static let backlog: Int32 = 256
+
     /// Sent outbound by a handler whose answer goes on (a stream of
     /// Server-Sent Events): no deadline for a next request from then on.
     package struct ResponseStreams: Sendable {
@@ -46,9 +53,11 @@ package enum HTTPServing {
 /// loops of the connections, which are several.
 ///
 /// At the most, a new connection takes the place of the oldest one that has
-/// not asked anything in the second since it opened: a client that keeps
-/// connections open and silent cannot lock out one that asks (`vigil ctl`
-/// asks the moment it connects). Without such a one, the new one is closed.
+/// not asked anything yet, however young: a client that keeps connections
+/// open and silent, or opens new ones faster than any grace would let go
+/// of them, pushes out its own, never one that asks the moment it connects
+/// (`vigil ctl`, Prometheus) unless all the others arrived after it and
+/// before its first bytes. Without a silent one, the new one is closed.
 private final class OpenConnections: Sendable {
     private struct State {
         var count = 0
@@ -58,20 +67,17 @@ private final class OpenConnections: Sendable {
 
     private let state = Mutex(State())
     private let most: Int
-    /// How long a connection may be silent before a new one may take its place.
-    static let grace = TimeAmount.seconds(1)
 
     init(most: Int) { self.most = most }
 
-    /// Counts `channel`; false (not counted) when `most` are open and none
-    /// has been silent long enough to give its place.
+    /// Counts `channel`; false (not counted) when `most` are open and each
+    /// has asked.
     func take(_ channel: Channel) -> Bool {
         let now = NIODeadline.now()
         let evicted: Channel? = state.withLock { state in
             var evicted: Channel?
             if state.count >= most {
-                guard let oldest = state.silent.min(by: { $0.value.opened < $1.value.opened }),
-                      oldest.value.opened + Self.grace <= now else { return nil }
+                guard let oldest = state.silent.min(by: { $0.value.opened < $1.value.opened }) else { return nil }
                 state.silent[oldest.key] = nil
                 evicted = oldest.value.channel
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import VigilIsolation
 @testable import VigilSinks
@@ -168,11 +169,32 @@ import Testing
         }
         #expect(closed >= 8, "\(closed) closed")
         // While they are held, silent: the operator's request takes the place of one.
-        usleep(1_100_000)
         let held64 = try host.ctl(["health", "--control", host.address, "--token-file", host.tokenFile])
         #expect(held64.stdout == "ok\n", "\(held64.stderr)")
         for fd in held { close(fd) }
         held = []
+        // New silent connections as fast as a thread can open them: each
+        // pushes out an older silent one, none the operator's.
+        let churning = Atomic<Bool>(true), opened = Atomic<Int>(0)
+        let port = UInt16(host.port)
+        let churn = Thread {
+            var ring: [Int32] = []
+            while churning.load(ordering: .relaxed) {
+                guard let fd = try? Sockets.connect(.tcp(host: "127.0.0.1", port: port)) else { continue }
+                ring.append(fd)
+                opened.add(1, ordering: .relaxed)
+                if ring.count > 200 { close(ring.removeFirst()) }
+            }
+            for fd in ring { close(fd) }
+        }
+        churn.start()
+        defer { churning.store(false, ordering: .relaxed) }
+        #expect(SinkRunTests.waitUntil(10) { opened.load(ordering: .relaxed) > 500 }, "\(opened.load(ordering: .relaxed)) opened")
+        for _ in 0..<3 {
+            let asked = try host.ctl(["health", "--control", host.address, "--token-file", host.tokenFile])
+            #expect(asked.stdout == "ok\n", "during a churn of \(opened.load(ordering: .relaxed)) connections: \(asked.stderr)")
+        }
+        churning.store(false, ordering: .relaxed)
         #expect(SinkRunTests.waitUntil(5) {
             (try? host.ctl(["health", "--control", host.address, "--token-file", host.tokenFile]).stdout) == "ok\n"
         })

@@ -218,7 +218,7 @@ package final class MetricsHTTPServer: @unchecked Sendable {  // immutable after
                 MetricsHTTPHandler(series: series, extra: extra, drain: drain)
             }
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.backlog, value: HTTPServing.backlog)
             .bind(to: address)
             .wait()
         } catch {
