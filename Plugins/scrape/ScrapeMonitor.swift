@@ -254,7 +254,7 @@ final class ScrapeMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
     private func failed(_ why: String, began: Int64, bytes: Int) {
         say("scrape of \(options.url) failed: \(why)")
         context.emit("scrape", ["up": .bool(false), "duration": .double(Double(Worker.monotonicNow() - began) / 1e9),
-                                "samples": .int(0), "kept": .int(0), "bytes": .int(Int64(bytes)), "error": .string(why)])
+                                "samples": .int(0), "kept": .int(0), "too_large": .int(0), "bytes": .int(Int64(bytes)), "error": .string(why)])
     }
 }
 

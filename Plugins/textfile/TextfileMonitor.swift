@@ -89,7 +89,7 @@ final class TextfileMonitor: PolledMonitor {
                 tell(path, skip.why)
             case .success(let (read, mtime, note)):
                 // What was skipped in a file that was read is said once, as a skip is.
-                if let note { tell(path, note) } else { forget(path) }
+                if let note { tell(path, note, read: true) } else { forget(path) }
                 series += read.count
                 samples += read
                 fileEvents.append([("file", .string(path)), ("mtime", .double(mtime)), ("series", .int(Int64(read.count)))])
@@ -125,15 +125,16 @@ final class TextfileMonitor: PolledMonitor {
                                 "skipped": .int(Int64(skipped)), "series": .int(Int64(series))])
     }
 
-    /// Logs why a file was skipped, once per reason.
-    private func tell(_ file: String, _ why: String) {
+    /// Logs why a file was skipped (or, `read`, what of a file that was
+    /// read was left out), once per reason.
+    private func tell(_ file: String, _ why: String, read: Bool = false) {
         if let i = told.firstIndex(where: { $0.file == file }) {
             if told[i].why == why { return }
             told[i].why = why
         } else {
             told.append((file, why))
         }
-        context.log(.warning, "textfile \(file) skipped: \(why)")
+        context.log(.warning, read ? "textfile \(file) read, but: \(why)" : "textfile \(file) skipped: \(why)")
     }
 
     private func forget(_ file: String) { told.removeAll { $0.file == file } }

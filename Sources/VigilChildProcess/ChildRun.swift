@@ -67,9 +67,8 @@ package struct ChildRun: Sendable {
         package var userCPU: Int64?
         package var systemCPU: Int64?
         /// The child's peak resident memory in bytes: the highest VmHWM
-        /// /proc showed while it ran, read whenever it wrote, every
-        /// millisecond for its first 25 and every 100 ms after (not at its
-        /// start, which can be mid-exec). Not wait4's maxrss, which counts the image the
+        /// /proc showed while it ran, read whenever it wrote and every
+        /// 100 ms (not at its start, which can be before its loader ran). Not wait4's maxrss, which counts the image the
         /// child was started from, vigil's own pages (Linux keeps the
         /// high-water mark of the memory an exec replaced), unless that is
         /// above vigil's own, when it is the child's and exact. nil when the
@@ -121,10 +120,11 @@ package struct ChildRun: Sendable {
         // is most of what a read of it costs.
         let status = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
         defer { if status >= 0 { close(status) } }
-        // Not read now: the child may be between its exec and its loader
-        // (a mark of 4 KiB), and a check that ends within milliseconds
-        // would report that as its peak. A peak is read while it runs, or
-        // none is reported.
+        // Not read now, nor on a timer in its first milliseconds: the child
+        // may not have run its loader yet (a mark of 4 KiB, even 10 ms in
+        // on a loaded machine), and a check that ends within milliseconds
+        // would report that as its peak. Read when it writes (it runs its
+        // own code then) and every 100 ms, or none is reported.
         var peak: Int64?
         // vigil's own mark as the child's exec left it (see below).
         let ownAtStart = Self.ownHighWater()
@@ -137,9 +137,7 @@ package struct ChildRun: Sendable {
             if stdinFD >= 0 { fds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
             for output in outputs where output.fd >= 0 { fds.append(pollfd(fd: output.fd, events: Int16(POLLIN), revents: 0)) }
             var wait = min(termAt, killAt) == .max ? Int64.max : min(termAt, killAt) - Self.now()
-            // Every millisecond for its first 25: most checks end within
-            // a few, and their peak is read only while they run.
-            wait = min(wait, Self.now() - began < 25_000_000 ? 1_000_000 : pidfd < 0 ? 10_000_000 : 100_000_000)
+            wait = min(wait, pidfd < 0 ? 10_000_000 : 100_000_000)
             let ms: Int32 = wait == .max ? -1 : Int32(clamping: max(0, wait / 1_000_000 + (wait % 1_000_000 == 0 ? 0 : 1)))
             let ready = poll(&fds, nfds_t(fds.count), ms)
             if ready < 0 && errno != EINTR { usleep(10_000) }

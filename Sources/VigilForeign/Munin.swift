@@ -27,7 +27,7 @@ public enum Munin {
                 if number == "U" { self = .unknown; return }
             }
             guard let value = Munin.number(number) else { return nil }
-            self = .number(value, time: time, whole: number.utf8.count <= 21 ? Int128(number) : nil)
+            self = .number(value, time: time, whole: number.utf8.count <= 40 ? Int128(number) : nil)
         }
     }
 
@@ -295,6 +295,8 @@ extension Munin {
                         let width: Double = last.value < 4_294_967_296 ? 4_294_967_296 : 18_446_744_073_709_551_616
                         guard last.value >= width / 2 else { return .failure(GapError(gap: .reset)) }
                         if let exact { change = Double(exact + (width < 5e9 ? 1 << 32 : Int128(1) << 64)) } else { change += width }
+                        // Fallen from past 2^64: no width explains it.
+                        guard change >= 0 else { return .failure(GapError(gap: .reset)) }
                     }
                     rate = change / seconds
                 default:

@@ -334,6 +334,7 @@ public struct QuantileSketch: Sendable {
 
     /// The value a bucket stands for: within α of every value in it.
     private func value(at index: Int32) -> Double {
-        2 * pow(gamma, Double(index)) / (gamma + 1)
+        // Divided first: γ^i alone is finite up to the largest double, twice it not.
+        pow(gamma, Double(index)) * (2 / (gamma + 1))
     }
 }

@@ -226,14 +226,24 @@ private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendabl
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        promise?.fail(HTTPClient.Failure(description: "the server closed the connection before answering",
-                                         closedBeforeAnswer: response.status == 0))
+        promise?.fail(closedEarly)
         promise = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise?.fail(HTTPClient.Failure(description: "\(error)"))
+        // The connection's end in the middle of an answer reaches the
+        // parser first or the channel first, as it happens: said alike.
+        let failure = (error as? HTTPParserError) == .invalidEOFState ? closedEarly : HTTPClient.Failure(description: "\(error)")
+        promise?.fail(failure)
         promise = nil
         context.close(promise: nil)
+    }
+
+    private var closedEarly: HTTPClient.Failure {
+        guard response.status != 0 else {
+            return HTTPClient.Failure(description: "the server closed the connection before answering", closedBeforeAnswer: true)
+        }
+        return HTTPClient.Failure(description: "the server closed the connection in the middle of its answer (after \(response.body.count) bytes of its body)",
+                                  closedBeforeAnswer: false)
     }
 }

@@ -268,12 +268,14 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
         _ = Self.replace(directory + "/state", with: Array(text.utf8), fsync: fsync == .always)
     }
 
-    /// Writes `bytes` to `path` whole or not at all: into a file beside it,
-    /// renamed over it once every byte was written (and synced, `fsync`).
+    /// Writes `bytes` to `path` whole or not at all: into a new file beside
+    /// it, renamed over it once every byte was written (and synced, `fsync`).
     /// False, and `path` as it was, when the disk refused.
     static func replace(_ path: String, with bytes: [UInt8], fsync: Bool) -> Bool {
         let tmp = path + ".tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // Made anew, never through a link someone left in its place.
+        unlink(tmp)
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         var done = 0
         while done < bytes.count {

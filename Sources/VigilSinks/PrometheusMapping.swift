@@ -109,11 +109,11 @@ package final class PrometheusMapping: @unchecked Sendable {  // its plans are r
     }
 
     /// A running monitor's facts, asked once per batch for each monitor in it.
-    private let facts: @Sendable (String) -> MonitorFacts?
+    private let facts: MonitorFactsLookup
     /// Per monitor and kind: the family of each field, for the instance it was made for.
     private var plans: [String: [String: KindPlan]] = [:]
 
-    package init(settings: Settings, facts: @escaping @Sendable (String) -> MonitorFacts?) {
+    package init(settings: Settings, facts: @escaping MonitorFactsLookup) {
         self.settings = settings
         self.facts = facts
     }
@@ -127,16 +127,18 @@ package final class PrometheusMapping: @unchecked Sendable {  // its plans are r
     /// figures are the control API's /metrics. Generic, so that each sink's
     /// calls are direct (specialized), as if written in its own loop.
     package func map<Sink: PrometheusSampleSink>(_ batch: [Event], into sink: inout Sink) {
-        var known: [String: MonitorFacts?] = [:]
-        func facts(of monitor: String) -> MonitorFacts? {
-            if let asked = known[monitor] { return asked }
-            let asked = self.facts(monitor)
-            known[monitor] = asked
+        // Per monitor, the plugin asked for and its answer: a batch's
+        // events of one monitor come from one plugin but across a reload.
+        var known: [String: (plugin: String, facts: MonitorFacts?)] = [:]
+        func facts(of event: Event) -> MonitorFacts? {
+            if let asked = known[event.monitor], asked.plugin == event.plugin { return asked.facts }
+            let asked = self.facts(event.monitor, event.plugin)
+            known[event.monitor] = (event.plugin, asked)
             return asked
         }
         for (index, event) in batch.enumerated() where event.monitor != Manifest.hostMonitorName {
             sink.begin(index)
-            let plan = self.plan(for: event, facts: facts(of: event.monitor))
+            let plan = self.plan(for: event, facts: facts(of: event))
             if plan.passThrough {
                 guard let (shape, labels, number) = Self.passThrough(event, plan: plan) else { continue }
                 sink.named(shape, labels, number, plan, event)
@@ -226,8 +228,9 @@ package final class PrometheusMapping: @unchecked Sendable {  // its plans are r
         if let known = plan.passThroughShapes[name] {
             shape = known
             // Help comes with a name's first sample of a poll: one seen
-            // first without it (a sink added between polls) gets it later.
-            if known.help.isEmpty, case .string(let text)? = event[field: "help"], !text.isEmpty {
+            // first without it (a sink added between polls) gets it later,
+            // and a help the target changed replaces the one before.
+            if case .string(let text)? = event[field: "help"], !text.isEmpty, text != known.help {
                 shape.help = text
                 plan.passThroughShapes[name] = shape
             }

@@ -30,12 +30,12 @@ package final class PrometheusSeries: Sendable {
             writeHeaders()
         }
 
-        /// The help a later sample brings to a family made without one:
-        /// events that name their own series carry their family's help on
-        /// the first sample of each poll only, and a sink added between
-        /// polls may see another sample first.
-        func fillHelp(from other: PrometheusNaming.Shape) {
-            guard shape.help.isEmpty, !other.help.isEmpty else { return }
+        /// The help a later sample brings: events that name their own
+        /// series carry their family's help on the first sample of each poll
+        /// only (a sink added between polls may see another sample first),
+        /// and a target may change it.
+        func takeHelp(from other: PrometheusNaming.Shape) {
+            guard !other.help.isEmpty, shape.help != other.help else { return }
             shape.help = other.help
             writeHeaders()
         }
@@ -146,8 +146,10 @@ package final class PrometheusSeries: Sendable {
                 state.order.append(family)
                 kept = family
             }
-            if family.shape.help.isEmpty && !shape.help.isEmpty {
-                family.fillHelp(from: shape)
+            // Equal strings share their storage here, so this is one
+            // comparison of two words but when the help changed.
+            if !shape.help.isEmpty && family.shape.help != shape.help {
+                family.takeHelp(from: shape)
                 state.text = nil
                 state.openMetrics = nil
             }

@@ -1,21 +1,24 @@
 import Foundation
+import Glibc
 import Synchronization
 import VigilCore
 
 /// The descriptions of the monitors whose events a disk buffer holds, kept
-/// beside its segments in `monitors.json`. Events read back after a restart
-/// come from monitors that may no longer be in the manifest: without their
-/// plugin's description a sink that keeps series (`remote_write`) would map
-/// them without identities (every entity one series, its samples out of
-/// order) and without units or counters. With it they are mapped as they
-/// were when they were emitted.
+/// beside its segments in `monitors.jsonl`. Events read back after a
+/// restart come from monitors that may no longer be in the manifest, or run
+/// another plugin now: without the description they were emitted under, a
+/// sink that keeps series (`remote_write`) would map them without
+/// identities (every entity one series, its samples out of order), units
+/// or counters. With it they are mapped as they were emitted.
 ///
-/// Written on the sink's thread before the events it describes go to disk,
-/// once per monitor instance (a reload that changes a monitor writes it
-/// again), whole or not at all. Read on the delivery thread when a monitor
-/// the events name is not running.
+/// One JSON line per monitor and plugin, appended on the sink's thread
+/// before the events it describes go to disk, once per instance (a reload
+/// that changes a monitor appends it again); the last line of a monitor
+/// and plugin wins. Rewritten whole, by rename, once the lines outnumber
+/// the monitors twice. A line a crash tore, or one a hostile hand wrote,
+/// is skipped; a file past `maxFileBytes` is not read.
 package final class RememberedMonitors: Sendable {
-    /// One monitor as the file keeps it.
+    /// One line of the file.
     private struct Entry: Codable {
         var monitor: String
         var intervalNs: Int64
@@ -24,103 +27,219 @@ package final class RememberedMonitors: Sendable {
         enum CodingKeys: String, CodingKey {
             case monitor, intervalNs = "interval_ns", description
         }
+
+        var key: String { Self.key(monitor, description.name) }
+        static func key(_ monitor: String, _ plugin: String) -> String { monitor + "\u{0}" + plugin }
     }
 
     /// What makes remembered facts of one description one instance to the
     /// sinks' plans (which are kept per instance).
     private final class Token: Sendable {}
 
-    private struct State {
-        var loaded = false
-        var entries: [String: (entry: Entry, facts: MonitorFacts, token: Token)] = [:]
-        /// Per monitor, the running instance whose description is on disk.
-        var written: [String: ObjectIdentifier] = [:]
-        /// Monitors in the order they were last written: the oldest go past `most`.
-        var order: [String] = []
+    private struct Remembered {
+        var entry: Entry
+        var line: [UInt8]
+        var facts: MonitorFacts
+        var token: Token
     }
 
-    /// The most monitors kept: a buffer that outlived more monitors than
-    /// this maps the oldest of their events without a description.
+    private struct State {
+        var loaded = false
+        var entries: [String: Remembered] = [:]
+        /// Per monitor and plugin, the running instance whose description is on disk.
+        var written: [String: ObjectIdentifier] = [:]
+        /// Keys in the order they were last written: the oldest go past `most`.
+        var order: [String] = []
+        /// Lines in the file (a compaction is due past twice the entries).
+        var lines = 0
+        /// What went wrong last, and what of it the sink has logged.
+        var problem: String?
+        var told: String?
+    }
+
+    /// The most monitors kept: a buffer that outlived more maps the oldest
+    /// of their events without a description.
     static let most = 4096
+    /// The largest file read; the writer compacts, and drops the oldest
+    /// monitors, to stay under it.
+    static let maxFileBytes = 64 << 20
 
     let file: String
     private let state = Mutex(State())
 
     package init(bufferDirectory: String) {
-        file = bufferDirectory + "/monitors.json"
+        file = bufferDirectory + "/monitors.jsonl"
     }
 
-    /// The remembered facts of `monitor` (not running), if it was written.
-    package func facts(of monitor: String) -> MonitorFacts? {
+    /// The remembered facts of `monitor` (with `plugin`, of that plugin's).
+    package func facts(of monitor: String, plugin: String? = nil) -> MonitorFacts? {
         state.withLock { state in
             load(&state)
-            return state.entries[monitor]?.facts
+            if let plugin { return state.entries[Entry.key(monitor, plugin)]?.facts }
+            // The one written last for the monitor.
+            guard let key = state.order.last(where: { state.entries[$0]?.entry.monitor == monitor }) else { return nil }
+            return state.entries[key]?.facts
         }
     }
 
-    /// Every remembered monitor's facts.
+    /// Every remembered monitor's facts (the last written of each).
     package func facts() -> [String: MonitorFacts] {
         state.withLock { state in
             load(&state)
-            return state.entries.mapValues(\.facts)
+            var out: [String: MonitorFacts] = [:]
+            for key in state.order { if let r = state.entries[key] { out[r.entry.monitor] = r.facts } }
+            return out
         }
     }
 
-    /// Notes the monitors of `batch` as `live` knows them now, and writes
-    /// the file when one is new or has another instance than the one written.
+    /// What went wrong (the file not written, or not read) since the last
+    /// time this was asked, for the sink to log once.
+    package func untold() -> String? {
+        state.withLock { state in
+            guard state.problem != state.told else { return nil }
+            state.told = state.problem
+            return state.problem
+        }
+    }
+
+    /// Notes the monitors of `batch` as `live` knows them now, appending
+    /// those that are new or have another instance than the one written.
     package func note(_ batch: [Event], live: (String) -> MonitorFacts?) {
         var seen: Set<String> = []
         var last = ""
-        var changed: [(String, MonitorFacts)] = []
+        var changed: [MonitorFacts] = []
+        var monitors: [String] = []
         for event in batch where event.monitor != last {
             last = event.monitor
             guard seen.insert(last).inserted, let facts = live(last) else { continue }
-            if state.withLock({ $0.written[last] }) != facts.instance { changed.append((last, facts)) }
+            let key = Entry.key(last, facts.description.name)
+            if state.withLock({ $0.written[key] }) != facts.instance {
+                changed.append(facts)
+                monitors.append(last)
+            }
         }
         guard !changed.isEmpty else { return }
-        let text: [UInt8]? = state.withLock { state in
+        state.withLock { state in
             load(&state)
-            for (monitor, facts) in changed {
+            var appended: [UInt8] = []
+            var keys: [String] = []
+            for (monitor, facts) in zip(monitors, changed) {
                 let entry = Entry(monitor: monitor, intervalNs: facts.interval, description: facts.description)
-                state.entries[monitor] = Self.remembered(entry)
-                state.written[monitor] = facts.instance
-                state.order.removeAll { $0 == monitor }
-                state.order.append(monitor)
+                guard var line = try? Array(Self.encoder.encode(entry)) else { continue }
+                line.append(0x0A)
+                guard line.count <= Self.maxFileBytes / 8 else { continue }  // one description of 8 MiB: not kept
+                appended += line
+                state.entries[entry.key] = Self.remembered(entry, line: line)
+                state.written[entry.key] = facts.instance
+                keys.append(entry.key)
+                state.order.removeAll { $0 == entry.key }
+                state.order.append(entry.key)
+                state.lines += 1
             }
             while state.order.count > Self.most {
-                let oldest = state.order.removeFirst()
-                state.entries[oldest] = nil
-                state.written[oldest] = nil
+                state.entries[state.order.removeFirst()] = nil
             }
-            let entries = state.order.compactMap { state.entries[$0]?.entry }
-            return try? Array(Self.encoder.encode(entries))
+            let live = state.order.reduce(0) { $0 + (state.entries[$1]?.line.count ?? 0) }
+            if state.lines > 2 * state.entries.count + 16 || live + appended.count > Self.maxFileBytes / 2 {
+                rewrite(&state)
+            } else if !Self.append(appended, to: file) {
+                state.problem = "cannot write \(file): \(String(cString: strerror(errno)))"
+                // Asked again at the next batch of these monitors.
+                for key in keys { state.written[key] = nil }
+            }
         }
-        // Not written (a full disk): the events are still buffered, and a
-        // replay maps them as it can; the next new monitor tries again.
-        if let text, !DiskBuffer.replace(file, with: text, fsync: false) {
-            state.withLock { state in for (monitor, _) in changed { state.written[monitor] = nil } }
+    }
+
+    /// The file anew from what is kept, the oldest monitors left out until
+    /// it is within half of `maxFileBytes`.
+    private func rewrite(_ state: inout State) {
+        var total = state.order.reduce(0) { $0 + (state.entries[$1]?.line.count ?? 0) }
+        while total > Self.maxFileBytes / 2, let oldest = state.order.first {
+            total -= state.entries[oldest]?.line.count ?? 0
+            state.entries[oldest] = nil
+            state.order.removeFirst()
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(total)
+        for key in state.order { if let r = state.entries[key] { bytes += r.line } }
+        if DiskBuffer.replace(file, with: bytes, fsync: false) {
+            state.lines = state.order.count
+        } else {
+            state.problem = "cannot write \(file): \(String(cString: strerror(errno)))"
+            state.written = [:]
         }
     }
 
     private static let encoder = JSONEncoder()
 
-    private static func remembered(_ entry: Entry) -> (entry: Entry, facts: MonitorFacts, token: Token) {
+    private static func remembered(_ entry: Entry, line: [UInt8]) -> Remembered {
         let token = Token()
-        return (entry, MonitorFacts(instance: ObjectIdentifier(token), description: entry.description, interval: entry.intervalNs,
-                                    running: false), token)
+        return Remembered(entry: entry, line: line,
+                          facts: MonitorFacts(instance: ObjectIdentifier(token), description: entry.description,
+                                              interval: entry.intervalNs, running: false),
+                          token: token)
     }
 
-    /// Reads the file once: what a crash or a hostile hand left unreadable,
-    /// or a description that fails the checks a plugin's own does, is not
-    /// used (its events are mapped without it, as before the file existed).
+    /// Appends whole lines; false when the disk refused (what it took of
+    /// them is a torn line, skipped when read).
+    private static func append(_ bytes: [UInt8], to path: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            done += n
+        }
+        return true
+    }
+
+    /// Reads the file once. Lines that do not read as a monitor, or whose
+    /// description fails the checks a plugin's own gets, are skipped.
     private func load(_ state: inout State) {
         guard !state.loaded else { return }
         state.loaded = true
-        guard let data = FileManager.default.contents(atPath: file), data.count <= PluginDescription.maxJSONBytes * 4 else { return }
-        guard let entries = try? JSONDecoder().decode([Entry].self, from: data) else { return }
-        for entry in entries.suffix(Self.most) where entry.description.problems().isEmpty && state.entries[entry.monitor] == nil {
-            state.entries[entry.monitor] = Self.remembered(entry)
-            state.order.append(entry.monitor)
+        let fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno != ENOENT { state.problem = "cannot read \(file): \(String(cString: strerror(errno)))" }
+            return
         }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            state.problem = "\(file) is not a regular file: not read"
+            return
+        }
+        guard st.st_size <= Self.maxFileBytes else {
+            state.problem = "\(file) is \(st.st_size) bytes, more than \(Self.maxFileBytes): not read"
+            return
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        var count = 0
+        while count < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        var skipped = 0
+        var lastLine: [String: Int] = [:]
+        let decoder = JSONDecoder()
+        for (number, line) in bytes[..<count].split(separator: 0x0A).enumerated() {
+            state.lines += 1
+            guard line.count <= PluginDescription.maxJSONBytes * 2,
+                  let entry = try? decoder.decode(Entry.self, from: Data(line)),
+                  entry.description.problems().isEmpty else {
+                skipped += 1
+                continue
+            }
+            state.entries[entry.key] = Self.remembered(entry, line: Array(line) + [0x0A])
+            lastLine[entry.key] = number
+        }
+        state.order = lastLine.sorted { $0.value < $1.value }.map(\.key)
+        while state.order.count > Self.most { state.entries[state.order.removeFirst()] = nil }
+        if skipped > 0 { state.problem = "\(file): \(skipped) lines that are no monitor's description skipped" }
     }
 }

@@ -243,38 +243,61 @@ import VigilCore
     }
 
     /// What the buffer remembers of its events' monitors: written once per
-    /// instance, read back by the next process, and a file left garbled or
-    /// hostile is not used (the events are mapped as without it).
+    /// instance, read back by the next process, per monitor and plugin (a
+    /// name the manifest gave another plugin since keeps its own), and a
+    /// file left garbled, hostile or huge is not used, and said.
     @Test func theMonitorsOfBufferedEventsAreRememberedAndAGarbledFileIsNot() throws {
         let dir = try TestEnv.tempDir("remembered")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let description = PluginDescription(
-            name: "flood", version: "1", summary: "", abiMajor: 1, abiMinor: 4, options: [],
-            events: [EventSpec(kind: "tick", doc: "", fields: [FieldSpec(name: "entity", type: .int, identity: true)])],
-            defaultInterval: 1_000_000_000, polled: false, path: "/x/flood.so")
+        func description(_ plugin: String) -> PluginDescription {
+            PluginDescription(
+                name: plugin, version: "1", summary: "", abiMajor: 1, abiMinor: 4, options: [],
+                events: [EventSpec(kind: "tick", doc: "", fields: [FieldSpec(name: "entity", type: .int, identity: true)])],
+                defaultInterval: 1_000_000_000, polled: false, path: "/x/\(plugin).so")
+        }
         final class Instance: Sendable {}
-        let instance = Instance()
-        let facts = MonitorFacts(instance: ObjectIdentifier(instance), description: description, interval: 2_000_000_000, running: true)
+        let first = Instance(), second = Instance()
+        let flood = MonitorFacts(instance: ObjectIdentifier(first), description: description("flood"), interval: 2_000_000_000, running: true)
         let batch = [Event(time: 0, monitor: "f", plugin: "flood", kind: "tick", fields: [Field("entity", .int(1))]),
                      Event(time: 0, monitor: "gone", plugin: "x", kind: "tick", fields: [])]
         var asked = 0
-        RememberedMonitors(bufferDirectory: dir).note(batch) { monitor in
-            asked += 1
-            return monitor == "f" ? facts : nil
+        let remembered = RememberedMonitors(bufferDirectory: dir)
+        for _ in 0..<3 {
+            remembered.note(batch) { monitor in
+                asked += 1
+                return monitor == "f" ? flood : nil
+            }
         }
-        #expect(asked == 2)
+        #expect(asked == 6 && remembered.untold() == nil)
+        // The same name, another plugin, after a reload: a line of its own.
+        let beat = MonitorFacts(instance: ObjectIdentifier(second), description: description("beat"), interval: 1_000_000_000, running: true)
+        remembered.note([Event(time: 0, monitor: "f", plugin: "beat", kind: "tick", fields: [])]) { _ in beat }
+        let lines = try String(contentsOfFile: dir + "/monitors.jsonl", encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2, "\(lines.count) lines")
         let next = RememberedMonitors(bufferDirectory: dir)
-        let kept = try #require(next.facts(of: "f"))
-        #expect(kept.description == description && kept.interval == 2_000_000_000 && !kept.running)
-        #expect(next.facts(of: "gone") == nil && next.facts().count == 1)
-        // Behind the process's directory: a running monitor's facts first, the remembered one's after.
+        let kept = try #require(next.facts(of: "f", plugin: "flood"))
+        #expect(kept.description == description("flood") && kept.interval == 2_000_000_000 && !kept.running)
+        #expect(next.facts(of: "f")?.description.name == "beat" && next.facts(of: "gone") == nil && next.facts().count == 1)
+        // Behind the process's directory: a running monitor's facts first, the remembered one's when the event's plugin is another.
         let seen = MonitorDirectory(MonitorDirectory(), remembering: next)
-        #expect(seen.facts(of: "f")?.description == description)
-        // Garbled, hostile (a description the checks refuse) or too large: not used.
-        for text in ["{not json", #"[{"monitor":"f","interval_ns":1,"description":{"name":""}}]"#,
-                     String(repeating: " ", count: PluginDescription.maxJSONBytes * 4 + 1)] {
-            try TestEnv.write(text, to: dir + "/monitors.json")
-            #expect(RememberedMonitors(bufferDirectory: dir).facts().isEmpty, "\(text.prefix(40))")
-        }
+        #expect(seen.facts(of: "f", plugin: "flood")?.description.name == "flood")
+        // Torn, hostile or too large: the bad lines skipped (and said), the good kept; a huge file not read at all.
+        let good = lines[0]
+        try TestEnv.write("{not json\n" + good + "\n" + #"{"monitor":"f","interval_ns":1,"description":{"name":""}}"# + "\n{\"monitor\":", to: dir + "/monitors.jsonl")
+        let torn = RememberedMonitors(bufferDirectory: dir)
+        #expect(torn.facts().count == 1 && torn.untold()?.contains("3 lines that are no monitor's description skipped") == true)
+        let fd = open(dir + "/monitors.jsonl", O_WRONLY | O_TRUNC)
+        #expect(ftruncate(fd, off_t(RememberedMonitors.maxFileBytes + 1)) == 0)
+        close(fd)
+        let huge = RememberedMonitors(bufferDirectory: dir)
+        #expect(huge.facts().isEmpty && huge.untold()?.contains("not read") == true)
+        // A link left where the file is written is not followed.
+        try FileManager.default.removeItem(atPath: dir + "/monitors.jsonl")
+        try TestEnv.write("victim\n", to: dir + "/victim")
+        #expect(symlink(dir + "/victim", dir + "/monitors.jsonl") == 0)
+        let linked = RememberedMonitors(bufferDirectory: dir)
+        linked.note(batch) { $0 == "f" ? flood : nil }
+        #expect(try String(contentsOfFile: dir + "/victim", encoding: .utf8) == "victim\n")
+        #expect(linked.untold()?.contains("cannot") == true)
     }
 }

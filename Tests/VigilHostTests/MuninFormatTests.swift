@@ -140,6 +140,13 @@ import VigilForeign
         #expect(near.sample(value("1000000000000000003"), at: 1_000_000_000, type: .derive, min: nil, max: nil) == .success(2))
         #expect(near.sample(value("-9223372036854775808"), at: 2_000_000_000, type: .derive, min: nil, max: nil)
                 == .success(-10_223_372_036_854_775_811))
+        var wide = Munin.Rate()
+        _ = wide.sample(value("1000000000000000000000"), at: 0, type: .derive, min: nil, max: nil)
+        #expect(wide.sample(value("1000000000000000000002"), at: 1_000_000_000, type: .derive, min: nil, max: nil) == .success(2))
+        // A COUNTER that falls from past 2^64: a reset, not a negative rate.
+        var past = Munin.Rate()
+        _ = past.sample(value("30000000000000000005"), at: 0, type: .counter, min: nil, max: nil)
+        #expect(past.sample(value("1"), at: 1_000_000_000, type: .counter, min: nil, max: nil) == .failure(.init(gap: .reset)))
         var reset = Munin.Rate()
         _ = reset.sample(.number(1_000_000, time: nil), at: 0, type: .counter, min: nil, max: nil)
         #expect(reset.sample(.number(10, time: nil), at: 1_000_000_000, type: .counter, min: nil, max: nil) == .failure(.init(gap: .reset)))

@@ -71,7 +71,7 @@ import VigilRuntime
     func sink(_ config: PrometheusSinkConfig) throws -> (PrometheusSink, SinkContext, Int) {
         var config = config
         config.listenPort = UInt16(try ControlTCPRunTests.freePort())
-        let sink = PrometheusSink(config: config, host: "box", facts: { $0 == "c" ? Self.facts : nil }, selfMetrics: nil)
+        let sink = PrometheusSink(config: config, host: "box", facts: { m, _ in m == "c" ? Self.facts : nil }, selfMetrics: nil)
         sink.bind(logger: Logger(label: "test"))
         return (sink, SinkContext(name: "prom", logger: Logger(label: "test")), try #require(sink.boundPort))
     }

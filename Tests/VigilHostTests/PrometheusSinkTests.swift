@@ -30,7 +30,7 @@ import VigilForeign
     func sink(_ config: PrometheusSinkConfig = PrometheusSinkConfig(), facts: [String: MonitorFacts] = [:]) throws -> (PrometheusSink, SinkContext, Int) {
         var config = config
         config.listenPort = UInt16(try ControlTCPRunTests.freePort())
-        let sink = PrometheusSink(config: config, host: "box", facts: { facts[$0] })
+        let sink = PrometheusSink(config: config, host: "box", facts: { m, _ in facts[m] })
         sink.bind(logger: Logger(label: "test"))
         let port = try #require(sink.boundPort)
         return (sink, SinkContext(name: "prom", logger: Logger(label: "test")), port)
@@ -234,7 +234,7 @@ import VigilForeign
     @Test func aScrapeServesWhatWasQueuedJustBeforeIt() throws {
         var config = PrometheusSinkConfig()
         config.listenPort = UInt16(try ControlTCPRunTests.freePort())
-        let sink = PrometheusSink(config: config, host: "box", facts: { _ in nil })
+        let sink = PrometheusSink(config: config, host: "box", facts: { _, _ in nil })
         let runner = SinkRunner(config: SinkConfig(name: "prom", settings: config, location: SourceLocation(file: "m", line: 1, column: 1)),
                                 sink: sink, logger: Logger(label: "test"))
         sink.bind(logger: Logger(label: "test"))
@@ -294,7 +294,7 @@ import VigilForeign
         }
         var config = PrometheusSinkConfig()
         config.listenPort = UInt16(bigEndian: address.sin_port)
-        let sink = PrometheusSink(config: config, host: "box", facts: { _ in nil })
+        let sink = PrometheusSink(config: config, host: "box", facts: { _, _ in nil })
         sink.bind(logger: Logger(label: "test"))
         #expect(sink.boundPort == nil)
         #expect(sink.tickInterval == 5_000_000_000)

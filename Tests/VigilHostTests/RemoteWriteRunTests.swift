@@ -342,7 +342,7 @@ import VigilForeign
         try TestEnv.write(manifest(url: "http://127.0.0.1:\(closed)/api/v1/write", flood: true), to: dir + "/a.yaml")
         let first = try TestEnv.run(TestEnv.vigil, ["run", dir + "/a.yaml", "--for", "2s", "--control", "none", "--drain-timeout", "1s"],
                                     timeout: 60)
-        #expect(FileManager.default.fileExists(atPath: dir + "/buffer/monitors.json"), "\(first.stderr.suffix(2000))")
+        #expect(FileManager.default.fileExists(atPath: dir + "/buffer/monitors.jsonl"), "\(first.stderr.suffix(2000))")
         let events = Self.events(dir + "/events.jsonl")
         let expected = Self.expected(events, fields: 2)
         #expect(expected.count == 40, "\(expected.count) series")
@@ -621,6 +621,9 @@ import VigilForeign
           c: { plugin: flood, isolation: none, options: { count: 0, rate: 1, fields: 1, entities: 3 } }   # each entity every 3 s
         sinks:
           prom: { type: remote_write, url: "\(prom.url)", queue: { batch_send_deadline: 100ms }, stale_on_exit: false, expire_after: 1s }
+          # The same behind a disk buffer, whose delivery thread runs the sweep.
+          buffered: { type: remote_write, url: "\(prom.url)", queue: { batch_send_deadline: 100ms }, stale_on_exit: false, expire_after: 1s,
+                      external_labels: { via: buffer }, buffer: { type: disk, path: \(dir)/buffer } }
         """, to: dir + "/vigil.yaml")
         let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "30s", "--control", "unix:\(socket)"])
         defer {
@@ -631,16 +634,17 @@ import VigilForeign
             !PrometheusRunTests.query(port: prom.port, "{monitor=\"\(monitor)\"}").isEmpty
         }
         #expect(SinkRunTests.waitUntil(20) { live("a") && live("b") }, "both series arrive")
+        #expect(SinkRunTests.waitUntil(10) { !PrometheusRunTests.query(port: prom.port, "{monitor=\"a\",via=\"buffer\"}").isEmpty })
         let stop = try TestEnv.run(TestEnv.vigil, ["ctl", "stop", "a", "--control", "unix:\(socket)"])
         #expect(stop.status == 0, "\(stop.stderr)")
         // Without the marker Prometheus would go on answering with a's last value for 5 minutes.
         #expect(SinkRunTests.waitUntil(10) { !live("a") }, "a's series did not end")
         Thread.sleep(forTimeInterval: 1)
         #expect(live("b"), "b's series ended with a's")
-        func sendQueue() -> [String: Any]? {
+        func sendQueue(_ sink: String = "prom") -> [String: Any]? {
             guard let status = try? TestEnv.unixHTTP(socket: socket, "GET", "/v1/status"),
                   let json = try? JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any] else { return nil }
-            return ((json["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "prom" })?["send_queue"] as? [String: Any]
+            return ((json["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == sink })?["send_queue"] as? [String: Any]
         }
         // a's series, and c's each time one went more than expire_after without a sample:
         // c's entities take turns a second apart, so on a loaded machine the
@@ -653,6 +657,8 @@ import VigilForeign
         #expect((queue?["stale_markers"] as? Int ?? 0) >= 3 && (queue?["series"] as? Int ?? 0) <= 3 && queue?["shards"] as? Int == 1,
                 "\(String(describing: queue))")
         #expect(queue?["url"] as? String == prom.url)
+        #expect(SinkRunTests.waitUntil(10) { (sendQueue("buffered")?["stale_markers"] as? Int ?? 0) >= 3 },
+                "behind the buffer: \(String(describing: sendQueue("buffered")))")
         let metrics = try TestEnv.unixHTTP(socket: socket, "GET", "/metrics").body
         #expect(metrics.contains("vigil_remote_write_samples_total{sink=\"prom\",outcome=\"sent\"}")
                 && metrics.contains("vigil_remote_write_stale_markers_total{sink=\"prom\"}"), "\(metrics.suffix(3000))")

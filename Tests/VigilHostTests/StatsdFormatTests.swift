@@ -108,6 +108,11 @@ import Testing
                 #expect(abs(got - exact) <= 0.01 * abs(exact) + 1e-9, "shape \(shape) q \(q): \(got), exact \(exact)")
             }
         }
+        // Near the largest double the bucket's value stays finite and within the error.
+        var top = QuantileSketch(relativeAccuracy: 0.01)
+        top.add(1e308)
+        top.add(1.5e308)
+        #expect(abs((top.quantile(0.001) ?? 0) - 1e308) <= 0.01e308, "\(top.quantile(0.001) ?? .nan)")
         var wide = QuantileSketch(relativeAccuracy: 0.01, maxBuckets: 100)
         for e in -300...300 { wide.add(pow(10, Double(e) / 10)) }
         #expect(wide.count == 601 && wide.quantile(0.99) != nil)

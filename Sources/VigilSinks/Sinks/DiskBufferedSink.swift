@@ -156,7 +156,12 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
                                  DiskBuffer.Failure(description: "the disk buffer \(config.path) cannot be opened: \(openError.map { "\($0)" } ?? "")"))
         }
         // The monitors' descriptions go to disk before their events.
-        if let remembered, let live { remembered.note(batch) { live.facts(of: $0) } }
+        if let remembered, let live {
+            remembered.note(batch) { live.facts(of: $0) }
+            if let problem = remembered.untold() {
+                context.logger.warning("disk buffer \(config.path): \(problem); events replayed after a restart from a monitor no longer running are mapped without its plugin's description")
+            }
+        }
         // In parts of at most an eighth of max_size: a batch larger than the
         // whole buffer (the queue filled while the buffer was full) never
         // fits, and `block` waited for room for it until the drain deadline.

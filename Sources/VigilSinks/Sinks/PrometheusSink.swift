@@ -26,6 +26,11 @@ package struct MonitorFacts: Sendable {
     }
 }
 
+/// A monitor's facts by its name and, where the caller knows it, the plugin
+/// its event came from (behind a disk buffer the monitor may since run
+/// another plugin: `RememberedMonitors`).
+package typealias MonitorFactsLookup = @Sendable (_ monitor: String, _ plugin: String?) -> MonitorFacts?
+
 /// Whoever knows the running monitors (the runtime).
 package protocol MonitorFactsSource: AnyObject, Sendable {
     /// The facts of the current instance of each monitor, by name.
@@ -73,9 +78,14 @@ package final class MonitorDirectory: Sendable {
         return facts
     }
 
-    /// The facts of the current instance of `monitor`, if it has one.
-    package func facts(of monitor: String) -> MonitorFacts? {
-        runtime?.monitorFacts(of: monitor) ?? remembered?.facts(of: monitor)
+    /// The facts of the current instance of `monitor`, if it has one; with
+    /// `plugin`, behind a disk buffer, those of that plugin's instance the
+    /// buffer remembers when the running one is another plugin's.
+    package func facts(of monitor: String, plugin: String? = nil) -> MonitorFacts? {
+        let live = runtime?.monitorFacts(of: monitor)
+        guard let remembered else { return live }
+        if let live, plugin == nil || live.description.name == plugin { return live }
+        return remembered.facts(of: monitor, plugin: plugin) ?? live
     }
 
     /// The host's own figures (none before the runtime is attached).
@@ -107,7 +117,7 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     let series: PrometheusSeries
     /// A running monitor's facts, asked once per batch for each monitor in
     /// it, and at a tick for those whose series live while they run.
-    private let facts: @Sendable (String) -> MonitorFacts?
+    private let facts: MonitorFactsLookup
     /// The host's own figures, asked at each scrape (`self_metrics: true`).
     private let selfMetrics: (@Sendable () -> [UInt8])?
     private var server: MetricsHTTPServer?
@@ -117,7 +127,7 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
     private let mapping: PrometheusMapping
     private var loggedRefusal = false
 
-    init(config: PrometheusSinkConfig, host: String, facts: @escaping @Sendable (String) -> MonitorFacts?,
+    init(config: PrometheusSinkConfig, host: String, facts: @escaping MonitorFactsLookup,
          selfMetrics: (@Sendable () -> [UInt8])? = nil) {
         self.config = config
         self.host = host
@@ -175,7 +185,7 @@ package final class PrometheusSink: EventSink, @unchecked Sendable {  // an Even
 
     package func tick(context: SinkContext) {
         if server == nil, monotonicNanoseconds() - lastBindAttempt >= 5_000_000_000 { bind(logger: context.logger) }
-        series.expire(now: monotonicNanoseconds()) { facts($0)?.running == true }
+        series.expire(now: monotonicNanoseconds()) { facts($0, nil)?.running == true }
     }
 
     package func write(_ batch: [Event], context: SinkContext) throws {
@@ -494,7 +504,7 @@ extension PrometheusSinkConfig: SinkType {
         let directory = build.directory
         var figures: (@Sendable () -> [UInt8])?
         if selfMetrics { figures = { directory?.selfMetrics() ?? [] } }
-        return PrometheusSink(config: self, host: build.host, facts: { directory?.facts(of: $0) }, selfMetrics: figures)
+        return PrometheusSink(config: self, host: build.host, facts: { directory?.facts(of: $0, plugin: $1) }, selfMetrics: figures)
     }
 }
 

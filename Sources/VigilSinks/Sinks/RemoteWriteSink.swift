@@ -36,7 +36,7 @@ import VigilPrompb
 package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an EventSink, called on its runner's thread; the shards share only the outbox
     let config: RemoteWriteSinkConfig
     private let mapping: PrometheusMapping
-    private let facts: @Sendable (String) -> MonitorFacts?
+    private let facts: MonitorFactsLookup
     private let outbox: RemoteWriteOutbox
     private let logger: Logger
     private let name: String
@@ -68,7 +68,8 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     private var blockedAtSweep: Int64 = 0
 
     final class Family {
-        let shape: PrometheusNaming.Shape
+        /// Its help follows the latest a sample brought (see `PrometheusMapping.passThrough`).
+        var shape: PrometheusNaming.Shape
         var entries: [String: Entry] = [:]
         /// Of an info family: per entity, the labels of its one series.
         var infoOf: [String: String] = [:]
@@ -96,7 +97,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     }
 
     init(config: RemoteWriteSinkConfig, name: String, host: String, logger: Logger,
-         facts: @escaping @Sendable (String) -> MonitorFacts?, synchronous: Bool) {
+         facts: @escaping MonitorFactsLookup, synchronous: Bool) {
         self.config = config
         self.name = name
         self.facts = facts
@@ -218,6 +219,10 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         }
     }
 
+    /// Behind a disk buffer its sweep (stale markers), metadata and
+    /// resharding run on the buffer's delivery thread, where its writes do.
+    package var ticksBehindBuffer: Bool { true }
+
     package func tick(context: SinkContext) {
         start(context)
         settleReturned()
@@ -309,6 +314,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         let family: Family
         if let known = families[shape.name] {
             family = known
+            if !shape.help.isEmpty && known.shape.help != shape.help { known.shape.help = shape.help }
         } else {
             family = Family(shape: shape)
             families[shape.name] = family
@@ -375,7 +381,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     private func sweep(now: Int64) {
         guard seriesCount > 0, !shards.isEmpty else { return }
         var running: [String: Bool] = [:]
-        for monitor in seriesOf.keys { running[monitor] = facts(monitor)?.running == true }
+        for monitor in seriesOf.keys { running[monitor] = facts(monitor, nil)?.running == true }
         // While the sink waited for room in its shards, its series' samples
         // may be in its queue: none expires by time until it caught up.
         let backlogged = blocked != blockedAtSweep
@@ -787,6 +793,6 @@ extension RemoteWriteSinkConfig: SinkType, DiskBufferable {
     package func makeSink(_ build: SinkBuild) -> any EventSink {
         let directory = build.directory
         return RemoteWriteSink(config: self, name: build.config.name, host: build.host, logger: build.logger,
-                               facts: { directory?.facts(of: $0) }, synchronous: buffer != nil)
+                               facts: { directory?.facts(of: $0, plugin: $1) }, synchronous: buffer != nil)
     }
 }
