@@ -236,7 +236,7 @@ final class NagiosMonitor: PolledMonitor, @unchecked Sendable {  // immutable bu
     /// run is a retry, or nil when the instance is stopping.
     private func check(_ token: Worker.Token) -> Bool? {
         let asked = Worker.monotonicNow()
-        guard CheckSlots.shared.acquire(sleep: { token.wait(.milliseconds(20)) }) else { return nil }
+        guard CheckSlots.shared.acquire(isCancelled: { token.isCancelled }) else { return nil }
         let waited = Worker.monotonicNow() - asked
         var result: Run
         switch resolve() {
