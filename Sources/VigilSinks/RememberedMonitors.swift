@@ -50,6 +50,8 @@ package final class RememberedMonitors: Sendable {
         var written: [String: ObjectIdentifier] = [:]
         /// Keys in the order they were last written: the oldest go past `most`.
         var order: [String] = []
+        /// Per monitor, the key of its plugin written last.
+        var latest: [String: String] = [:]
         /// Lines in the file (a compaction is due past twice the entries).
         var lines = 0
         /// What went wrong last, and what of it the sink has logged.
@@ -75,9 +77,7 @@ package final class RememberedMonitors: Sendable {
     package func facts(of monitor: String, plugin: String? = nil) -> MonitorFacts? {
         state.withLock { state in
             load(&state)
-            if let plugin { return state.entries[Entry.key(monitor, plugin)]?.facts }
-            // The one written last for the monitor.
-            guard let key = state.order.last(where: { state.entries[$0]?.entry.monitor == monitor }) else { return nil }
+            guard let key = plugin.map({ Entry.key(monitor, $0) }) ?? state.latest[monitor] else { return nil }
             return state.entries[key]?.facts
         }
     }
@@ -87,7 +87,7 @@ package final class RememberedMonitors: Sendable {
         state.withLock { state in
             load(&state)
             var out: [String: MonitorFacts] = [:]
-            for key in state.order { if let r = state.entries[key] { out[r.entry.monitor] = r.facts } }
+            for (monitor, key) in state.latest { if let r = state.entries[key] { out[monitor] = r.facts } }
             return out
         }
     }
@@ -131,14 +131,13 @@ package final class RememberedMonitors: Sendable {
                 appended += line
                 state.entries[entry.key] = Self.remembered(entry, line: line)
                 state.written[entry.key] = facts.instance
+                state.latest[monitor] = entry.key
                 keys.append(entry.key)
                 state.order.removeAll { $0 == entry.key }
                 state.order.append(entry.key)
                 state.lines += 1
             }
-            while state.order.count > Self.most {
-                state.entries[state.order.removeFirst()] = nil
-            }
+            while state.order.count > Self.most { Self.forgetOldest(&state) }
             let live = state.order.reduce(0) { $0 + (state.entries[$1]?.line.count ?? 0) }
             if state.lines > 2 * state.entries.count + 16 || live + appended.count > Self.maxFileBytes / 2 {
                 rewrite(&state)
@@ -156,8 +155,7 @@ package final class RememberedMonitors: Sendable {
         var total = state.order.reduce(0) { $0 + (state.entries[$1]?.line.count ?? 0) }
         while total > Self.maxFileBytes / 2, let oldest = state.order.first {
             total -= state.entries[oldest]?.line.count ?? 0
-            state.entries[oldest] = nil
-            state.order.removeFirst()
+            Self.forgetOldest(&state)
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(total)
@@ -167,6 +165,15 @@ package final class RememberedMonitors: Sendable {
         } else {
             state.problem = "cannot write \(file): \(String(cString: strerror(errno)))"
             state.written = [:]
+        }
+    }
+
+    /// The monitor and plugin written longest ago, out of what is kept
+    /// (its instance stays marked written: not appended again while it runs).
+    private static func forgetOldest(_ state: inout State) {
+        let key = state.order.removeFirst()
+        if let monitor = state.entries.removeValue(forKey: key)?.entry.monitor, state.latest[monitor] == key {
+            state.latest[monitor] = nil
         }
     }
 
@@ -237,9 +244,10 @@ package final class RememberedMonitors: Sendable {
             }
             state.entries[entry.key] = Self.remembered(entry, line: Array(line) + [0x0A])
             lastLine[entry.key] = number
+            state.latest[entry.monitor] = entry.key
         }
         state.order = lastLine.sorted { $0.value < $1.value }.map(\.key)
-        while state.order.count > Self.most { state.entries[state.order.removeFirst()] = nil }
+        while state.order.count > Self.most { Self.forgetOldest(&state) }
         if skipped > 0 { state.problem = "\(file): \(skipped) lines that are no monitor's description skipped" }
     }
 }
