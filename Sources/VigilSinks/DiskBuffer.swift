@@ -277,14 +277,7 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
         unlink(tmp)
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            done += n
-        }
-        let whole = done == bytes.count && (!fsync || Glibc.fsync(fd) == 0)
+        let whole = writeAll(bytes, to: fd) && (!fsync || Glibc.fsync(fd) == 0)
         Glibc.close(fd)
         guard whole else {
             unlink(tmp)
@@ -352,18 +345,25 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     }
 
     private func writeAll(_ bytes: [UInt8]) throws {
+        guard Self.writeAll(bytes, to: writeFD) else {
+            let why = String(cString: strerror(errno))
+            // A partial record must not stay: cut the segment back.
+            if let last = segments.last { _ = ftruncate(writeFD, off_t(last.size)) }
+            throw Failure(description: "cannot write to the disk buffer \(directory): \(why)")
+        }
+    }
+
+    /// Writes every byte to `fd` (through EINTR and short writes); false,
+    /// with errno, when the disk refused the rest.
+    static func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(writeFD, $0.baseAddress! + done, $0.count - done) }
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let why = String(cString: strerror(errno))
-                // A partial record must not stay: cut the segment back.
-                if let last = segments.last { _ = ftruncate(writeFD, off_t(last.size)) }
-                throw Failure(description: "cannot write to the disk buffer \(directory): \(why)")
-            }
+            guard n > 0 else { return false }
             done += n
         }
+        return true
     }
 
     private func roll() throws {

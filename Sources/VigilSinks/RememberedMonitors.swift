@@ -193,14 +193,7 @@ package final class RememberedMonitors: Sendable {
         let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
-            done += n
-        }
-        return true
+        return DiskBuffer.writeAll(bytes, to: fd)
     }
 
     /// Reads the file once. Lines that do not read as a monitor, or whose
