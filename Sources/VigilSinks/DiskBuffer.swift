@@ -90,6 +90,8 @@ package final class DiskBuffer: @unchecked Sendable {  // its segments and posit
     private var lockFD: Int32 = -1
 
     var totalBytes: Int64 { lock.withLock { _ in segments.reduce(0) { $0 + $1.size } - ack.offset } }
+    /// Records waiting (`pendingRecords`), read under the lock from any thread.
+    var waiting: Int { lock.withLock { _ in pendingRecords } }
 
     init(directory: String, maxBytes: Int64, fsync: Fsync) throws {
         self.directory = directory

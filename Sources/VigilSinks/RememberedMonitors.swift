@@ -52,8 +52,10 @@ package final class RememberedMonitors: Sendable {
         var order: [String] = []
         /// Per monitor, the key of its plugin written last.
         var latest: [String: String] = [:]
-        /// Lines in the file (a compaction is due past twice the entries).
+        /// Lines in the file (a compaction is due past twice the entries,
+        /// or when the file read had lines not kept).
         var lines = 0
+        var compactionDue = false
         /// What went wrong last, and what of it the sink has logged.
         var problem: String?
         var told: String?
@@ -137,9 +139,12 @@ package final class RememberedMonitors: Sendable {
                 state.order.append(entry.key)
                 state.lines += 1
             }
-            while state.order.count > Self.most { Self.forgetOldest(&state) }
+            if state.order.count > Self.most {
+                while state.order.count > Self.most { Self.forgetOldest(&state) }
+                state.problem = "more than \(Self.most) monitors: the descriptions written longest ago are forgotten, and their events still on disk replay without them"
+            }
             let live = state.order.reduce(0) { $0 + (state.entries[$1]?.line.count ?? 0) }
-            if state.lines > 2 * state.entries.count + 16 || live + appended.count > Self.maxFileBytes / 2 {
+            if state.compactionDue || state.lines > 2 * state.entries.count + 16 || live + appended.count > Self.maxFileBytes / 2 {
                 rewrite(&state)
             } else if !Self.append(appended, to: file) {
                 state.problem = "cannot write \(file): \(String(cString: strerror(errno)))"
@@ -162,6 +167,7 @@ package final class RememberedMonitors: Sendable {
         for key in state.order { if let r = state.entries[key] { bytes += r.line } }
         if DiskBuffer.replace(file, with: bytes, fsync: false) {
             state.lines = state.order.count
+            state.compactionDue = false
         } else {
             state.problem = "cannot write \(file): \(String(cString: strerror(errno)))"
             state.written = [:]
@@ -187,13 +193,24 @@ package final class RememberedMonitors: Sendable {
                           token: token)
     }
 
-    /// Appends whole lines; false when the disk refused (what it took of
-    /// them is a torn line, skipped when read).
+    /// Appends whole lines; false when the disk refused, the file cut back
+    /// to what it was. A line a crash tore at its end is ended first, so
+    /// that it does not swallow the next.
     private static func append(_ bytes: [UInt8], to path: String) -> Bool {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        return DiskBuffer.writeAll(bytes, to: fd)
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return false }
+        var last: UInt8 = 0x0A
+        if st.st_size > 0 { _ = pread(fd, &last, 1, st.st_size - 1) }
+        guard DiskBuffer.writeAll(last == 0x0A ? bytes : [0x0A] + bytes, to: fd) else {
+            let saved = errno
+            _ = ftruncate(fd, st.st_size)
+            errno = saved
+            return false
+        }
+        return true
     }
 
     /// Reads the file once. Lines that do not read as a monitor, or whose
@@ -224,23 +241,29 @@ package final class RememberedMonitors: Sendable {
             guard n > 0 else { break }
             count += n
         }
+        // From the newest line back, until `most` monitors are known: the
+        // last line of each wins, and lines past four times `most` from
+        // the end are not decoded (the next write compacts them away).
+        let lines = bytes[..<count].split(separator: 0x0A)
+        state.lines = lines.count
         var skipped = 0
-        var lastLine: [String: Int] = [:]
+        var newestFirst: [String] = []
         let decoder = JSONDecoder()
-        for (number, line) in bytes[..<count].split(separator: 0x0A).enumerated() {
-            state.lines += 1
+        for line in lines.reversed().prefix(4 * Self.most) where state.entries.count < Self.most {
             guard line.count <= PluginDescription.maxJSONBytes * 2,
                   let entry = try? decoder.decode(Entry.self, from: Data(line)),
                   entry.description.problems().isEmpty else {
                 skipped += 1
                 continue
             }
+            guard state.entries[entry.key] == nil else { continue }
             state.entries[entry.key] = Self.remembered(entry, line: Array(line) + [0x0A])
-            lastLine[entry.key] = number
-            state.latest[entry.monitor] = entry.key
+            newestFirst.append(entry.key)
+            if state.latest[entry.monitor] == nil { state.latest[entry.monitor] = entry.key }
         }
-        state.order = lastLine.sorted { $0.value < $1.value }.map(\.key)
-        while state.order.count > Self.most { Self.forgetOldest(&state) }
+        state.order = newestFirst.reversed()
+        // What was skipped goes with the next write's compaction.
+        state.compactionDue = skipped > 0 || lines.count > newestFirst.count
         if skipped > 0 { state.problem = "\(file): \(skipped) lines that are no monitor's description skipped" }
     }
 }

@@ -249,6 +249,9 @@ final class RemoteWriteOutbox: @unchecked Sendable {  // `context` is set once, 
         var minBackoff: Int64
         var maxBackoff: Int64
         var timeout: Int64
+        /// Behind a disk buffer: what the shards hold at the drain deadline
+        /// stays on disk for the next start, and is not lost.
+        var behindBuffer = false
     }
 
     struct Figures {
@@ -624,7 +627,9 @@ final class RemoteWriteShard: @unchecked Sendable {  // `state` behind its lock;
                     defer { f.gaveUpLogged = true }
                     return !f.gaveUpLogged
                 }
-                if first { logger.error("gave up sending to \(settings.endpoint.shown) at the drain deadline: what the shards still held is lost (shutdown)") }
+                if first {
+                    logger.error("gave up sending to \(settings.endpoint.shown) at the drain deadline: what the shards still held \(settings.behindBuffer ? "stays in the disk buffer, sent at the next start" : "is lost (shutdown)")")
+                }
                 return .abandoned
             }
             var headers = RemoteWriteRequest.headers + settings.headers

@@ -150,6 +150,10 @@ public final class SinkContext: @unchecked Sendable {  // shared counters are at
     package let noClient = Atomic<UInt64>(0)
     /// What happened to the transport (`TransportEvent`).
     package let transportEvents = TransportEventCounts()
+    /// Of a sink behind a disk buffer: events wait on disk that it has not
+    /// been handed yet, so a series that went quiet may only be behind
+    /// (`remote_write` expires none by time meanwhile).
+    package let behindBuffer = Atomic<Bool>(false)
 
     /// Counts one `TransportEvent` (the sink logs it too).
     public func count(_ event: TransportEvent) { transportEvents.add(event) }

@@ -286,6 +286,13 @@ import VigilCore
         try TestEnv.write("{not json\n" + good + "\n" + #"{"monitor":"f","interval_ns":1,"description":{"name":""}}"# + "\n{\"monitor\":", to: dir + "/monitors.jsonl")
         let torn = RememberedMonitors(bufferDirectory: dir)
         #expect(torn.facts().count == 1 && torn.untold()?.contains("3 lines that are no monitor's description skipped") == true)
+        // A line appended after the torn one is its own (the torn one is ended first), and the file is compacted.
+        let third = Instance()
+        torn.note([Event(time: 0, monitor: "b", plugin: "beat", kind: "tick", fields: [])]) { _ in
+            MonitorFacts(instance: ObjectIdentifier(third), description: description("beat"), interval: 1_000_000_000, running: true)
+        }
+        let mended = RememberedMonitors(bufferDirectory: dir)
+        #expect(mended.facts(of: "b", plugin: "beat") != nil && mended.facts(of: "f", plugin: "flood") != nil && mended.untold() == nil)
         let fd = open(dir + "/monitors.jsonl", O_WRONLY | O_TRUNC)
         #expect(ftruncate(fd, off_t(RememberedMonitors.maxFileBytes + 1)) == 0)
         close(fd)

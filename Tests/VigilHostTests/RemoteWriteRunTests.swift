@@ -367,6 +367,34 @@ import VigilForeign
         #expect(missing == 0, "\(missing) of \(expected.values.reduce(0) { $0 + $1.count }) samples missing")
     }
 
+    /// Behind a disk buffer, an outage longer than `expire_after` ends no
+    /// series of a monitor that runs on: its samples wait on disk, and a
+    /// sweep that judged them by the last one delivered sent stale markers
+    /// between a series' last sample before the outage and the backlog.
+    @Test func anOutageBehindABufferEndsNoSeriesOfARunningMonitor() throws {
+        let dir = try TestEnv.tempDir("rw-outage")
+        let vm = try Receiver.victoriaMetrics(dir)
+        defer { vm.stop() }
+        try TestEnv.write("""
+        plugin_dirs: [\(try TestEnv.cPlugins())]
+        monitors:
+          m: { plugin: flood, isolation: none, options: { count: 0, rate: 5, fields: 1, entities: 2 } }
+        sinks:
+          rw: { type: remote_write, url: "\(vm.url)", expire_after: 1s, stale_on_exit: false, queue: { batch_send_deadline: 100ms },
+                buffer: { type: disk, path: \(dir)/buffer } }
+        """, to: dir + "/vigil.yaml")
+        let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "12s", "--control", "none",
+                                                    "--summary", dir + "/summary.json"])
+        Thread.sleep(forTimeInterval: 2)
+        vm.stop()
+        Thread.sleep(forTimeInterval: 5)
+        try vm.start()
+        let output = run.wait(timeout: 60)
+        #expect(output.status == 0, "\(output.stderr.suffix(2000))")
+        let queue = OTLPRunTests.sink(Self.summary(dir + "/summary.json"), "rw")["send_queue"] as? [String: Any] ?? [:]
+        #expect(queue["stale_markers"] as? Int == 0 && (queue["samples_sent"] as? Int ?? 0) > 0, "\(queue)")
+    }
+
     /// A receiver that refuses (a Prometheus without its remote write
     /// receiver answers 404): the requests are not retried, their samples
     /// and events counted lost (`rejected`), the answer's first line logged.

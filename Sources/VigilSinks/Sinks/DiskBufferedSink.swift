@@ -57,6 +57,11 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
     private var lastSync: Int64 = 0
     private var loggedFull = false
     static let deliveryBatch = 512
+    /// The newest event time handed to the inner sink (delivery thread only).
+    private var newestDelivered: Int64 = 0
+    /// How old the events just delivered may be before the inner sink is
+    /// told it is behind (`SinkContext.behindBuffer`).
+    static let behindLag: Int64 = 2_000_000_000
 
     private struct State {
         var stopping = false
@@ -115,7 +120,7 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
     package var bufferReport: SinkBufferReport? {
         guard let buffer = state.withLock({ _ in opened }) else { return SinkBufferReport() }
         let r = buffer.recovery
-        return SinkBufferReport(buffered: buffer.pendingRecords, replayed: r.pending, possibleDuplicates: r.possibleDuplicates,
+        return SinkBufferReport(buffered: buffer.waiting, replayed: r.pending, possibleDuplicates: r.possibleDuplicates,
                                 corruptSegments: buffer.corruptSegments, corruptBytes: buffer.corruptBytes,
                                 bytes: buffer.totalBytes, maxBytes: buffer.maxBytes)
     }
@@ -245,6 +250,10 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
         while true {
             if inner.ticksBehindBuffer,
                monotonicNanoseconds() >= lastInnerTick.addingSaturating(inner.tickInterval) {
+                // Behind: events wait on disk, and those delivered last are
+                // seconds old (an outage's backlog, not the steady stream).
+                let lag = realtimeNanoseconds() - newestDelivered
+                innerContext.behindBuffer.store(buffer.waiting > 0 && lag > Self.behindLag, ordering: .relaxed)
                 inner.tick(context: innerContext)
                 lastInnerTick = monotonicNanoseconds()
             }
@@ -268,6 +277,7 @@ package final class DiskBufferedSink: EventSink, @unchecked Sendable {  // the s
             for record in records {
                 if let decoded = try? decoder.decode(String(decoding: record.payload, as: UTF8.self)) {
                     events.append(decoded.event)
+                    newestDelivered = max(newestDelivered, decoded.event.time)
                 } else {
                     undecodable += 1
                 }

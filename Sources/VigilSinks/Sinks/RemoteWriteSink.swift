@@ -110,7 +110,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         outbox = RemoteWriteOutbox(settings: .init(endpoint: config.endpoint, headers: config.headers, credentials: config.credentials,
                                                    capacity: config.capacity, maxSamplesPerSend: config.maxSamplesPerSend,
                                                    batchSendDeadline: config.batchSendDeadline, minBackoff: config.minBackoff,
-                                                   maxBackoff: config.maxBackoff, timeout: config.timeout))
+                                                   maxBackoff: config.maxBackoff, timeout: config.timeout, behindBuffer: synchronous))
     }
 
     /// Its samples matter once a request's worth is there, or at its tick:
@@ -229,7 +229,7 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         let now = monotonicNanoseconds()
         if now - lastSweep >= 1_000_000_000 {
             lastSweep = now
-            sweep(now: now)
+            sweep(now: now, behind: context.behindBuffer.load(ordering: .relaxed))
         }
         if config.metadataInterval > 0, now - lastMetadata >= config.metadataInterval {
             lastMetadata = now
@@ -264,14 +264,20 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
         for shard in shards where !shard.join(until: deadline) { stuck += 1 }
         settleReturned()
         if stuck > 0 {
-            logger.error("\(stuck) of the \(shards.count) shards did not end by the drain deadline: what they held is counted lost (shutdown)")
+            logger.error("\(stuck) of the \(shards.count) shards did not end by the drain deadline: what they held \(synchronous ? "stays in the disk buffer, sent at the next start" : "is counted lost (shutdown)")")
             outbox.abandonAll()
         }
-        let lost = outbox.figures.withLock { $0.samplesLost }
+        var lost = outbox.figures.withLock { $0.samplesLost }
+        // Behind a disk buffer, the samples the deadline cut off are of
+        // events the buffer keeps (they were never acknowledged).
+        let kept = synchronous ? lost.removeValue(forKey: "shutdown") ?? 0 : 0
         let lostTotal = lost.values.reduce(0, &+)
         if lostTotal > 0 {
             let reasons = lost.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
             logger.warning("remote write to \(config.endpoint.shown): \(lostTotal) samples lost (\(reasons))")
+        }
+        if kept > 0 {
+            logger.notice("remote write to \(config.endpoint.shown): \(kept) samples not sent by the drain deadline; their events stay in the disk buffer")
         }
     }
 
@@ -378,13 +384,14 @@ package final class RemoteWriteSink: EventSink, @unchecked Sendable {  // an Eve
     /// Ends the series not renewed within their ttl, and those of monitors
     /// that no longer run (a series of a kind emitted on change lives while
     /// its monitor runs).
-    private func sweep(now: Int64) {
+    private func sweep(now: Int64, behind: Bool = false) {
         guard seriesCount > 0, !shards.isEmpty else { return }
         var running: [String: Bool] = [:]
         for monitor in seriesOf.keys { running[monitor] = facts(monitor, nil)?.running == true }
         // While the sink waited for room in its shards, its series' samples
-        // may be in its queue: none expires by time until it caught up.
-        let backlogged = blocked != blockedAtSweep
+        // may be in its queue, or behind a disk buffer on disk after an
+        // outage: none expires by time until it caught up.
+        let backlogged = blocked != blockedAtSweep || behind
         blockedAtSweep = blocked
         guard (now >= nextExpiry && !backlogged) || running.values.contains(false) else { return }
         var ended: [[RemoteWriteItem]] = Array(repeating: [], count: shards.count)
