@@ -146,8 +146,9 @@ package final class PrometheusSeries: Sendable {
                 state.order.append(family)
                 kept = family
             }
-            // Equal strings share their storage here, so this is one
-            // comparison of two words but when the help changed.
+            // Mostly the same storage (a comparison of two words); a
+            // histogram's names each hold a copy of their family's help
+            // (one memcmp); a rewrite only when the help changed.
             if !shape.help.isEmpty && family.shape.help != shape.help {
                 family.takeHelp(from: shape)
                 state.text = nil
