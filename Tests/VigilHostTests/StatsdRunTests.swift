@@ -171,15 +171,20 @@ struct StatsdRunTests {
         #expect(output.status == 0, "\(output.stderr)")
         let counted = NagiosRunTests.of(events, monitor: "statsd", kind: "counter").reduce(0.0) { $0 + ($1["value"] as? Double ?? 0) }
         let stats = NagiosRunTests.of(events, monitor: "statsd", kind: "stats")
-        return (counted, Double(stats.last?["kernel_drops"] as? Int ?? 0) * Double(perDatagram))
+        let kernel = stats.last?["kernel_drops"] as? Int ?? 0, unread = stats.last?["unread_at_stop"] as? Int ?? 0
+        #expect(unread == 0 || output.stderr.contains("\(unread) datagrams still waited 2s into the stop"), "\(output.stderr)")
+        return (counted, Double(kernel + unread) * Double(perDatagram))
     }
 
     /// Datagrams the kernel holds when vigil is told to stop are read
-    /// before the last flush: none is lost unsaid.
+    /// before the last flush, for 2 s; on a machine too loaded to parse them
+    /// all by then (a debug build beside CI's other tests was), the rest are
+    /// counted unread: none is lost unsaid.
     @Test func datagramsWaitingAtTheStopAreReadBeforeTheLastFlush() throws {
         let (counted, dropped) = try flood("late:1|c", perDatagram: 100, datagrams: 5000,
                                            options: "flush_interval: 60s, read_buffer: 64MiB", settle: 0)
-        #expect(counted + dropped == 500_000, "counted \(counted), dropped by the kernel \(dropped)")
+        #expect(counted + dropped == 500_000, "counted \(counted), dropped by the kernel or unread at the stop \(dropped)")
+        #expect(counted > 0)
     }
 
     /// A flood over loopback UDP at full speed: every metric sent is in the
