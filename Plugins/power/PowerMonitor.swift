@@ -75,50 +75,84 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
 
     enum Conversion { case text, int, scaled(Double) }
 
-    /// The power_supply attributes the `attributes` kind reports: the file, its conversion, its unit.
-    static let attributeFields: [(file: String, conversion: Conversion, unit: String, doc: String)] = {
-        var fields: [(file: String, conversion: Conversion, unit: String, doc: String)] = []
-        for (file, doc) in [("type", "Battery, UPS, Mains, USB, Wireless"), ("status", "Charging, Discharging, Full, Not charging, Unknown"),
-                            ("capacity_level", "Critical, Low, Normal, High, Full, Unknown"), ("charge_type", "Trickle, Fast, Standard, Adaptive, Custom…"),
-                            ("health", "Good, Overheat, Dead, Over voltage, Cold…"), ("technology", "Li-ion, Li-poly, NiMH…"),
-                            ("manufacturer", "the battery's maker"), ("model_name", "the battery's model"), ("serial_number", "the battery's serial number"),
-                            ("usb_type", "the USB types, the active one in brackets ([C] PD PD_PPS)"), ("scope", "System or Device (a peripheral's)")] {
-            fields.append((file, .text, "", "`\(file)`: \(doc)"))
+    /// The power_supply attributes the `attributes` kind reports: the file,
+    /// its conversion, its unit. Written out, docs whole: built with
+    /// interpolation in a closure it was half of the plugin's entry point.
+    struct AttributeField {
+        let file: String
+        let conversion: Conversion
+        let unit: String
+        let doc: String
+        init(_ file: String, _ conversion: Conversion, unit: String, doc: String) {
+            self.file = file
+            self.conversion = conversion
+            self.unit = unit
+            self.doc = doc
         }
-        for (file, unit, doc) in [("present", "", "1 when the battery is there"), ("online", "", "1 when the source supplies power (2, 3: a USB or charger mode)"),
-                                  ("authentic", "", "1 when the battery is genuine"), ("calibrate", "", "1 while the fuel gauge calibrates"),
-                                  ("capacity", "percent", "the charge level"), ("capacity_alert_min", "percent", "the low-level alert"),
-                                  ("capacity_alert_max", "percent", "the high-level alert"), ("cycle_count", "", "charge cycles so far"),
-                                  ("time_to_empty_now", "seconds", "the driver's estimate"), ("time_to_full_now", "seconds", "the driver's estimate"),
-                                  ("charge_control_limit", "", "the charge current limit level"), ("charge_control_limit_max", "", "the highest limit level")] {
-            fields.append((file, .int, unit, "`\(file)`: \(doc)"))
-        }
-        let micro: [(String, String, String)] = [
-            ("power_now", "watts", "the power drawn or supplied now"),
-            ("energy_now", "Wh", "the energy stored now"), ("energy_full", "Wh", "the energy stored when full"),
-            ("energy_full_design", "Wh", "the energy stored when full, by design"), ("energy_empty", "Wh", "the energy left when empty"),
-            ("energy_empty_design", "Wh", "the energy left when empty, by design"),
-            ("charge_now", "Ah", "the charge stored now"), ("charge_full", "Ah", "the charge when full"),
-            ("charge_full_design", "Ah", "the charge when full, by design"), ("charge_empty", "Ah", "the charge when empty"),
-            ("charge_empty_design", "Ah", "the charge when empty, by design"), ("charge_counter", "Ah", "the charge counter"),
-            ("current_now", "amperes", "the current now (some drivers sign it: negative while discharging)"),
-            ("current_max", "amperes", "the highest current"), ("current_boot", "amperes", "the current at boot"),
-            ("charge_term_current", "amperes", "the current at which charging ends"), ("precharge_current", "amperes", "the pre-charge current"),
-            ("constant_charge_current", "amperes", "the constant-current charging current"),
-            ("constant_charge_current_max", "amperes", "its highest value"), ("input_current_limit", "amperes", "the input current limit"),
-            ("voltage_now", "volts", "the voltage now"), ("voltage_min", "volts", "the lowest voltage"), ("voltage_max", "volts", "the highest voltage"),
-            ("voltage_min_design", "volts", "the lowest voltage, by design"), ("voltage_max_design", "volts", "the highest voltage, by design"),
-            ("voltage_boot", "volts", "the voltage at boot"), ("voltage_ocv", "volts", "the open-circuit voltage"),
-            ("constant_charge_voltage", "volts", "the constant-voltage charging voltage"), ("constant_charge_voltage_max", "volts", "its highest value"),
-        ]
-        for (file, unit, doc) in micro { fields.append((file, .scaled(1_000_000), unit, "`\(file)` (micro-units in sysfs): \(doc)")) }
-        for (file, doc) in [("temp", "the battery's temperature"), ("temp_min", "the lowest allowed"), ("temp_max", "the highest allowed"),
-                            ("temp_alert_min", "the low alert"), ("temp_alert_max", "the high alert"), ("temp_ambient", "the ambient temperature"),
-                            ("temp_ambient_min", "the ambient low limit"), ("temp_ambient_max", "the ambient high limit")] {
-            fields.append((file, .scaled(10), "celsius", "`\(file)` (tenths of a degree in sysfs): \(doc)"))
-        }
-        return fields
-    }()
+    }
+
+    static let attributeFields: [AttributeField] = [
+        AttributeField("type", .text, unit: "", doc: "`type`: Battery, UPS, Mains, USB, Wireless"),
+        AttributeField("status", .text, unit: "", doc: "`status`: Charging, Discharging, Full, Not charging, Unknown"),
+        AttributeField("capacity_level", .text, unit: "", doc: "`capacity_level`: Critical, Low, Normal, High, Full, Unknown"),
+        AttributeField("charge_type", .text, unit: "", doc: "`charge_type`: Trickle, Fast, Standard, Adaptive, Custom…"),
+        AttributeField("health", .text, unit: "", doc: "`health`: Good, Overheat, Dead, Over voltage, Cold…"),
+        AttributeField("technology", .text, unit: "", doc: "`technology`: Li-ion, Li-poly, NiMH…"),
+        AttributeField("manufacturer", .text, unit: "", doc: "`manufacturer`: the battery's maker"),
+        AttributeField("model_name", .text, unit: "", doc: "`model_name`: the battery's model"),
+        AttributeField("serial_number", .text, unit: "", doc: "`serial_number`: the battery's serial number"),
+        AttributeField("usb_type", .text, unit: "", doc: "`usb_type`: the USB types, the active one in brackets ([C] PD PD_PPS)"),
+        AttributeField("scope", .text, unit: "", doc: "`scope`: System or Device (a peripheral's)"),
+        AttributeField("present", .int, unit: "", doc: "`present`: 1 when the battery is there"),
+        AttributeField("online", .int, unit: "", doc: "`online`: 1 when the source supplies power (2, 3: a USB or charger mode)"),
+        AttributeField("authentic", .int, unit: "", doc: "`authentic`: 1 when the battery is genuine"),
+        AttributeField("calibrate", .int, unit: "", doc: "`calibrate`: 1 while the fuel gauge calibrates"),
+        AttributeField("capacity", .int, unit: "percent", doc: "`capacity`: the charge level"),
+        AttributeField("capacity_alert_min", .int, unit: "percent", doc: "`capacity_alert_min`: the low-level alert"),
+        AttributeField("capacity_alert_max", .int, unit: "percent", doc: "`capacity_alert_max`: the high-level alert"),
+        AttributeField("cycle_count", .int, unit: "", doc: "`cycle_count`: charge cycles so far"),
+        AttributeField("time_to_empty_now", .int, unit: "seconds", doc: "`time_to_empty_now`: the driver's estimate"),
+        AttributeField("time_to_full_now", .int, unit: "seconds", doc: "`time_to_full_now`: the driver's estimate"),
+        AttributeField("charge_control_limit", .int, unit: "", doc: "`charge_control_limit`: the charge current limit level"),
+        AttributeField("charge_control_limit_max", .int, unit: "", doc: "`charge_control_limit_max`: the highest limit level"),
+        AttributeField("power_now", .scaled(1_000_000), unit: "watts", doc: "`power_now` (micro-units in sysfs): the power drawn or supplied now"),
+        AttributeField("energy_now", .scaled(1_000_000), unit: "Wh", doc: "`energy_now` (micro-units in sysfs): the energy stored now"),
+        AttributeField("energy_full", .scaled(1_000_000), unit: "Wh", doc: "`energy_full` (micro-units in sysfs): the energy stored when full"),
+        AttributeField("energy_full_design", .scaled(1_000_000), unit: "Wh", doc: "`energy_full_design` (micro-units in sysfs): the energy stored when full, by design"),
+        AttributeField("energy_empty", .scaled(1_000_000), unit: "Wh", doc: "`energy_empty` (micro-units in sysfs): the energy left when empty"),
+        AttributeField("energy_empty_design", .scaled(1_000_000), unit: "Wh", doc: "`energy_empty_design` (micro-units in sysfs): the energy left when empty, by design"),
+        AttributeField("charge_now", .scaled(1_000_000), unit: "Ah", doc: "`charge_now` (micro-units in sysfs): the charge stored now"),
+        AttributeField("charge_full", .scaled(1_000_000), unit: "Ah", doc: "`charge_full` (micro-units in sysfs): the charge when full"),
+        AttributeField("charge_full_design", .scaled(1_000_000), unit: "Ah", doc: "`charge_full_design` (micro-units in sysfs): the charge when full, by design"),
+        AttributeField("charge_empty", .scaled(1_000_000), unit: "Ah", doc: "`charge_empty` (micro-units in sysfs): the charge when empty"),
+        AttributeField("charge_empty_design", .scaled(1_000_000), unit: "Ah", doc: "`charge_empty_design` (micro-units in sysfs): the charge when empty, by design"),
+        AttributeField("charge_counter", .scaled(1_000_000), unit: "Ah", doc: "`charge_counter` (micro-units in sysfs): the charge counter"),
+        AttributeField("current_now", .scaled(1_000_000), unit: "amperes", doc: "`current_now` (micro-units in sysfs): the current now (some drivers sign it: negative while discharging)"),
+        AttributeField("current_max", .scaled(1_000_000), unit: "amperes", doc: "`current_max` (micro-units in sysfs): the highest current"),
+        AttributeField("current_boot", .scaled(1_000_000), unit: "amperes", doc: "`current_boot` (micro-units in sysfs): the current at boot"),
+        AttributeField("charge_term_current", .scaled(1_000_000), unit: "amperes", doc: "`charge_term_current` (micro-units in sysfs): the current at which charging ends"),
+        AttributeField("precharge_current", .scaled(1_000_000), unit: "amperes", doc: "`precharge_current` (micro-units in sysfs): the pre-charge current"),
+        AttributeField("constant_charge_current", .scaled(1_000_000), unit: "amperes", doc: "`constant_charge_current` (micro-units in sysfs): the constant-current charging current"),
+        AttributeField("constant_charge_current_max", .scaled(1_000_000), unit: "amperes", doc: "`constant_charge_current_max` (micro-units in sysfs): its highest value"),
+        AttributeField("input_current_limit", .scaled(1_000_000), unit: "amperes", doc: "`input_current_limit` (micro-units in sysfs): the input current limit"),
+        AttributeField("voltage_now", .scaled(1_000_000), unit: "volts", doc: "`voltage_now` (micro-units in sysfs): the voltage now"),
+        AttributeField("voltage_min", .scaled(1_000_000), unit: "volts", doc: "`voltage_min` (micro-units in sysfs): the lowest voltage"),
+        AttributeField("voltage_max", .scaled(1_000_000), unit: "volts", doc: "`voltage_max` (micro-units in sysfs): the highest voltage"),
+        AttributeField("voltage_min_design", .scaled(1_000_000), unit: "volts", doc: "`voltage_min_design` (micro-units in sysfs): the lowest voltage, by design"),
+        AttributeField("voltage_max_design", .scaled(1_000_000), unit: "volts", doc: "`voltage_max_design` (micro-units in sysfs): the highest voltage, by design"),
+        AttributeField("voltage_boot", .scaled(1_000_000), unit: "volts", doc: "`voltage_boot` (micro-units in sysfs): the voltage at boot"),
+        AttributeField("voltage_ocv", .scaled(1_000_000), unit: "volts", doc: "`voltage_ocv` (micro-units in sysfs): the open-circuit voltage"),
+        AttributeField("constant_charge_voltage", .scaled(1_000_000), unit: "volts", doc: "`constant_charge_voltage` (micro-units in sysfs): the constant-voltage charging voltage"),
+        AttributeField("constant_charge_voltage_max", .scaled(1_000_000), unit: "volts", doc: "`constant_charge_voltage_max` (micro-units in sysfs): its highest value"),
+        AttributeField("temp", .scaled(10), unit: "celsius", doc: "`temp` (tenths of a degree in sysfs): the battery's temperature"),
+        AttributeField("temp_min", .scaled(10), unit: "celsius", doc: "`temp_min` (tenths of a degree in sysfs): the lowest allowed"),
+        AttributeField("temp_max", .scaled(10), unit: "celsius", doc: "`temp_max` (tenths of a degree in sysfs): the highest allowed"),
+        AttributeField("temp_alert_min", .scaled(10), unit: "celsius", doc: "`temp_alert_min` (tenths of a degree in sysfs): the low alert"),
+        AttributeField("temp_alert_max", .scaled(10), unit: "celsius", doc: "`temp_alert_max` (tenths of a degree in sysfs): the high alert"),
+        AttributeField("temp_ambient", .scaled(10), unit: "celsius", doc: "`temp_ambient` (tenths of a degree in sysfs): the ambient temperature"),
+        AttributeField("temp_ambient_min", .scaled(10), unit: "celsius", doc: "`temp_ambient_min` (tenths of a degree in sysfs): the ambient low limit"),
+        AttributeField("temp_ambient_max", .scaled(10), unit: "celsius", doc: "`temp_ambient_max` (tenths of a degree in sysfs): the ambient high limit"),
+    ]
 
     struct Options: DeclaredOptions {
         var sysfs = "/sys"

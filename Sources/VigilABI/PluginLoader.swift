@@ -402,16 +402,16 @@ package enum PluginLoader {
     /// `PluginDescription.maxDeclarations` elements (checked before reading). Each is
     /// copied as min(its size, ours) into a zeroed struct: fields a newer
     /// plugin added are ignored, fields an older one lacks read as zero.
-    static func array<Element, T>(_ base: UnsafePointer<Element>?, count: Int, minimum: Int, what: String,
+    static func array<Element, T>(_ base: UnsafePointer<Element>?, count: Int, minimum: Int, what: @autoclosure () -> String,
                                   _ convert: (Element) throws -> T) throws -> [T] {
         if count == 0 { return [] }
-        guard let base else { throw Malformed(why: "\(count) \(what)s declared but the pointer is NULL") }
+        guard let base else { throw Malformed(why: "\(count) \(what())s declared but the pointer is NULL") }
         let limit = PluginDescription.maxDeclarations
-        guard count <= limit else { throw Malformed(why: "\(count) \(what)s declared (\(limit) at most)") }
+        guard count <= limit else { throw Malformed(why: "\(count) \(what())s declared (\(limit) at most)") }
         let raw = UnsafeRawPointer(base)
         let stride = Int(raw.loadUnaligned(as: UInt32.self))
         guard stride >= minimum, stride % 8 == 0, stride <= 4096 else {
-            throw Malformed(why: "\(what) struct size is \(stride) bytes; ABI 1.0 needs at least \(minimum), a multiple of 8, at most 4096")
+            throw Malformed(why: "\(what()) struct size is \(stride) bytes; ABI 1.0 needs at least \(minimum), a multiple of 8, at most 4096")
         }
         var out: [T] = []
         out.reserveCapacity(count)
@@ -419,7 +419,7 @@ package enum PluginLoader {
             let element = raw + i * stride
             let size = Int(element.loadUnaligned(as: UInt32.self))
             guard size == stride else {
-                throw Malformed(why: "\(what) #\(i + 1) has size \(size), the first has \(stride); all must match")
+                throw Malformed(why: "\(what()) #\(i + 1) has size \(size), the first has \(stride); all must match")
             }
             out.append(try convert(copyStruct(Element.self, from: element, size: size)))
         }
@@ -427,12 +427,14 @@ package enum PluginLoader {
     }
 
     /// min(size, ours) bytes of a plugin's struct, in a zeroed struct of ours.
+    /// On the stack: a heap block per struct was a malloc and a free for
+    /// each field of a description.
     package static func copyStruct<T>(_ type: T.Type, from source: UnsafeRawPointer, size: Int) -> T {
-        let storage = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<T>.size, alignment: MemoryLayout<T>.alignment)
-        defer { storage.deallocate() }
-        storage.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<T>.size)
-        storage.copyMemory(from: source, byteCount: min(size, MemoryLayout<T>.size))
-        return storage.load(as: T.self)
+        withUnsafeTemporaryAllocation(byteCount: MemoryLayout<T>.size, alignment: MemoryLayout<T>.alignment) { storage in
+            storage.initializeMemory(as: UInt8.self, repeating: 0)
+            storage.baseAddress!.copyMemory(from: source, byteCount: min(size, MemoryLayout<T>.size))
+            return storage.load(as: T.self)
+        }
     }
 }
 

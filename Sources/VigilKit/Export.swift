@@ -174,10 +174,33 @@ enum Permanent {
     static func str(_ s: String) -> vigil_str {
         var s = s
         return s.withUTF8 { bytes in
-            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            let p = strings.withLock { $0.take(bytes.count + 1) }
             if let base = bytes.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: bytes.count) }
             p[bytes.count] = 0
             return vigil_str(ptr: p, len: bytes.count)
+        }
+    }
+
+    /// The strings' bytes, carved from blocks of 16 KiB: one allocation for
+    /// a descriptor's strings, where one each (200 for memory's 70 fields)
+    /// was a third of the entry point of a plugin with many fields.
+    private static let strings = Mutex(Arena())
+
+    private struct Arena {
+        static let block = 16_384
+        var next: UnsafeMutablePointer<CChar>?
+        var left = 0
+
+        mutating func take(_ count: Int) -> UnsafeMutablePointer<CChar> {
+            if count > Self.block { return UnsafeMutablePointer<CChar>.allocate(capacity: count) }
+            if count > left || next == nil {
+                next = UnsafeMutablePointer<CChar>.allocate(capacity: Self.block)
+                left = Self.block
+            }
+            let p = next!
+            next = p + count
+            left -= count
+            return p
         }
     }
 
