@@ -276,8 +276,17 @@ struct StatsdRunTests {
         }
         let tagged = NagiosRunTests.of(events, monitor: "statsd", kind: "counter").first { $0["name"] as? String == "dd.count" }
         #expect(tagged?["tags"] as? String == "env:test,team:ops")
+        // Values 0…999 in turn: a flush of 10,000 or more holds each about
+        // equally, so its median is near 500, unless the kernel dropped some
+        // packets (a DogStatsD packet is a run of 600 values: a flush missing
+        // a few is skewed, 441 was seen), where only the order is sure.
         for timer in NagiosRunTests.of(events, monitor: "statsd", kind: "timer") where (timer["count"] as? Double ?? 0) >= 10_000 {
-            #expect(abs((timer["p50"] as? Double ?? 0) - 500) < 50, "\(timer)")
+            let p50 = timer["p50"] as? Double ?? -1, p99 = timer["p99"] as? Double ?? -1
+            if kernel == 0 {
+                #expect(abs(p50 - 500) < 50, "\(timer)")
+            } else {
+                #expect(p50 >= 0 && p50 <= p99 && p99 <= 999 * 1.01, "\(timer), kernel drops \(kernel)")
+            }
             #expect((timer["max"] as? Double ?? 0) <= 999 && (timer["min"] as? Double ?? -1) >= 0, "\(timer)")
         }
     }
