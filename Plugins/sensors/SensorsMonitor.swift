@@ -29,13 +29,14 @@ import VigilKit
 /// nothing of that is fatal. Without any IIO device that has a channel this
 /// monitor knows (a VM, a CI runner, a server), it is unavailable.
 final class SensorsMonitor: PolledMonitor {
-    static func axes(_ kind: String, unit: String, doc: String, what: String) -> EventDecl {
+    /// `relation`: "along" an axis (a force, a field), or "about" it (a rotation).
+    static func axes(_ kind: String, unit: String, doc: String, what: String, relation: String = "along") -> EventDecl {
         EventDecl(kind, doc: doc, fields: [
             FieldDecl("device", .string, doc: "the IIO device's directory name (iio:device0)"),
             FieldDecl("name", .string, doc: "the device's `name` attribute (the driver's name for it: accel_3d, bmi160…)"),
-            FieldDecl("x", .double, unit: unit, doc: "\(what) along the device's x axis"),
-            FieldDecl("y", .double, unit: unit, doc: "\(what) along the device's y axis"),
-            FieldDecl("z", .double, unit: unit, doc: "\(what) along the device's z axis"),
+            FieldDecl("x", .double, unit: unit, doc: "\(what) \(relation) the device's x axis"),
+            FieldDecl("y", .double, unit: unit, doc: "\(what) \(relation) the device's y axis"),
+            FieldDecl("z", .double, unit: unit, doc: "\(what) \(relation) the device's z axis"),
         ], policy: .samples, key: ["device"])
     }
 
@@ -49,7 +50,7 @@ final class SensorsMonitor: PolledMonitor {
                 scale per axis. At rest it is the reaction to gravity: about +9.81 m/s² on the axis pointing up.
                 """, what: "acceleration"),
             axes("gyroscope", unit: "rad/s", doc: "A gyroscope's reading (in_anglvel_*), every poll.",
-                 what: "angular velocity about"),
+                 what: "angular velocity", relation: "about"),
             axes("magnetometer", unit: "gauss", doc: "A magnetometer's reading (in_magn_*), every poll.",
                  what: "magnetic field"),
             EventDecl("orientation", doc: """

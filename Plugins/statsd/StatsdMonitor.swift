@@ -15,12 +15,12 @@ import VigilKit
 /// dropped and counted), at most `max_set_members` members per set, a
 /// packet or TCP line longer than `max_packet` is dropped and counted; a
 /// bad line is counted, never trusted. What the kernel dropped before the
-/// socket was read (its receive queue full) is read from /proc/net/udp and
-/// told in `stats`.
+/// socket was read (its receive queue full) is the socket's drop count
+/// (SO_MEMINFO), told in `stats`.
 final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state is behind `state`; the rest is set in init or start
     static let spec = PluginSpec(
         name: "statsd", version: "1.1.0",
-        summary: "A statsd and DogStatsD listener (UDP, TCP): counters, gauges, timers, histograms and sets, one event per key per flush",
+        summary: "A statsd and DogStatsD listener (UDP, TCP): counters, gauges, timers, histograms, distributions and sets, one event per key per flush",
         events: [
             EventDecl("counter", doc: "One per counter key at each flush.", fields: [
                 FieldDecl("name", .string, identity: true), FieldDecl("tags", .string, doc: "DogStatsD tags, sorted: key:value,…", identity: true),
@@ -51,8 +51,8 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
                 FieldDecl("dropped_keys", .int, doc: "metrics of new keys past max_keys, dropped"),
                 FieldDecl("dropped_members", .int, doc: "new members of sets already holding max_set_members, dropped"),
                 FieldDecl("keys", .int, doc: "keys flushed"),
-                FieldDecl("kernel_drops", .int, doc: "datagrams the kernel dropped on the UDP sockets since they opened (/proc/net/udp)"),
-                FieldDecl("unread_at_stop", .int, doc: "datagrams still waiting 2s into a stop, dropped unparsed (in the last flush only)"),
+                FieldDecl("kernel_drops", .int, doc: "datagrams the kernel dropped on the UDP sockets since they opened (their buffer full, or from a stop on, its filter; /proc/net/udp's drops)"),
+                FieldDecl("unread_at_stop", .int, doc: "datagrams and TCP lines a stop took off unparsed, or cut (in the last flush only)"),
             ], policy: .samples),
         ])
 
@@ -88,9 +88,6 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
     private let options: Options
     private let listens: [Listen]
     private let percentiles: [(q: Double, field: String)]
-    /// The UDP sockets' inodes, for their drop counts in /proc/net/udp; set
-    /// at start, before the workers that read it.
-    private var udpInodes: Set<UInt64> = []
     private let state: Mutex<Aggregate>
 
     init(options: Options, context: MonitorContext) throws(MonitorError) {
@@ -155,17 +152,15 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
                 throw .unavailable("cannot listen on \(listen.udp ? "udp" : "tcp") port \(listen.port): \(why.text)")
             }
         }
-        udpInodes = []
-        udpSockets = sockets.filter(\.udp).map(\.fd)
-        intake.withLock { $0 = false }
         for socket in sockets where socket.udp {
-            var st = stat()
-            if fstat(socket.fd, &st) == 0 { udpInodes.insert(UInt64(st.st_ino)) }
             if let asked = options.readBuffer { setReadBuffer(socket.fd, Int32(clamping: asked.bytes)) }
         }
+        intake.withLock { $0 = Intake(udp: sockets.filter(\.udp).map(\.fd)) }
+        flushing.withLock { $0 = false }
         state.withLock { $0 = Aggregate(maxKeys: options.maxKeys, maxSetMembers: options.maxSetMembers) }
         let limit = Int(clamping: options.maxPacket.bytes)
-        // Each socket is its worker's, closed when the worker ends (after stop).
+        // The UDP sockets and TCP connections are closed by stop, the TCP
+        // listener by its worker when it ends.
         for socket in sockets {
             if socket.udp {
                 context.spawn("statsd-udp") { [self] token in receiveUDP(socket.fd, limit: limit, token: token) }
@@ -175,64 +170,136 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         }
         lastFlush.withLock { $0 = Worker.monotonicNow() }
         context.spawn("statsd-flush") { [self] token in
-            while token.wait(options.flushInterval) { flushNow() }
+            while token.wait(options.flushInterval) { flushNow(final: nil) }
         }
     }
 
     /// What arrived since the last flush is flushed now, so a stop (or a
-    /// reload) loses none of it: first the datagrams the kernel took that no
-    /// worker read yet, for at most two seconds; what still waits then (a
-    /// flood, or a machine too loaded to parse it in time: 648 of 5,000
-    /// datagrams of 100 lines were seen left) is read without being parsed
-    /// and counted in `unread_at_stop`, for at most one more second. The
-    /// workers end and close their sockets when the SDK joins them, right
-    /// after this returns.
+    /// reload) loses none of it. Each UDP socket first gets a filter that
+    /// drops whatever reaches it from then on, counted in its drops, so what
+    /// it holds can only shrink; the datagrams it held are read and parsed
+    /// for at most 2 s, and what still waits then (a machine too loaded to
+    /// parse it all: 648 of 5,000 datagrams of 100 lines were seen left) is
+    /// taken off unparsed and counted in `unread_at_stop`, for at most 3 s
+    /// more. The TCP connections' received bytes are read too, and a line
+    /// the stop cuts is counted unread. Then the drop counts are read and
+    /// the sockets closed, in that order and under the lock the workers
+    /// read under: a datagram cannot land in between unseen (one that
+    /// reached a socket after its last reading and before its close was
+    /// lost unsaid, and a worker that closed its socket first made the
+    /// flush read no drop count at all).
     func stop() {
         let limit = Int(clamping: options.maxPacket.bytes)
         var buffer = [UInt8](repeating: 0, count: limit + 1)
-        var unread = 0, endless = false
-        intake.withLock { stopped in
-            stopped = true
-            // The clock is read every 16 datagrams: 1,024 of 100 lines took
-            // a loaded debug build a second to parse.
+        var unread = 0, left = false, drops: Int64 = 0
+        intake.withLock { intake in
+            intake.stopped = true
+            for fd in intake.udp { Self.dropFromNowOn(fd) }
             let deadline = Worker.monotonicNow() + 2_000_000_000
-            for fd in udpSockets {
-                while readDatagrams(fd, into: &buffer, limit: limit, upTo: 16) == 16 {
-                    if Worker.monotonicNow() > deadline { break }
-                }
+            for fd in intake.udp {
+                while Worker.monotonicNow() <= deadline, readDatagrams(fd, into: &buffer, limit: limit, upTo: 1) == 1 {}
             }
-            // A second of its own, however late the parsing ended.
-            let discarding = max(deadline, Worker.monotonicNow()) + 1_000_000_000
-            for fd in udpSockets {
-                while !endless, buffer.withUnsafeMutableBytes({ recv(fd, $0.baseAddress, 1, Int32(MSG_DONTWAIT)) }) >= 0 {
+            for i in intake.tcp.indices {
+                while Worker.monotonicNow() <= deadline, readTCP(&intake.tcp[i], into: &buffer, limit: limit) == .more {}
+                if !intake.tcp[i].skipping, !intake.tcp[i].pending.isEmpty { unread += 1 }
+                close(intake.tcp[i].fd)
+            }
+            intake.tcp = []
+            let discarding = Worker.monotonicNow() + 3_000_000_000
+            func discard(_ fd: Int32) {
+                while !left, buffer.withUnsafeMutableBytes({ recv(fd, $0.baseAddress, 1, Int32(MSG_DONTWAIT)) }) >= 0 {
                     unread += 1
-                    if unread % 1024 == 0, Worker.monotonicNow() > discarding { endless = true }
+                    if unread % 1024 == 0, Worker.monotonicNow() > discarding { left = true }
                 }
             }
+            for fd in intake.udp { discard(fd) }
+            // Connected to itself, a socket takes no datagram from anyone
+            // else: what comes now is refused by the port (the sender is
+            // told, /proc/net/snmp counts NoPorts), where between the last
+            // count of its drops and its close one was dropped unsaid (1 or
+            // 2 in 300,000 under a flood). A datagram the kernel matched to
+            // the socket just before lands or is dropped within the moment
+            // waited, and is read or counted below.
+            for fd in intake.udp { Self.connectToItself(fd) }
+            usleep(1000)
+            for fd in intake.udp {
+                discard(fd)
+                drops &+= Self.drops(fd)
+                close(fd)
+            }
+            intake.udp = []
         }
         if unread > 0 {
             state.withLock { $0.counts.unreadAtStop += unread }
             context.log(.warning, """
-                statsd: \(unread) datagrams still waited 2s into the stop; they were not parsed (unread_at_stop)\
-                \(endless ? ", and datagrams were still arriving a second later; those after it are neither read nor counted" : "")
+                statsd: \(unread) datagrams or TCP lines were still waiting when the stop had parsed for 2s, or were cut \
+                by it; they are counted in unread_at_stop\(left ? ", and more were still queued 5s into the stop: those were neither read nor counted" : "")
                 """)
         }
-        flushNow()
+        flushNow(final: drops)
     }
 
-    /// The UDP sockets of this start (their workers close them).
-    private var udpSockets: [Int32] = []
+    /// Attaches a classic BPF program of one instruction, `ret #0`: every
+    /// datagram that reaches the socket from now on is dropped by the
+    /// kernel and counted in the socket's drops (UDP counts a filter's drop
+    /// as it counts a full buffer's).
+    private static func dropFromNowOn(_ fd: Int32) {
+        withUnsafeTemporaryAllocation(byteCount: 8 + 16, alignment: 8) { raw in
+            raw.initializeMemory(as: UInt8.self, repeating: 0)
+            let base = raw.baseAddress!
+            base.storeBytes(of: UInt16(0x06), as: UInt16.self)  // BPF_RET | BPF_K, k = 0: keep no byte
+            let program = base + 8  // struct sock_fprog: unsigned short len, struct sock_filter *filter
+            program.storeBytes(of: UInt16(1), as: UInt16.self)
+            program.storeBytes(of: base, toByteOffset: 8, as: UnsafeMutableRawPointer.self)
+            _ = setsockopt(fd, SOL_SOCKET, Self.soAttachFilter, program, 16)
+        }
+    }
+
+    private static func connectToItself(_ fd: Int32) {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        withUnsafeMutablePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { a in
+                if getsockname(fd, a, &length) == 0 { _ = connect(fd, a, length) }
+            }
+        }
+    }
+
+    /// The socket's drop count (SO_MEMINFO's SK_MEMINFO_DROPS, the last
+    /// column of /proc/net/udp): datagrams the kernel dropped on it since it
+    /// was opened, its buffer full or, from the stop on, its filter.
+    private static func drops(_ fd: Int32) -> Int64 {
+        var info = [UInt32](repeating: 0, count: 9)
+        var length = socklen_t(9 * MemoryLayout<UInt32>.size)
+        let got = info.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, Self.soMeminfo, $0.baseAddress, &length) }
+        guard got == 0, length >= socklen_t(9 * MemoryLayout<UInt32>.size) else { return 0 }
+        return Int64(info[8])
+    }
+
+    /// <asm-generic/socket.h>'s numbers (x86-64, arm64 and the others that use it).
+    static let soAttachFilter: Int32 = 26
+    static let soMeminfo: Int32 = 55
 
     /// When the last flush was (monotonic ns): the flush worker's and stop's.
     private let lastFlush = Mutex<Int64>(0)
 
-    private func flushNow() {
-        let now = Worker.monotonicNow()
-        let since = lastFlush.withLock { last -> Int64 in
-            defer { last = now }
-            return now - last
+    /// One flush at a time: a flush worker's that waited for the stop's is skipped.
+    private let flushing = Mutex(false)
+
+    /// `final`: the stop's, with the sockets' last drop count; nil for the
+    /// flush worker's, which reads the drop counts of the open sockets.
+    private func flushNow(final: Int64?) {
+        flushing.withLock { done in
+            guard !done else { return }
+            if final != nil { done = true }
+            let now = Worker.monotonicNow()
+            let since = lastFlush.withLock { last -> Int64 in
+                defer { last = now }
+                return now - last
+            }
+            guard let drops = final ?? intake.withLock({ $0.stopped ? nil : $0.udp.reduce(Int64(0)) { $0 &+ Self.drops($1) } }) else { return }
+            flush(seconds: Double(since) / 1e9, kernelDrops: drops)
         }
-        flush(seconds: Double(since) / 1e9)
     }
 
     struct Refusal: Error { var text: String }
@@ -285,33 +352,51 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
     // MARK: receiving
 
     private func receiveUDP(_ fd: Int32, limit: Int, token: Worker.Token) {
-        defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: limit + 1)
         while !token.isCancelled {
             if token.waitFor(fd: fd, events: Int16(POLLIN), timeout: nil) == .cancelled { return }
-            // Up to 256 datagrams per wake, none once the stop has read the rest.
-            let stopped = intake.withLock { stopped in
-                if !stopped { _ = readDatagrams(fd, into: &buffer, limit: limit, upTo: 256) }
-                return stopped
+            // Up to 256 datagrams or 256 KiB per wake (the stop waits for a
+            // batch: 256 datagrams of 10,000 metrics kept a loaded debug
+            // build's stop waiting past the host's 10 s), none once stopped.
+            let stopped = intake.withLock { intake in
+                if !intake.stopped { _ = readDatagrams(fd, into: &buffer, limit: limit, upTo: 256, bytes: 256 << 10) }
+                return intake.stopped
             }
             if stopped { return }
         }
     }
 
-    /// Set by `stop` once it has read what the sockets held: from then on no
-    /// worker reads (each reads under this lock), so nothing a worker had read
-    /// reaches the aggregate after the last flush, where it would be lost
-    /// unsaid (seen under load: a batch read just before the flush).
-    private let intake = Mutex(false)
+    /// What the workers share with the stop, under one lock that each
+    /// worker reads under: once `stopped`, no worker reads, so nothing a
+    /// worker read reaches the aggregate after the last flush, where it
+    /// would be lost unsaid (seen under load: a batch read just before the
+    /// flush). The stop closes the UDP sockets and the TCP connections.
+    private let intake = Mutex(Intake())
+
+    struct Intake {
+        var stopped = false
+        var udp: [Int32] = []
+        var tcp: [TCPConnection] = []
+    }
+
+    /// A TCP client and the start of its line that has not ended yet.
+    struct TCPConnection {
+        var fd: Int32
+        var pending: [UInt8] = []
+        /// Inside a line past max_packet, dropped up to its newline.
+        var skipping = false
+    }
 
     /// Reads and aggregates datagrams waiting on `fd`, each under one lock,
-    /// until none waits or `most` were read; returns how many were read.
-    private func readDatagrams(_ fd: Int32, into buffer: inout [UInt8], limit: Int, upTo most: Int) -> Int {
-        var read = 0
-        while read < most {
+    /// until none waits, `most` were read or `bytes` (at least) were;
+    /// returns how many were read.
+    private func readDatagrams(_ fd: Int32, into buffer: inout [UInt8], limit: Int, upTo most: Int, bytes: Int = .max) -> Int {
+        var read = 0, taken = 0
+        while read < most, taken < bytes {
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if n < 0 { break }
             read += 1
+            taken += n
             if n > limit {
                 state.withLock { $0.counts.oversized += 1 }
                 continue
@@ -328,84 +413,90 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
     static let maxConnections = 1024
 
     private func serveTCP(_ listener: Int32, limit: Int, token: Worker.Token) {
-        var connections: [(fd: Int32, pending: [UInt8], skipping: Bool)] = []
-        defer {
-            for c in connections { close(c.fd) }
-            close(listener)
-        }
+        defer { close(listener) }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while !token.isCancelled {
+            // Only this worker changes the connections until the stop, so
+            // the i-th polled is the i-th when they are read.
+            guard let polled = intake.withLock({ $0.stopped ? nil : $0.tcp.map(\.fd) }) else { return }
             // At the most connections, new ones wait in the listener's backlog
             // (the kernel refuses them past it) until one ends: the listener
             // is not polled, or it would be ready on every poll.
-            let accepting = connections.count < Self.maxConnections
+            let accepting = polled.count < Self.maxConnections
             var fds = [pollfd(fd: token.cancelFD, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: listener, events: accepting ? Int16(POLLIN) : 0, revents: 0)]
-            fds += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            fds += polled.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             guard poll(&fds, nfds_t(fds.count), -1) >= 0 || errno == EINTR else { return }
             if fds[0].revents != 0 || token.isCancelled { return }
-            if fds[1].revents != 0, accepting {
-                let fd = accept(listener, nil, nil)
-                if fd >= 0 {
-                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                    _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-                    connections.append((fd, [], false))
+            let stopped = intake.withLock { intake -> Bool in
+                if intake.stopped { return true }
+                var gone: [Int] = []
+                for i in polled.indices where fds[i + 2].revents != 0 {
+                    if readTCP(&intake.tcp[i], into: &buffer, limit: limit) == .ended { gone.append(i) }
                 }
-            }
-            var gone: [Int] = []
-            let stopped = intake.withLock { stopped -> Bool in
-                if stopped { return true }
-                // The connections polled: one accepted just now waits for the next poll.
-                for i in 0..<(fds.count - 2) where fds[i + 2].revents != 0 {
-                    let n = buffer.withUnsafeMutableBytes { Glibc.read(connections[i].fd, $0.baseAddress, $0.count) }
-                    if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
-                        // A last line without its newline is a line (as statsd's and
-                        // Telegraf's TCP servers read it), unless it is being skipped.
-                        if n == 0, !connections[i].skipping, !connections[i].pending.isEmpty {
-                            connections[i].pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
-                        }
-                        gone.append(i)
-                        continue
-                    }
-                    guard n > 0 else { continue }
-                    // Whole lines to the aggregate; a line past the limit is dropped whole.
-                    var start = 0
-                    for j in 0..<n where buffer[j] == 0x0A {
-                        if connections[i].skipping {
-                            connections[i].skipping = false
-                        } else {
-                            connections[i].pending += buffer[start..<j]
-                            if connections[i].pending.count > limit {
-                                state.withLock { $0.counts.oversized += 1 }
-                            } else {
-                                connections[i].pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
-                            }
-                        }
-                        connections[i].pending.removeAll(keepingCapacity: true)
-                        start = j + 1
-                    }
-                    if !connections[i].skipping {
-                        connections[i].pending += buffer[start..<n]
-                        if connections[i].pending.count > limit {
-                            state.withLock { $0.counts.oversized += 1 }
-                            connections[i].pending.removeAll()
-                            connections[i].skipping = true
-                        }
+                for i in gone.reversed() {
+                    close(intake.tcp[i].fd)
+                    intake.tcp.remove(at: i)
+                }
+                // One accepted now waits for the next poll; the stop closes it.
+                if fds[1].revents != 0, accepting {
+                    let fd = accept(listener, nil, nil)
+                    if fd >= 0 {
+                        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                        _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+                        intake.tcp.append(TCPConnection(fd: fd))
                     }
                 }
                 return false
             }
             if stopped { return }
-            for i in gone.reversed() {
-                close(connections[i].fd)
-                connections.remove(at: i)
+        }
+    }
+
+    enum TCPRead { case more, empty, ended }
+
+    /// One read of a connection: its whole lines to the aggregate, a line
+    /// past the limit dropped whole (the stream goes on at the next line).
+    /// At the end of the stream a last line without its newline is a line
+    /// (as statsd's and Telegraf's TCP servers read it), unless skipped.
+    private func readTCP(_ c: inout TCPConnection, into buffer: inout [UInt8], limit: Int) -> TCPRead {
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(c.fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { return .more }
+        if n < 0, errno == EAGAIN { return .empty }
+        guard n > 0 else {
+            if n == 0, !c.skipping, !c.pending.isEmpty { c.pending.withUnsafeBytes { line in state.withLock { $0.add(line) } } }
+            c.pending.removeAll()
+            return .ended
+        }
+        var start = 0
+        for j in 0..<n where buffer[j] == 0x0A {
+            if c.skipping {
+                c.skipping = false
+            } else {
+                c.pending += buffer[start..<j]
+                if c.pending.count > limit {
+                    state.withLock { $0.counts.oversized += 1 }
+                } else {
+                    c.pending.withUnsafeBytes { line in state.withLock { $0.add(line) } }
+                }
+            }
+            c.pending.removeAll(keepingCapacity: true)
+            start = j + 1
+        }
+        if !c.skipping {
+            c.pending += buffer[start..<n]
+            if c.pending.count > limit {
+                state.withLock { $0.counts.oversized += 1 }
+                c.pending.removeAll()
+                c.skipping = true
             }
         }
+        return .more
     }
 
     // MARK: flushing
 
-    private func flush(seconds: Double) {
+    private func flush(seconds: Double, kernelDrops: Int64) {
         let (entries, counts) = state.withLock { aggregate in aggregate.take(deleteIdle: options.deleteIdle) }
         for (key, entry) in entries {
             let name: Value = .string(key.name), tags: Value = .string(key.tags)
@@ -430,41 +521,10 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
             "unsupported": .int(Int64(counts.unsupported)), "oversized": .int(Int64(counts.oversized)),
             "dropped_keys": .int(Int64(counts.droppedKeys)), "dropped_members": .int(Int64(counts.droppedMembers)),
             "keys": .int(Int64(entries.count)),
-            "kernel_drops": .int(kernelDrops()), "unread_at_stop": .int(Int64(counts.unreadAtStop)),
+            "kernel_drops": .int(kernelDrops), "unread_at_stop": .int(Int64(counts.unreadAtStop)),
         ])
     }
 
-    /// The kernel's drop count of this instance's UDP sockets, by inode,
-    /// from /proc/net/udp and udp6 (its last column).
-    private func kernelDrops() -> Int64 {
-        let inodes = udpInodes
-        guard !inodes.isEmpty else { return 0 }
-        var drops: Int64 = 0
-        for file in ["/proc/net/udp", "/proc/net/udp6"] {
-            guard let text = Self.read(file) else { continue }
-            for line in text.split(separator: "\n").dropFirst() {
-                let columns = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard columns.count >= 13, let inode = UInt64(columns[9]), inodes.contains(inode),
-                      let d = Int64(columns[columns.count - 1]) else { continue }
-                drops &+= d
-            }
-        }
-        return drops
-    }
-
-    static func read(_ path: String) -> String? {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while out.count < 16 << 20 {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            out += buffer[0..<n]
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }
 
 /// What arrived since the last flush, per key.

@@ -53,6 +53,8 @@ final class VMStatMonitor: PolledMonitor {
         FieldDecl("nr_free_pages", .int, unit: "pages", doc: "free pages"),
         FieldDecl("nr_dirty", .int, unit: "pages", doc: "pages waiting to be written back"),
         FieldDecl("nr_writeback", .int, unit: "pages", doc: "pages being written back"),
+        FieldDecl("nr_kernel_stack", .int, unit: "KiB", doc: "memory of the kernel stacks (the kernel counts it in KiB, not pages)"),
+        FieldDecl("workingset_nodes", .int, unit: "nodes", doc: "page cache tree nodes that hold shadow entries of evicted pages"),
         FieldDecl("pgsteal_kswapd", .int, unit: "pages", doc: "pages reclaimed by kswapd", counter: true),
         FieldDecl("pgsteal_direct", .int, unit: "pages", doc: "pages reclaimed directly by allocating tasks", counter: true),
         FieldDecl("pgscan_kswapd", .int, unit: "pages", doc: "pages scanned by kswapd", counter: true),
