@@ -246,7 +246,11 @@ import VigilCore
         } else {
             Self.expectEveryEventOnce(run, count: 1200)
         }
-        #expect(run.crashes >= 1 && run.crashes == run.restarts, "crashes \(run.crashes), restarts \(run.restarts)")
+        // The leak may also end the runner in the sink's last flush, when no
+        // runner follows it (seen: 24 crashes, 23 restarts, every event written).
+        let unrestarted = run.crashes - run.restarts
+        #expect(run.crashes >= 1 && (unrestarted == 0 || (mode == "leak_in_write" && unrestarted == 1)),
+                "crashes \(run.crashes), restarts \(run.restarts)")
         if mode == "spin_in_write" { #expect(run.crashes == 1, "\(run.crashes) crashes") }
         #expect(run.output.stderr.contains(": ending its runner (pid "), "\(run.output.stderr)")
         // A runner that ends while the sink closes (the leak runs to the last

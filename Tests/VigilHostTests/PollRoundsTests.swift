@@ -81,10 +81,16 @@ import VigilABI
         Self.waitUntil(10) { others.allSatisfy { $0.count >= 15 } }
         #expect(hung.count == 2, "a member whose poll is still running is skipped")
         #expect(others.allSatisfy { $0.count >= 15 }, "\(others.map { $0.count })")
-        // A rescue comes rescueDelay (25 ms) after the tick: a gap of at most
-        // an interval and that, with the timers' leeway and this machine's load.
+        // A rescue comes rescueDelay (25 ms) after the tick: the others keep
+        // the interval as their usual gap, and none waits for the hung poll
+        // (which never ends): a late tick on a loaded machine may stretch one
+        // gap (all three saw 209 ms once beside CI's other suites), never to
+        // five intervals.
         for member in others {
-            #expect(member.largestGap < 2 * interval, "largest gap \(member.largestGap) ns at \(interval) ns")
+            let gaps = member.polls.withLock { times in zip(times, times.dropFirst()).map { $1 - $0 }.sorted() }
+            let median = gaps.isEmpty ? 0 : gaps[gaps.count / 2]
+            #expect(median > interval / 2 && median < interval * 3 / 2, "median gap \(median) ns at \(interval) ns: \(gaps)")
+            #expect(member.largestGap < 5 * interval, "largest gap \(member.largestGap) ns at \(interval) ns")
         }
         hung.release.signal()
         for member in [hung] + others { rounds.leave(ticket: member.ticket.withLock { $0 }!, interval: interval) }
