@@ -1,4 +1,5 @@
 import Glibc
+import LinuxProbes
 import VigilKit
 
 /// The system clock and calendar: the wall clock set (stepped), the machine
@@ -323,19 +324,10 @@ enum ClockZone {
         return false
     }
 
+    /// A small file's text (at most 64 KiB), through LinuxProbes' reader:
+    /// a FIFO at /etc/timezone held the monitor's start forever.
     static func readFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 65_536 {
-            let n = read(fd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            bytes += chunk[..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        (try? FSRoot("/").readBytes(path, atMost: 64 << 10)).map { String(decoding: $0, as: UTF8.self) }
     }
 }
 

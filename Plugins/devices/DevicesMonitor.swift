@@ -304,24 +304,13 @@ final class DevicesMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
 
     // MARK: files
 
-    /// An attribute's text, trimmed; nil when it cannot be read or is empty.
+    /// An attribute's text, trimmed; nil when it cannot be read or is
+    /// empty. Through LinuxProbes' reader: a FIFO there (a damaged or
+    /// hostile tree) held the monitor's start forever, and a link to
+    /// /dev/urandom made 4 KiB of noise a vendor that changed every poll.
     static func attribute(_ dir: String, _ name: String) -> String? {
-        let fd = open(dir + "/" + name, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var total = 0
-        while total < buffer.count {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + total, $0.count - total) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                if n < 0 { return nil }
-                break
-            }
-            total += n
-        }
-        let text = FSRoot.trimmed(String(decoding: buffer[0..<total], as: UTF8.self))
-        return text.isEmpty ? nil : text
+        guard case .text(let text) = FSRoot("/").attribute(dir + "/" + name), !text.isEmpty else { return nil }
+        return text
     }
 
     static func realPath(_ path: String) -> String? {

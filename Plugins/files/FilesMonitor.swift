@@ -151,12 +151,21 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
         return true
     }
 
+    /// Watches every directory below `directory`, each once: a symbolic
+    /// link is not followed (two links to `..` made the walk exponential and
+    /// held the start forever), nor a directory met before in this walk (a
+    /// bind mount of a parent).
     private func addSubdirectories(of directory: String) {
-        for entry in FSRoot.listDirectory(directory) ?? [] {
-            let path = directory + "/" + entry
-            if FSRoot.isDirectory(path) {
+        var seen = Set<[UInt64]>()
+        var pending = [directory]
+        while let dir = pending.popLast() {
+            for entry in FSRoot.listDirectory(dir) ?? [] {
+                let path = dir + "/" + entry
+                var st = stat()
+                guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR,
+                      seen.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else { continue }
                 addWatch(path, patterns: nil)
-                addSubdirectories(of: path)
+                pending.append(path)
             }
         }
     }

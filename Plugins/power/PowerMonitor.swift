@@ -414,10 +414,11 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
 
         // Time estimates: what is left (or missing) over the present rate.
         // Some drivers give power_now and current_now a sign; the magnitude counts.
-        let power = try s.optionalInt("power_now").map(abs), current = try s.optionalInt("current_now").map(abs)
+        // (Int64.min has no magnitude in Int64: it saturates.)
+        let power = try s.optionalInt("power_now").map(Saturating.magnitude), current = try s.optionalInt("current_now").map(Saturating.magnitude)
         func seconds(_ amount: Int64, _ rate: Int64?) -> Value? {
             guard let rate, rate > 0, amount >= 0 else { return nil }
-            return .int(Int64((3600 * Double(amount) / Double(rate)).rounded()))
+            return .int(rounding: 3600 * Double(amount) / Double(rate))
         }
         if state == "discharging" {
             let t = energyNow.flatMap { seconds($0, power) } ?? chargeNow.flatMap { seconds($0, current) }

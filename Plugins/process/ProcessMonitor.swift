@@ -389,12 +389,12 @@ final class ProcessMonitor: PolledMonitor, @unchecked Sendable {  // shared stat
             for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
                 let parts = line.dropFirst(6).split(separator: " ", omittingEmptySubsequences: true)
                     .flatMap { $0.split(separator: "\t") }
-                if let kb = parts.first.flatMap({ Int64($0) }) { return kb * 1024 }
+                if let kb = parts.first.flatMap({ Int64($0) }) { return Saturating.product(kb, 1024) }
             }
         }
         if let statm = try? root.readText("\(pid)/statm") {
             let parts = statm.split(separator: " ")
-            if parts.count >= 2, let pages = Int64(Self.trimmed(String(parts[1]))) { return pages * pageSize }
+            if parts.count >= 2, let pages = Int64(Self.trimmed(String(parts[1]))) { return Saturating.product(pages, pageSize) }
         }
         return nil
     }

@@ -329,7 +329,7 @@ final class WifiMonitor: PolledMonitor {
             var discarded: Int64 = 0
             var counters = true
             for k in 4...8 {
-                if let n = Int64(values[k]) { discarded += n } else { counters = false }
+                if let n = Int64(values[k]) { discarded = Saturating.sum(discarded, n) } else { counters = false }
             }
             guard counters, let missed = Int64(values[9]) else {
                 skip("\(path):\(i + 1): expected counters after the levels, skipped")

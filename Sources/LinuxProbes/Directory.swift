@@ -105,7 +105,7 @@ extension FSRoot {
     /// directory on its path) does not exist.
     public func attribute(_ relative: String) -> Attribute {
         do {
-            return .text(FSRoot.trimmedText(try readBytes(relative)))
+            return .text(FSRoot.trimmedText(try readBytes(relative, atMost: FSRoot.maxAttributeBytes)))
         } catch {
             if case .unreadable(_, let code) = error, code == ENOENT || code == ENOTDIR { return .absent }
             return .failed(error)
@@ -129,7 +129,7 @@ public struct AttributeDirectory: Sendable {
 
     public func text(_ name: String) throws(ProbeError) -> String? {
         guard files.contains(name) else { return nil }
-        return FSRoot.trimmedText(try root.readBytes(dir + "/" + name))
+        return FSRoot.trimmedText(try root.readBytes(dir + "/" + name, atMost: FSRoot.maxAttributeBytes))
     }
 
     public func int(_ name: String) throws(ProbeError) -> Int64? {

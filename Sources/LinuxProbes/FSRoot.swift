@@ -93,9 +93,12 @@ public struct FSRoot: Sendable, Equatable, CustomStringConvertible {
     /// a device or a socket where a root says a kernel file is would wait
     /// for a writer or never end, so it is refused, opened without waiting
     /// (`O_NONBLOCK`) to find out; so is a file past `maxFileBytes`.
-    public func readBytes(_ relative: String) throws(ProbeError) -> [UInt8] {
+    ///
+    /// `limit`: the most read; a regular file whose size already says more
+    /// (a fixture of 2 GB) is refused before a byte is read.
+    public func readBytes(_ relative: String, atMost limit: Int = FSRoot.maxFileBytes) throws(ProbeError) -> [UInt8] {
         let fullPath = path(relative)
-        if let openFiles, let held = openFiles.reread(fullPath) { return try held.get() }
+        if let openFiles, let held = openFiles.reread(fullPath, atMost: limit) { return try held.get() }
         var fd: Int32
         repeat {
             fd = open(fullPath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
@@ -106,12 +109,14 @@ public struct FSRoot: Sendable, Equatable, CustomStringConvertible {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw .unreadable(path: fullPath, errno: errno) }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw .malformed(path: fullPath, line: 0, reason: "not a regular file (a FIFO, a device or a socket), not read")
+            let what = info.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file (a FIFO, a device or a socket)"
+            throw .malformed(path: fullPath, line: 0, reason: "\(what), not read")
         }
+        guard info.st_size <= limit else { throw Self.tooLarge(fullPath, limit) }
         let kind = openFiles != nil ? KernelFilesystem(of: fd) : nil
         var seekable = true
         let result = Result { () throws(ProbeError) in
-            try Self.readWhole(fd, path: fullPath, sysfs: kind == .sysfs, seekable: &seekable)
+            try Self.readWhole(fd, path: fullPath, sysfs: kind == .sysfs, limit: limit, seekable: &seekable)
         }
         if let openFiles, let kind, seekable, result.isKept { keep = openFiles.keep(fd, kind: kind, at: fullPath) }
         return try result.get()
@@ -124,7 +129,7 @@ public struct FSRoot: Sendable, Equatable, CustomStringConvertible {
     /// opened non-seekable (pread answers ESPIPE) is read as a stream when
     /// `seekable` comes in true, and `seekable` goes out false; one held
     /// open is read with it false, and ESPIPE is then its failure.
-    fileprivate static func readWhole(_ fd: Int32, path fullPath: String, sysfs: Bool,
+    fileprivate static func readWhole(_ fd: Int32, path fullPath: String, sysfs: Bool, limit: Int,
                                       seekable: inout Bool) throws(ProbeError) -> [UInt8] {
         let streamAllowed = seekable
         var streaming = false
@@ -139,7 +144,7 @@ public struct FSRoot: Sendable, Equatable, CustomStringConvertible {
                     n = read(fd, chunk.baseAddress, chunk.count)
                 }
                 if n > 0 {
-                    guard bytes.count + n <= Self.maxFileBytes else {
+                    guard bytes.count + n <= limit else {
                         failure = EFBIG
                         return
                     }
@@ -156,12 +161,19 @@ public struct FSRoot: Sendable, Equatable, CustomStringConvertible {
             }
         }
         if streaming { seekable = false }
-        if failure == EFBIG {
-            throw .malformed(path: fullPath, line: 0, reason: "larger than \(Self.maxFileBytes >> 20) MiB, not read")
-        }
+        if failure == EFBIG { throw tooLarge(fullPath, limit) }
         if failure != 0 { throw .unreadable(path: fullPath, errno: failure) }
         return bytes
     }
+}
+
+extension FSRoot {
+    fileprivate static func tooLarge(_ path: String, _ limit: Int) -> ProbeError {
+        .malformed(path: path, line: 0, reason: "larger than \(limit >= 1 << 20 ? "\(limit >> 20) MiB" : "\(limit >> 10) KiB"), not read")
+    }
+
+    /// The most an attribute is read to: sysfs makes one in a page (4 KiB).
+    public static let maxAttributeBytes = 64 << 10
 }
 
 /// The kernel filesystems whose files make their text anew when read
@@ -228,12 +240,12 @@ private final class OpenFiles: Sendable {
     /// held or its read failed (a device that went away answers ENODEV, a
     /// process that ended ESRCH): that one is closed, and the caller opens
     /// the path anew and says what is wrong with it now.
-    func reread(_ path: String) -> Result<[UInt8], ProbeError>? {
+    func reread(_ path: String, atMost limit: Int) -> Result<[UInt8], ProbeError>? {
         files.withLock { files -> Result<[UInt8], ProbeError>? in
             guard let file = files[path] else { return nil }
             var seekable = false
             let result = Result { () throws(ProbeError) in
-                try FSRoot.readWhole(file.fd, path: path, sysfs: file.sysfs, seekable: &seekable)
+                try FSRoot.readWhole(file.fd, path: path, sysfs: file.sysfs, limit: limit, seekable: &seekable)
             }
             if result.isKept { return result }
             _ = close(file.fd)

@@ -175,6 +175,11 @@ public enum Value: Sendable, Equatable, ExpressibleByIntegerLiteral, Expressible
 
     /// A count or size that may exceed Int64 (clamped).
     public static func int<T: BinaryInteger>(clamping value: T) -> Value { .int(Int64(clamping: value)) }
+    /// A whole number computed in Double (a rate, an estimate), rounded and
+    /// clamped to Int64's range; nil for NaN. `Int64(double)` traps past it.
+    public static func int(rounding value: Double) -> Value? {
+        Saturating.int64(value).map { .int($0) }
+    }
     /// A text from outside (a check's output, a family's HELP, a label):
     /// as it is when it fits a field (`VIGIL_MAX_STRING_BYTES`), else cut on
     /// a character boundary and ending in `…`, so that the event is not
@@ -214,3 +219,30 @@ public enum Severity: UInt32, Sendable {
     case debug = 0, info, notice, warning, error, critical
 }
 
+
+/// Arithmetic on numbers a plugin read from outside (/proc, /sys, a
+/// check's output), where Swift's operators trap on overflow and take the
+/// host down with the plugin: each result saturates at Int64's ends.
+public enum Saturating {
+    public static func sum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : r
+    }
+
+    public static func product(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.multipliedReportingOverflow(by: b)
+        return overflow ? ((a < 0) == (b < 0) ? .max : .min) : r
+    }
+
+    /// |a|; Int64.min, whose magnitude Int64 cannot hold, gives .max.
+    public static func magnitude(_ a: Int64) -> Int64 { a == .min ? .max : abs(a) }
+
+    /// `value` rounded to the nearest whole number and clamped to Int64; nil for NaN.
+    public static func int64(_ value: Double) -> Int64? {
+        guard !value.isNaN else { return nil }
+        let rounded = value.rounded()
+        if rounded >= 9_223_372_036_854_775_807 { return .max }  // 2^63 as a Double
+        if rounded <= -9_223_372_036_854_775_808 { return .min }
+        return Int64(rounded)
+    }
+}

@@ -425,8 +425,16 @@ public final class VigilRuntime: @unchecked Sendable {  // the configuration is 
         if group.wait(timeout: .now() + .nanoseconds(Int(clamping: max(0, timeout)))) == .timedOut {
             let stuck = list.filter { $0.state != .stopped && $0.state != .failed }.map(\.name)
             logger.error("monitors \(stuck.joined(separator: ", ")) did not stop within \(Units.formatDuration(timeout)); going on without them")
+            abandonedMonitors.withLock { $0.formUnion(stuck) }
         }
     }
+
+    /// Monitors a stop (at shutdown or in a reload) had to leave running
+    /// in the host's process: a run that had to exits 1.
+    let abandonedMonitors = Mutex<Set<String>>([])
+
+    /// After a run: the monitors left running because they would not stop.
+    public var abandoned: [String] { abandonedMonitors.withLock { $0.sorted() } }
 
     // MARK: - reload
 

@@ -301,6 +301,13 @@ struct Run: AsyncParsableCommand {
             }
             if !failures.isEmpty { throw ExitCode(1) }
         }
+        // An in-process plugin that hangs in start or stop cannot be ended
+        // (a runner's would be, and its run exits 1 for it): said the same.
+        let abandoned = runtime.abandoned
+        if !abandoned.isEmpty {
+            logger.error("monitors \(abandoned.joined(separator: ", ")) would not stop and were left running; exit status 1")
+            throw ExitCode(1)
+        }
         if summary.lost > 0 || summary.corruptBufferParts > 0 { throw ExitCode(3) }
     }
 }
