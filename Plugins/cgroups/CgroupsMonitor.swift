@@ -109,6 +109,8 @@ final class CgroupsMonitor: PolledMonitor {
     private var root: FSRoot
     /// Whether groups left out over `max_groups` were said since start.
     private var toldSkipped = false
+    /// The directories a poll lists at most, per group it may report.
+    static let walkFactor = 10
     /// Files that failed to parse, said once at debug level.
     private var toldMalformed = false
 
@@ -160,10 +162,20 @@ final class CgroupsMonitor: PolledMonitor {
         }
         var read = 0
         var over = 0
+        var listed = 0
         var malformed: [String] = []
         // Sorted pre-order, an explicit stack so that a deep tree costs no recursion.
         var stack: [(path: String, level: Int, listing: (files: [String], groups: [String])?)] = [("/", 0, top)]
         while let (path, level, known) = stack.popLast() {
+            // The walk itself is bounded too: links back up a tree that is
+            // not a real cgroupfs made it grow without end below max_groups.
+            if known == nil {
+                guard listed < Self.walkFactor * maxGroups else {
+                    over += stack.count + 1
+                    break
+                }
+                listed += 1
+            }
             guard let listing = known ?? Cgroup.entries(root.path(path)) else { continue }  // gone since its parent was listed
             if selected(path) {
                 if read < maxGroups {
