@@ -425,8 +425,8 @@ final class PowerMonitor: PolledMonitor, @unchecked Sendable {  // poll state is
             if let t { fields.append(("time_to_empty", t)) }
         } else if state == "charging" {
             var t: Value?
-            if let now = energyNow, let full = energyFull { t = seconds(full - now, power) }
-            if t == nil, let now = chargeNow, let full = chargeFull { t = seconds(full - now, current) }
+            if let now = energyNow, let full = energyFull { t = seconds(Saturating.difference(full, now), power) }
+            if t == nil, let now = chargeNow, let full = chargeFull { t = seconds(Saturating.difference(full, now), current) }
             if let t { fields.append(("time_to_full", t)) }
         }
         let severity: Severity = low && state != "charging" && state != "full" ? .warning : .info

@@ -199,13 +199,22 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
             for fd in intake.udp {
                 while Worker.monotonicNow() <= deadline, readDatagrams(fd, into: &buffer, limit: limit, upTo: 1) == 1 {}
             }
+            let discarding = max(deadline, Worker.monotonicNow()) + 3_000_000_000
             for i in intake.tcp.indices {
                 while Worker.monotonicNow() <= deadline, readTCP(&intake.tcp[i], into: &buffer, limit: limit) == .more {}
-                if !intake.tcp[i].skipping, !intake.tcp[i].pending.isEmpty { unread += 1 }
+                // Past the deadline the rest is read unparsed: its lines counted.
+                var cut = !intake.tcp[i].skipping && !intake.tcp[i].pending.isEmpty
+                while Worker.monotonicNow() <= discarding {
+                    let n = buffer.withUnsafeMutableBytes { Glibc.read(intake.tcp[i].fd, $0.baseAddress, $0.count) }
+                    if n < 0, errno == EINTR { continue }
+                    guard n > 0 else { break }
+                    for j in 0..<n where buffer[j] == 0x0A { unread += 1 }
+                    cut = buffer[n - 1] != 0x0A
+                }
+                if cut { unread += 1 }
                 close(intake.tcp[i].fd)
             }
             intake.tcp = []
-            let discarding = Worker.monotonicNow() + 3_000_000_000
             func discard(_ fd: Int32) {
                 while !left, buffer.withUnsafeMutableBytes({ recv(fd, $0.baseAddress, 1, Int32(MSG_DONTWAIT)) }) >= 0 {
                     unread += 1
@@ -292,13 +301,8 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         flushing.withLock { done in
             guard !done else { return }
             if final != nil { done = true }
-            let now = Worker.monotonicNow()
-            let since = lastFlush.withLock { last -> Int64 in
-                defer { last = now }
-                return now - last
-            }
             guard let drops = final ?? intake.withLock({ $0.stopped ? nil : $0.udp.reduce(Int64(0)) { $0 &+ Self.drops($1) } }) else { return }
-            flush(seconds: Double(since) / 1e9, kernelDrops: drops)
+            flush(kernelDrops: drops)
         }
     }
 
@@ -309,7 +313,10 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         let fd = Glibc.socket(listen.family, type, 0)
         guard fd >= 0 else { return .failure(Refusal(text: String(cString: strerror(errno)))) }
         var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // TCP only: on UDP it lets another socket, another user's too, bind
+        // the same port and take the datagrams (Linux gives them to the
+        // later one), and a listen given twice bind without complaint.
+        if !listen.udp { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) }
         var bound: Int32
         if listen.family == AF_INET {
             var address = sockaddr_in()
@@ -344,7 +351,8 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
         }
         var got: Int32 = 0
         var length = size
-        if getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &length) == 0, got / 2 < asked {
+        // The kernel keeps at most INT_MAX / 2 (and doubles it): 1 GiB asked is 1 byte less.
+        if getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &length) == 0, got / 2 < min(asked, Int32.max / 2) {
             context.log(.notice, "statsd: read_buffer \(asked) bytes asked, the kernel gave \(got / 2) (net.core.rmem_max caps it without CAP_NET_ADMIN)")
         }
     }
@@ -496,8 +504,18 @@ final class StatsdMonitor: PushMonitor, @unchecked Sendable {  // shared state i
 
     // MARK: flushing
 
-    private func flush(seconds: Double, kernelDrops: Int64) {
-        let (entries, counts) = state.withLock { aggregate in aggregate.take(deleteIdle: options.deleteIdle) }
+    /// The rates are over the time between this take of the aggregate and
+    /// the last one (it was taken from before a flush waited for the lock,
+    /// and set by a flush the stop made skip: a rate 1.9 times too high).
+    private func flush(kernelDrops: Int64) {
+        let (entries, counts, now) = state.withLock { aggregate in
+            let (entries, counts) = aggregate.take(deleteIdle: options.deleteIdle)
+            return (entries, counts, Worker.monotonicNow())
+        }
+        let seconds = Double(lastFlush.withLock { last -> Int64 in
+            defer { last = now }
+            return now - last
+        }) / 1e9
         for (key, entry) in entries {
             let name: Value = .string(key.name), tags: Value = .string(key.tags)
             switch entry {

@@ -229,6 +229,11 @@ public enum Saturating {
         return overflow ? (b > 0 ? .max : .min) : r
     }
 
+    public static func difference(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.subtractingReportingOverflow(b)
+        return overflow ? (b < 0 ? .max : .min) : r
+    }
+
     public static func product(_ a: Int64, _ b: Int64) -> Int64 {
         let (r, overflow) = a.multipliedReportingOverflow(by: b)
         return overflow ? ((a < 0) == (b < 0) ? .max : .min) : r

@@ -244,12 +244,14 @@ extension VigilRuntime {
             let total = unsent.values.reduce(0, &+)
             still += "; \(total) samples not sent by remote_write sinks (" + unsent.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ") + ")"
         }
+        // A monitor left running makes the run exit 1, before lost events' 3.
+        let status = abandoned.isEmpty ? "exit status 3" : "exit status 1, for the monitors left running"
         if summary.lost == 0 && corrupt == 0 {
             logger.info("stopped; \(summary.events) events, none lost\(still)")
         } else if corrupt > 0 {
-            logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks, and the events of \(corrupt) corrupt disk buffer parts lost, how many unknown (exit status 3)")
+            logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks, and the events of \(corrupt) corrupt disk buffer parts lost, how many unknown (\(status))")
         } else {
-            logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks (exit status 3)")
+            logger.warning("stopped; \(summary.events) events, \(summary.lost) lost in sinks (\(status))")
         }
     }
 }

@@ -97,6 +97,16 @@ struct HostileTreeRunTests {
         #expect(again.output.status == 0, "\(again.output.stderr)")
         let empty = NagiosRunTests.of(again.events, monitor: "power", kind: "battery").compactMap { $0["time_to_empty"] as? Int }
         #expect(empty.allSatisfy { $0 == Int.max } && !empty.isEmpty, "\(empty)")
+        // Charging from Int64.min to Int64.max: what is missing saturates.
+        try "Charging\n".write(toFile: battery + "status", atomically: true, encoding: .utf8)
+        try "-9223372036854775808\n".write(toFile: battery + "energy_now", atomically: true, encoding: .utf8)
+        try "9223372036854775807\n".write(toFile: battery + "energy_full", atomically: true, encoding: .utf8)
+        let charging = try Self.run("""
+              power: { plugin: power, interval: 200ms, options: { sysfs: \(tree)/sys } }
+            """, in: dir + "/charging")
+        #expect(charging.output.status == 0, "\(charging.output.stderr)")
+        let full = NagiosRunTests.of(charging.events, monitor: "power", kind: "battery").compactMap { $0["time_to_full"] as? Int }
+        #expect(full.allSatisfy { $0 == Int.max } && !full.isEmpty, "\(full)")
     }
 
     /// A plugin in vigil's process that will not stop cannot be ended: the

@@ -249,6 +249,29 @@ struct StatsdRunTests {
         #expect(field("packets") > 0 && field("kernel_drops") > 0, "\(stats)")
     }
 
+    /// No other socket, another user's included, can bind vigil's UDP port
+    /// beside it and take its datagrams (SO_REUSEADDR on UDP allowed that).
+    @Test func noOtherSocketCanBindTheUDPPort() throws {
+        let dir = try TestEnv.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (output, events) = try run(options: "flush_interval: 60s", for: "120s", python: """
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(UDP)
+                print("bound")
+            except OSError as e:
+                print("refused", e.errno)
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for i in range(100):
+                u.sendto(b"mine:1|c", UDP)
+            time.sleep(0.3)
+            """, in: dir, stopAfterSender: true)
+        #expect(output.status == 0, "\(output.stderr)")
+        let mine = NagiosRunTests.of(events, monitor: "statsd", kind: "counter").first { $0["name"] as? String == "mine" }
+        #expect(mine?["value"] as? Double == 100, "\(String(describing: mine))")
+    }
+
     /// What a TCP client sent before the stop is read before the last
     /// flush, and its line the stop cuts is counted unread, not lost.
     @Test func tcpLinesSentBeforeTheStopAreReadAndACutLineCounted() throws {

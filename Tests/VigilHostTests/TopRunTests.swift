@@ -173,7 +173,8 @@ struct TopRunTests {
         let shell = try #require(pid_t(panePid), "pane_pid '\(panePid)'")
         let top = try #require(Self.child(of: shell), "no child of the pane's shell \(panePid)")
         kill(top, SIGTERM)
-        let after = try tmux.waitFor("term", 10) { Self.exitLine($0) != nil }
+        // Long: once, beside other suites' floods, 10 s were not enough.
+        let after = try tmux.waitFor("term", 30) { Self.exitLine($0) != nil }
         #expect(Self.exitLine(after) == "top-exited rc=143 terminal=restored", "\(after.joined(separator: "\n"))")
 
         // Without a terminal top says so, and what to use instead.
