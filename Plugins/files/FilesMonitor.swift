@@ -210,7 +210,12 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
             }
             let isDir = record.mask & UInt32(IN_ISDIR) != 0
             if record.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
-                if watch.patterns == nil { emit("deleted", watch.directory, isDir: true) }
+                // A directory whose parent is watched is told by the parent's
+                // event (a rename inside the tree is no deletion); a watched
+                // path itself only by its own.
+                let parent = Self.parent(watch.directory)
+                let told = state.withLock { $0.watches.values.contains { $0.directory == parent && $0.patterns == nil } }
+                if watch.patterns == nil && !told { emit("deleted", watch.directory, isDir: true) }
                 continue
             }
             guard !record.name.isEmpty, matches(watch, record.name) else { continue }
@@ -222,10 +227,16 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
                 if let i = movedFrom.firstIndex(where: { $0.cookie == record.cookie }) {
                     let from = movedFrom.remove(at: i)
                     context.emit("renamed", ["path": .string(path), "old_path": .string(from.path), "is_dir": .bool(isDir)])
+                    // Its watches and those below it go on under the new name.
+                    if isDir { rename(from.path, to: path) }
                 } else {
                     emit("created", path, isDir: isDir)
+                    // Moved in from outside: it and what is below it.
+                    if isDir && options.recursive && watch.patterns == nil {
+                        addWatch(path, patterns: nil)
+                        addSubdirectories(of: path)
+                    }
                 }
-                if isDir && options.recursive && watch.patterns == nil { addWatch(path, patterns: nil) }
             } else if mask & UInt32(IN_CREATE) != 0 {
                 emit("created", path, isDir: isDir)
                 if isDir && options.recursive && watch.patterns == nil {
@@ -240,8 +251,32 @@ final class FilesMonitor: PushMonitor, @unchecked Sendable {  // shared state is
                 context.emit("attributes", ["path": .string(path)])
             }
         }
-        // A move whose other half is outside the watched paths.
-        for from in movedFrom { emit("deleted", from.path, isDir: from.isDir) }
+        // A move whose other half is outside the watched paths: its
+        // watches go, or what happens out there would be told as in here.
+        for from in movedFrom {
+            emit("deleted", from.path, isDir: from.isDir)
+            if from.isDir { unwatch(under: from.path) }
+        }
+    }
+
+    /// The watches of `old` and below it, now at `new`.
+    private func rename(_ old: String, to new: String) {
+        state.withLock { state in
+            for (wd, var watch) in state.watches where watch.directory == old || watch.directory.hasPrefix(old + "/") {
+                watch.directory = new + watch.directory.dropFirst(old.count)
+                state.watches[wd] = watch
+            }
+        }
+    }
+
+    /// Removes the watches of `path` and below it.
+    private func unwatch(under path: String) {
+        let gone = state.withLock { state in
+            let gone = state.watches.filter { $0.value.directory == path || $0.value.directory.hasPrefix(path + "/") }.map(\.key)
+            for wd in gone { state.watches[wd] = nil }
+            return gone
+        }
+        for wd in gone { _ = inotify_rm_watch(fd, wd) }
     }
 
     private func emit(_ kind: String, _ path: String, isDir: Bool) {
