@@ -88,25 +88,20 @@ struct HostileTreeRunTests {
         #expect(NagiosRunTests.of(run.events, monitor: "load", kind: "sample").count >= 5)
         let rss = NagiosRunTests.of(run.events, monitor: "process", kind: "usage").compactMap { $0["rss"] as? Int }
         #expect(rss.contains(Int.max), "\(rss)")
-        // energy_now at Int64's end over a rate of 1: the estimate saturates.
-        try "9223372036854775807\n".write(toFile: battery + "energy_now", atomically: true, encoding: .utf8)
-        try "1\n".write(toFile: battery + "power_now", atomically: true, encoding: .utf8)
-        let again = try Self.run("""
-              power: { plugin: power, interval: 200ms, options: { sysfs: \(tree)/sys } }
-            """, in: dir + "/again")
-        #expect(again.output.status == 0, "\(again.output.stderr)")
-        let empty = NagiosRunTests.of(again.events, monitor: "power", kind: "battery").compactMap { $0["time_to_empty"] as? Int }
-        #expect(empty.allSatisfy { $0 == Int.max } && !empty.isEmpty, "\(empty)")
-        // Charging from Int64.min to Int64.max: what is missing saturates.
-        try "Charging\n".write(toFile: battery + "status", atomically: true, encoding: .utf8)
-        try "-9223372036854775808\n".write(toFile: battery + "energy_now", atomically: true, encoding: .utf8)
-        try "9223372036854775807\n".write(toFile: battery + "energy_full", atomically: true, encoding: .utf8)
-        let charging = try Self.run("""
-              power: { plugin: power, interval: 200ms, options: { sysfs: \(tree)/sys } }
-            """, in: dir + "/charging")
-        #expect(charging.output.status == 0, "\(charging.output.stderr)")
-        let full = NagiosRunTests.of(charging.events, monitor: "power", kind: "battery").compactMap { $0["time_to_full"] as? Int }
-        #expect(full.allSatisfy { $0 == Int.max } && !full.isEmpty, "\(full)")
+        // Discharging from Int64's end at a rate of 1, and charging from
+        // Int64.min to Int64.max: each estimate saturates.
+        for (state, now, field) in [("Discharging", "9223372036854775807", "time_to_empty"),
+                                    ("Charging", "-9223372036854775808", "time_to_full")] {
+            for (file, text) in [("status", state), ("energy_now", now), ("energy_full", "9223372036854775807"), ("power_now", "1")] {
+                try (text + "\n").write(toFile: battery + file, atomically: true, encoding: .utf8)
+            }
+            let power = try Self.run("""
+                  power: { plugin: power, interval: 200ms, options: { sysfs: \(tree)/sys } }
+                """, in: dir + "/" + state)
+            #expect(power.output.status == 0, "\(power.output.stderr)")
+            let estimates = NagiosRunTests.of(power.events, monitor: "power", kind: "battery").compactMap { $0[field] as? Int }
+            #expect(!estimates.isEmpty && estimates.allSatisfy { $0 == Int.max }, "\(state): \(estimates)")
+        }
     }
 
     /// A plugin in vigil's process that will not stop cannot be ended: the

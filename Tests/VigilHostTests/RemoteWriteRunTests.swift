@@ -260,6 +260,15 @@ import VigilForeign
         let dir = try TestEnv.tempDir("rw-away")
         let vm = try Receiver.victoriaMetrics(dir)
         defer { vm.stop() }
+        // The buffered sink as both runs have it: the second replays what the first left.
+        let buffered = """
+          buffered:
+            type: remote_write
+            url: "\(vm.url)"
+            match: [flood]
+            external_labels: { path: buffered }
+            buffer: { type: disk, path: \(dir)/buffer }
+        """
         try TestEnv.write("""
         plugin_dirs: [\(try TestEnv.cPlugins())]
         host: rw-box
@@ -267,12 +276,7 @@ import VigilForeign
           flood: { plugin: flood, isolation: none, options: { count: 0, rate: 1000, fields: 10, entities: 1000 } }
         sinks:
           file: { type: file, path: \(dir)/events.jsonl, match: [flood] }
-          buffered:
-            type: remote_write
-            url: "\(vm.url)"
-            match: [flood]
-            external_labels: { path: buffered }
-            buffer: { type: disk, path: \(dir)/buffer }
+        \(buffered)
           direct: { type: remote_write, url: "\(vm.url)", match: [flood], external_labels: { path: direct }, queue_size: 2000 }
         """, to: dir + "/vigil.yaml")
         let run = try TestEnv.start(TestEnv.vigil, ["run", dir + "/vigil.yaml", "--for", "60s", "--control", "none",
@@ -285,17 +289,17 @@ import VigilForeign
         // The direct sink lost what its queue could not hold: exit status 3.
         #expect(output.status == 3, "\(output.stderr.suffix(3000))")
         let summary = Self.summary(dir + "/summary.json")
-        let buffered = OTLPRunTests.sink(summary, "buffered"), direct = OTLPRunTests.sink(summary, "direct")
-        let bufferedLost = (buffered["lost"] as? [String: Int] ?? [:]).values.reduce(0, +)
+        let bufferedSink = OTLPRunTests.sink(summary, "buffered"), direct = OTLPRunTests.sink(summary, "direct")
+        let bufferedLost = (bufferedSink["lost"] as? [String: Int] ?? [:]).values.reduce(0, +)
         let directLost = direct["lost"] as? [String: Int] ?? [:]
-        #expect(bufferedLost == 0, "\(buffered)")
+        #expect(bufferedLost == 0, "\(bufferedSink)")
         #expect((directLost["queue_full"] ?? 0) > 0, "\(direct)")
         let events = Self.events(dir + "/events.jsonl")
         let expected = Self.expected(events, fields: 10)
         // A loaded machine may end the run before the backlog is replayed
         // (98,770 samples were still on disk once, beside other floods): it
         // stays there, and the next start sends it, which is what it is for.
-        let left = (buffered["buffer"] as? [String: Any])?["buffered"] as? Int ?? 0
+        let left = (bufferedSink["buffer"] as? [String: Any])?["buffered"] as? Int ?? 0
         if left > 0 {
             try TestEnv.write("""
             plugin_dirs: [\(try TestEnv.cPlugins())]
@@ -303,12 +307,7 @@ import VigilForeign
             monitors:
               beat: { plugin: heartbeat, isolation: none, interval: 1s }
             sinks:
-              buffered:
-                type: remote_write
-                url: "\(vm.url)"
-                match: [flood]
-                external_labels: { path: buffered }
-                buffer: { type: disk, path: \(dir)/buffer }
+            \(buffered)
             """, to: dir + "/replay.yaml")
             let replay = try TestEnv.run(TestEnv.vigil, ["run", dir + "/replay.yaml", "--for", "40s", "--control", "none",
                                                          "--summary", dir + "/replay.json"], timeout: 180)
