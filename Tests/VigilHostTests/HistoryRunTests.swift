@@ -42,13 +42,22 @@ import Testing
         let points = (raw["points"] as? [[Double]]) ?? []
         #expect(raw["counter"] as? Bool == true && raw["rate"] as? Bool == false && raw["tier"] as? String == "points")
         #expect(points.count >= 10)
-        let written = try SinkRunTests.lines(dir + "/events.jsonl").compactMap { line -> (Int64, Double)? in
-            let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-            guard json?["monitor"] as? String == "beat", let fields = json?["fields"] as? [String: Any],
-                  let count = fields["count"] as? Int, let time = json?["time"] as? String else { return nil }
-            return (Self.milliseconds(time), Double(count))
+        func written() -> [Int64: Double] {
+            let pairs = ((try? SinkRunTests.lines(dir + "/events.jsonl")) ?? []).compactMap { line -> (Int64, Double)? in
+                let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                guard json?["monitor"] as? String == "beat", let fields = json?["fields"] as? [String: Any],
+                      let count = fields["count"] as? Int, let time = json?["time"] as? String else { return nil }
+                return (Self.milliseconds(time), Double(count))
+            }
+            return Dictionary(pairs, uniquingKeysWith: { a, _ in a })
         }
-        let byTime = Dictionary(written, uniquingKeysWith: { a, _ in a })
+        // The file sink writes a batch after the history has it: the last
+        // point queried may reach the file a moment later (seen in CI).
+        var byTime = written()
+        _ = SinkRunTests.waitUntil(10) {
+            byTime = written()
+            return points.allSatisfy { byTime[Int64($0[0])] != nil }
+        }
         for point in points {
             #expect(byTime[Int64(point[0])] == point[1], "query point \(point) not in the file sink's events")
         }
@@ -69,7 +78,11 @@ import Testing
         #expect(eventsStatus == 200 && events.count == 5 && events.allSatisfy { $0["monitor"] as? String == "beat" })
         let seqs = events.compactMap { $0["seq"] as? Int }
         #expect(seqs == seqs.sorted() && recent["last_seq"] as? Int == seqs.last)
-        let fileLines = try SinkRunTests.lines(dir + "/events.jsonl")
+        var fileLines: [String] = []
+        _ = SinkRunTests.waitUntil(10) {
+            fileLines = (try? SinkRunTests.lines(dir + "/events.jsonl")) ?? []
+            return seqs.allSatisfy { seq in fileLines.contains { $0.contains("\"seq\":\(seq),") } }
+        }
         for event in events {
             let seq = event["seq"] as? Int ?? -1
             let line = fileLines.first { $0.contains("\"seq\":\(seq),") }
